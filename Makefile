@@ -1,0 +1,92 @@
+# triton_bundle.h: build, test, demo, benchmarks.
+# make demo | make test | make test-gpu | make sanitize | make fuzz | make torture | make bench
+CC      ?= cc
+CXX     ?= c++
+CLANG   ?= clang
+OPT     ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -pedantic
+LIBS    := -ldl -lpthread
+B       := build
+HDR     := triton_bundle.h
+TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h
+FUZZ_SECONDS ?= 60
+TORTURE_ROUNDS ?= 200
+
+.PHONY: all test test-gpu demo sanitize fuzz torture bench check-compile corpus clean
+
+all: $(B)/tbundle $(B)/launch
+
+$(B):
+	mkdir -p $(B)
+
+$(B)/tbundle: examples/tbundle.c $(HDR) | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/launch: examples/launch.c $(HDR) | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_main: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_main_cpp: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
+	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_gpu: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_gpu_cpp: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
+	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+# The header alone, as users compile it: C99 and C++11, gcc and clang, no
+# CUDA include path, with and without TB_STATIC and custom allocators.
+check-compile: | $(B)
+	@printf '#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl.c
+	@printf '#define TB_STATIC\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n#include "triton_bundle.h"\nint tb_use(void){return tb_version()[0];}\n' > $(B)/impl_static.c
+	@printf '#define TB_MALLOC(u,n) malloc(n)\n#define TB_REALLOC(u,p,n) realloc(p,n)\n#define TB_FREE(u,p) free(p)\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl_alloc.c
+	@printf '#include "triton_bundle.h"\nint main(void){return tb_version()[0] == 0;}\n' > $(B)/user.c
+	@cp $(B)/impl.c $(B)/impl.cc
+	@for cc in gcc clang; do command -v $$cc >/dev/null || continue; \
+	  for f in impl impl_static impl_alloc user; do \
+	    $$cc -std=c99 $(WARN) -I. -c $(B)/$$f.c -o $(B)/$$f.$$cc.o || exit 1; done; done
+	@for cxx in g++ clang++; do command -v $$cxx >/dev/null || continue; \
+	  $$cxx -std=c++11 $(WARN) -I. -c $(B)/impl.cc -o $(B)/impl.$$cxx.o || exit 1; done
+	@! grep -n '#include *<cuda' $(HDR)
+	@echo "check-compile: C99 and C++11 clean with gcc and clang"
+
+test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_gpu $(B)/tbundle
+	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_gpu tests/test_tbundle.sh
+
+test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
+	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
+
+demo: $(B)/tbundle $(B)/launch
+	@sh examples/demo.sh $(INPUT)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer over the CPU suite.
+sanitize: | $(B)
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	  -fno-omit-frame-pointer -o $(B)/test_main_asan tests/test_main.c $(LIBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan
+
+# libFuzzer targets over the bundle reader and the two text parsers.
+$(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)
+	$(CLANG) -std=c99 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -o $@ $< $(LIBS)
+
+corpus: $(B)/tbundle
+	sh fuzz/make_corpus.sh
+
+fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc
+	@for t in read json ttfunc; do mkdir -p $(B)/corpus_$$t; \
+	  echo "fuzz_$$t for $(FUZZ_SECONDS)s"; \
+	  $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    $(B)/corpus_$$t fuzz/corpus/$$t 2>&1 | tail -n 3 || exit 1; done
+
+torture: $(B)/test_main
+	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_main emit"
+
+bench: | $(B)
+	$(MAKE) -C bench
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,1463 @@
+/* The CPU test suite: data model, format, parsers, conversions, collect and
+   emit. Compiled as C99 and as C++11. Run from the repository root:
+       build/test_main [name-filter]          */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "harness.h"
+#include "util.h"
+#include "fp16_vectors.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static const char *filter;
+
+/* ---------------------------------------------------------------- basics */
+static void test_result_strings(void) {
+    int i, j;
+    for (i = 0; i < (int)tb_result_count_; i++) {
+        const char *s = tb_result_string((tb_result)i);
+        CHECK(s && *s && strcmp(s, "unknown result") != 0);
+        for (j = 0; j < i; j++) CHECK(strcmp(s, tb_result_string((tb_result)j)) != 0);
+    }
+    CHECK(strcmp(tb_result_string((tb_result)999), "unknown result") == 0);
+    CHECK(strcmp(tb_version(), TB_VERSION_STRING) == 0);
+    CHECK(tb_ok == 0);
+}
+
+static void test_xxh64_vectors(void) {
+    static const char *text = "Nobody inspects the spammish repetition";
+    CHECK(tb_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL);
+    CHECK(tb_xxh64("a", 1, 0) == 0xD24EC4F1A98C6E5BULL);
+    CHECK(tb_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ULL);
+    CHECK(tb_xxh64(text, strlen(text), 0) == 0xFBCEA83C8A378BF1ULL);
+}
+
+/* write through a callback in odd-sized pieces must equal the memory writer */
+typedef struct { unsigned char *buf; size_t n, cap; int fail_at; int calls; } sink_t;
+static int sink_cb(void *user, const void *data, size_t size) {
+    sink_t *s = (sink_t *)user;
+    if (s->fail_at && ++s->calls >= s->fail_at) return -1;
+    if (s->n + size > s->cap) return -1;
+    memcpy(s->buf + s->n, data, size);
+    s->n += size;
+    return 0;
+}
+
+/* ------------------------------------------------------------ data model */
+static void test_builder_and_names(void) {
+    tb_bundle *b;
+    tb_error e;
+    uint32_t k;
+    tb_names *nm = NULL;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    tb_config_param params[1];
+    static const unsigned char bytes[] = {1, 2, 3};
+    static const char json[] = "{}";
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    REQUIRE(b);
+    CHECK(tb_bundle_storage(b) == TB_STORAGE_OWNED);
+    CHECK_OK(tb_bundle_add_kernel(b, "HASH1", 3, &k, &e), &e);
+    CHECK(k == 0);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "k.cubin", bytes, 3, TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "k.json", json, 2, TB_REFERENCE, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "empty.ttir", NULL, 0, TB_COPY, &e), &e);
+    CHECK(tb_bundle_add_artifact(b, k, "k.cubin", bytes, 3, TB_COPY, &e) == tb_err_invalid_argument);
+    CHECK(tb_bundle_add_artifact(b, 7, "x", bytes, 3, TB_COPY, &e) == tb_err_invalid_argument);
+    CHECK(tb_bundle_kernel(b, 0)->artifact_count == 3);
+    CHECK(tb_bundle_kernel(b, 0)->device == 3);
+    CHECK(tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "k.cubin")->data != (const void *)bytes);
+    CHECK(memcmp(tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "k.cubin")->data, bytes, 3) == 0);
+    CHECK(tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "k.json")->data == (const void *)json); /* referenced */
+    CHECK(tb_bundle_find_kernel(b, "HASH1") == tb_bundle_kernel(b, 0));
+    CHECK(tb_bundle_find_kernel(b, "nope") == NULL);
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "HASH1";
+    cfg.function_name = "k";
+    cfg.binary_name = "k.cubin";
+    cfg.arg_types = "OOi";
+    cfg.arg_divisibility = "110";
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    params[0].name = "XBLOCK";
+    params[0].value = 1024;
+    cfg.param_count = 1;
+    cfg.params = params;
+    rec.cache_key = "key1";
+    rec.kernel_name = "k_static";
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    CHECK(tb_bundle_launch_record(b, 0)->configs[0].params[0].value == 1024);
+    CHECK(tb_bundle_launch_record(b, 0)->configs[0].arg_types != cfg.arg_types);
+    cfg.arg_types = "OOz";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_unsupported_type);
+    cfg.arg_types = "OOi";
+    cfg.arg_divisibility = "11";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_malformed);
+    cfg.arg_divisibility = "";
+    cfg.num_warps = 0;
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_malformed);
+    cfg.num_warps = 4;
+    cfg.binary_name = "../k.cubin";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_bad_name);
+    CHECK(tb_bundle_launch_record_count(b) == 1);
+
+    CHECK_OK(tb_bundle_names(b, &nm, &e), &e);
+    REQUIRE(nm);
+    CHECK(nm->cached_count == 1 && strcmp(nm->cached[0], "k") == 0);
+    CHECK(nm->static_count == 1 && strcmp(nm->statically_launched[0], "k_static") == 0);
+    tb_names_free(nm);
+    tb_bundle_free(b);
+}
+
+static void test_bad_names_builder(void) {
+    static const char *bad[] = {"", ".", "..", "a/b", "/abs", "a\\b", "../x"};
+    char longname[300];
+    tb_bundle *b;
+    tb_error e;
+    uint32_t k;
+    size_t i;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    REQUIRE(b);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(tb_bundle_add_kernel(b, bad[i], 0, &k, &e) == tb_err_bad_name);
+        CHECK(strstr(e.message, "safe file name") != NULL);
+    }
+    memset(longname, 'a', 256);
+    longname[256] = 0;
+    CHECK(tb_bundle_add_kernel(b, longname, 0, &k, &e) == tb_err_bad_name);
+    longname[255] = 0;
+    CHECK_OK(tb_bundle_add_kernel(b, longname, 0, &k, &e), &e);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(tb_bundle_add_artifact(b, k, bad[i], "x", 1, TB_COPY, &e) == tb_err_bad_name);
+    CHECK(tb_bundle_kernel_count(b) == 1);
+    tb_bundle_free(b);
+}
+
+static void test_arg_codes(void) {
+    static const char *sig[] = {"*fp32", "*i8", "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16",
+                                "u32", "u64", "fp16", "bf16", "fp32", "fp64", "constexpr"};
+    char out[64];
+    char code;
+    tb_error e;
+    CHECK_OK(tb_arg_types_from_signature(sig, sizeof sig / sizeof sig[0], out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "OOibhilIBHIKeyfd") == 0);
+    CHECK(tb_arg_code_from_triton_type("nvTmaDesc", &code, &e) == tb_err_unsupported_type);
+    CHECK(strstr(e.message, "TMA") != NULL);
+    CHECK(tb_arg_code_from_triton_type("tensordesc<fp16[128, 32]>", &code, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_code_from_triton_type("fp8e4nv", &code, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_code_from_triton_type("*", &code, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_types_from_signature(sig, 4, out, 3, &e) == tb_err_limit);
+    CHECK(tb_arg_code_size('O') == 8 && tb_arg_code_size('b') == 1 && tb_arg_code_size('y') == 2 &&
+          tb_arg_code_size('I') == 4 && tb_arg_code_size('x') == 0);
+}
+
+/* ---------------------------------------------------------------- format */
+static void test_fixture_roundtrip(void) {
+    tb_bundle *b = u_fixture_bundle(1), *r = NULL, *rc = NULL, *rf = NULL;
+    unsigned char *buf, *buf2;
+    size_t size, size2;
+    tb_error e;
+    uint32_t i, j, files = 0;
+    char path[512];
+    char *dir;
+    REQUIRE(b);
+    CHECK(tb_bundle_kernel_count(b) == FIXTURE_KERNELS);
+    CHECK(tb_bundle_launch_record_count(b) == FIXTURE_KERNELS);
+    buf = u_serialize(b, &size);
+    REQUIRE(buf);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e), &e);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, TB_READ_COPY, &rc, &e), &e);
+    dir = u_tempdir("rt");
+    snprintf(path, sizeof path, "%s/f.tbundle", dir);
+    CHECK_OK(tb_bundle_write_file(b, path, &e), &e);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &rf, &e), &e);
+    REQUIRE(r && rc && rf);
+    CHECK(tb_bundle_storage(r) == TB_STORAGE_VIEW);
+    CHECK(tb_bundle_storage(rc) == TB_STORAGE_OWNED);
+    CHECK(tb_bundle_storage(rf) == TB_STORAGE_MAPPED);
+    CHECK(tb_bundle_kernel_count(r) == FIXTURE_KERNELS);
+    for (i = 0; i < tb_bundle_kernel_count(b); i++) {
+        const tb_kernel *k = tb_bundle_kernel(b, i), *k2 = tb_bundle_kernel(rf, i);
+        CHECK(strcmp(k->hash, k2->hash) == 0 && k->artifact_count == k2->artifact_count);
+        for (j = 0; j < k->artifact_count; j++) {
+            const tb_artifact *a = &k->artifacts[j], *a2 = &k2->artifacts[j];
+            unsigned char *disk;
+            size_t dn;
+            files++;
+            CHECK(strcmp(a->name, a2->name) == 0 && a->size == a2->size && memcmp(a->data, a2->data, a->size) == 0);
+            CHECK(((uintptr_t)a2->data & 15u) == 0);  /* mapped bytes can go to the driver */
+            CHECK(a2->data == (const void *)((const unsigned char *)a2->data));
+            snprintf(path, sizeof path, "%s/%s/%s", FIXTURE_CACHE, k->hash, a->name);
+            disk = u_read(path, &dn);
+            REQUIRE(disk);
+            if (strstr(a->name, ".json")) {
+                /* every recorded path became the sentinel */
+                CHECK(tb__memmem(a->data, a->size, FIXTURE_RECORDED) == NULL);
+                if (strncmp(a->name, "__grp__", 7) == 0) CHECK(tb__memmem(a->data, a->size, "[REPLACE]/") != NULL);
+            } else {
+                CHECK(dn == a->size && memcmp(disk, a->data, dn) == 0);
+            }
+            free(disk);
+        }
+    }
+    CHECK(files == FIXTURE_FILES);
+    for (i = 0; i < tb_bundle_launch_record_count(b); i++) {
+        const tb_launch_config *c1 = &tb_bundle_launch_record(b, i)->configs[0];
+        const tb_launch_config *c2 = &tb_bundle_launch_record(rc, i)->configs[0];
+        CHECK(strcmp(c1->arg_types, c2->arg_types) == 0 && strcmp(c1->function_name, c2->function_name) == 0);
+        CHECK(c1->num_warps == c2->num_warps && c1->shared_mem == c2->shared_mem);
+        CHECK(c1->global_scratch.present == 1 && c2->profile_scratch.present == 1);
+    }
+    /* the format is canonical: re-serializing what was read gives the same bytes */
+    buf2 = u_serialize(rf, &size2);
+    CHECK(buf2 && size2 == size && memcmp(buf, buf2, size) == 0);
+    free(buf2);
+    /* the writer's callback path gives the same bytes */
+    {
+        sink_t s;
+        memset(&s, 0, sizeof s);
+        s.buf = (unsigned char *)malloc(size);
+        s.cap = size;
+        CHECK_OK(tb_bundle_write_callback(b, sink_cb, &s, &e), &e);
+        CHECK(s.n == size && memcmp(s.buf, buf, size) == 0);
+        s.n = 0;
+        s.fail_at = 3;
+        CHECK(tb_bundle_write_callback(b, sink_cb, &s, &e) == tb_err_io);
+        free(s.buf);
+    }
+    /* count then fill */
+    CHECK(tb_bundle_write_memory(b, buf, size - 1, &size2, &e) == tb_err_invalid_argument);
+    CHECK(size2 == size);
+    tb_bundle_free(r);
+    tb_bundle_free(rc);
+    tb_bundle_free(rf);
+    tb_bundle_free(b);
+    free(buf);
+    u_rmtree(dir);
+    free(dir);
+}
+
+static void test_names_fixture(void) {
+    tb_bundle *b = u_fixture_bundle(1);
+    tb_names *nm = NULL;
+    tb_error e;
+    uint32_t i, adds = 0;
+    REQUIRE(b);
+    CHECK_OK(tb_bundle_names(b, &nm, &e), &e);
+    REQUIRE(nm);
+    CHECK(nm->cached_count == FIXTURE_KERNELS);
+    CHECK(nm->static_count == FIXTURE_KERNELS);
+    for (i = 0; i < nm->cached_count; i++) adds += strcmp(nm->cached[i], "tb_add") == 0;
+    CHECK(adds == 2);
+    tb_names_free(nm);
+    tb_bundle_free(b);
+}
+
+/* A small real bundle: the tb_noargs kernel and its record. */
+static unsigned char *small_bundle(size_t *size) {
+    tb_bundle *b;
+    tb_error e;
+    tb_collect_options o;
+    unsigned char *buf;
+    memset(&o, 0, sizeof o);
+    o.recorded_cache_dir = FIXTURE_RECORDED;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
+    if (tb_collect_kernel(b, FIXTURE_CACHE, "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A", 0, &o, &e) != tb_ok ||
+        tb_bundle_derive_launch_records(b, &e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    buf = u_serialize(b, size);
+    tb_bundle_free(b);
+    return buf;
+}
+
+static void reseal(unsigned char *buf, size_t size) { tb__put64(buf + size - 8, tb_xxh64(buf, size - 8, 0)); }
+
+static void test_truncation_every_offset(void) {
+    size_t size, i;
+    unsigned char *buf = small_bundle(&size), *copy;
+    tb_bundle *b;
+    tb_error e;
+    REQUIRE(buf);
+    CHECK(size > 4096);
+    for (i = 0; i < size; i++) {
+        copy = (unsigned char *)malloc(i ? i : 1);
+        memcpy(copy, buf, i);
+        b = NULL;
+        if (tb_bundle_read_memory(copy, i, NULL, 0, &b, &e) == tb_ok || b) {
+            CHECK(!"truncated bundle accepted");
+            tb_bundle_free(b);
+            free(copy);
+            break;
+        }
+        CHECK(e.code == tb_err_truncated || e.code == tb_err_bad_magic);
+        free(copy);
+    }
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e), &e);
+    tb_bundle_free(b);
+    free(buf);
+}
+
+static void test_every_bit_flip(void) {
+    size_t size, i;
+    int bit;
+    unsigned char *buf = small_bundle(&size);
+    tb_bundle *b;
+    tb_error e;
+    unsigned undetected = 0;
+    REQUIRE(buf);
+    for (i = 0; i < size; i++)
+        for (bit = 0; bit < 8; bit++) {
+            buf[i] ^= (unsigned char)(1u << bit);
+            b = NULL;
+            if (tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_ok) undetected++;
+            tb_bundle_free(b);
+            buf[i] ^= (unsigned char)(1u << bit);
+        }
+    CHECK(undetected == 0);
+    free(buf);
+}
+
+/* Flips with the checksum skipped: the structure checks alone must never
+   crash, and whatever loads must still hold safe names. */
+static void test_bit_flips_unchecked_structure(void) {
+    size_t size, i, accepted = 0;
+    int bit;
+    unsigned char *buf = small_bundle(&size);
+    tb_bundle *b;
+    tb_error e;
+    REQUIRE(buf);
+    for (i = 0; i < size; i += 3)
+        for (bit = 0; bit < 8; bit += 3) {
+            buf[i] ^= (unsigned char)(1u << bit);
+            b = NULL;
+            if (tb_bundle_read_memory(buf, size, NULL, TB_READ_NO_CHECKSUM, &b, &e) == tb_ok) {
+                uint32_t k, a;
+                accepted++;
+                for (k = 0; k < tb_bundle_kernel_count(b); k++) {
+                    const tb_kernel *kn = tb_bundle_kernel(b, k);
+                    CHECK(tb__valid_name(kn->hash, strlen(kn->hash)));
+                    for (a = 0; a < kn->artifact_count; a++)
+                        CHECK(tb__valid_name(kn->artifacts[a].name, strlen(kn->artifacts[a].name)));
+                }
+            }
+            tb_bundle_free(b);
+            buf[i] ^= (unsigned char)(1u << bit);
+        }
+    CHECK(accepted > 0); /* flips inside payload bytes load fine without the checksum */
+    free(buf);
+}
+
+static void test_header_errors(void) {
+    size_t size;
+    unsigned char *buf = small_bundle(&size), *big;
+    tb_bundle *b = NULL;
+    tb_error e;
+    REQUIRE(buf);
+    buf[1] = 'X';
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_bad_magic);
+    CHECK(e.offset == 0);
+    buf[1] = 'T';
+    CHECK(tb_bundle_read_memory("GIF89a", 6, NULL, 0, &b, &e) == tb_err_bad_magic);
+    CHECK(tb_bundle_read_memory("", 0, NULL, 0, &b, &e) == tb_err_truncated);
+    /* a newer major version is refused by name, even with a good checksum */
+    buf[8] = 2;
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
+    CHECK(strstr(e.message, "2.0") != NULL);
+    /* a newer minor version reads */
+    buf[8] = 1;
+    buf[10] = 7;
+    reseal(buf, size);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e), &e);
+    tb_bundle_free(b);
+    b = NULL;
+    buf[10] = 0;
+    reseal(buf, size);
+    /* checksum mismatch names the offset of the trailer */
+    buf[size - 1] ^= 1;
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_checksum);
+    CHECK(e.offset == (long long)(size - 8));
+    buf[size - 1] ^= 1;
+    /* trailing bytes */
+    big = (unsigned char *)malloc(size + 8);
+    memcpy(big, buf, size);
+    memset(big + size, 0, 8);
+    CHECK(tb_bundle_read_memory(big, size + 8, NULL, 0, &b, &e) == tb_err_malformed);
+    free(big);
+    CHECK(b == NULL);
+    free(buf);
+}
+
+/* Inserts a section after the header: unknown optional ones are skipped,
+   unknown required ones refused. */
+static void test_unknown_sections(void) {
+    size_t size, nsize;
+    unsigned char *buf = small_bundle(&size), *nb;
+    tb_bundle *b = NULL;
+    tb_error e;
+    REQUIRE(buf);
+    nsize = size + 16 + 16; /* keeps later payloads 16-byte aligned */
+    nb = (unsigned char *)malloc(nsize);
+    memcpy(nb, buf, 32);
+    tb__put32(nb + 32, 99);       /* type */
+    tb__put32(nb + 36, 0);        /* optional */
+    tb__put64(nb + 40, 13);       /* 13 bytes + 3 padding */
+    memcpy(nb + 48, "from the future\0", 16);
+    nb[61] = nb[62] = nb[63] = 0;
+    memcpy(nb + 64, buf + 32, size - 32);
+    tb__put64(nb + 16, nsize);
+    tb__put32(nb + 24, 3);
+    reseal(nb, nsize);
+    CHECK_OK(tb_bundle_read_memory(nb, nsize, NULL, 0, &b, &e), &e);
+    CHECK(b && tb_bundle_kernel_count(b) == 1);
+    tb_bundle_free(b);
+    b = NULL;
+    tb__put32(nb + 36, 1);        /* now required */
+    reseal(nb, nsize);
+    CHECK(tb_bundle_read_memory(nb, nsize, NULL, 0, &b, &e) == tb_err_unsupported_version);
+    CHECK(strstr(e.message, "99") != NULL);
+    free(nb);
+    free(buf);
+}
+
+/* counting allocator: the largest request and the balance */
+static size_t ca_live, ca_max_request, ca_allocs;
+static long ca_fail_at = -1;
+static void *ca_alloc(void *u, size_t n) {
+    size_t *p;
+    (void)u;
+    if (ca_fail_at >= 0 && (long)ca_allocs >= ca_fail_at) return NULL;
+    ca_allocs++;
+    if (n > ca_max_request) ca_max_request = n;
+    p = (size_t *)malloc(n + 16);
+    if (!p) return NULL;
+    *p = n;
+    ca_live++;
+    return (char *)p + 16;
+}
+static void ca_free(void *u, void *ptr) {
+    (void)u;
+    if (!ptr) return;
+    ca_live--;
+    free((char *)ptr - 16);
+}
+static void *ca_realloc(void *u, void *ptr, size_t n) {
+    void *np;
+    if (!ptr) return ca_alloc(u, n);
+    np = ca_alloc(u, n);
+    if (!np) return NULL;
+    memcpy(np, ptr, *(size_t *)((char *)ptr - 16) < n ? *(size_t *)((char *)ptr - 16) : n);
+    ca_free(u, ptr);
+    return np;
+}
+static tb_options ca_options(void) {
+    tb_options o;
+    memset(&o, 0, sizeof o);
+    o.allocator.alloc = ca_alloc;
+    o.allocator.realloc = ca_realloc;
+    o.allocator.free = ca_free;
+    return o;
+}
+
+static void test_absurd_counts(void) {
+    size_t size;
+    unsigned char *buf = small_bundle(&size);
+    tb_bundle *b = NULL;
+    tb_error e;
+    tb_options o = ca_options();
+    tb_result r;
+    REQUIRE(buf);
+    /* kernel count at offset 48 (header 32 + section header 16) */
+    CHECK(tb__le32(buf + 48) == 1);
+    tb__put32(buf + 48, 0xFFFFFFFFu);
+    reseal(buf, size);
+    ca_max_request = 0;
+    r = tb_bundle_read_memory(buf, size, &o, 0, &b, &e);
+    CHECK(r == tb_err_limit);
+    tb__put32(buf + 48, 900000);
+    reseal(buf, size);
+    r = tb_bundle_read_memory(buf, size, &o, 0, &b, &e);
+    CHECK(r == tb_err_truncated);
+    CHECK(strstr(e.message, "cannot fit") != NULL);
+    CHECK(ca_max_request < 4096);  /* refused before allocating for the claimed count */
+    tb__put32(buf + 48, 1);
+    /* artifact total */
+    tb__put32(buf + 52, 0x7FFFFFFFu);
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, &o, 0, &b, &e) == tb_err_truncated);
+    CHECK(ca_max_request < 4096);
+    tb__put32(buf + 52, 9);
+    /* the kernel hash's length */
+    tb__put32(buf + 56, 0x7FFFFFF0u);
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, &o, 0, &b, &e) == tb_err_limit);
+    CHECK(e.offset == 56);
+    CHECK(b == NULL);
+    CHECK(ca_live == 0);
+    free(buf);
+}
+
+/* Patches names inside a serialized bundle (same length) and reseals it:
+   the reader must refuse every unsafe name before anything could write. */
+static void test_bad_names_in_bundle(void) {
+    /* separators put into the first artifact name, its length unchanged */
+    static const char *const bad[] = {"/", "\\"};
+    size_t size, i;
+    unsigned char *buf = small_bundle(&size);
+    tb_bundle *b = NULL;
+    tb_error e;
+    REQUIRE(buf);
+    CHECK(tb__le32(buf + 128) == strlen("__grp__tb_noargs.json"));
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned char *c = (unsigned char *)malloc(size);
+        memcpy(c, buf, size);
+        c[132 + 3] = (unsigned char)bad[i][0];
+        reseal(c, size);
+        CHECK(tb_bundle_read_memory(c, size, NULL, 0, &b, &e) == tb_err_bad_name);
+        CHECK(e.offset == 128 && strstr(e.message, "artifact name") != NULL);
+        CHECK(b == NULL);
+        free(c);
+    }
+    /* same-length replacement of the kernel hash: ".." padded name "../../../..." */
+    {
+        unsigned char *c = (unsigned char *)malloc(size);
+        uint32_t hl = tb__le32(buf + 56);
+        memcpy(c, buf, size);
+        memset(c + 60, '.', hl);
+        c[61] = '/';
+        reseal(c, size);
+        CHECK(tb_bundle_read_memory(c, size, NULL, 0, &b, &e) == tb_err_bad_name);
+        CHECK(e.offset == 56);
+        CHECK(strstr(e.message, "kernel hash") != NULL);
+        memset(c + 60, '.', hl);
+        c[60 + hl - 1] = 0; /* embedded NUL */
+        reseal(c, size);
+        CHECK(tb_bundle_read_memory(c, size, NULL, 0, &b, &e) == tb_err_malformed);
+        memcpy(c, buf, size);
+        tb__put32(c + 56, 2);  /* hash ".." made by shortening: padding then not zero */
+        c[60] = '.';
+        c[61] = '.';
+        c[62] = 0;
+        reseal(c, size);
+        CHECK(tb_bundle_read_memory(c, size, NULL, 0, &b, &e) != tb_ok);
+        free(c);
+    }
+    free(buf);
+}
+
+static void test_allocator_failures(void) {
+    size_t size;
+    unsigned char *buf = small_bundle(&size);
+    tb_options o = ca_options();
+    tb_error e;
+    long n;
+    int saw_oom = 0, saw_ok = 0;
+    REQUIRE(buf);
+    for (n = 0; n < 40; n++) {
+        tb_bundle *b = NULL;
+        tb_result r;
+        ca_allocs = 0;
+        ca_fail_at = n;
+        r = tb_bundle_read_memory(buf, size, &o, TB_READ_COPY, &b, &e);
+        if (r == tb_err_out_of_memory) saw_oom = 1;
+        else if (r == tb_ok) saw_ok = 1;
+        else CHECK(!"unexpected result");
+        CHECK((r == tb_ok) == (b != NULL));
+        tb_bundle_free(b);
+        CHECK(ca_live == 0);
+    }
+    /* building and collecting under failing allocations */
+    for (n = 0; n < 200; n++) {
+        tb_bundle *b = NULL;
+        tb_collect_options co;
+        memset(&co, 0, sizeof co);
+        co.recorded_cache_dir = FIXTURE_RECORDED;
+        ca_allocs = 0;
+        ca_fail_at = n;
+        if (tb_bundle_create(&o, &b, &e) == tb_ok) {
+            tb_collect_cache(b, FIXTURE_CACHE, &co, NULL, &e);
+            tb_bundle_derive_launch_records(b, &e);
+            tb_bundle_free(b);
+        }
+        CHECK(ca_live == 0);
+    }
+    ca_fail_at = -1;
+    CHECK(saw_oom && saw_ok);
+    free(buf);
+}
+
+/* --------------------------------------------------------------- parsers */
+static void test_metadata_json_fixture(void) {
+    size_t n;
+    unsigned char *s = u_read(FIXTURE_CACHE "/FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ/tb_matmul.json", &n);
+    tb_kernel_metadata md;
+    tb_error e;
+    REQUIRE(s);
+    CHECK_OK(tb_parse_metadata_json((const char *)s, n, &md, &e), &e);
+    CHECK(strcmp(md.name, "tb_matmul") == 0);
+    CHECK(md.num_warps == 8 && md.num_ctas == 1 && md.shared == 131072);
+    CHECK(md.global_scratch.present && md.global_scratch.size == 0 && md.global_scratch.align == 1);
+    CHECK(md.profile_scratch.present && md.profile_scratch.size == 0);
+    CHECK(md.flags == 0);
+    free(s);
+}
+
+static void test_metadata_json_errors(void) {
+    static const char *bad[] = {
+        "", "[]", "{", "{\"name\":", "{\"name\": \"k\"}", "{\"num_warps\": 4}",
+        "{\"name\": \"k\", \"num_warps\": 4,}", "{\"name\": \"k\", \"num_warps\": -4}",
+        "{\"name\": \"k\", \"num_warps\": 4.5}", "{\"name\": \"k\", \"num_warps\": 99999999999999999999999}",
+        "{\"name\": \"k\", \"num_warps\": 4} x", "{\"name\": \"k\\q\", \"num_warps\": 4}",
+        "{\"name\": \"k\", \"num_warps\": 4, \"launch_pdl\": 1}",
+        "{\"name\": \"k\", \"num_warps\": 4, \"cluster_dims\": [1, 2]}",
+        "{\"name\": \"\", \"num_warps\": 4}", "{\"name\": \"k\\u0000\", \"num_warps\": 4}"};
+    static const char *good =
+        "{\"x\": {\"a\": [1, 2.5e3, true, null, \"s\\\"\"]}, \"name\": \"k\\u00e9\", \"num_warps\": 4,"
+        " \"launch_pdl\": true, \"launch_cooperative_grid\": false, \"cluster_dims\": [2, 1, 1], \"maxnreg\": null}";
+    tb_kernel_metadata md;
+    tb_error e;
+    size_t i;
+    char deep[400];
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tb_result r = tb_parse_metadata_json(bad[i], strlen(bad[i]), &md, &e);
+        CHECK(r == tb_err_parse);
+        if (r != tb_err_parse) printf("    accepted: %s\n", bad[i]);
+    }
+    CHECK_OK(tb_parse_metadata_json(good, strlen(good), &md, &e), &e);
+    CHECK(strcmp(md.name, "k\xc3\xa9") == 0);
+    CHECK(md.flags == TB_LAUNCH_PDL && md.cluster_dims[0] == 2);
+    CHECK(!md.global_scratch.present);
+    /* nesting beyond TB_MAX_JSON_DEPTH */
+    strcpy(deep, "{\"x\": ");
+    for (i = 0; i < 150; i++) strcat(deep, "[");
+    CHECK(tb_parse_metadata_json(deep, strlen(deep), &md, &e) == tb_err_parse);
+    CHECK(strstr(e.message, "deeply") != NULL);
+    /* every truncation of a real file */
+    {
+        size_t n, k;
+        unsigned char *s = u_read(FIXTURE_CACHE "/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.json", &n);
+        REQUIRE(s);
+        for (k = 0; k < n - 1; k++) CHECK(tb_parse_metadata_json((const char *)s, k, &md, &e) == tb_err_parse);
+        free(s);
+    }
+}
+
+static void test_ttfunc_fixture(void) {
+    struct { const char *path, *fn, *types, *div; } cases[] = {
+        {"WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A/tb_scalars.source", "tb_scalars", "Obhilbhileyfd",
+         "1001101110000"},
+        {"FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ/tb_matmul.source", "tb_matmul", "OOOiiiiii", "111111111"},
+        {"AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.source", "tb_add", "OOOi", "1110"},
+        {"JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA/tb_add.ttir", "tb_add", "OOOi", "1111"},
+        {"72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A/tb_noargs.source", "tb_noargs", "", ""},
+        {"CGP5WEMPIL5XNJDOE6BA37VRCQTQMF7JU35PELJMPT6XGWEE5CWQ/triton_per_fused_gelu_native_layer_norm_0.source",
+         "triton_per_fused_gelu_native_layer_norm_0", "OOOOOOii", "11111111"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512], types[TB_MAX_ARGS + 1], div[TB_MAX_ARGS + 1];
+        size_t n, k;
+        unsigned char *s;
+        tb_error e;
+        snprintf(path, sizeof path, "%s/%s", FIXTURE_CACHE, cases[i].path);
+        s = u_read(path, &n);
+        REQUIRE(s);
+        CHECK_OK(tb_parse_ttfunc((const char *)s, n, cases[i].fn, types, div, sizeof types, &e), &e);
+        CHECK(strcmp(types, cases[i].types) == 0);
+        CHECK(strcmp(div, cases[i].div) == 0);
+        CHECK(tb_parse_ttfunc((const char *)s, n, "nope", types, div, sizeof types, &e) == tb_err_not_found);
+        /* any prefix of the text: an error or the same answer, never a crash */
+        for (k = 0; k < n; k += 7) {
+            tb_result r = tb_parse_ttfunc((const char *)s, k, cases[i].fn, types, div, sizeof types, &e);
+            if (r == tb_ok) CHECK(strcmp(types, cases[i].types) == 0);
+        }
+        free(s);
+    }
+    {
+        const char *tma = "tt.func public @k(%a: !tt.tensordesc<tensor<128x32xf16, #shared>> loc(\"a\"), %n: i32) {";
+        const char *fp8 = "tt.func public @k(%a: f8E4M3FN) {";
+        char types[8], div[8];
+        tb_error e;
+        CHECK(tb_parse_ttfunc(tma, strlen(tma), "k", types, div, sizeof types, &e) == tb_err_unsupported_type);
+        CHECK(strstr(e.message, "tensordesc") != NULL);
+        CHECK(tb_parse_ttfunc(fp8, strlen(fp8), "k", types, div, sizeof types, &e) == tb_err_unsupported_type);
+        CHECK(tb_parse_ttfunc("tt.func public @k(%a: i32, %b: i32, %c: i32, %d: i32, %e: i32, %f: i32, %g: i32, %h: i32) {",
+                              80, "k", types, div, 4, &e) != tb_ok);
+    }
+}
+
+/* ----------------------------------------------------------- conversions */
+static void test_fp16_vectors(void) {
+    size_t i;
+    unsigned bad = 0;
+    for (i = 0; i < sizeof fp16_vectors / sizeof fp16_vectors[0]; i++) {
+        double d;
+        uint64_t bits = fp16_vectors[i].d;
+        memcpy(&d, &bits, 8);
+        if (tb_fp16_from_double(d) != fp16_vectors[i].h) {
+            if (bad++ < 5) printf("    %.17g -> %04x, want %04x\n", d, tb_fp16_from_double(d), fp16_vectors[i].h);
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(tb_fp16_from_double(1.5) == 0x3E00);
+    CHECK(tb_fp16_from_double(-2.25) == 0xC080);
+    CHECK(tb_fp16_from_double(0.0 / 0.0) == 0x7E00 || tb_fp16_from_double(0.0 / 0.0) == 0xFE00);
+    /* every finite fp16 survives the round trip */
+    for (i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        if (((h >> 10) & 31) == 31) continue;
+        if (tb_fp16_from_double(tb_fp16_to_double(h)) != h) bad++;
+    }
+    CHECK(bad == 0);
+}
+
+static void test_bf16_triton_packing(void) {
+    CHECK(tb_bf16_from_double(-2.25) == 0xC010);
+    CHECK(tb_bf16_from_double(1.5) == 0x3FC0);
+    CHECK(tb_bf16_from_double(3.14159) == 0x4049);
+    /* float 0x3F80C000: Triton truncates to 0x3F80 (round-to-nearest would give 0x3F81) */
+    CHECK(tb_bf16_from_double(1.005859375) == 0x3F80);
+    CHECK(tb_bf16_to_double(0xC010) == -2.25);
+}
+
+static void test_pack_args(void) {
+    tb_arg s;
+    tb_error e;
+    unsigned char *p = (unsigned char *)&s;
+    CHECK(sizeof(tb_arg) == 8);
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(-7), 1, &s, &e), &e);
+    CHECK(p[0] == 0xF9 && p[1] == 0);
+    CHECK_OK(tb_pack_arg('B', tb_arg_u(200), 1, &s, &e), &e);
+    CHECK(p[0] == 200);
+    CHECK(tb_pack_arg('b', tb_arg_i(200), 1, &s, &e) == tb_err_arg_range);
+    CHECK(strstr(e.message, "200") != NULL);
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(200), 0, &s, &e), &e); /* unchecked: the bits */
+    CHECK(p[0] == 200);
+    CHECK(tb_pack_arg('B', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('h', tb_arg_i(-32769), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('H', tb_arg_u(60000), 1, &s, &e) == tb_ok && p[0] == 0x60 && p[1] == 0xEA);
+    CHECK(tb_pack_arg('i', tb_arg_i((int64_t)1 << 31), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('i', tb_arg_i(-70000), 1, &s, &e) == tb_ok && *(int32_t *)(void *)p == -70000);
+    CHECK(tb_pack_arg('I', tb_arg_u(4000000000u), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 4000000000u);
+    CHECK(tb_pack_arg('K', tb_arg_u(9223372036854779904ULL), 1, &s, &e) == tb_ok && s.u == 9223372036854779904ULL);
+    CHECK(tb_pack_arg('e', tb_arg_f(1.5), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x3E && p[2] == 0);
+    CHECK(tb_pack_arg('e', tb_arg_f(70000.0), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('y', tb_arg_f(-2.25), 1, &s, &e) == tb_ok && p[0] == 0x10 && p[1] == 0xC0);
+    CHECK(tb_pack_arg('f', tb_arg_f(3.14159), 1, &s, &e) == tb_ok && *(float *)(void *)p == 3.14159f);
+    CHECK(tb_pack_arg('d', tb_arg_f(2.718281828459045), 1, &s, &e) == tb_ok && s.f == 2.718281828459045);
+    CHECK(tb_pack_arg('O', tb_arg_p((void *)0x1234), 1, &s, &e) == tb_ok && s.u == 0x1234);
+    CHECK(tb_pack_arg('x', tb_arg_i(0), 1, &s, &e) == tb_err_unsupported_type);
+}
+
+static void test_too_many_args(void) {
+    tb_bundle *b;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    char types[TB_MAX_ARGS + 2];
+    memset(types, 'i', sizeof types);
+    types[TB_MAX_ARGS + 1] = 0;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "k";
+    cfg.binary_name = "k.cubin";
+    cfg.arg_types = types;
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    rec.cache_key = "k";
+    rec.kernel_name = "k";
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_limit);
+    CHECK(strstr(e.message, "TB_MAX_ARGS") != NULL);
+    types[TB_MAX_ARGS] = 0;
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    tb_bundle_free(b);
+}
+
+/* The launcher's CPU-side behaviour where no GPU is present. */
+static void test_launcher_without_driver(void) {
+    tb_error e;
+    tb_loaded_kernel *k = (tb_loaded_kernel *)1;
+    tb_launch_config cfg;
+    tb_result r = tb_driver_load(&e);
+    if (r == tb_ok) SKIP("a CUDA driver is present here; the GPU suite covers loading");
+    CHECK(r == tb_err_no_driver || r == tb_err_no_device);
+    CHECK(strstr(e.message, "libcuda") != NULL);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "k";
+    cfg.binary_name = "k.cubin";
+    cfg.arg_types = "";
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    CHECK(tb_load_cubin("x", 1, &cfg, NULL, NULL, &k, &e) == r);
+    CHECK(k == NULL);
+    CHECK(tb_driver_symbol("cuMemAlloc_v2") == NULL);
+}
+
+/* ------------------------------------------------------------ filesystem */
+static int files_equal(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *x = u_read(a, &na), *y = u_read(b, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* Checks a cache written by emit against the fixture: every file identical,
+   JSON with the recorded path swapped for the new one. */
+static int check_emitted(const char *cache, int quiet) {
+    tb_bundle *b = u_fixture_bundle(0);
+    uint32_t i, j;
+    int bad = 0;
+    if (!b) return 1;
+    for (i = 0; i < tb_bundle_kernel_count(b); i++) {
+        const tb_kernel *k = tb_bundle_kernel(b, i);
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/%s", cache, k->hash);
+        if (u_count_entries(dir, NULL) != (int)k->artifact_count) {
+            if (!quiet) printf("    %s holds %d files, want %u\n", dir, u_count_entries(dir, NULL), k->artifact_count);
+            bad++;
+            continue;
+        }
+        for (j = 0; j < k->artifact_count; j++) {
+            char got[900], want[900];
+            snprintf(got, sizeof got, "%s/%s", dir, k->artifacts[j].name);
+            snprintf(want, sizeof want, "%s/%s/%s", FIXTURE_CACHE, k->hash, k->artifacts[j].name);
+            if (strstr(k->artifacts[j].name, ".json")) {
+                size_t n, m, rn;
+                unsigned char *g = u_read(got, &n), *w = u_read(want, &m), *expect;
+                char abs[600], from[600];
+                tb__ctx c = tb__ctx_from(NULL);
+                tb__absolute(dir, abs, sizeof abs, NULL);
+                snprintf(from, sizeof from, "%s/%s", FIXTURE_RECORDED, k->hash);
+                expect = w ? tb__replace_all(&c, w, m, from, abs, &rn) : NULL;
+                if (!g || !expect || n != rn || memcmp(g, expect, n) != 0) {
+                    if (!quiet) printf("    %s differs from the fixture with paths swapped\n", got);
+                    bad++;
+                }
+                free(g);
+                free(w);
+                free(expect);
+            } else if (!files_equal(got, want)) {
+                if (!quiet) printf("    %s differs from the fixture\n", got);
+                bad++;
+            }
+        }
+    }
+    tb_bundle_free(b);
+    return bad;
+}
+
+static void test_collect_emit_fixture(void) {
+    tb_bundle *b = u_fixture_bundle(1);
+    char *dir = u_tempdir("emit");
+    char cache[600];
+    tb_emit_report rep;
+    tb_names *nm = NULL;
+    tb_error e;
+    REQUIRE(b);
+    snprintf(cache, sizeof cache, "%s/nested/cache", dir);
+    CHECK_OK(tb_emit(b, cache, NULL, &rep, &nm, &e), &e);
+    CHECK(rep.written == FIXTURE_KERNELS && rep.present == 0 && rep.failed == 0);
+    CHECK(nm && nm->cached_count == FIXTURE_KERNELS && nm->static_count == FIXTURE_KERNELS);
+    tb_names_free(nm);
+    CHECK(check_emitted(cache, 0) == 0);
+    CHECK(u_count_entries(cache, "tmp.") == 0);
+    /* a second emit finds everything present and writes nothing */
+    CHECK_OK(tb_emit(b, cache, NULL, &rep, NULL, &e), &e);
+    CHECK(rep.written == 0 && rep.present == FIXTURE_KERNELS);
+    /* emitted cache collects back to the same bundle bytes */
+    {
+        tb_bundle *b2;
+        unsigned char *s1, *s2;
+        size_t n1, n2;
+        CHECK_OK(tb_bundle_create(NULL, &b2, &e), &e);
+        CHECK_OK(tb_collect_cache(b2, cache, NULL, NULL, &e), &e);
+        CHECK_OK(tb_bundle_derive_launch_records(b2, &e), &e);
+        s1 = u_serialize(b, &n1);
+        s2 = u_serialize(b2, &n2);
+        CHECK(s1 && s2 && n1 == n2 && memcmp(s1, s2, n1) == 0);
+        free(s1);
+        free(s2);
+        tb_bundle_free(b2);
+    }
+    /* an empty directory under the final name is replaced */
+    {
+        char p[700];
+        tb_bundle *one;
+        uint32_t k;
+        snprintf(p, sizeof p, "%s/c2", dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/c2/HASHX", dir);
+        mkdir(p, 0755);
+        CHECK_OK(tb_bundle_create(NULL, &one, &e), &e);
+        CHECK_OK(tb_bundle_add_kernel(one, "HASHX", 0, &k, &e), &e);
+        CHECK_OK(tb_bundle_add_artifact(one, k, "a.json", "[REPLACE]/a", 11, TB_COPY, &e), &e);
+        snprintf(p, sizeof p, "%s/c2", dir);
+        CHECK_OK(tb_emit(one, p, NULL, &rep, NULL, &e), &e);
+        CHECK(rep.written == 1);
+        snprintf(p, sizeof p, "%s/c2/HASHX/a.json", dir);
+        {
+            size_t n;
+            unsigned char *s = u_read(p, &n);
+            char want[700];
+            snprintf(want, sizeof want, "%s/c2/HASHX/a", dir);
+            CHECK(s && n == strlen(want) && memcmp(s, want, n) == 0);
+            free(s);
+        }
+        tb_bundle_free(one);
+    }
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
+static void make_dir(const char *base, const char *name) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", base, name);
+    mkdir(p, 0755);
+}
+static void make_file(const char *base, const char *name, const char *content) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", base, name);
+    u_write(p, content, strlen(content));
+}
+
+static void test_collect_edge_cases(void) {
+    char *dir = u_tempdir("coll"), *outside = u_tempdir("outside");
+    char p[700];
+    tb_bundle *b;
+    tb_error e;
+    tb_collect_report rep;
+    const tb_kernel *k;
+    /* a kernel dir, a launcher dir (no __grp__), a file, a tmp dir, a symlinked kernel dir */
+    make_dir(dir, "K1");
+    make_file(dir, "K1/__grp__k.json", "{\"child_paths\": {\"k.cubin\": \"DIR/K1/k.cubin\"}}");
+    make_file(dir, "K1/k.cubin", "CUBIN");
+    make_dir(dir, "K1/sub");
+    make_file(dir, "K1/sub/hidden", "no");
+    make_file(outside, "secret", "SECRET");
+    snprintf(p, sizeof p, "%s/secret", outside);
+    snprintf(p + 300, 300, "%s/K1/link.json", dir);
+    CHECK(symlink(p, p + 300) == 0);
+    make_dir(dir, "LAUNCHER");
+    make_file(dir, "LAUNCHER/__triton_launcher.so", "ELF");
+    make_file(dir, "plainfile", "x");
+    make_dir(dir, "tmp.123");
+    make_file(dir, "tmp.123/__grp__x.json", "{}");
+    snprintf(p, sizeof p, "%s/K1", dir);
+    snprintf(p + 300, 300, "%s/KLINK", dir);
+    CHECK(symlink(p, p + 300) == 0);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_collect_cache(b, dir, NULL, &rep, &e), &e);
+    CHECK(rep.collected == 1 && rep.failed == 0 && rep.skipped == 4);
+    k = tb_bundle_find_kernel(b, "K1");
+    REQUIRE(k);
+    CHECK(k->artifact_count == 2);            /* no symlinked file, no subdirectory */
+    CHECK(tb_kernel_find_artifact(k, "link.json") == NULL);
+    CHECK(tb_kernel_find_artifact(k, "hidden") == NULL);
+    CHECK(tb_bundle_find_kernel(b, "KLINK") == NULL);
+    /* missing kernel directory */
+    CHECK(tb_collect_kernel(b, dir, "NOPE", 0, NULL, &e) == tb_err_not_found);
+    CHECK(strstr(e.message, "NOPE") != NULL);
+    CHECK(tb_collect_kernel(b, dir, "KLINK", 0, NULL, &e) != tb_ok); /* never through a link */
+    CHECK(tb_collect_cache(b, "/nonexistent/cache", NULL, NULL, &e) == tb_err_not_found);
+    /* the sentinel already in a JSON file fails that kernel, cleanly */
+    make_dir(dir, "K2");
+    make_file(dir, "K2/__grp__k.json", "{\"p\": \"[REPLACE]/k.cubin\"}");
+    make_file(dir, "K2/k.cubin", "CUBIN");
+    CHECK(tb_collect_kernel(b, dir, "K2", 0, NULL, &e) == tb_err_sentinel);
+    CHECK(strcmp(e.kernel, "K2") == 0 && strstr(e.file, "__grp__") != NULL);
+    CHECK(tb_bundle_find_kernel(b, "K2") == NULL);
+    CHECK(tb_bundle_kernel_count(b) == 1);
+    tb_bundle_free(b);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK(tb_collect_cache(b, dir, NULL, &rep, &e) == tb_err_sentinel);
+    CHECK(rep.collected == 1 && rep.failed == 1);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    u_rmtree(outside);
+    free(dir);
+    free(outside);
+}
+
+static void test_collect_path_swap(void) {
+    /* a cache written where it is now: its own absolute path is swapped */
+    char *dir = u_tempdir("swap");
+    char content[800], p[700];
+    tb_bundle *b;
+    tb_error e;
+    const tb_artifact *a;
+    make_dir(dir, "H");
+    snprintf(content, sizeof content, "{\"a\": \"%s/H/k.cubin\", \"b\": \"%s/H/k.json\"}", dir, dir);
+    make_file(dir, "H/__grp__k.json", content);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_collect_kernel(b, dir, "H", 0, NULL, &e), &e);
+    a = tb_kernel_find_artifact(tb_bundle_find_kernel(b, "H"), "__grp__k.json");
+    REQUIRE(a);
+    CHECK(a->size == strlen("{\"a\": \"[REPLACE]/k.cubin\", \"b\": \"[REPLACE]/k.json\"}"));
+    CHECK(memcmp(a->data, "{\"a\": \"[REPLACE]/k.cubin\", \"b\": \"[REPLACE]/k.json\"}", (size_t)a->size) == 0);
+    /* relative cache paths resolve against the working directory */
+    if (getcwd(p, sizeof p)) {
+        char rel[700];
+        tb_bundle *b2;
+        CHECK(chdir(dir) == 0);
+        snprintf(rel, sizeof rel, ".");
+        CHECK_OK(tb_bundle_create(NULL, &b2, &e), &e);
+        CHECK_OK(tb_collect_kernel(b2, rel, "H", 0, NULL, &e), &e);
+        a = tb_kernel_find_artifact(tb_bundle_find_kernel(b2, "H"), "__grp__k.json");
+        CHECK(a && tb__memmem(a->data, (size_t)a->size, "[REPLACE]/k.cubin") != NULL);
+        tb_bundle_free(b2);
+        CHECK(chdir(p) == 0);
+    }
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
+static void test_emit_hostile_targets(void) {
+    char *dir = u_tempdir("host"), *outside = u_tempdir("outside2");
+    char p[700], q[700];
+    tb_bundle *b;
+    tb_error e;
+    tb_emit_report rep;
+    uint32_t k;
+    /* the target name is a symlink to a directory elsewhere: never written through */
+    snprintf(p, sizeof p, "%s/EVIL", dir);
+    CHECK(symlink(outside, p) == 0);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "EVIL", 0, &k, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "f.cubin", "x", 1, TB_COPY, &e), &e);
+    CHECK(tb_emit(b, dir, NULL, &rep, NULL, &e) == tb_err_io);
+    CHECK(rep.failed == 1 && strstr(e.message, "not a directory") != NULL);
+    CHECK(u_count_entries(outside, NULL) == 0);
+    CHECK(u_count_entries(dir, "tmp.") == 0);
+    /* a cache path that cannot be a directory */
+    snprintf(q, sizeof q, "%s/afile", dir);
+    u_write(q, "x", 1);
+    snprintf(q, sizeof q, "%s/afile/cache", dir);
+    CHECK(tb_emit(b, q, NULL, &rep, NULL, &e) == tb_err_io);
+    CHECK(strstr(e.message, "afile") != NULL);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    u_rmtree(outside);
+    free(dir);
+    free(outside);
+}
+
+static void test_emit_readonly_dir(void) {
+    char *dir = u_tempdir("ro");
+    tb_bundle *b = u_fixture_bundle(0);
+    tb_error e;
+    tb_emit_report rep;
+    REQUIRE(b);
+    chmod(dir, 0555);
+    if (access(dir, W_OK) == 0) {
+        chmod(dir, 0755);
+        tb_bundle_free(b);
+        u_rmtree(dir);
+        free(dir);
+        SKIP("running as root: permissions do not stop writes (the file-size test covers write failures)");
+    }
+    CHECK(tb_emit(b, dir, NULL, &rep, NULL, &e) == tb_err_io);
+    CHECK(rep.failed == FIXTURE_KERNELS && e.sys_errno == EACCES);
+    chmod(dir, 0755);
+    CHECK(u_count_entries(dir, NULL) == 0);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
+/* Write failure: a file-size limit makes large files fail mid-write. */
+static void test_emit_write_failure(void) {
+    char *dir = u_tempdir("fsize");
+    pid_t pid;
+    int status = 0;
+    pid = fork();
+    if (pid == 0) {
+        struct rlimit rl;
+        tb_bundle *b = u_fixture_bundle(0);
+        tb_emit_report rep;
+        tb_error e;
+        tb_result r;
+        signal(SIGXFSZ, SIG_IGN);
+        rl.rlim_cur = rl.rlim_max = 20000;
+        setrlimit(RLIMIT_FSIZE, &rl);
+        r = tb_emit(b, dir, NULL, &rep, NULL, &e);
+        /* kernels with a file over 20000 bytes fail; the rest are written */
+        _exit(r == tb_err_io && rep.failed > 0 && rep.written > 0 && e.sys_errno == EFBIG &&
+                      strstr(e.message, "writing") != NULL
+                  ? 0
+                  : 1);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(u_count_entries(dir, "tmp.") == 0);
+    /* what exists is complete */
+    CHECK(u_count_entries(dir, NULL) > 0 && u_count_entries(dir, NULL) < (int)FIXTURE_KERNELS);
+    {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        tb_bundle *f = u_fixture_bundle(0);
+        while (d && (de = readdir(d)) != NULL) {
+            char p[700];
+            const tb_kernel *k = tb_bundle_find_kernel(f, de->d_name);
+            if (de->d_name[0] == '.') continue;
+            CHECK(k != NULL);
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            if (k) CHECK(u_count_entries(p, NULL) == (int)k->artifact_count);
+        }
+        if (d) closedir(d);
+        tb_bundle_free(f);
+    }
+    /* a later emit without the limit completes the cache */
+    {
+        tb_bundle *b = u_fixture_bundle(0);
+        tb_emit_report rep;
+        tb_error e;
+        CHECK_OK(tb_emit(b, dir, NULL, &rep, NULL, &e), &e);
+        CHECK(rep.failed == 0 && rep.written + rep.present == FIXTURE_KERNELS);
+        CHECK(check_emitted(dir, 0) == 0);
+        tb_bundle_free(b);
+    }
+    u_rmtree(dir);
+    free(dir);
+}
+
+static int torture_rounds(int dflt) {
+    const char *s = getenv("TB_TORTURE_ROUNDS");
+    return s && atoi(s) > 0 ? atoi(s) : dflt;
+}
+
+static void test_concurrent_emit(void) {
+    tb_bundle *b = u_fixture_bundle(1);
+    unsigned char *buf;
+    size_t size;
+    int round, rounds = torture_rounds(6), i;
+    REQUIRE(b);
+    buf = u_serialize(b, &size);
+    tb_bundle_free(b);
+    REQUIRE(buf);
+    for (round = 0; round < rounds; round++) {
+        char *dir = u_tempdir("conc");
+        pid_t pids[8];
+        int ok = 1;
+        for (i = 0; i < 8; i++) {
+            pids[i] = fork();
+            if (pids[i] == 0) {
+                tb_bundle *r = NULL;
+                tb_error e;
+                tb_emit_report rep;
+                if (tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) != tb_ok) _exit(3);
+                if (tb_emit(r, dir, NULL, &rep, NULL, &e) != tb_ok) _exit(4);
+                _exit(rep.written + rep.present == FIXTURE_KERNELS && rep.failed == 0 ? 0 : 5);
+            }
+        }
+        for (i = 0; i < 8; i++) {
+            int st = 0;
+            waitpid(pids[i], &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = 0;
+        }
+        CHECK(ok);
+        CHECK(check_emitted(dir, 0) == 0);
+        CHECK(u_count_entries(dir, "tmp.") == 0);
+        CHECK(u_count_entries(dir, NULL) == (int)FIXTURE_KERNELS);
+        u_rmtree(dir);
+        free(dir);
+        if (th_failed_now) break;
+    }
+    free(buf);
+}
+
+static int crash_check_dir(const tb_bundle *b, const char *sub, int *tmp_seen) {
+    DIR *d = opendir(sub);
+    struct dirent *de;
+    int partial = 0;
+    while (d && (de = readdir(d)) != NULL) {
+        char p[1400];
+        const tb_kernel *k;
+        if (de->d_name[0] == '.') continue;
+        if (strncmp(de->d_name, "tmp.", 4) == 0) {
+            (*tmp_seen)++;
+            continue;
+        }
+        k = tb_bundle_find_kernel(b, de->d_name);
+        snprintf(p, sizeof p, "%s/%s", sub, de->d_name);
+        if (!k || u_count_entries(p, NULL) != (int)k->artifact_count) partial++;
+    }
+    if (d) closedir(d);
+    return partial;
+}
+
+static void test_crash_during_emit(void) {
+    tb_bundle *b = u_fixture_bundle(0);
+    int round, rounds = torture_rounds(12), partial_seen = 0, tmp_seen = 0, dirs = 0;
+    REQUIRE(b);
+    srand(12345);
+    for (round = 0; round < rounds; round++) {
+        char *dir = u_tempdir("crash");
+        pid_t pid = fork();
+        int st, i;
+        if (pid == 0) {
+            tb_emit_report rep;
+            tb_error e;
+            for (i = 0;; i++) {
+                char sub[700];
+                snprintf(sub, sizeof sub, "%s/c%d", dir, i);
+                tb_emit(b, sub, NULL, &rep, NULL, &e);
+            }
+        }
+        usleep((useconds_t)(rand() % 5000));
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        for (i = 0;; i++) {
+            char sub[700];
+            struct stat sst;
+            tb_emit_report rep;
+            tb_error e;
+            uint32_t removed = 0;
+            snprintf(sub, sizeof sub, "%s/c%d", dir, i);
+            if (stat(sub, &sst) != 0) break;
+            dirs++;
+            /* whatever stands under a final name is complete */
+            partial_seen += crash_check_dir(b, sub, &tmp_seen);
+            /* a later run completes the cache and the cleaner removes the debris */
+            CHECK(tb_emit(b, sub, NULL, &rep, NULL, &e) == tb_ok);
+            CHECK(check_emitted(sub, 0) == 0);
+            CHECK_OK(tb_remove_stale_temporaries(sub, 0, &removed, &e), &e);
+            CHECK(u_count_entries(sub, "tmp.") == 0);
+        }
+        u_rmtree(dir);
+        free(dir);
+        if (th_failed_now) break;
+    }
+    CHECK(partial_seen == 0);
+    CHECK(dirs > 0);
+    printf("    %d rounds, %d caches interrupted, %d leftover temporary directories removed\n", rounds, dirs, tmp_seen);
+    tb_bundle_free(b);
+}
+
+static void test_stale_temporaries(void) {
+    char *dir = u_tempdir("stale");
+    char p[700];
+    struct timespec ts[2];
+    uint32_t removed = 9;
+    tb_error e;
+    make_dir(dir, "tmp.old");
+    make_file(dir, "tmp.old/a.cubin", "x");
+    make_dir(dir, "tmp.new");
+    make_dir(dir, "KEEP");
+    make_file(dir, "tmp.file", "not a directory");
+    snprintf(p, sizeof p, "%s/tmp.old", dir);
+    ts[0].tv_sec = ts[1].tv_sec = time(NULL) - 7200;
+    ts[0].tv_nsec = ts[1].tv_nsec = 0;
+    CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+    CHECK_OK(tb_remove_stale_temporaries(dir, 3600, &removed, &e), &e);
+    CHECK(removed == 1);
+    CHECK(u_count_entries(dir, NULL) == 3);
+    CHECK(u_count_entries(dir, "tmp.new") == 1 && u_count_entries(dir, "KEEP") == 1);
+    CHECK(tb_remove_stale_temporaries("/nonexistent/x", 0, &removed, &e) == tb_err_not_found);
+    u_rmtree(dir);
+    free(dir);
+}
+
+static void test_cache_dir_resolution(void) {
+    char out[512];
+    tb_error e;
+    char *saved[3];
+    const char *names[3] = {"TRITON_CACHE_DIR", "TRITON_HOME", "HOME"};
+    int i;
+    for (i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        saved[i] = v ? strdup(v) : NULL;
+    }
+    setenv("TRITON_CACHE_DIR", "/a/cache", 1);
+    setenv("TRITON_HOME", "/th", 1);
+    setenv("HOME", "/home/u", 1);
+    CHECK_OK(tb_cache_dir_resolve("/explicit", out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "/explicit") == 0);
+    CHECK_OK(tb_cache_dir_resolve(NULL, out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "/a/cache") == 0);
+    unsetenv("TRITON_CACHE_DIR");
+    CHECK_OK(tb_cache_dir_resolve(NULL, out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "/th/.triton/cache") == 0);
+    unsetenv("TRITON_HOME");
+    CHECK_OK(tb_cache_dir_resolve(NULL, out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "/home/u/.triton/cache") == 0);
+    unsetenv("HOME");
+    CHECK(tb_cache_dir_resolve(NULL, out, sizeof out, &e) == tb_err_not_found);
+    CHECK(tb_cache_dir_resolve("/x", out, 2, &e) == tb_err_limit);
+    for (i = 0; i < 3; i++) {
+        if (saved[i]) setenv(names[i], saved[i], 1);
+        free(saved[i]);
+    }
+}
+
+typedef struct { tb_bundler *z; int id; } put_arg;
+static const char *fixture_hashes[] = {
+    "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A", "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ",
+    "BZKRPD2AY727DRXXOIVFYBASOFZSYKHHVDQGYJ6MYRYW6SERA72Q", "CGP5WEMPIL5XNJDOE6BA37VRCQTQMF7JU35PELJMPT6XGWEE5CWQ",
+    "FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ", "JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA",
+    "PCNIMKBUN2LEPJMIPGUWWT5X7J6NYOT4JOMX2RKDF2NXKJC2OVXA", "WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A"};
+
+static void *put_thread(void *p) {
+    put_arg *a = (put_arg *)p;
+    int i;
+    tb_error e;
+    for (i = 0; i < 200; i++) tb_bundler_put(a->z, fixture_hashes[(i + a->id) % 8], 0, &e);
+    tb_bundler_put(a->z, "MISSINGHASH", 0, &e);
+    return NULL;
+}
+
+static void test_bundler_threads(void) {
+    tb_bundler *z;
+    tb_error e;
+    pthread_t th[4];
+    put_arg args[4];
+    tb_bundle *b = NULL;
+    tb_names *nm = NULL;
+    tb_collect_report rep;
+    tb_collect_options o;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    int i;
+    memset(&o, 0, sizeof o);
+    o.recorded_cache_dir = FIXTURE_RECORDED;
+    CHECK_OK(tb_bundler_begin(NULL, FIXTURE_CACHE, &z, &e), &e);
+    REQUIRE(z);
+    for (i = 0; i < 4; i++) {
+        args[i].z = z;
+        args[i].id = i;
+        pthread_create(&th[i], NULL, put_thread, &args[i]);
+    }
+    for (i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = fixture_hashes[1];
+    cfg.function_name = "tb_add";
+    cfg.binary_name = "tb_add.cubin";
+    cfg.arg_types = "OOOi";
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    rec.cache_key = "add-key";
+    rec.kernel_name = "tb_add";
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    CHECK_OK(tb_bundler_put_launch_record(z, &rec, &e), &e);
+    CHECK_OK(tb_bundler_collect(z, &o, &b, &nm, &rep, &e), &e);
+    CHECK(rep.collected == FIXTURE_KERNELS && rep.missing == 1 && rep.failed == 0);
+    CHECK(b && tb_bundle_kernel_count(b) == FIXTURE_KERNELS && tb_bundle_launch_record_count(b) == 1);
+    CHECK(nm && nm->cached_count == FIXTURE_KERNELS && nm->static_count == 1);
+    tb_names_free(nm);
+    tb_bundle_free(b);
+    /* collected: the next round starts empty */
+    CHECK_OK(tb_bundler_collect(z, &o, &b, NULL, &rep, &e), &e);
+    CHECK(b && tb_bundle_kernel_count(b) == 0 && tb_bundle_launch_record_count(b) == 0);
+    tb_bundle_free(b);
+    tb_bundler_put(z, fixture_hashes[0], 0, &e);
+    tb_bundler_end(z); /* discards what was not collected */
+}
+
+static void test_bundle_file_errors(void) {
+    char *dir = u_tempdir("files");
+    char p[700];
+    tb_bundle *b = NULL;
+    tb_error e;
+    CHECK(tb_bundle_read_file("/nonexistent/x.tbundle", NULL, 0, &b, &e) == tb_err_not_found);
+    CHECK(strstr(e.message, "/nonexistent/x.tbundle") != NULL);
+    snprintf(p, sizeof p, "%s/empty", dir);
+    u_write(p, "", 0);
+    CHECK(tb_bundle_read_file(p, NULL, 0, &b, &e) == tb_err_truncated);
+    CHECK(strstr(e.message, p) != NULL);
+    snprintf(p, sizeof p, "%s/text", dir);
+    u_write(p, "hello world, not a bundle at all", 32);
+    CHECK(tb_bundle_read_file(p, NULL, TB_READ_COPY, &b, &e) == tb_err_bad_magic);
+    CHECK(tb_bundle_read_file(dir, NULL, 0, &b, &e) == tb_err_io);
+    CHECK(b == NULL);
+    {
+        tb_bundle *f = u_fixture_bundle(0);
+        snprintf(p, sizeof p, "%s/no/such/dir/x.tbundle", dir);
+        CHECK(tb_bundle_write_file(f, p, &e) == tb_err_io);
+        snprintf(p, sizeof p, "%s/copy.tbundle", dir);
+        CHECK_OK(tb_bundle_write_file(f, p, &e), &e);
+        CHECK_OK(tb_bundle_read_file(p, NULL, TB_READ_COPY, &b, &e), &e);
+        CHECK(b && tb_bundle_kernel_count(b) == FIXTURE_KERNELS);
+        tb_bundle_free(b);
+        tb_bundle_free(f);
+        CHECK(u_count_entries(dir, "copy.tbundle.tmp") == 0);
+    }
+    u_rmtree(dir);
+    free(dir);
+}
+
+/* Appending to a bundle read from a buffer copies the shared slices out. */
+static void test_append_to_read_bundle(void) {
+    size_t size;
+    unsigned char *buf = small_bundle(&size);
+    tb_bundle *b = NULL;
+    tb_error e;
+    uint32_t k;
+    REQUIRE(buf);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e), &e);
+    REQUIRE(b);
+    CHECK_OK(tb_bundle_add_artifact(b, 0, "extra.txt", "hi", 2, TB_COPY, &e), &e);
+    CHECK(tb_bundle_kernel(b, 0)->artifact_count == 9);
+    CHECK(tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "tb_noargs.cubin") != NULL);
+    CHECK_OK(tb_bundle_add_kernel(b, "NEW", 1, &k, &e), &e);
+    CHECK(k == 1 && tb_bundle_kernel_count(b) == 2);
+    tb_bundle_free(b);
+    free(buf);
+}
+
+int main(int argc, char **argv) {
+    filter = argc > 1 ? argv[1] : NULL;
+    RUN(test_result_strings);
+    RUN(test_xxh64_vectors);
+    RUN(test_builder_and_names);
+    RUN(test_bad_names_builder);
+    RUN(test_arg_codes);
+    RUN(test_fixture_roundtrip);
+    RUN(test_names_fixture);
+    RUN(test_truncation_every_offset);
+    RUN(test_every_bit_flip);
+    RUN(test_bit_flips_unchecked_structure);
+    RUN(test_header_errors);
+    RUN(test_unknown_sections);
+    RUN(test_absurd_counts);
+    RUN(test_bad_names_in_bundle);
+    RUN(test_allocator_failures);
+    RUN(test_append_to_read_bundle);
+    RUN(test_bundle_file_errors);
+    RUN(test_metadata_json_fixture);
+    RUN(test_metadata_json_errors);
+    RUN(test_ttfunc_fixture);
+    RUN(test_fp16_vectors);
+    RUN(test_bf16_triton_packing);
+    RUN(test_pack_args);
+    RUN(test_too_many_args);
+    RUN(test_launcher_without_driver);
+    RUN(test_collect_emit_fixture);
+    RUN(test_collect_edge_cases);
+    RUN(test_collect_path_swap);
+    RUN(test_emit_hostile_targets);
+    RUN(test_emit_readonly_dir);
+    RUN(test_emit_write_failure);
+    RUN(test_concurrent_emit);
+    RUN(test_crash_during_emit);
+    RUN(test_stale_temporaries);
+    RUN(test_cache_dir_resolution);
+    RUN(test_bundler_threads);
+    return th_finish();
+}

@@ -1,0 +1,114 @@
+/* Helpers shared by the test programs: temporary directories, whole-file
+   reads, the fixture bundle. Include after triton_bundle.h. */
+#ifndef TB_TEST_UTIL_H
+#define TB_TEST_UTIL_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FIXTURE_CACHE "tests/fixtures/triton-3.6-sm90/cache"
+#define FIXTURE_RECORDED "/tmp/triton_cache" /* where Triton wrote it */
+#define FIXTURE_KERNELS 8u
+#define FIXTURE_FILES 64u
+
+static char *u_tempdir(const char *tag) {
+    const char *base = getenv("TMPDIR");
+    char *p = (char *)malloc(512);
+    snprintf(p, 512, "%s/tbtest-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(p)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return p;
+}
+
+static void u_rmtree(const char *path) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", path, path);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
+}
+
+static unsigned char *u_read(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (unsigned char *)malloc((size_t)n + 1);
+    if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = 0;
+    *size = (size_t)n;
+    return buf;
+}
+
+static int u_write(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok;
+    if (!f) return -1;
+    ok = fwrite(data, 1, n, f) == n;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+/* entries of a directory, not counting . and .. */
+static int u_count_entries(const char *path, const char *prefix) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (prefix && strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The fixture cache as a bundle (paths swapped for the sentinel). */
+static tb_bundle *u_fixture_bundle(int with_records) {
+    tb_bundle *b = NULL;
+    tb_error e;
+    tb_collect_options o;
+    tb_collect_report rep;
+    memset(&o, 0, sizeof o);
+    o.recorded_cache_dir = FIXTURE_RECORDED;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
+    if (tb_collect_cache(b, FIXTURE_CACHE, &o, &rep, &e) != tb_ok || rep.collected != FIXTURE_KERNELS) {
+        fprintf(stderr, "fixture collect failed: %s\n", e.message);
+        tb_bundle_free(b);
+        return NULL;
+    }
+    if (with_records && tb_bundle_derive_launch_records(b, &e) != tb_ok) {
+        fprintf(stderr, "derive failed: %s\n", e.message);
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static unsigned char *u_serialize(const tb_bundle *b, size_t *size) {
+    tb_error e;
+    unsigned char *buf;
+    if (tb_bundle_write_memory(b, NULL, 0, size, &e) != tb_ok) return NULL;
+    buf = (unsigned char *)malloc(*size);
+    if (tb_bundle_write_memory(b, buf, *size, NULL, &e) != tb_ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+#endif

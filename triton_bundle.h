@@ -1,0 +1,4200 @@
+/* triton_bundle.h - v1.0.0 - carry compiled Triton GPU kernels from a Triton
+   cache to a running program, with no Python at run time.
+   Public domain / MIT-0, see the end of the file.
+
+   WHAT IT IS
+   One C99 header (also valid C++11) that does four things:
+     1. a bundle data model: kernels (a Triton cache directory: hash, device,
+        files), static launch records (all a program needs to launch a cubin
+        without Triton) and the names metadata;
+     2. a binary format: versioned, little-endian, length-prefixed, XXH64
+        checksummed, safe on hostile input, readable zero-copy;
+     3. collect/emit of Triton cache directories, atomic under concurrent
+        writers and crashes (one temporary directory + one rename per kernel);
+     4. a static launcher: libcuda loaded with dlopen at run time, cubins loaded
+        from memory, launches with fixed-size argument arrays (no allocation),
+        every Triton scalar type passed bit-exactly.
+
+   USING IT
+   In exactly one C or C++ file:
+       #define TRITON_BUNDLE_IMPLEMENTATION
+       #include "triton_bundle.h"
+   everywhere else just #include "triton_bundle.h". Link with -ldl -lpthread.
+   No CUDA headers or toolkit are needed to build; libcuda.so.1 is opened on
+   the first launcher call.
+
+   EXAMPLE (pack a cache, then launch a kernel out of the bundle)
+       tb_bundle *b = NULL; tb_error e;
+       tb_bundle_create(NULL, &b, &e);
+       if (tb_collect_cache(b, "/home/me/.triton/cache", NULL, NULL, &e))
+           fprintf(stderr, "%s\n", e.message);
+       tb_bundle_derive_launch_records(b, &e);  // one record per cubin
+       tb_bundle_write_file(b, "kernels.tbundle", &e);
+       tb_bundle_free(b);
+
+       tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e); // mmap, zero-copy
+       tb_kernel_table *t; const tb_loaded_kernel *k;
+       tb_kernel_table_create(b, NULL, NULL, 0, &t, &e);
+       if (tb_kernel_table_get(t, "tb_add", 0, &k, &e) == tb_ok) {
+           tb_arg a[4] = { tb_arg_p(x), tb_arg_p(y), tb_arg_p(out), tb_arg_i(n) };
+           tb_launch_params p = {{(n + 1023) / 1024, 1, 1}};
+           p.args = a; p.arg_count = 4;
+           if (tb_launch(k, &p, &e)) fprintf(stderr, "%s\n", e.message);
+       }
+       tb_kernel_table_free(t); tb_bundle_free(b);
+
+   OPTIONS (define before including the implementation)
+     TB_STATIC             all functions static (private copy per file)
+     TB_ASSERT(x)          default assert(x)
+     TB_MALLOC(u,sz) TB_REALLOC(u,p,sz) TB_FREE(u,p)
+                           all three or none; u is tb_allocator.user
+     TB_MAX_*              sanity limits applied to every input (see below)
+     TB_NO_LAUNCHER        leave out the CUDA driver / launcher section
+   Runtime options are structs in which zero means "default": tb_options
+   (allocator, logger), tb_collect_options, tb_emit_options, tb_load_options,
+   tb_launch_params.
+
+   ERROR CONTRACT
+   Every fallible call returns tb_result (tb_ok == 0) and, when given a
+   tb_error*, fills it on failure with the code, a full sentence in
+   .message and, where they apply, the kernel, the file, the byte offset in
+   the bundle, errno and the CUresult. tb_result_string() names every code.
+   On failure the library frees whatever it allocated and leaves outputs
+   NULL; emit never leaves a partial kernel directory; no input makes the
+   library write outside the target directory.
+
+   FORMAT
+   Bundle format 1.0, specified byte by byte in docs/FORMAT.md. A reader
+   refuses a newer major version and skips unknown optional sections.
+
+   THREADS
+   A bundle is safe to read from many threads; building one is not.
+   tb_bundler_put, tb_launch and tb_kernel_table_get are thread-safe.
+   The filesystem section needs POSIX (openat family, mmap).
+*/
+#if defined(TRITON_BUNDLE_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
+    !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_XOPEN_SOURCE)
+/* the filesystem section needs POSIX 2008 (openat, fdopendir); include this
+   header first in the implementation file, or define this yourself */
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#ifndef TRITON_BUNDLE_H
+#define TRITON_BUNDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TB_VERSION_MAJOR 1
+#define TB_VERSION_MINOR 0
+#define TB_VERSION_PATCH 0
+#define TB_VERSION_STRING "1.0.0"
+#define TB_FORMAT_VERSION_MAJOR 1
+#define TB_FORMAT_VERSION_MINOR 0
+
+#ifndef TBDEF
+#ifdef TB_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define TBDEF static __attribute__((unused)) /* a file may use only part of the API */
+#else
+#define TBDEF static
+#endif
+#else
+#ifdef __cplusplus
+#define TBDEF extern "C"
+#else
+#define TBDEF extern
+#endif
+#endif
+#endif
+
+/* Sanity limits: inputs beyond them are refused with tb_err_limit. */
+#ifndef TB_MAX_KERNELS
+#define TB_MAX_KERNELS 1000000u
+#endif
+#ifndef TB_MAX_ARTIFACTS_PER_KERNEL
+#define TB_MAX_ARTIFACTS_PER_KERNEL 4096u
+#endif
+#ifndef TB_MAX_ARTIFACT_SIZE
+#define TB_MAX_ARTIFACT_SIZE (((uint64_t)1) << 32)
+#endif
+#ifndef TB_MAX_NAME_LENGTH
+#define TB_MAX_NAME_LENGTH 255u
+#endif
+#ifndef TB_MAX_STRING_LENGTH
+#define TB_MAX_STRING_LENGTH 65536u
+#endif
+#ifndef TB_MAX_RECORDS
+#define TB_MAX_RECORDS 1000000u
+#endif
+#ifndef TB_MAX_CONFIGS_PER_RECORD
+#define TB_MAX_CONFIGS_PER_RECORD 4096u
+#endif
+#ifndef TB_MAX_PARAMS_PER_CONFIG
+#define TB_MAX_PARAMS_PER_CONFIG 256u
+#endif
+#ifndef TB_MAX_SECTIONS
+#define TB_MAX_SECTIONS 1024u
+#endif
+#ifndef TB_MAX_JSON_DEPTH
+#define TB_MAX_JSON_DEPTH 64
+#endif
+#ifndef TB_MAX_TEXT_SIZE
+#define TB_MAX_TEXT_SIZE (((uint64_t)1) << 30)
+#endif
+/* Kernel arguments, scratch pointers excluded. CUDA's classic parameter
+   block is 4 KiB; 512 eight-byte slots fill it, and a launch keeps two
+   arrays of this size on the stack (8 KiB), never on the heap. PyTorch's
+   121 is too few for large Inductor fusions. */
+#ifndef TB_MAX_ARGS
+#define TB_MAX_ARGS 512u
+#endif
+
+/* ======================================================================
+   Results and errors
+   ====================================================================== */
+typedef enum tb_result {
+    tb_ok = 0,
+    tb_err_invalid_argument,
+    tb_err_out_of_memory,
+    tb_err_io,
+    tb_err_truncated,
+    tb_err_bad_magic,
+    tb_err_unsupported_version,
+    tb_err_checksum,
+    tb_err_malformed,
+    tb_err_limit,
+    tb_err_bad_name,
+    tb_err_not_found,
+    tb_err_sentinel,
+    tb_err_unsupported_type,
+    tb_err_parse,
+    tb_err_no_driver,
+    tb_err_no_device,
+    tb_err_cuda,
+    tb_err_arg_mismatch,
+    tb_err_arg_range,
+    tb_err_misaligned,
+    tb_err_shared_memory,
+    tb_err_scratch,
+    tb_result_count_
+} tb_result;
+
+typedef struct tb_error {
+    tb_result code;
+    int sys_errno;        /* errno of the failing OS call, 0 if none */
+    int cuda_result;      /* CUresult of the failing driver call, 0 if none */
+    long long offset;     /* byte offset in the bundle input, -1 if none */
+    char kernel[128];     /* kernel hash or name concerned, "" if none */
+    char file[256];       /* file or path concerned, "" if none */
+    char message[640];    /* one sentence with all of the above */
+} tb_error;
+
+TBDEF const char *tb_result_string(tb_result r);
+TBDEF const char *tb_version(void);
+
+/* ======================================================================
+   Options: allocator and logger (zero means default)
+   ====================================================================== */
+typedef struct tb_allocator {
+    void *(*alloc)(void *user, size_t size);
+    void *(*realloc)(void *user, void *ptr, size_t size);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} tb_allocator;
+
+typedef enum tb_log_level { TB_LOG_ERROR = 0, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG } tb_log_level;
+
+typedef struct tb_options {
+    tb_allocator allocator;  /* all three functions or none */
+    void (*log)(void *user, tb_log_level level, const char *message);
+    void *log_user;
+} tb_options;
+
+/* ======================================================================
+   Data model
+   ====================================================================== */
+/* One file of a kernel directory. data is 16-byte aligned when it comes
+   from a bundle file, so a cubin can go straight to the driver. */
+typedef struct tb_artifact {
+    const char *name;
+    const void *data;
+    uint64_t size;
+} tb_artifact;
+
+/* One Triton cache directory: <cache>/<hash>/ and its files. */
+typedef struct tb_kernel {
+    const char *hash;
+    int32_t device;
+    uint32_t artifact_count;
+    const tb_artifact *artifacts;
+} tb_kernel;
+
+typedef struct tb_scratch {
+    uint64_t size;
+    uint32_t align;
+    uint32_t present;   /* 1: the kernel takes this scratch pointer parameter */
+} tb_scratch;
+
+typedef struct tb_config_param {
+    const char *name;   /* e.g. "XBLOCK" */
+    int64_t value;
+} tb_config_param;
+
+#define TB_LAUNCH_COOPERATIVE 1u
+#define TB_LAUNCH_PDL 2u
+
+/* One compiled config of a statically launchable kernel. arg_types holds
+   one PyTorch code per non-constexpr argument:
+     O pointer  b i8  h i16  i i32 (and i1)  l i64  B u8  H u16  I u32 (and u1)
+     K u64  f fp32  d fp64  e fp16  y bf16
+   arg_divisibility, when not empty, is as long as arg_types: '1' where the
+   cubin assumes the argument divisible by 16 (16-byte aligned pointer). */
+typedef struct tb_launch_config {
+    const char *kernel_hash;     /* ties the config to a tb_kernel */
+    const char *function_name;   /* symbol in the cubin */
+    const char *binary_name;     /* artifact name, e.g. "tb_add.cubin" */
+    const char *arg_types;
+    const char *arg_divisibility;
+    uint32_t num_warps;
+    uint32_t num_ctas;
+    uint32_t shared_mem;         /* dynamic shared memory in bytes */
+    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL */
+    uint32_t cluster_dims[3];    /* 0,0,0: (num_ctas,1,1) when num_ctas > 1 */
+    tb_scratch global_scratch;
+    tb_scratch profile_scratch;
+    uint32_t param_count;
+    const tb_config_param *params;
+} tb_launch_config;
+
+/* PyTorch's StaticallyLaunchedAutotuner: a cache key, a kernel name and
+   one or more compiled configs. */
+typedef struct tb_launch_record {
+    const char *cache_key;
+    const char *kernel_name;
+    uint32_t config_count;
+    const tb_launch_config *configs;
+} tb_launch_record;
+
+typedef struct tb_bundle tb_bundle;
+
+typedef enum tb_ownership { TB_COPY = 0, TB_REFERENCE = 1 } tb_ownership;
+typedef enum tb_storage {
+    TB_STORAGE_OWNED = 0,   /* the bundle owns every byte it points to */
+    TB_STORAGE_VIEW,        /* points into a caller's buffer that must outlive it */
+    TB_STORAGE_MAPPED       /* points into a file mapping the bundle owns */
+} tb_storage;
+
+/* Names metadata, as PyTorch's TritonBundlerMetadata. One allocation;
+   free with tb_names_free. */
+typedef struct tb_names {
+    uint32_t cached_count;
+    const char *const *cached;               /* stems of .cubin/.hsaco/.spv */
+    uint32_t static_count;
+    const char *const *statically_launched;  /* kernel names of the records */
+} tb_names;
+
+TBDEF tb_result tb_bundle_create(const tb_options *options, tb_bundle **out, tb_error *err);
+TBDEF void tb_bundle_free(tb_bundle *bundle);
+TBDEF tb_result tb_bundle_add_kernel(tb_bundle *bundle, const char *hash, int32_t device,
+                                     uint32_t *out_index, tb_error *err);
+TBDEF tb_result tb_bundle_add_artifact(tb_bundle *bundle, uint32_t kernel_index, const char *name,
+                                       const void *data, uint64_t size, tb_ownership ownership,
+                                       tb_error *err);
+/* Deep-copies and validates the record. */
+TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *bundle, const tb_launch_record *record,
+                                            tb_error *err);
+/* Adds one record per kernel that has NAME.cubin, NAME.json and a tt.func
+   line in NAME.source or NAME.ttir: cache key = hash, kernel name = NAME.
+   Kernels that already have a record (by hash) are left alone. */
+TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *bundle, tb_error *err);
+
+TBDEF uint32_t tb_bundle_kernel_count(const tb_bundle *bundle);
+TBDEF const tb_kernel *tb_bundle_kernel(const tb_bundle *bundle, uint32_t index);
+TBDEF uint32_t tb_bundle_launch_record_count(const tb_bundle *bundle);
+TBDEF const tb_launch_record *tb_bundle_launch_record(const tb_bundle *bundle, uint32_t index);
+TBDEF tb_storage tb_bundle_storage(const tb_bundle *bundle);
+TBDEF const tb_kernel *tb_bundle_find_kernel(const tb_bundle *bundle, const char *hash);
+TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *kernel, const char *name);
+TBDEF tb_result tb_bundle_names(const tb_bundle *bundle, tb_names **out, tb_error *err);
+TBDEF void tb_names_free(tb_names *names);
+
+/* Triton signature type ("*fp32", "i32", "u1", "bf16", "constexpr", ...) to
+   an argument code; *code = 0 for constexpr (dropped). TMA descriptors and
+   tensordesc<...> are refused with tb_err_unsupported_type. */
+TBDEF tb_result tb_arg_code_from_triton_type(const char *type, char *code, tb_error *err);
+/* A whole signature to a NUL-terminated code string. */
+TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out,
+                                            size_t out_capacity, tb_error *err);
+/* Bytes the code occupies as a kernel parameter; 0 for an unknown code. */
+TBDEF uint32_t tb_arg_code_size(char code);
+
+/* ======================================================================
+   Format: binary serialization
+   ====================================================================== */
+#define TB_READ_COPY 1u          /* copy the input; default: views into it */
+#define TB_READ_NO_CHECKSUM 2u   /* trusted input: skip the checksum (structure still checked) */
+
+typedef int (*tb_write_fn)(void *user, const void *data, size_t size); /* 0 = ok */
+
+/* Count-then-fill: with buffer NULL, *out_size receives the size needed. */
+TBDEF tb_result tb_bundle_write_memory(const tb_bundle *bundle, void *buffer, size_t capacity,
+                                       size_t *out_size, tb_error *err);
+TBDEF tb_result tb_bundle_write_callback(const tb_bundle *bundle, tb_write_fn write, void *user,
+                                         tb_error *err);
+/* Writes PATH.tmp.<pid>.<n> and renames it onto path: never a torn file. */
+TBDEF tb_result tb_bundle_write_file(const tb_bundle *bundle, const char *path, tb_error *err);
+TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options,
+                                      unsigned flags, tb_bundle **out, tb_error *err);
+/* Maps the file (TB_READ_COPY reads it into memory instead). */
+TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags,
+                                    tb_bundle **out, tb_error *err);
+/* XXH64 with seed 0, the format's checksum. */
+TBDEF uint64_t tb_xxh64(const void *data, size_t size, uint64_t seed);
+
+/* ======================================================================
+   Filesystem: collect and emit Triton caches
+   ====================================================================== */
+#define TB_REPLACE_SENTINEL "[REPLACE]"
+
+/* explicit_dir, then TRITON_CACHE_DIR, then $TRITON_HOME/.triton/cache,
+   then $HOME/.triton/cache. */
+TBDEF tb_result tb_cache_dir_resolve(const char *explicit_dir, char *out, size_t capacity,
+                                     tb_error *err);
+
+typedef struct tb_collect_options {
+    /* The cache path that the .json files name (where Triton wrote the
+       cache). NULL: the cache directory's absolute path as given. */
+    const char *recorded_cache_dir;
+    int stop_on_error;           /* collect_cache: stop at the first failing kernel */
+    /* collect_cache: called after each directory looked at (done of total) */
+    void (*progress)(void *user, uint32_t done, uint32_t total);
+    void *user;
+} tb_collect_options;
+
+typedef struct tb_collect_report {
+    uint32_t collected;          /* kernels added */
+    uint32_t missing;            /* kernel directories that did not exist (skipped) */
+    uint32_t failed;             /* kernels refused (sentinel, unreadable, limits) */
+    uint32_t skipped;            /* entries that are not kernel directories */
+} tb_collect_report;
+
+/* Reads every regular file of <cache_dir>/<hash>/ into a new kernel; no
+   symlinks followed, no subdirectories. A missing directory returns
+   tb_err_not_found and adds nothing. */
+TBDEF tb_result tb_collect_kernel(tb_bundle *bundle, const char *cache_dir, const char *hash,
+                                  int32_t device, const tb_collect_options *options,
+                                  tb_error *err);
+/* Every kernel directory (one holding __grp__*.json) of a cache, in name
+   order. Returns the first failure (or tb_ok); see report for counts. */
+TBDEF tb_result tb_collect_cache(tb_bundle *bundle, const char *cache_dir,
+                                 const tb_collect_options *options, tb_collect_report *report,
+                                 tb_error *err);
+
+typedef enum tb_emit_status { TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAILED } tb_emit_status;
+
+#define TB_EMIT_FSYNC 1u          /* fsync files and directories before and after the rename */
+#define TB_EMIT_STOP_ON_ERROR 2u  /* stop at the first failing kernel */
+
+typedef struct tb_emit_options {
+    unsigned flags;
+    /* Called once per kernel, in order, from the emitting thread. */
+    void (*on_kernel)(void *user, uint32_t index, const tb_kernel *kernel, tb_emit_status status,
+                      const tb_error *error);
+    void *user;
+} tb_emit_options;
+
+typedef struct tb_emit_report {
+    uint32_t written;
+    uint32_t present;   /* already there, or another writer won the rename */
+    uint32_t failed;
+} tb_emit_report;
+
+/* Writes each kernel to <cache_dir>/<hash> through <cache_dir>/tmp.<unique>
+   and one rename. names (optional) receives the names metadata of the
+   kernels now in the cache (written or present). */
+TBDEF tb_result tb_emit(const tb_bundle *bundle, const char *cache_dir,
+                        const tb_emit_options *options, tb_emit_report *report, tb_names **names,
+                        tb_error *err);
+/* Removes <cache_dir>/tmp.* directories older than min_age_seconds
+   (crashed writers). */
+TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_age_seconds,
+                                            uint32_t *removed, tb_error *err);
+
+/* PyTorch's TritonBundler lifecycle as an explicit context. */
+typedef struct tb_bundler tb_bundler;
+TBDEF tb_result tb_bundler_begin(const tb_options *options, const char *cache_dir,
+                                 tb_bundler **out, tb_error *err);
+TBDEF tb_result tb_bundler_put(tb_bundler *bundler, const char *hash, int32_t device,
+                               tb_error *err);
+TBDEF tb_result tb_bundler_put_launch_record(tb_bundler *bundler, const tb_launch_record *record,
+                                             tb_error *err);
+/* Collects what was put (missing directories are skipped and counted) and
+   resets the bundler. */
+TBDEF tb_result tb_bundler_collect(tb_bundler *bundler, const tb_collect_options *options,
+                                   tb_bundle **out, tb_names **names, tb_collect_report *report,
+                                   tb_error *err);
+TBDEF void tb_bundler_end(tb_bundler *bundler);
+
+/* ======================================================================
+   Parsers: Triton metadata JSON and the tt.func line
+   ====================================================================== */
+typedef struct tb_kernel_metadata {
+    char name[TB_MAX_NAME_LENGTH + 1];
+    uint32_t num_warps;
+    uint32_t num_ctas;
+    uint32_t shared;
+    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL */
+    uint32_t cluster_dims[3];
+    tb_scratch global_scratch;
+    tb_scratch profile_scratch;
+} tb_kernel_metadata;
+
+TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_metadata *out,
+                                       tb_error *err);
+/* Finds "tt.func public @function_name(" (any public function when
+   function_name is NULL) in MLIR text and writes its argument codes and
+   divisibility string (both NUL-terminated, capacity TB_MAX_ARGS + 1).
+   Signedness is not in the IR: u8 reads as b, and so on. */
+TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *function_name,
+                                char *arg_types, char *arg_divisibility, size_t capacity,
+                                tb_error *err);
+
+/* ======================================================================
+   Launcher: load cubins, launch kernels
+   ====================================================================== */
+/* One 8-byte argument slot, converted at launch to the parameter's type:
+   integers from .i/.u, floats from .f, pointers from .p. */
+typedef union tb_arg {
+    int64_t i;
+    uint64_t u;
+    double f;
+    void *p;
+} tb_arg;
+
+static inline tb_arg tb_arg_i(int64_t v) { tb_arg a; a.i = v; return a; }
+static inline tb_arg tb_arg_u(uint64_t v) { tb_arg a; a.u = v; return a; }
+static inline tb_arg tb_arg_f(double v) { tb_arg a; a.f = v; return a; }
+static inline tb_arg tb_arg_p(const void *v) { tb_arg a; a.u = (uint64_t)(uintptr_t)v; return a; }
+
+/* fp16: round to nearest even, straight from double (as PyFloat_Pack2).
+   bf16: as Triton's launcher: double -> float (nearest even), then the top
+   16 bits (truncation). */
+TBDEF uint16_t tb_fp16_from_double(double value);
+TBDEF uint16_t tb_bf16_from_double(double value);
+TBDEF double tb_fp16_to_double(uint16_t bits);
+TBDEF double tb_bf16_to_double(uint16_t bits);
+/* Converts one argument to its parameter bytes (little-endian, in the low
+   bytes of *slot). checked: range errors for narrowing. */
+TBDEF tb_result tb_pack_arg(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
+
+typedef struct tb_loaded_kernel tb_loaded_kernel;
+
+#define TB_LOAD_NO_PARAM_CHECK 1u   /* skip the cuFuncGetParamInfo check (not advised) */
+#define TB_LOAD_PRIMARY_CONTEXT 2u  /* use device's primary context even if another is current */
+
+typedef struct tb_load_options {
+    int device;  /* primary context of this device when no context is current (default 0) */
+    unsigned flags;
+} tb_load_options;
+
+typedef struct tb_kernel_info {
+    int device;
+    int registers;
+    int spills;                  /* local memory bytes / 4, as Triton reports n_spills */
+    int static_shared;
+    int max_threads_per_block;
+    uint32_t arg_count;          /* user arguments */
+    uint32_t param_count;        /* user arguments + scratch pointers */
+    int param_check;             /* 1: checked against the cubin with cuFuncGetParamInfo */
+} tb_kernel_info;
+
+TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_config *config,
+                              const tb_options *options, const tb_load_options *load,
+                              tb_loaded_kernel **out, tb_error *err);
+/* The config's binary must be in the bundle; loaded zero-copy. */
+TBDEF tb_result tb_load_config(const tb_bundle *bundle, const tb_launch_config *config,
+                               const tb_options *options, const tb_load_options *load,
+                               tb_loaded_kernel **out, tb_error *err);
+/* Straight from <cache_dir>/<hash>/: NAME.json, NAME.cubin, and the tt.func
+   line of NAME.source or NAME.ttir. name NULL: the directory's only cubin.
+   arg_types NULL: read from the IR (signedness lost: pass the real codes
+   for unsigned arguments). */
+TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, const char *name,
+                                   const char *arg_types, const tb_options *options,
+                                   const tb_load_options *load, tb_loaded_kernel **out,
+                                   tb_error *err);
+TBDEF void tb_unload(tb_loaded_kernel *kernel);
+TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *kernel, tb_kernel_info *info);
+
+#define TB_LAUNCH_CHECKED 1u  /* range-check narrowing, check tt.divisibility assumptions */
+
+/* grid: all three dimensions (a 0 launches nothing and succeeds). Scratch
+   pointers are device pointers, required when the config's size is > 0. */
+typedef struct tb_launch_params {
+    uint32_t grid[3];
+    void *stream;
+    const tb_arg *args;
+    uint32_t arg_count;
+    unsigned flags;
+    void *global_scratch;
+    void *profile_scratch;
+} tb_launch_params;
+
+TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params *params,
+                          tb_error *err);
+/* params: every parameter, scratch pointers included, as cuLaunchKernel
+   takes them (tb_kernel_info.param_count entries). */
+TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *kernel, uint32_t grid_x, uint32_t grid_y,
+                              uint32_t grid_z, void *stream, void **params, tb_error *err);
+
+/* Every static launch record of a bundle, for runtimes. */
+#define TB_TABLE_LAZY 1u   /* load each config on first get */
+typedef struct tb_kernel_table tb_kernel_table;
+TBDEF tb_result tb_kernel_table_create(const tb_bundle *bundle, const tb_options *options,
+                                       const tb_load_options *load, unsigned flags,
+                                       tb_kernel_table **out, tb_error *err);
+/* By cache key first, then by kernel name; config picks the record's config. */
+TBDEF tb_result tb_kernel_table_get(tb_kernel_table *table, const char *key_or_name,
+                                    uint32_t config, const tb_loaded_kernel **out,
+                                    tb_error *err);
+TBDEF void tb_kernel_table_free(tb_kernel_table *table);
+
+/* ======================================================================
+   Driver loading
+   ====================================================================== */
+/* Opens libcuda.so.1 once (thread-safe) and calls cuInit. */
+TBDEF tb_result tb_driver_load(tb_error *err);
+/* Any driver entry point, for callers that need more of the driver (memory,
+   streams) without linking it. NULL if absent or the driver is not loaded. */
+TBDEF void *tb_driver_symbol(const char *name);
+TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
+
+#endif /* TRITON_BUNDLE_H */
+
+/* ====================================================================== */
+/*                           IMPLEMENTATION                               */
+/* ====================================================================== */
+#ifdef TRITON_BUNDLE_IMPLEMENTATION
+#ifndef TRITON_BUNDLE_IMPLEMENTATION_INCLUDED
+#define TRITON_BUNDLE_IMPLEMENTATION_INCLUDED
+
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#ifndef TB_ASSERT
+#include <assert.h>
+#define TB_ASSERT(x) assert(x)
+#endif
+
+#if defined(TB_MALLOC) && defined(TB_FREE) && defined(TB_REALLOC)
+/* all three given */
+#elif !defined(TB_MALLOC) && !defined(TB_FREE) && !defined(TB_REALLOC)
+#define TB_MALLOC(u, sz) ((void)(u), malloc(sz))
+#define TB_REALLOC(u, p, sz) ((void)(u), realloc(p, sz))
+#define TB_FREE(u, p) ((void)(u), free(p))
+#else
+#error "triton_bundle.h: define all of TB_MALLOC, TB_REALLOC and TB_FREE, or none"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TB__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TB__UNLIKELY(x) (x)
+#define TB__PRINTF(a, b)
+#endif
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define TB__BIG_ENDIAN 1
+#else
+#define TB__BIG_ENDIAN 0
+#endif
+
+/* ---------------------------------------------------------------------- */
+/* Core: allocation, errors, logging                                      */
+/* The context every object carries: its allocator and logger, copied from */
+/* the caller's tb_options so that frees use what allocated.              */
+/* ---------------------------------------------------------------------- */
+typedef struct tb__ctx {
+    tb_allocator a;
+    void (*log)(void *user, tb_log_level level, const char *message);
+    void *log_user;
+} tb__ctx;
+
+static tb__ctx tb__ctx_from(const tb_options *o) {
+    tb__ctx c;
+    memset(&c, 0, sizeof c);
+    if (o) {
+        if (o->allocator.alloc && o->allocator.realloc && o->allocator.free) c.a = o->allocator;
+        else c.a.user = o->allocator.user;
+        c.log = o->log;
+        c.log_user = o->log_user;
+    }
+    return c;
+}
+
+static void *tb__alloc(const tb__ctx *c, size_t n) {
+    if (n == 0) n = 1;
+    return c->a.alloc ? c->a.alloc(c->a.user, n) : TB_MALLOC(c->a.user, n);
+}
+static void *tb__realloc(const tb__ctx *c, void *p, size_t n) {
+    if (n == 0) n = 1;
+    return c->a.realloc ? c->a.realloc(c->a.user, p, n) : TB_REALLOC(c->a.user, p, n);
+}
+static void tb__free(const tb__ctx *c, void *p) {
+    if (!p) return;
+    if (c->a.free) c->a.free(c->a.user, p);
+    else TB_FREE(c->a.user, p);
+}
+
+TB__PRINTF(3, 4)
+static void tb__log(const tb__ctx *c, tb_log_level level, const char *fmt, ...) {
+    char buf[768];
+    va_list ap;
+    if (!c || !c->log) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    c->log(c->log_user, level, buf);
+}
+
+static const char *const tb__result_strings[] = {
+    "ok",
+    "invalid argument",
+    "out of memory",
+    "I/O error",
+    "input truncated",
+    "not a triton bundle (bad magic)",
+    "unsupported format version",
+    "checksum mismatch",
+    "malformed input",
+    "sanity limit exceeded",
+    "invalid name",
+    "not found",
+    "sentinel already present",
+    "unsupported argument type",
+    "parse error",
+    "CUDA driver not available",
+    "no CUDA device",
+    "CUDA driver call failed",
+    "argument list mismatch",
+    "argument out of range",
+    "argument violates kernel assumption",
+    "shared memory request too large",
+    "scratch buffer required"
+};
+
+TBDEF const char *tb_result_string(tb_result r) {
+    if ((int)r < 0 || (int)r >= (int)tb_result_count_) return "unknown result";
+    return tb__result_strings[r];
+}
+
+TBDEF const char *tb_version(void) { return TB_VERSION_STRING; }
+
+static void tb__copy_field(char *dst, size_t cap, const char *src) {
+    size_t n;
+    if (!src) { dst[0] = 0; return; }
+    n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* Fills err (if any) and returns code. The message is "<what>: <details>",
+   with the kernel, file and offset appended when known. */
+TB__PRINTF(7, 8)
+static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, const char *file,
+                          long long offset, int sys_errno, const char *fmt, ...) {
+    va_list ap;
+    char detail[400];
+    size_t n;
+    if (!err) return code;
+    err->code = code;
+    err->sys_errno = sys_errno;
+    err->cuda_result = 0;
+    err->offset = offset;
+    tb__copy_field(err->kernel, sizeof err->kernel, kernel);
+    tb__copy_field(err->file, sizeof err->file, file);
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    n = (size_t)snprintf(err->message, sizeof err->message, "%s: %s", tb_result_string(code), detail);
+    if (n < sizeof err->message && kernel && *kernel)
+        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [kernel %s]", kernel);
+    if (n < sizeof err->message && file && *file)
+        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [file %s]", file);
+    if (n < sizeof err->message && offset >= 0)
+        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [offset %lld]", offset);
+    if (n < sizeof err->message && sys_errno)
+        snprintf(err->message + n, sizeof err->message - n, " (%s)", strerror(sys_errno));
+    return code;
+}
+
+#define TB__OOM(err) tb__fail(err, tb_err_out_of_memory, NULL, NULL, -1, 0, "allocation failed")
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+static int tb__add(size_t a, size_t b, size_t *out) {
+    if (a > SIZE_MAX - b) return 0;
+    *out = a + b;
+    return 1;
+}
+static int tb__mul(size_t a, size_t b, size_t *out) {
+    if (a && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Grows *array (element size elem) to hold at least need elements. */
+static int tb__grow(const tb__ctx *c, void **array, uint32_t *cap, uint32_t need, size_t elem) {
+    uint32_t ncap;
+    size_t bytes;
+    void *p;
+    if (need <= *cap) return 1;
+    ncap = *cap ? *cap : 8;
+    while (ncap < need) ncap = ncap > 0x7fffffffu ? need : ncap * 2;
+    if (!tb__mul(ncap, elem, &bytes)) return 0;
+    p = tb__realloc(c, *array, bytes);
+    if (!p) return 0;
+    *array = p;
+    *cap = ncap;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Arena: a bundle's strings and copied bytes, freed all at once.         */
+/* ---------------------------------------------------------------------- */
+typedef struct tb__block {
+    struct tb__block *next;
+    size_t used, cap;
+    /* data follows, 16-byte aligned */
+} tb__block;
+
+#define TB__BLOCK_HEADER ((sizeof(tb__block) + 15u) & ~(size_t)15u)
+#define TB__BLOCK_SIZE ((size_t)64 * 1024)
+
+typedef struct tb__arena {
+    tb__block *head;
+} tb__arena;
+
+static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) {
+    tb__block *b = ar->head;
+    size_t at, cap, total;
+    n = (n + 15u) & ~(size_t)15u;
+    if (n == 0) n = 16;
+    if (b && b->cap - b->used >= n) {
+        at = b->used;
+        b->used += n;
+        return (char *)b + TB__BLOCK_HEADER + at;
+    }
+    cap = n > TB__BLOCK_SIZE / 4 ? n : TB__BLOCK_SIZE;
+    if (!tb__add(cap, TB__BLOCK_HEADER, &total)) return NULL;
+    b = (tb__block *)tb__alloc(c, total);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->used = n;
+    if (ar->head && cap != TB__BLOCK_SIZE) {
+        /* a large private block goes behind the current one so that the
+           current block's free space stays usable */
+        b->next = ar->head->next;
+        ar->head->next = b;
+    } else {
+        b->next = ar->head;
+        ar->head = b;
+    }
+    return (char *)b + TB__BLOCK_HEADER;
+}
+
+static char *tb__arena_strdup(const tb__ctx *c, tb__arena *ar, const char *s, size_t n) {
+    char *p = (char *)tb__arena_alloc(c, ar, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+static void tb__arena_free(const tb__ctx *c, tb__arena *ar) {
+    tb__block *b = ar->head;
+    while (b) {
+        tb__block *n = b->next;
+        tb__free(c, b);
+        b = n;
+    }
+    ar->head = NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Data model: bundle, kernels, records, names                           */
+/* A bundle owns an arena (strings, copied bytes) and growable arrays of  */
+/* the public structs. A bundle read from a buffer points into it; its    */
+/* artifact and config arrays are single blocks sliced per kernel/record, */
+/* copied out on the first append to that kernel or record.              */
+/* ---------------------------------------------------------------------- */
+typedef struct tb__kernel_slot {
+    uint32_t artifact_cap;   /* 0: artifacts are a slice of a shared block */
+} tb__kernel_slot;
+
+struct tb_bundle {
+    tb__ctx ctx;
+    tb__arena arena;
+    tb_kernel *kernels;
+    tb__kernel_slot *slots;
+    uint32_t kernel_count, kernel_cap, slot_cap;
+    tb_launch_record *records;
+    uint32_t record_count, record_cap;
+    tb_storage storage;
+    /* blocks owned when read from a buffer */
+    tb_artifact *artifact_block;
+    tb_launch_config *config_block;
+    tb_config_param *param_block;
+    void *buffer_copy;          /* TB_READ_COPY: the copy the views point into */
+    void *map_base;             /* TB_STORAGE_MAPPED */
+    size_t map_size;
+};
+
+/* A name that may become a path component: non-empty, bounded, no NUL, no
+   separator, not "." or "..". */
+static int tb__valid_name(const char *s, size_t n) {
+    size_t i;
+    if (n == 0 || n > TB_MAX_NAME_LENGTH) return 0;
+    if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.')) return 0;
+    for (i = 0; i < n; i++)
+        if (s[i] == 0 || s[i] == '/' || s[i] == '\\') return 0;
+    return 1;
+}
+
+static tb_result tb__check_name(const char *s, const char *what, const char *kernel, long long offset,
+                                tb_error *err) {
+    if (!s) return tb__fail(err, tb_err_invalid_argument, kernel, NULL, offset, 0, "%s is NULL", what);
+    if (!tb__valid_name(s, strlen(s)))
+        return tb__fail(err, tb_err_bad_name, kernel, NULL, offset, 0,
+                        "%s \"%.80s\" is not a safe file name (empty, too long, '.', '..', or holds '/' or '\\')",
+                        what, s);
+    return tb_ok;
+}
+
+TBDEF uint32_t tb_arg_code_size(char code) {
+    switch (code) {
+    case 'O': case 'l': case 'K': case 'd': return 8;
+    case 'i': case 'I': case 'f': return 4;
+    case 'h': case 'H': case 'e': case 'y': return 2;
+    case 'b': case 'B': return 1;
+    default: return 0;
+    }
+}
+
+static tb_result tb__check_arg_types(const char *types, const char *div, const char *kernel,
+                                     long long offset, tb_error *err) {
+    size_t i, n;
+    if (!types) return tb__fail(err, tb_err_invalid_argument, kernel, NULL, offset, 0, "arg_types is NULL");
+    n = strlen(types);
+    if (n > TB_MAX_ARGS)
+        return tb__fail(err, tb_err_limit, kernel, NULL, offset, 0, "%u arguments, over TB_MAX_ARGS (%u)",
+                        (unsigned)n, (unsigned)TB_MAX_ARGS);
+    for (i = 0; i < n; i++)
+        if (!tb_arg_code_size(types[i]))
+            return tb__fail(err, tb_err_unsupported_type, kernel, NULL, offset, 0,
+                            "argument %u has unknown type code '%c' (0x%02x)", (unsigned)i,
+                            (types[i] >= 32 && types[i] < 127) ? types[i] : '?', (unsigned char)types[i]);
+    if (div && *div) {
+        if (strlen(div) != n)
+            return tb__fail(err, tb_err_malformed, kernel, NULL, offset, 0,
+                            "arg_divisibility has %u entries for %u arguments", (unsigned)strlen(div), (unsigned)n);
+        for (i = 0; i < n; i++)
+            if (div[i] != '0' && div[i] != '1')
+                return tb__fail(err, tb_err_malformed, kernel, NULL, offset, 0,
+                                "arg_divisibility entry %u is not '0' or '1'", (unsigned)i);
+    }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_create(const tb_options *options, tb_bundle **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_bundle *b;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    b = (tb_bundle *)tb__alloc(&c, sizeof *b);
+    if (!b) return TB__OOM(err);
+    memset(b, 0, sizeof *b);
+    b->ctx = c;
+    b->storage = TB_STORAGE_OWNED;
+    *out = b;
+    return tb_ok;
+}
+
+static void tb__unmap(void *base, size_t size);
+
+TBDEF void tb_bundle_free(tb_bundle *b) {
+    uint32_t i;
+    tb__ctx c;
+    if (!b) return;
+    c = b->ctx;
+    for (i = 0; i < b->kernel_count; i++)
+        if (b->slots[i].artifact_cap) tb__free(&c, (void *)b->kernels[i].artifacts);
+    tb__free(&c, b->kernels);
+    tb__free(&c, b->slots);
+    tb__free(&c, b->records);
+    tb__free(&c, b->artifact_block);
+    tb__free(&c, b->config_block);
+    tb__free(&c, b->param_block);
+    tb__free(&c, b->buffer_copy);
+    if (b->map_base) tb__unmap(b->map_base, b->map_size);
+    tb__arena_free(&c, &b->arena);
+    tb__free(&c, b);
+}
+
+TBDEF uint32_t tb_bundle_kernel_count(const tb_bundle *b) { return b ? b->kernel_count : 0; }
+TBDEF const tb_kernel *tb_bundle_kernel(const tb_bundle *b, uint32_t i) {
+    return (b && i < b->kernel_count) ? &b->kernels[i] : NULL;
+}
+TBDEF uint32_t tb_bundle_launch_record_count(const tb_bundle *b) { return b ? b->record_count : 0; }
+TBDEF const tb_launch_record *tb_bundle_launch_record(const tb_bundle *b, uint32_t i) {
+    return (b && i < b->record_count) ? &b->records[i] : NULL;
+}
+TBDEF tb_storage tb_bundle_storage(const tb_bundle *b) { return b ? b->storage : TB_STORAGE_OWNED; }
+
+TBDEF const tb_kernel *tb_bundle_find_kernel(const tb_bundle *b, const char *hash) {
+    uint32_t i;
+    if (!b || !hash) return NULL;
+    for (i = 0; i < b->kernel_count; i++)
+        if (strcmp(b->kernels[i].hash, hash) == 0) return &b->kernels[i];
+    return NULL;
+}
+
+TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *k, const char *name) {
+    uint32_t i;
+    if (!k || !name) return NULL;
+    for (i = 0; i < k->artifact_count; i++)
+        if (strcmp(k->artifacts[i].name, name) == 0) return &k->artifacts[i];
+    return NULL;
+}
+
+static tb_result tb__add_kernel(tb_bundle *b, const char *hash, size_t hash_len, int32_t device,
+                                uint32_t *out_index, tb_error *err) {
+    char *h;
+    if (b->kernel_count >= TB_MAX_KERNELS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "more than TB_MAX_KERNELS (%u) kernels",
+                        (unsigned)TB_MAX_KERNELS);
+    if (!tb__grow(&b->ctx, (void **)&b->kernels, &b->kernel_cap, b->kernel_count + 1, sizeof(tb_kernel)))
+        return TB__OOM(err);
+    if (!tb__grow(&b->ctx, (void **)&b->slots, &b->slot_cap, b->kernel_count + 1, sizeof(tb__kernel_slot)))
+        return TB__OOM(err);
+    h = tb__arena_strdup(&b->ctx, &b->arena, hash, hash_len);
+    if (!h) return TB__OOM(err);
+    b->kernels[b->kernel_count].hash = h;
+    b->kernels[b->kernel_count].device = device;
+    b->kernels[b->kernel_count].artifact_count = 0;
+    b->kernels[b->kernel_count].artifacts = NULL;
+    b->slots[b->kernel_count].artifact_cap = 0;
+    if (out_index) *out_index = b->kernel_count;
+    b->kernel_count++;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_add_kernel(tb_bundle *b, const char *hash, int32_t device, uint32_t *out_index,
+                                     tb_error *err) {
+    tb_result r;
+    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
+    return tb__add_kernel(b, hash, strlen(hash), device, out_index, err);
+}
+
+TBDEF tb_result tb_bundle_add_artifact(tb_bundle *b, uint32_t ki, const char *name, const void *data,
+                                       uint64_t size, tb_ownership own, tb_error *err) {
+    tb_kernel *k;
+    tb__kernel_slot *s;
+    tb_artifact *a;
+    tb_result r;
+    const char *kh;
+    if (!b || ki >= b->kernel_count)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no kernel %u in the bundle", ki);
+    k = &b->kernels[ki];
+    s = &b->slots[ki];
+    kh = k->hash;
+    if ((r = tb__check_name(name, "artifact name", kh, -1, err)) != tb_ok) return r;
+    if (!data && size) return tb__fail(err, tb_err_invalid_argument, kh, name, -1, 0, "data is NULL");
+    if (size > TB_MAX_ARTIFACT_SIZE || size > (uint64_t)SIZE_MAX / 2)
+        return tb__fail(err, tb_err_limit, kh, name, -1, 0, "%llu bytes, over TB_MAX_ARTIFACT_SIZE",
+                        (unsigned long long)size);
+    if (k->artifact_count >= TB_MAX_ARTIFACTS_PER_KERNEL)
+        return tb__fail(err, tb_err_limit, kh, name, -1, 0, "more than TB_MAX_ARTIFACTS_PER_KERNEL (%u) files",
+                        (unsigned)TB_MAX_ARTIFACTS_PER_KERNEL);
+    if (tb_kernel_find_artifact(k, name))
+        return tb__fail(err, tb_err_invalid_argument, kh, name, -1, 0, "the kernel already has a file of this name");
+    if (s->artifact_cap == 0 && k->artifact_count) {
+        /* a slice of a read bundle's shared block: copy it out first */
+        uint32_t cap = k->artifact_count + 1;
+        tb_artifact *na = (tb_artifact *)tb__alloc(&b->ctx, (size_t)cap * sizeof *na);
+        if (!na) return TB__OOM(err);
+        memcpy(na, k->artifacts, (size_t)k->artifact_count * sizeof *na);
+        k->artifacts = na;
+        s->artifact_cap = cap;
+    } else {
+        void *arr = (void *)k->artifacts;
+        if (!tb__grow(&b->ctx, &arr, &s->artifact_cap, k->artifact_count + 1, sizeof(tb_artifact)))
+            return TB__OOM(err);
+        k->artifacts = (const tb_artifact *)arr;
+    }
+    a = (tb_artifact *)&k->artifacts[k->artifact_count];
+    a->name = tb__arena_strdup(&b->ctx, &b->arena, name, strlen(name));
+    if (!a->name) return TB__OOM(err);
+    if (own == TB_COPY && size) {
+        void *p = tb__arena_alloc(&b->ctx, &b->arena, (size_t)size);
+        if (!p) return TB__OOM(err);
+        memcpy(p, data, (size_t)size);
+        a->data = p;
+    } else {
+        a->data = size ? data : (const void *)"";
+    }
+    a->size = size;
+    k->artifact_count++;
+    return tb_ok;
+}
+
+static const char *tb__dup_opt(tb_bundle *b, const char *s) {
+    return tb__arena_strdup(&b->ctx, &b->arena, s ? s : "", s ? strlen(s) : 0);
+}
+
+static tb_result tb__check_config(const tb_launch_config *cf, const char *key, long long offset, tb_error *err) {
+    tb_result r;
+    uint32_t j;
+    if ((r = tb__check_name(cf->kernel_hash, "config kernel_hash", key, offset, err)) != tb_ok) return r;
+    if ((r = tb__check_name(cf->binary_name, "config binary_name", key, offset, err)) != tb_ok) return r;
+    if (!cf->function_name || !*cf->function_name || strlen(cf->function_name) > TB_MAX_STRING_LENGTH)
+        return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "config function_name is empty or too long");
+    if ((r = tb__check_arg_types(cf->arg_types, cf->arg_divisibility, key, offset, err)) != tb_ok) return r;
+    if (cf->num_warps == 0 || cf->num_warps > 32)
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0, "num_warps %u is not in 1..32", cf->num_warps);
+    if (cf->num_ctas == 0 || cf->num_ctas > 16)
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0, "num_ctas %u is not in 1..16", cf->num_ctas);
+    if (cf->param_count > TB_MAX_PARAMS_PER_CONFIG)
+        return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%u config params, over TB_MAX_PARAMS_PER_CONFIG",
+                        cf->param_count);
+    if (cf->param_count && !cf->params)
+        return tb__fail(err, tb_err_invalid_argument, key, NULL, offset, 0, "params is NULL");
+    for (j = 0; j < cf->param_count; j++)
+        if (!cf->params[j].name || !*cf->params[j].name || strlen(cf->params[j].name) > TB_MAX_NAME_LENGTH)
+            return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "config param %u has no usable name", j);
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record *rec, tb_error *err) {
+    tb_launch_record *nr;
+    tb_launch_config *cfs;
+    uint32_t i, j;
+    tb_result r;
+    if (!b || !rec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or record is NULL");
+    if (!rec->cache_key || !*rec->cache_key || strlen(rec->cache_key) > TB_MAX_STRING_LENGTH)
+        return tb__fail(err, tb_err_bad_name, NULL, NULL, -1, 0, "record cache_key is empty or too long");
+    if (!rec->kernel_name || !*rec->kernel_name || strlen(rec->kernel_name) > TB_MAX_STRING_LENGTH)
+        return tb__fail(err, tb_err_bad_name, rec->cache_key, NULL, -1, 0, "record kernel_name is empty or too long");
+    if (rec->config_count == 0 || !rec->configs)
+        return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "record has no configs");
+    if (rec->config_count > TB_MAX_CONFIGS_PER_RECORD)
+        return tb__fail(err, tb_err_limit, rec->cache_key, NULL, -1, 0, "%u configs, over TB_MAX_CONFIGS_PER_RECORD",
+                        rec->config_count);
+    if (b->record_count >= TB_MAX_RECORDS)
+        return tb__fail(err, tb_err_limit, rec->cache_key, NULL, -1, 0, "more than TB_MAX_RECORDS records");
+    for (i = 0; i < rec->config_count; i++)
+        if ((r = tb__check_config(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok) return r;
+    if (!tb__grow(&b->ctx, (void **)&b->records, &b->record_cap, b->record_count + 1, sizeof(tb_launch_record)))
+        return TB__OOM(err);
+    cfs = (tb_launch_config *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)rec->config_count * sizeof *cfs);
+    if (!cfs) return TB__OOM(err);
+    for (i = 0; i < rec->config_count; i++) {
+        const tb_launch_config *src = &rec->configs[i];
+        tb_launch_config *d = &cfs[i];
+        tb_config_param *ps = NULL;
+        *d = *src;
+        d->kernel_hash = tb__dup_opt(b, src->kernel_hash);
+        d->function_name = tb__dup_opt(b, src->function_name);
+        d->binary_name = tb__dup_opt(b, src->binary_name);
+        d->arg_types = tb__dup_opt(b, src->arg_types);
+        d->arg_divisibility = tb__dup_opt(b, src->arg_divisibility);
+        if (!d->kernel_hash || !d->function_name || !d->binary_name || !d->arg_types || !d->arg_divisibility)
+            return TB__OOM(err);
+        if (src->param_count) {
+            ps = (tb_config_param *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)src->param_count * sizeof *ps);
+            if (!ps) return TB__OOM(err);
+            for (j = 0; j < src->param_count; j++) {
+                ps[j].value = src->params[j].value;
+                ps[j].name = tb__dup_opt(b, src->params[j].name);
+                if (!ps[j].name) return TB__OOM(err);
+            }
+        }
+        d->params = ps;
+    }
+    nr = &b->records[b->record_count];
+    nr->cache_key = tb__dup_opt(b, rec->cache_key);
+    nr->kernel_name = tb__dup_opt(b, rec->kernel_name);
+    if (!nr->cache_key || !nr->kernel_name) return TB__OOM(err);
+    nr->config_count = rec->config_count;
+    nr->configs = cfs;
+    b->record_count++;
+    return tb_ok;
+}
+
+/* Names metadata: one block holding the two pointer arrays and strings. */
+typedef struct tb__names_block {
+    tb_names pub;
+    tb__ctx ctx;
+} tb__names_block;
+
+static int tb__binary_stem(const char *name, size_t *stem_len) {
+    static const char *const exts[] = {".cubin", ".hsaco", ".spv"};
+    size_t n = strlen(name), i;
+    for (i = 0; i < 3; i++) {
+        size_t e = strlen(exts[i]);
+        if (n > e && strcmp(name + n - e, exts[i]) == 0) {
+            *stem_len = n - e;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* include: per-kernel mask (NULL: all kernels). */
+static tb_result tb__make_names(const tb_bundle *b, const unsigned char *include, tb_names **out, tb_error *err) {
+    size_t ncached = 0, nstatic = b->record_count, bytes = sizeof(tb__names_block), strbytes = 0;
+    uint32_t i, j;
+    tb__names_block *nb;
+    const char **cached, **stat;
+    char *sp;
+    size_t stem;
+    for (i = 0; i < b->kernel_count; i++) {
+        if (include && !include[i]) continue;
+        for (j = 0; j < b->kernels[i].artifact_count; j++)
+            if (tb__binary_stem(b->kernels[i].artifacts[j].name, &stem)) {
+                ncached++;
+                strbytes += stem + 1;
+            }
+    }
+    for (i = 0; i < b->record_count; i++) strbytes += strlen(b->records[i].kernel_name) + 1;
+    bytes += (ncached + nstatic) * sizeof(char *) + strbytes;
+    nb = (tb__names_block *)tb__alloc(&b->ctx, bytes);
+    if (!nb) return TB__OOM(err);
+    nb->ctx = b->ctx;
+    cached = (const char **)(void *)(nb + 1);
+    stat = cached + ncached;
+    sp = (char *)(stat + nstatic);
+    ncached = 0;
+    for (i = 0; i < b->kernel_count; i++) {
+        if (include && !include[i]) continue;
+        for (j = 0; j < b->kernels[i].artifact_count; j++)
+            if (tb__binary_stem(b->kernels[i].artifacts[j].name, &stem)) {
+                memcpy(sp, b->kernels[i].artifacts[j].name, stem);
+                sp[stem] = 0;
+                cached[ncached++] = sp;
+                sp += stem + 1;
+            }
+    }
+    for (i = 0; i < b->record_count; i++) {
+        size_t n = strlen(b->records[i].kernel_name);
+        memcpy(sp, b->records[i].kernel_name, n + 1);
+        stat[i] = sp;
+        sp += n + 1;
+    }
+    nb->pub.cached_count = (uint32_t)ncached;
+    nb->pub.cached = cached;
+    nb->pub.static_count = (uint32_t)nstatic;
+    nb->pub.statically_launched = stat;
+    *out = &nb->pub;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_names(const tb_bundle *b, tb_names **out, tb_error *err) {
+    if (!b || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or out is NULL");
+    *out = NULL;
+    return tb__make_names(b, NULL, out, err);
+}
+
+TBDEF void tb_names_free(tb_names *names) {
+    tb__names_block *nb = (tb__names_block *)(void *)names;
+    tb__ctx c;
+    if (!names) return;
+    c = nb->ctx;
+    tb__free(&c, nb);
+}
+
+/* Triton signature types to PyTorch codes. */
+TBDEF tb_result tb_arg_code_from_triton_type(const char *ty, char *code, tb_error *err) {
+    static const struct { const char *name; char code; } map[] = {
+        {"i1", 'i'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
+        {"u1", 'I'}, {"u8", 'B'}, {"u16", 'H'}, {"u32", 'I'}, {"u64", 'K'},
+        {"fp16", 'e'}, {"bf16", 'y'}, {"fp32", 'f'}, {"f32", 'f'}, {"fp64", 'd'},
+        {"constexpr", 0}
+    };
+    size_t i;
+    if (!ty || !code) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "type or code is NULL");
+    if (ty[0] == '*' && ty[1]) { *code = 'O'; return tb_ok; }
+    for (i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(ty, map[i].name) == 0) { *code = map[i].code; return tb_ok; }
+    if (strcmp(ty, "nvTmaDesc") == 0 || strncmp(ty, "tensordesc", 10) == 0)
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
+                        "\"%.60s\": TMA descriptors are built per launch on the host and cannot be passed statically", ty);
+    return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown Triton type \"%.60s\"", ty);
+}
+
+TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out, size_t cap,
+                                            tb_error *err) {
+    size_t i, n = 0;
+    tb_result r;
+    if (!out || cap == 0 || (count && !types))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "NULL or empty buffer");
+    out[0] = 0;
+    for (i = 0; i < count; i++) {
+        char c;
+        if ((r = tb_arg_code_from_triton_type(types[i], &c, err)) != tb_ok) return r;
+        if (!c) continue;
+        if (n + 1 >= cap || n >= TB_MAX_ARGS)
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "more arguments than the buffer or TB_MAX_ARGS holds");
+        out[n++] = c;
+    }
+    out[n] = 0;
+    return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Format: the checksum, the writer and the reader (docs/FORMAT.md).      */
+/* XXH64 because it is public, specified, fast in portable C (several     */
+/* GB/s, near memory bandwidth) and 64 bits wide; CRC32 in software is    */
+/* five times slower and needs tables. The reader checks every length     */
+/* against the bytes that remain, every count against the smallest size  */
+/* its items could take, and every name, before it allocates or trusts.   */
+/* ---------------------------------------------------------------------- */
+#define TB__P1 11400714785074694791ULL
+#define TB__P2 14029467366897019727ULL
+#define TB__P3 1609587929392839161ULL
+#define TB__P4 9650029242287828579ULL
+#define TB__P5 2870177450012600261ULL
+
+static uint64_t tb__rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t tb__le64(const unsigned char *p) {
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) | ((uint64_t)p[3] << 24) |
+           ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) | ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+static uint32_t tb__le32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint16_t tb__le16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static void tb__put64(unsigned char *p, uint64_t v) {
+    int i;
+    for (i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void tb__put32(unsigned char *p, uint32_t v) {
+    int i;
+    for (i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t tb__xround(uint64_t acc, uint64_t in) {
+    acc += in * TB__P2;
+    acc = tb__rotl(acc, 31);
+    return acc * TB__P1;
+}
+static uint64_t tb__xmerge(uint64_t acc, uint64_t v) {
+    acc ^= tb__xround(0, v);
+    return acc * TB__P1 + TB__P4;
+}
+
+typedef struct tb__xxh {
+    uint64_t v[4];
+    uint64_t total;
+    unsigned char buf[32];
+    unsigned buflen;
+    uint64_t seed;
+} tb__xxh;
+
+static void tb__xxh_init(tb__xxh *s, uint64_t seed) {
+    memset(s, 0, sizeof *s);
+    s->seed = seed;
+    s->v[0] = seed + TB__P1 + TB__P2;
+    s->v[1] = seed + TB__P2;
+    s->v[2] = seed;
+    s->v[3] = seed - TB__P1;
+}
+
+static void tb__xxh_update(tb__xxh *s, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data, *end = p + n;
+    uint64_t v0, v1, v2, v3;
+    s->total += n;
+    if (s->buflen + n < 32) {
+        if (n) memcpy(s->buf + s->buflen, p, n);
+        s->buflen += (unsigned)n;
+        return;
+    }
+    if (s->buflen) {
+        unsigned fill = 32 - s->buflen;
+        memcpy(s->buf + s->buflen, p, fill);
+        s->v[0] = tb__xround(s->v[0], tb__le64(s->buf));
+        s->v[1] = tb__xround(s->v[1], tb__le64(s->buf + 8));
+        s->v[2] = tb__xround(s->v[2], tb__le64(s->buf + 16));
+        s->v[3] = tb__xround(s->v[3], tb__le64(s->buf + 24));
+        p += fill;
+        s->buflen = 0;
+    }
+    v0 = s->v[0]; v1 = s->v[1]; v2 = s->v[2]; v3 = s->v[3];
+    while ((size_t)(end - p) >= 32) {
+        v0 = tb__xround(v0, tb__le64(p));
+        v1 = tb__xround(v1, tb__le64(p + 8));
+        v2 = tb__xround(v2, tb__le64(p + 16));
+        v3 = tb__xround(v3, tb__le64(p + 24));
+        p += 32;
+    }
+    s->v[0] = v0; s->v[1] = v1; s->v[2] = v2; s->v[3] = v3;
+    if (p < end) {
+        memcpy(s->buf, p, (size_t)(end - p));
+        s->buflen = (unsigned)(end - p);
+    }
+}
+
+static uint64_t tb__xxh_digest(const tb__xxh *s) {
+    uint64_t h;
+    const unsigned char *p = s->buf, *end = s->buf + s->buflen;
+    if (s->total >= 32) {
+        h = tb__rotl(s->v[0], 1) + tb__rotl(s->v[1], 7) + tb__rotl(s->v[2], 12) + tb__rotl(s->v[3], 18);
+        h = tb__xmerge(h, s->v[0]);
+        h = tb__xmerge(h, s->v[1]);
+        h = tb__xmerge(h, s->v[2]);
+        h = tb__xmerge(h, s->v[3]);
+    } else {
+        h = s->seed + TB__P5;
+    }
+    h += s->total;
+    while (end - p >= 8) {
+        h ^= tb__xround(0, tb__le64(p));
+        h = tb__rotl(h, 27) * TB__P1 + TB__P4;
+        p += 8;
+    }
+    if (end - p >= 4) {
+        h ^= (uint64_t)tb__le32(p) * TB__P1;
+        h = tb__rotl(h, 23) * TB__P2 + TB__P3;
+        p += 4;
+    }
+    while (p < end) {
+        h ^= (*p) * TB__P5;
+        h = tb__rotl(h, 11) * TB__P1;
+        p++;
+    }
+    h ^= h >> 33;
+    h *= TB__P2;
+    h ^= h >> 29;
+    h *= TB__P3;
+    h ^= h >> 32;
+    return h;
+}
+
+TBDEF uint64_t tb_xxh64(const void *data, size_t size, uint64_t seed) {
+    tb__xxh s;
+    tb__xxh_init(&s, seed);
+    tb__xxh_update(&s, data, size);
+    return tb__xxh_digest(&s);
+}
+
+static const unsigned char tb__magic[8] = {0x89, 'T', 'B', 'U', 'N', 'D', '\r', '\n'};
+#define TB__HEADER_SIZE 32u
+#define TB__TRAILER_SIZE 8u
+#define TB__SECTION_HEADER 16u
+#define TB__SEC_KERNELS 1u
+#define TB__SEC_RECORDS 2u
+#define TB__SEC_REQUIRED 1u
+
+static size_t tb__pad8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+static size_t tb__str_size(const char *s) { return tb__pad8(4 + strlen(s) + 1); }
+
+/* ---- writer ---- */
+typedef struct tb__sink {
+    unsigned char *mem;         /* memory mode */
+    size_t cap;
+    tb_write_fn fn;             /* callback mode, through a staging buffer */
+    void *user;
+    unsigned char stage[16384];
+    size_t staged;
+    size_t pos;
+    tb__xxh h;
+    int failed;
+} tb__sink;
+
+static void tb__sink_flush(tb__sink *k) {
+    if (k->fn && k->staged && !k->failed) {
+        if (k->fn(k->user, k->stage, k->staged) != 0) k->failed = 1;
+    }
+    k->staged = 0;
+}
+
+static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    if (k->failed || n == 0) return;
+    if (k->mem) {
+        /* copy in slices and hash each while it is still in cache */
+        while (n) {
+            size_t c = n < 65536 ? n : 65536;
+            memcpy(k->mem + k->pos, p, c);
+            tb__xxh_update(&k->h, k->mem + k->pos, c);
+            k->pos += c;
+            p += c;
+            n -= c;
+        }
+        return;
+    }
+    tb__xxh_update(&k->h, p, n);
+    k->pos += n;
+    if (k->staged + n <= sizeof k->stage) {
+        memcpy(k->stage + k->staged, p, n);
+        k->staged += n;
+        return;
+    }
+    tb__sink_flush(k);
+    if (n >= sizeof k->stage) {
+        if (!k->failed && k->fn(k->user, p, n) != 0) k->failed = 1;
+    } else {
+        memcpy(k->stage, p, n);
+        k->staged = n;
+    }
+}
+
+static void tb__sink_zeros(tb__sink *k, size_t n) {
+    static const unsigned char z[16] = {0};
+    while (n) {
+        size_t c = n < 16 ? n : 16;
+        tb__sink_put(k, z, c);
+        n -= c;
+    }
+}
+static void tb__sink_align(tb__sink *k, size_t a) { tb__sink_zeros(k, (a - (k->pos % a)) % a); }
+static void tb__sink_u32(tb__sink *k, uint32_t v) {
+    unsigned char b[4];
+    tb__put32(b, v);
+    tb__sink_put(k, b, 4);
+}
+static void tb__sink_u64(tb__sink *k, uint64_t v) {
+    unsigned char b[8];
+    tb__put64(b, v);
+    tb__sink_put(k, b, 8);
+}
+static void tb__sink_str(tb__sink *k, const char *s) {
+    size_t n = strlen(s);
+    tb__sink_u32(k, (uint32_t)n);
+    tb__sink_put(k, s, n + 1);
+    tb__sink_align(k, 8);
+}
+
+static size_t tb__blob_size(size_t pos, uint64_t n) {
+    /* u64 length, zeros to a 16-byte boundary, bytes, zeros to 8 */
+    size_t at = pos + 8;
+    at = (at + 15u) & ~(size_t)15u;
+    return tb__pad8(at + (size_t)n) - pos;
+}
+
+/* Walks the bundle once to size it; fails on sizes that overflow. */
+static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_len, size_t *total) {
+    size_t pos = TB__HEADER_SIZE + TB__SECTION_HEADER + 8, start = pos, s;
+    uint32_t i, j;
+    for (i = 0; i < b->kernel_count; i++) {
+        const tb_kernel *k = &b->kernels[i];
+        pos += tb__str_size(k->hash) + 8;
+        for (j = 0; j < k->artifact_count; j++) {
+            pos += tb__str_size(k->artifacts[j].name);
+            if (k->artifacts[j].size > (uint64_t)(SIZE_MAX / 4)) return 0;
+            if (!tb__add(pos, tb__blob_size(pos, k->artifacts[j].size), &pos)) return 0;
+        }
+    }
+    *kernels_len = pos - start + 8;
+    pos += TB__SECTION_HEADER;
+    start = pos;
+    pos += 16;
+    for (i = 0; i < b->record_count; i++) {
+        const tb_launch_record *r = &b->records[i];
+        pos += tb__str_size(r->cache_key) + tb__str_size(r->kernel_name) + 8;
+        for (j = 0; j < r->config_count; j++) {
+            const tb_launch_config *c = &r->configs[j];
+            uint32_t q;
+            pos += tb__str_size(c->kernel_hash) + tb__str_size(c->function_name) + tb__str_size(c->binary_name) +
+                   tb__str_size(c->arg_types) + tb__str_size(c->arg_divisibility) + 32 + 32;
+            for (q = 0; q < c->param_count; q++) pos += tb__str_size(c->params[q].name) + 8;
+        }
+    }
+    *records_len = pos - start;
+    if (!tb__add(pos, TB__TRAILER_SIZE, &s)) return 0;
+    *total = s;
+    return 1;
+}
+
+static uint32_t tb__count_configs(const tb_bundle *b, uint32_t *params) {
+    uint32_t i, j, n = 0;
+    *params = 0;
+    for (i = 0; i < b->record_count; i++) {
+        n += b->records[i].config_count;
+        for (j = 0; j < b->records[i].config_count; j++) *params += b->records[i].configs[j].param_count;
+    }
+    return n;
+}
+
+static void tb__write_all(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
+    unsigned char hdr[TB__HEADER_SIZE];
+    uint32_t i, j, artifacts = 0, params, configs;
+    memset(hdr, 0, sizeof hdr);
+    memcpy(hdr, tb__magic, 8);
+    hdr[8] = TB_FORMAT_VERSION_MAJOR;
+    hdr[10] = TB_FORMAT_VERSION_MINOR;
+    tb__put64(hdr + 16, total);
+    tb__put32(hdr + 24, 2);
+    tb__sink_put(k, hdr, sizeof hdr);
+
+    for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
+    tb__sink_u32(k, TB__SEC_KERNELS);
+    tb__sink_u32(k, TB__SEC_REQUIRED);
+    tb__sink_u64(k, klen);
+    tb__sink_u32(k, b->kernel_count);
+    tb__sink_u32(k, artifacts);
+    for (i = 0; i < b->kernel_count; i++) {
+        const tb_kernel *kn = &b->kernels[i];
+        tb__sink_str(k, kn->hash);
+        tb__sink_u32(k, (uint32_t)kn->device);
+        tb__sink_u32(k, kn->artifact_count);
+        for (j = 0; j < kn->artifact_count; j++) {
+            tb__sink_str(k, kn->artifacts[j].name);
+            tb__sink_u64(k, kn->artifacts[j].size);
+            tb__sink_align(k, 16);
+            tb__sink_put(k, kn->artifacts[j].data, (size_t)kn->artifacts[j].size);
+            tb__sink_align(k, 8);
+        }
+    }
+    configs = tb__count_configs(b, &params);
+    tb__sink_u32(k, TB__SEC_RECORDS);
+    tb__sink_u32(k, TB__SEC_REQUIRED);
+    tb__sink_u64(k, rlen);
+    tb__sink_u32(k, b->record_count);
+    tb__sink_u32(k, configs);
+    tb__sink_u32(k, params);
+    tb__sink_u32(k, 0);
+    for (i = 0; i < b->record_count; i++) {
+        const tb_launch_record *r = &b->records[i];
+        tb__sink_str(k, r->cache_key);
+        tb__sink_str(k, r->kernel_name);
+        tb__sink_u32(k, r->config_count);
+        tb__sink_u32(k, 0);
+        for (j = 0; j < r->config_count; j++) {
+            const tb_launch_config *c = &r->configs[j];
+            uint32_t q;
+            tb__sink_str(k, c->kernel_hash);
+            tb__sink_str(k, c->function_name);
+            tb__sink_str(k, c->binary_name);
+            tb__sink_str(k, c->arg_types);
+            tb__sink_str(k, c->arg_divisibility);
+            tb__sink_u32(k, c->num_warps);
+            tb__sink_u32(k, c->num_ctas);
+            tb__sink_u32(k, c->shared_mem);
+            tb__sink_u32(k, c->flags);
+            tb__sink_u32(k, c->cluster_dims[0]);
+            tb__sink_u32(k, c->cluster_dims[1]);
+            tb__sink_u32(k, c->cluster_dims[2]);
+            tb__sink_u32(k, c->param_count);
+            tb__sink_u64(k, c->global_scratch.size);
+            tb__sink_u32(k, c->global_scratch.align);
+            tb__sink_u32(k, c->global_scratch.present);
+            tb__sink_u64(k, c->profile_scratch.size);
+            tb__sink_u32(k, c->profile_scratch.align);
+            tb__sink_u32(k, c->profile_scratch.present);
+            for (q = 0; q < c->param_count; q++) {
+                tb__sink_str(k, c->params[q].name);
+                tb__sink_u64(k, (uint64_t)c->params[q].value);
+            }
+        }
+    }
+    TB_ASSERT(k->failed || k->pos == total - TB__TRAILER_SIZE);
+    {
+        unsigned char t[8];
+        tb__put64(t, tb__xxh_digest(&k->h));
+        if (k->mem) memcpy(k->mem + k->pos, t, 8), k->pos += 8;
+        else tb__sink_put(k, t, 8);
+    }
+    tb__sink_flush(k);
+}
+
+TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t cap, size_t *out_size,
+                                       tb_error *err) {
+    size_t klen, rlen, total;
+    tb__sink *k;
+    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    if (!tb__sizes(b, &klen, &rlen, &total))
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
+    if (out_size) *out_size = total;
+    if (!buffer) return tb_ok;
+    if (cap < total)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
+    k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
+    if (!k) return TB__OOM(err);
+    memset(k, 0, offsetof(tb__sink, stage));
+    k->staged = 0;
+    k->pos = 0;
+    k->failed = 0;
+    k->mem = (unsigned char *)buffer;
+    k->cap = cap;
+    tb__xxh_init(&k->h, 0);
+    tb__write_all(b, k, klen, rlen, total);
+    tb__free(&b->ctx, k);
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, void *user, tb_error *err) {
+    size_t klen, rlen, total;
+    tb__sink *k;
+    int failed;
+    if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
+    if (!tb__sizes(b, &klen, &rlen, &total))
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
+    k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
+    if (!k) return TB__OOM(err);
+    memset(k, 0, offsetof(tb__sink, stage));
+    k->staged = 0;
+    k->pos = 0;
+    k->failed = 0;
+    k->fn = fn;
+    k->user = user;
+    tb__xxh_init(&k->h, 0);
+    tb__write_all(b, k, klen, rlen, total);
+    failed = k->failed;
+    tb__free(&b->ctx, k);
+    if (failed) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
+    return tb_ok;
+}
+
+/* ---- reader ---- */
+typedef struct tb__cur {
+    const unsigned char *base;
+    size_t pos, end;        /* end: the current section's end */
+    tb_error *err;
+    const char *kernel;     /* for error context */
+} tb__cur;
+
+static tb_result tb__need(tb__cur *c, size_t n, const char *what) {
+    if (n > c->end - c->pos)
+        return tb__fail(c->err, tb_err_truncated, c->kernel, NULL, (long long)c->pos, 0,
+                        "%s needs %zu bytes, %zu remain in the section", what, n, c->end - c->pos);
+    return tb_ok;
+}
+static tb_result tb__rd_u32(tb__cur *c, uint32_t *v, const char *what) {
+    if (tb__need(c, 4, what)) return tb_err_truncated;
+    *v = tb__le32(c->base + c->pos);
+    c->pos += 4;
+    return tb_ok;
+}
+static tb_result tb__rd_u64(tb__cur *c, uint64_t *v, const char *what) {
+    if (tb__need(c, 8, what)) return tb_err_truncated;
+    *v = tb__le64(c->base + c->pos);
+    c->pos += 8;
+    return tb_ok;
+}
+static tb_result tb__rd_zeros(tb__cur *c, size_t align, const char *what) {
+    size_t n = (align - (c->pos % align)) % align, i;
+    if (tb__need(c, n, what)) return tb_err_truncated;
+    for (i = 0; i < n; i++)
+        if (c->base[c->pos + i])
+            return tb__fail(c->err, tb_err_malformed, c->kernel, NULL, (long long)(c->pos + i), 0,
+                            "padding after %s is not zero", what);
+    c->pos += n;
+    return tb_ok;
+}
+/* A length-prefixed, NUL-terminated string; max bounds the length. */
+static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char *what) {
+    uint32_t n;
+    size_t at = c->pos;
+    tb_result r;
+    if ((r = tb__rd_u32(c, &n, what)) != tb_ok) return r;
+    if (n > max)
+        return tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)at, 0, "%s is %u bytes long, limit %zu",
+                        what, n, max);
+    if (tb__need(c, (size_t)n + 1, what)) return tb_err_truncated;
+    if (c->base[c->pos + n] != 0 || memchr(c->base + c->pos, 0, n))
+        return tb__fail(c->err, tb_err_malformed, c->kernel, NULL, (long long)c->pos, 0,
+                        "%s is not NUL-terminated or holds a NUL", what);
+    *out = (const char *)(c->base + c->pos);
+    c->pos += (size_t)n + 1;
+    return tb__rd_zeros(c, 8, what);
+}
+static tb_result tb__rd_name(tb__cur *c, const char **out, const char *what) {
+    size_t at = c->pos;
+    tb_result r = tb__rd_str(c, out, TB_MAX_NAME_LENGTH, what);
+    if (r) return r;
+    if (!tb__valid_name(*out, strlen(*out)))
+        return tb__fail(c->err, tb_err_bad_name, c->kernel, NULL, (long long)at, 0,
+                        "%s \"%.80s\" is not a safe file name", what, *out);
+    return tb_ok;
+}
+static tb_result tb__rd_count(tb__cur *c, uint32_t *v, uint32_t limit, size_t min_item, const char *what) {
+    size_t at = c->pos, need;
+    tb_result r;
+    if ((r = tb__rd_u32(c, v, what)) != tb_ok) return r;
+    if (*v > limit)
+        return tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)at, 0, "%s %u is over the limit %u", what,
+                        *v, limit);
+    if (!tb__mul(*v, min_item, &need) || need > c->end - c->pos)
+        return tb__fail(c->err, tb_err_truncated, c->kernel, NULL, (long long)at, 0,
+                        "%s %u cannot fit in the %zu bytes that remain", what, *v, c->end - c->pos);
+    return tb_ok;
+}
+
+static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
+    uint32_t nk, na, i, j, used = 0;
+    tb_result r;
+    if ((r = tb__rd_count(c, &nk, TB_MAX_KERNELS, 16, "kernel count")) != tb_ok) return r;
+    if ((r = tb__rd_count(c, &na, 0xffffffffu, 24, "artifact total")) != tb_ok) return r;
+    if (nk) {
+        b->kernels = (tb_kernel *)tb__alloc(&b->ctx, (size_t)nk * sizeof(tb_kernel));
+        b->slots = (tb__kernel_slot *)tb__alloc(&b->ctx, (size_t)nk * sizeof(tb__kernel_slot));
+        if (!b->kernels || !b->slots) return TB__OOM(c->err);
+        memset(b->slots, 0, (size_t)nk * sizeof(tb__kernel_slot));
+        b->kernel_cap = b->slot_cap = nk;
+    }
+    if (na) {
+        b->artifact_block = (tb_artifact *)tb__alloc(&b->ctx, (size_t)na * sizeof(tb_artifact));
+        if (!b->artifact_block) return TB__OOM(c->err);
+    }
+    for (i = 0; i < nk; i++) {
+        tb_kernel *k = &b->kernels[i];
+        uint32_t dev, cnt;
+        c->kernel = NULL;
+        if ((r = tb__rd_name(c, &k->hash, "kernel hash")) != tb_ok) return r;
+        c->kernel = k->hash;
+        if ((r = tb__rd_u32(c, &dev, "kernel device")) != tb_ok) return r;
+        if ((r = tb__rd_count(c, &cnt, TB_MAX_ARTIFACTS_PER_KERNEL, 24, "artifact count")) != tb_ok) return r;
+        if (cnt > na - used)
+            return tb__fail(c->err, tb_err_malformed, k->hash, NULL, (long long)(c->pos - 4), 0,
+                            "kernels hold more artifacts than the section's total %u", na);
+        k->device = (int32_t)dev;
+        k->artifact_count = 0;
+        k->artifacts = b->artifact_block + used;
+        b->kernel_count = i + 1;
+        for (j = 0; j < cnt; j++) {
+            tb_artifact *a = &b->artifact_block[used + j];
+            uint64_t size;
+            size_t at;
+            uint32_t q;
+            if ((r = tb__rd_name(c, &a->name, "artifact name")) != tb_ok) return r;
+            for (q = 0; q < j; q++)
+                if (strcmp(b->artifact_block[used + q].name, a->name) == 0)
+                    return tb__fail(c->err, tb_err_malformed, k->hash, a->name, (long long)c->pos, 0,
+                                    "the kernel holds two files of this name");
+            at = c->pos;
+            if ((r = tb__rd_u64(c, &size, "artifact size")) != tb_ok) return r;
+            if (size > TB_MAX_ARTIFACT_SIZE)
+                return tb__fail(c->err, tb_err_limit, k->hash, a->name, (long long)at, 0,
+                                "artifact of %llu bytes, over TB_MAX_ARTIFACT_SIZE", (unsigned long long)size);
+            if ((r = tb__rd_zeros(c, 16, "artifact size")) != tb_ok) return r;
+            if (size > (uint64_t)(c->end - c->pos))
+                return tb__fail(c->err, tb_err_truncated, k->hash, a->name, (long long)at, 0,
+                                "artifact of %llu bytes, %zu remain", (unsigned long long)size, c->end - c->pos);
+            a->data = c->base + c->pos;
+            a->size = size;
+            c->pos += (size_t)size;
+            if ((r = tb__rd_zeros(c, 8, "artifact data")) != tb_ok) return r;
+            k->artifact_count = j + 1;
+        }
+        used += cnt;
+    }
+    if (used != na)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, -1, 0, "artifact total %u, but kernels hold %u", na, used);
+    c->kernel = NULL;
+    return tb_ok;
+}
+
+static tb_result tb__rd_scratch(tb__cur *c, tb_scratch *s) {
+    tb_result r;
+    if ((r = tb__rd_u64(c, &s->size, "scratch size")) != tb_ok) return r;
+    if ((r = tb__rd_u32(c, &s->align, "scratch align")) != tb_ok) return r;
+    return tb__rd_u32(c, &s->present, "scratch present");
+}
+
+static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
+    uint32_t nr, nc, np, pad, i, j, q, cu = 0, pu = 0;
+    tb_result r;
+    if ((r = tb__rd_count(c, &nr, TB_MAX_RECORDS, 24, "record count")) != tb_ok) return r;
+    if ((r = tb__rd_count(c, &nc, 0xffffffffu, 104, "config total")) != tb_ok) return r;
+    if ((r = tb__rd_count(c, &np, 0xffffffffu, 16, "param total")) != tb_ok) return r;
+    if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
+    if (nr) {
+        b->records = (tb_launch_record *)tb__alloc(&b->ctx, (size_t)nr * sizeof(tb_launch_record));
+        if (!b->records) return TB__OOM(c->err);
+        b->record_cap = nr;
+    }
+    if (nc) {
+        b->config_block = (tb_launch_config *)tb__alloc(&b->ctx, (size_t)nc * sizeof(tb_launch_config));
+        if (!b->config_block) return TB__OOM(c->err);
+    }
+    if (np) {
+        b->param_block = (tb_config_param *)tb__alloc(&b->ctx, (size_t)np * sizeof(tb_config_param));
+        if (!b->param_block) return TB__OOM(c->err);
+    }
+    for (i = 0; i < nr; i++) {
+        tb_launch_record *rec = &b->records[i];
+        uint32_t ncf;
+        size_t at;
+        c->kernel = NULL;
+        if ((r = tb__rd_str(c, &rec->cache_key, TB_MAX_STRING_LENGTH, "record cache key")) != tb_ok) return r;
+        c->kernel = rec->cache_key;
+        if ((r = tb__rd_str(c, &rec->kernel_name, TB_MAX_STRING_LENGTH, "record kernel name")) != tb_ok) return r;
+        at = c->pos;
+        if ((r = tb__rd_count(c, &ncf, TB_MAX_CONFIGS_PER_RECORD, 104, "config count")) != tb_ok) return r;
+        if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
+        if (!*rec->cache_key || !*rec->kernel_name || ncf == 0 || ncf > nc - cu)
+            return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
+                            "record has an empty key or name, no configs, or more configs than the total");
+        rec->configs = b->config_block + cu;
+        rec->config_count = ncf;
+        for (j = 0; j < ncf; j++) {
+            tb_launch_config *cf = &b->config_block[cu + j];
+            at = c->pos;
+            if ((r = tb__rd_str(c, &cf->kernel_hash, TB_MAX_NAME_LENGTH, "config kernel hash")) ||
+                (r = tb__rd_str(c, &cf->function_name, TB_MAX_STRING_LENGTH, "config function name")) ||
+                (r = tb__rd_str(c, &cf->binary_name, TB_MAX_NAME_LENGTH, "config binary name")) ||
+                (r = tb__rd_str(c, &cf->arg_types, TB_MAX_ARGS, "config arg types")) ||
+                (r = tb__rd_str(c, &cf->arg_divisibility, TB_MAX_ARGS, "config arg divisibility")) ||
+                (r = tb__rd_u32(c, &cf->num_warps, "num_warps")) || (r = tb__rd_u32(c, &cf->num_ctas, "num_ctas")) ||
+                (r = tb__rd_u32(c, &cf->shared_mem, "shared")) || (r = tb__rd_u32(c, &cf->flags, "flags")) ||
+                (r = tb__rd_u32(c, &cf->cluster_dims[0], "cluster")) ||
+                (r = tb__rd_u32(c, &cf->cluster_dims[1], "cluster")) ||
+                (r = tb__rd_u32(c, &cf->cluster_dims[2], "cluster")) ||
+                (r = tb__rd_count(c, &cf->param_count, TB_MAX_PARAMS_PER_CONFIG, 16, "param count")) ||
+                (r = tb__rd_scratch(c, &cf->global_scratch)) || (r = tb__rd_scratch(c, &cf->profile_scratch)))
+                return r;
+            if (cf->param_count > np - pu)
+                return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
+                                "configs hold more params than the total %u", np);
+            cf->params = cf->param_count ? b->param_block + pu : NULL;
+            for (q = 0; q < cf->param_count; q++) {
+                tb_config_param *p = &b->param_block[pu + q];
+                uint64_t v;
+                if ((r = tb__rd_str(c, &p->name, TB_MAX_NAME_LENGTH, "param name")) != tb_ok) return r;
+                if ((r = tb__rd_u64(c, &v, "param value")) != tb_ok) return r;
+                p->value = (int64_t)v;
+            }
+            pu += cf->param_count;
+            if ((r = tb__check_config(cf, rec->cache_key, (long long)at, c->err)) != tb_ok) return r;
+        }
+        cu += ncf;
+        b->record_count = i + 1;
+    }
+    if (cu != nc || pu != np)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, -1, 0, "config or param totals do not match the records");
+    c->kernel = NULL;
+    return tb_ok;
+}
+
+static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, unsigned flags, tb_error *err) {
+    tb__cur c;
+    uint64_t file_size;
+    uint32_t nsec, i, maj, seen = 0;
+    tb_result r;
+    if (size < 8 ? memcmp(p, tb__magic, size) != 0 : memcmp(p, tb__magic, 8) != 0)
+        return tb__fail(err, tb_err_bad_magic, NULL, NULL, 0, 0, "the input does not start with the bundle magic");
+    if (size < TB__HEADER_SIZE + TB__TRAILER_SIZE)
+        return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
+                        "%zu bytes, smaller than a header and trailer", size);
+    maj = tb__le16(p + 8);
+    if (maj != TB_FORMAT_VERSION_MAJOR)
+        return tb__fail(err, tb_err_unsupported_version, NULL, NULL, 8, 0,
+                        "format version %u.%u, this reader reads %u.x", maj, (unsigned)tb__le16(p + 10),
+                        (unsigned)TB_FORMAT_VERSION_MAJOR);
+    file_size = tb__le64(p + 16);
+    if (file_size > size)
+        return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
+                        "the header says %llu bytes, the input has %zu", (unsigned long long)file_size, size);
+    if (file_size < size)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, 16, 0,
+                        "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size, size);
+    if (!(flags & TB_READ_NO_CHECKSUM)) {
+        uint64_t want = tb__le64(p + size - 8), got = tb_xxh64(p, size - 8, 0);
+        if (want != got)
+            return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
+                            "stored XXH64 %016llx, computed %016llx", (unsigned long long)want, (unsigned long long)got);
+    }
+    nsec = tb__le32(p + 24);
+    if (nsec > TB_MAX_SECTIONS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, 24, 0, "%u sections, over TB_MAX_SECTIONS", nsec);
+    c.base = p;
+    c.pos = TB__HEADER_SIZE;
+    c.err = err;
+    c.kernel = NULL;
+    for (i = 0; i < nsec; i++) {
+        uint32_t type, sflags;
+        uint64_t len;
+        size_t at = c.pos, body_end;
+        c.end = size - TB__TRAILER_SIZE;
+        if ((r = tb__rd_u32(&c, &type, "section type")) || (r = tb__rd_u32(&c, &sflags, "section flags")) ||
+            (r = tb__rd_u64(&c, &len, "section length")))
+            return r;
+        if (len > (uint64_t)(c.end - c.pos))
+            return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)at, 0,
+                            "section %u of %llu bytes, %zu remain", i, (unsigned long long)len, c.end - c.pos);
+        body_end = c.pos + (size_t)len;
+        c.end = body_end;
+        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS) {
+            if (seen & (1u << type))
+                return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice", type);
+            seen |= 1u << type;
+            r = type == TB__SEC_KERNELS ? tb__rd_kernels(b, &c) : tb__rd_records(b, &c);
+            if (r) return r;
+            if (c.pos != body_end)
+                return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
+                                "section %u ends %zu bytes before its stated length", type, body_end - c.pos);
+        } else if (sflags & TB__SEC_REQUIRED) {
+            return tb__fail(err, tb_err_unsupported_version, NULL, NULL, (long long)at, 0,
+                            "required section type %u is unknown to this reader (written by a newer version?)", type);
+        } else {
+            c.pos = body_end;   /* optional section from a newer minor version */
+        }
+        c.end = size - TB__TRAILER_SIZE;
+        if ((r = tb__rd_zeros(&c, 8, "section")) != tb_ok) return r;
+    }
+    if (c.pos != size - TB__TRAILER_SIZE)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
+                        "%zu unexplained bytes after the last section", size - TB__TRAILER_SIZE - c.pos);
+    return tb_ok;
+}
+
+static tb_result tb__read_view(const void *data, size_t size, const tb_options *options, unsigned flags,
+                               tb_storage storage, tb_bundle **out, tb_error *err) {
+    tb_bundle *b;
+    tb_result r;
+    const unsigned char *p = (const unsigned char *)data;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!data && size) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "data is NULL");
+    if ((r = tb_bundle_create(options, &b, err)) != tb_ok) return r;
+    if (flags & TB_READ_COPY) {
+        /* one aligned copy; the views then point into it */
+        void *raw = tb__alloc(&b->ctx, size + 16);
+        if (!raw) {
+            tb_bundle_free(b);
+            return TB__OOM(err);
+        }
+        b->buffer_copy = raw;
+        p = (const unsigned char *)raw + ((16 - ((uintptr_t)raw & 15u)) & 15u);
+        if (size) memcpy((void *)p, data, size);
+        storage = TB_STORAGE_OWNED;
+    }
+    b->storage = storage;
+    if ((r = tb__parse(b, size ? p : (const unsigned char *)"", size, flags, err)) != tb_ok) {
+        tb_bundle_free(b);
+        return r;
+    }
+    *out = b;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options, unsigned flags,
+                                      tb_bundle **out, tb_error *err) {
+    return tb__read_view(data, size, options, flags, TB_STORAGE_VIEW, out, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Filesystem: bundle files, collect and emit of Triton cache dirs.      */
+/* Everything goes through directory descriptors (openat family) with    */
+/* O_NOFOLLOW, so a symlink planted in a cache never redirects a read or  */
+/* a write. A kernel appears under its final name only by one rename of a */
+/* complete temporary directory: readers see all of one writer's files or */
+/* nothing, whatever other writers or a SIGKILL do meanwhile.            */
+/* ---------------------------------------------------------------------- */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
+#error "triton_bundle.h needs POSIX 2008 (openat, fdopendir): include it before any system header in the implementation file, or compile that file with -D_POSIX_C_SOURCE=200809L"
+#endif
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+
+static void tb__unmap(void *base, size_t size) { munmap(base, size); }
+
+static int tb__close_keep_errno(int fd) {
+    int e = errno, r = close(fd);
+    errno = e;
+    return r;
+}
+
+static uint64_t tb__unique_seq(void) {
+    static unsigned long counter;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    unsigned long v;
+    pthread_mutex_lock(&mu);
+    v = ++counter;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+/* "tmp.<pid>.<seq>.<nanoseconds>": unique across processes and threads. */
+static void tb__temp_name(char *out, size_t cap, const char *prefix) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, cap, "%s%ld.%llu.%lx%lx", prefix, (long)getpid(), (unsigned long long)tb__unique_seq(),
+             (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+}
+
+static int tb__write_full(int fd, const void *data, size_t n) {
+    const char *p = (const char *)data;
+    while (n) {
+        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* ---- bundle files ---- */
+typedef struct tb__fd_writer { int fd; int err; } tb__fd_writer;
+static int tb__fd_write_cb(void *user, const void *data, size_t size) {
+    tb__fd_writer *w = (tb__fd_writer *)user;
+    if (tb__write_full(w->fd, data, size) != 0) {
+        w->err = errno;
+        return -1;
+    }
+    return 0;
+}
+
+TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, tb_error *err) {
+    char tmp[4096 + 64];
+    tb__fd_writer w;
+    tb_result r;
+    size_t n;
+    if (!b || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "bundle or path is NULL");
+    n = strlen(path);
+    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+    memcpy(tmp, path, n);
+    tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
+    w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    w.err = 0;
+    if (w.fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
+    r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
+    if (r == tb_ok && fsync(w.fd) != 0) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
+    if (close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
+    if (r == tb_err_io && w.err) tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
+    if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
+    if (r != tb_ok) unlink(tmp);
+    return r;
+}
+
+TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags, tb_bundle **out,
+                                    tb_error *err) {
+    struct stat st;
+    int fd;
+    tb_result r;
+    size_t size;
+    void *base;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!path) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "path is NULL");
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(fd);
+        return tb__fail(err, tb_err_io, NULL, path, -1, S_ISREG(st.st_mode) ? e : 0, "not a readable regular file");
+    }
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return tb__fail(err, tb_err_limit, NULL, path, -1, 0, "file too large for this address space");
+    }
+    size = (size_t)st.st_size;
+    if (size == 0) {
+        close(fd);
+        r = tb__read_view("", 0, options, flags, TB_STORAGE_VIEW, out, err);
+    } else if (flags & TB_READ_COPY) {
+        /* read straight into the aligned buffer the bundle will own */
+        tb__ctx c = tb__ctx_from(options);
+        char *raw = (char *)tb__alloc(&c, size + 16), *buf;
+        size_t got = 0;
+        ssize_t n = 0;
+        if (!raw) {
+            close(fd);
+            return TB__OOM(err);
+        }
+        buf = raw + ((16 - ((uintptr_t)raw & 15u)) & 15u);
+        while (got < size) {
+            n = read(fd, buf + got, size - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        close(fd);
+        if (got != size) r = tb__fail(err, tb_err_io, NULL, path, -1, n < 0 ? errno : 0, "short read");
+        else r = tb__read_view(buf, size, options, flags & ~TB_READ_COPY, TB_STORAGE_OWNED, out, err);
+        if (r == tb_ok) (*out)->buffer_copy = raw;
+        else tb__free(&c, raw);
+    } else {
+        base = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (base == MAP_FAILED) return tb__fail(err, tb_err_io, NULL, path, -1, errno, "mmap failed");
+        r = tb__read_view(base, size, options, flags, TB_STORAGE_MAPPED, out, err);
+        if (r == tb_ok) {
+            (*out)->map_base = base;
+            (*out)->map_size = size;
+        } else {
+            munmap(base, size);
+        }
+    }
+    if (r && err && !err->file[0]) {
+        /* name the file in the message too */
+        size_t n = strlen(err->message);
+        tb__copy_field(err->file, sizeof err->file, path);
+        snprintf(err->message + n, sizeof err->message - n, " [file %s]", path);
+    }
+    return r;
+}
+
+/* ---- paths ---- */
+TBDEF tb_result tb_cache_dir_resolve(const char *explicit_dir, char *out, size_t cap, tb_error *err) {
+    const char *v;
+    int n;
+    if (!out || cap == 0) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no output buffer");
+    if (explicit_dir && *explicit_dir) n = snprintf(out, cap, "%s", explicit_dir);
+    else if ((v = getenv("TRITON_CACHE_DIR")) && *v) n = snprintf(out, cap, "%s", v);
+    else if ((v = getenv("TRITON_HOME")) && *v) n = snprintf(out, cap, "%s/.triton/cache", v);
+    else if ((v = getenv("HOME")) && *v) n = snprintf(out, cap, "%s/.triton/cache", v);
+    else return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
+                         "no cache directory: none given and TRITON_CACHE_DIR, TRITON_HOME and HOME are unset");
+    if (n < 0 || (size_t)n >= cap) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "cache path too long");
+    return tb_ok;
+}
+
+/* Absolute form of dir (cwd-prefixed, trailing slashes dropped; symlinks
+   are not resolved, as Triton writes the path it was given). */
+static tb_result tb__absolute(const char *dir, char *out, size_t cap, tb_error *err) {
+    size_t n;
+    if (dir[0] == '/') {
+        n = strlen(dir);
+        if (n >= cap) return tb__fail(err, tb_err_limit, NULL, dir, -1, 0, "path too long");
+        memcpy(out, dir, n + 1);
+    } else {
+        if (!getcwd(out, cap)) return tb__fail(err, tb_err_io, NULL, dir, -1, errno, "getcwd failed");
+        n = strlen(out);
+        if (!(dir[0] == '.' && dir[1] == 0)) {
+            const char *d = (dir[0] == '.' && dir[1] == '/') ? dir + 2 : dir;
+            if (n + 1 + strlen(d) >= cap) return tb__fail(err, tb_err_limit, NULL, dir, -1, 0, "path too long");
+            if (n > 1) out[n++] = '/';
+            memcpy(out + n, d, strlen(d) + 1);
+        }
+        n = strlen(out);
+    }
+    while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+    return tb_ok;
+}
+
+/* Copies src with every occurrence of from replaced by to into a buffer
+   from the allocator. */
+static unsigned char *tb__replace_all(const tb__ctx *c, const unsigned char *src, size_t n, const char *from,
+                                      const char *to, size_t *out_n) {
+    size_t fl = strlen(from), tl = strlen(to), count = 0, i, o = 0, total;
+    unsigned char *dst;
+    const unsigned char *p = src, *end = src + n;
+    if (fl == 0) return NULL;
+    while (p + fl <= end && (p = (const unsigned char *)memchr(p, from[0], (size_t)(end - p))) != NULL) {
+        if ((size_t)(end - p) >= fl && memcmp(p, from, fl) == 0) {
+            count++;
+            p += fl;
+        } else {
+            p++;
+        }
+        if (p >= end) break;
+    }
+    if (tl >= fl) {
+        if (!tb__mul(count, tl - fl, &total) || !tb__add(total, n, &total)) return NULL;
+    } else {
+        total = n - count * (fl - tl);
+    }
+    dst = (unsigned char *)tb__alloc(c, total);
+    if (!dst) return NULL;
+    for (i = 0; i < n;) {
+        if (i + fl <= n && src[i] == (unsigned char)from[0] && memcmp(src + i, from, fl) == 0) {
+            memcpy(dst + o, to, tl);
+            o += tl;
+            i += fl;
+        } else {
+            dst[o++] = src[i++];
+        }
+    }
+    *out_n = o;
+    return dst;
+}
+
+static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
+    const char *p = (const char *)hay, *end = p + n;
+    size_t m = strlen(needle);
+    while ((size_t)(end - p) >= m && (p = (const char *)memchr(p, needle[0], (size_t)(end - p))) != NULL) {
+        if ((size_t)(end - p) >= m && memcmp(p, needle, m) == 0) return p;
+        p++;
+    }
+    return NULL;
+}
+
+static int tb__has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && memcmp(s + n - m, suf, m) == 0;
+}
+
+static int tb__cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Sorted names of a directory's entries (not . and ..), in one block. */
+static tb_result tb__list_dir(const tb__ctx *c, int dfd, const char *path, char ***names, size_t *count, tb_error *err) {
+    DIR *d;
+    struct dirent *e;
+    size_t n = 0, cap = 0;
+    char **v = NULL;
+    int fd = dup(dfd);
+    *names = NULL;
+    *count = 0;
+    if (fd < 0) return tb__fail(err, tb_err_io, NULL, path, -1, errno, "dup failed");
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return tb__fail(err, tb_err_io, NULL, path, -1, errno, "cannot list the directory");
+    }
+    rewinddir(d);
+    while ((e = readdir(d)) != NULL) {
+        size_t l;
+        char *s;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 32;
+            char **nv = (char **)tb__realloc(c, v, ncap * sizeof *nv);
+            if (!nv) goto oom;
+            v = nv;
+            cap = ncap;
+        }
+        l = strlen(e->d_name);
+        s = (char *)tb__alloc(c, l + 1);
+        if (!s) goto oom;
+        memcpy(s, e->d_name, l + 1);
+        v[n++] = s;
+
+    }
+    closedir(d);
+    if (n) qsort(v, n, sizeof *v, tb__cmp_names);
+    *names = v;
+    *count = n;
+    return tb_ok;
+oom:
+    while (n) tb__free(c, v[--n]);
+    tb__free(c, v);
+    closedir(d);
+    return TB__OOM(err);
+}
+
+static void tb__free_list(const tb__ctx *c, char **names, size_t count) {
+    size_t i;
+    for (i = 0; i < count; i++) tb__free(c, names[i]);
+    tb__free(c, names);
+}
+
+/* Reads a regular file (never through a symlink) into arena memory. */
+static tb_result tb__read_at(tb_bundle *b, int dfd, const char *name, const char *kernel, void **data, size_t *size,
+                             tb_error *err) {
+    struct stat st;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    size_t got = 0;
+    char *buf;
+    if (fd < 0) return tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot open");
+    if (fstat(fd, &st) != 0) {
+        tb__close_keep_errno(fd);
+        return tb__fail(err, tb_err_io, kernel, name, -1, errno, "fstat failed");
+    }
+    if ((uint64_t)st.st_size > TB_MAX_ARTIFACT_SIZE) {
+        close(fd);
+        return tb__fail(err, tb_err_limit, kernel, name, -1, 0, "%lld bytes, over TB_MAX_ARTIFACT_SIZE",
+                        (long long)st.st_size);
+    }
+    buf = (char *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)st.st_size);
+    if (!buf) {
+        close(fd);
+        return TB__OOM(err);
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            tb__close_keep_errno(fd);
+            return tb__fail(err, tb_err_io, kernel, name, -1, errno, "read failed");
+        }
+        if (n == 0) break; /* shrank meanwhile: keep what is there */
+        got += (size_t)n;
+    }
+    close(fd);
+    *data = buf;
+    *size = got;
+    return tb_ok;
+}
+
+static void tb__pop_kernel(tb_bundle *b) {
+    uint32_t i = b->kernel_count - 1;
+    if (b->slots[i].artifact_cap) tb__free(&b->ctx, (void *)b->kernels[i].artifacts);
+    b->kernel_count = i;
+}
+
+/* Collects <cachefd>/<hash>. require_grp: return tb_err_not_found
+   (without error text) when the directory holds no __grp__*.json. */
+static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *cache_path, const char *hash, int32_t device,
+                                 const char *recorded_dir, int require_grp, tb_error *err) {
+    int dfd;
+    char **names = NULL;
+    size_t count = 0, i;
+    tb_result r;
+    uint32_t ki;
+    struct stat st;
+    dfd = openat(cachefd, hash, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        if (errno == ENOENT)
+            return tb__fail(err, tb_err_not_found, hash, cache_path, -1, errno, "no such kernel directory");
+        return tb__fail(err, tb_err_io, hash, cache_path, -1, errno, "cannot open the kernel directory");
+    }
+    if ((r = tb__list_dir(&b->ctx, dfd, hash, &names, &count, err)) != tb_ok) {
+        close(dfd);
+        return r;
+    }
+    if (require_grp) {
+        int found = 0;
+        for (i = 0; i < count && !found; i++)
+            found = strncmp(names[i], "__grp__", 7) == 0 && tb__has_suffix(names[i], ".json");
+        if (!found) {
+            tb__free_list(&b->ctx, names, count);
+            close(dfd);
+            return tb_err_not_found;
+        }
+    }
+    if ((r = tb__add_kernel(b, hash, strlen(hash), device, &ki, err)) != tb_ok) goto done;
+    for (i = 0; i < count; i++) {
+        void *data = NULL;
+        size_t size = 0;
+        if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            r = tb__fail(err, tb_err_io, hash, names[i], -1, errno, "stat failed");
+            break;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            tb__log(&b->ctx, TB_LOG_DEBUG, "collect: %s/%s is not a regular file; left out", hash, names[i]);
+            continue;
+        }
+        if (!tb__valid_name(names[i], strlen(names[i]))) {
+            tb__log(&b->ctx, TB_LOG_WARN, "collect: %s/%s: name too long; left out", hash, names[i]);
+            continue;
+        }
+        if ((r = tb__read_at(b, dfd, names[i], hash, &data, &size, err)) != tb_ok) break;
+        if (tb__has_suffix(names[i], ".json")) {
+            size_t nn;
+            unsigned char *rep;
+            void *keep;
+            if (tb__memmem(data, size, TB_REPLACE_SENTINEL)) {
+                r = tb__fail(err, tb_err_sentinel, hash, names[i], -1, 0,
+                             "the file already holds the sentinel " TB_REPLACE_SENTINEL
+                             ", so its paths could not be restored on emit");
+                break;
+            }
+            rep = tb__replace_all(&b->ctx, (const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn);
+            if (!rep) {
+                r = TB__OOM(err);
+                break;
+            }
+            keep = tb__arena_alloc(&b->ctx, &b->arena, nn);
+            if (!keep) {
+                tb__free(&b->ctx, rep);
+                r = TB__OOM(err);
+                break;
+            }
+            memcpy(keep, rep, nn);
+            tb__free(&b->ctx, rep);
+            data = keep;
+            size = nn;
+        }
+        if ((r = tb_bundle_add_artifact(b, ki, names[i], data, size, TB_REFERENCE, err)) != tb_ok) break;
+    }
+    if (r != tb_ok) tb__pop_kernel(b);
+done:
+    tb__free_list(&b->ctx, names, count);
+    close(dfd);
+    return r;
+}
+
+static tb_result tb__recorded_path(const char *cache_dir, const tb_collect_options *o, const char *hash, char *out,
+                                   size_t cap, tb_error *err) {
+    char abs[4096];
+    tb_result r;
+    const char *base = (o && o->recorded_cache_dir) ? o->recorded_cache_dir : cache_dir;
+    if ((r = tb__absolute(base, abs, sizeof abs, err)) != tb_ok) return r;
+    if ((size_t)snprintf(out, cap, "%s/%s", abs, hash) >= cap)
+        return tb__fail(err, tb_err_limit, hash, cache_dir, -1, 0, "path too long");
+    return tb_ok;
+}
+
+TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const char *hash, int32_t device,
+                                  const tb_collect_options *o, tb_error *err) {
+    char rec[4352];
+    int cfd;
+    tb_result r;
+    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
+    if ((r = tb__recorded_path(cache_dir, o, hash, rec, sizeof rec, err)) != tb_ok) return r;
+    cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cfd < 0)
+        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, hash, cache_dir, -1, errno,
+                        "cannot open the cache directory");
+    r = tb__collect_dir(b, cfd, cache_dir, hash, device, rec, 0, err);
+    close(cfd);
+    return r;
+}
+
+TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_collect_options *o,
+                                 tb_collect_report *report, tb_error *err) {
+    tb_collect_report rep;
+    char **names = NULL;
+    size_t count = 0, i;
+    int cfd;
+    tb_result r, first = tb_ok;
+    tb_error e;
+    memset(&rep, 0, sizeof rep);
+    if (report) *report = rep;
+    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cfd < 0)
+        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, cache_dir, -1, errno,
+                        "cannot open the cache directory");
+    if ((r = tb__list_dir(&b->ctx, cfd, cache_dir, &names, &count, err)) != tb_ok) {
+        close(cfd);
+        return r;
+    }
+    for (i = 0; i < count; i++) {
+        struct stat st;
+        char rec[4352];
+        if (strncmp(names[i], "tmp.", 4) == 0 || fstatat(cfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode) || !tb__valid_name(names[i], strlen(names[i]))) {
+            rep.skipped++;
+            continue;
+        }
+        if ((r = tb__recorded_path(cache_dir, o, names[i], rec, sizeof rec, &e)) == tb_ok) {
+            e.message[0] = 0;
+            r = tb__collect_dir(b, cfd, cache_dir, names[i], 0, rec, 1, &e);
+        }
+        if (o && o->progress) o->progress(o->user, (uint32_t)(i + 1), (uint32_t)count);
+        if (r == tb_ok) {
+            rep.collected++;
+        } else if (r == tb_err_not_found && !e.message[0]) {
+            rep.skipped++; /* no __grp__ file: Triton's launcher builds etc. */
+        } else {
+            rep.failed++;
+            tb__log(&b->ctx, TB_LOG_WARN, "collect: %s", e.message);
+            if (first == tb_ok) {
+                first = r;
+                if (err) *err = e;
+            }
+            if (o && o->stop_on_error) break;
+        }
+    }
+    tb__free_list(&b->ctx, names, count);
+    close(cfd);
+    if (report) *report = rep;
+    return first;
+}
+
+/* Removes dir <dfd>/<name> and what it holds, never following a link;
+   depth bounds the recursion. */
+static int tb__remove_tree_at(const tb__ctx *c, int dfd, const char *name, int depth) {
+    int fd;
+    char **names;
+    size_t count, i;
+    if (unlinkat(dfd, name, AT_REMOVEDIR) == 0) return 0;
+    if (errno != ENOTEMPTY && errno != EEXIST) return -1;
+    if (depth <= 0) return -1;
+    fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (tb__list_dir(c, fd, name, &names, &count, NULL) != tb_ok) {
+        close(fd);
+        return -1;
+    }
+    for (i = 0; i < count; i++) {
+        struct stat st;
+        if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+            tb__remove_tree_at(c, fd, names[i], depth - 1);
+        else
+            unlinkat(fd, names[i], 0);
+    }
+    tb__free_list(c, names, count);
+    close(fd);
+    return unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* 1 if <dfd>/<name> is a directory with at least one entry. */
+static int tb__dir_nonempty(int dfd, const char *name) {
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d;
+    struct dirent *e;
+    int any = 0;
+    if (fd < 0) return 0;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            any = 1;
+            break;
+        }
+    closedir(d);
+    return any;
+}
+
+/* mkdir -p for the cache directory itself. */
+static int tb__mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path), i;
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char save = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+            buf[i] = save;
+        }
+    }
+    return 0;
+}
+
+/* Writes one kernel into a fresh temporary directory and renames it. */
+static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *cache_abs, const tb_kernel *k,
+                                      unsigned flags, tb_error *err) {
+    char tmp[96], target[4352];
+    struct stat st;
+    int tfd = -1;
+    uint32_t j;
+    if (fstatat(cfd, k->hash, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            tb__fail(err, tb_err_io, k->hash, k->hash, -1, EEXIST, "the target exists and is not a directory");
+            return TB_EMIT_FAILED;
+        }
+        if (tb__dir_nonempty(cfd, k->hash)) return TB_EMIT_PRESENT;
+    }
+    if ((size_t)snprintf(target, sizeof target, "%s/%s", cache_abs, k->hash) >= sizeof target) {
+        tb__fail(err, tb_err_limit, k->hash, cache_abs, -1, 0, "target path too long");
+        return TB_EMIT_FAILED;
+    }
+    tb__temp_name(tmp, sizeof tmp, "tmp.");
+    if (mkdirat(cfd, tmp, 0755) != 0) {
+        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot create the temporary directory in %s", cache_abs);
+        return TB_EMIT_FAILED;
+    }
+    tfd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0) {
+        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot open the temporary directory");
+        goto fail;
+    }
+    for (j = 0; j < k->artifact_count; j++) {
+        const tb_artifact *a = &k->artifacts[j];
+        const void *data = a->data;
+        size_t size = (size_t)a->size;
+        unsigned char *rep = NULL;
+        int fd, ok;
+        if (tb__has_suffix(a->name, ".json")) {
+            rep = tb__replace_all(&b->ctx, (const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
+            if (!rep) {
+                TB__OOM(err);
+                goto fail;
+            }
+            data = rep;
+        }
+        fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            tb__free(&b->ctx, rep);
+            tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "cannot create the file");
+            goto fail;
+        }
+        ok = tb__write_full(fd, data, size) == 0 && (!(flags & TB_EMIT_FSYNC) || fsync(fd) == 0);
+        tb__free(&b->ctx, rep);
+        if (!ok) {
+            tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "writing %zu bytes failed", size);
+            tb__close_keep_errno(fd);
+            goto fail;
+        }
+        if (close(fd) != 0) {
+            tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "close failed");
+            goto fail;
+        }
+    }
+    if ((flags & TB_EMIT_FSYNC) && fsync(tfd) != 0) {
+        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "fsync of the temporary directory failed");
+        goto fail;
+    }
+    close(tfd);
+    tfd = -1;
+    if (renameat(cfd, tmp, cfd, k->hash) != 0) {
+        int e = errno;
+        if (e == ENOTEMPTY || e == EEXIST) {
+            /* another writer renamed first: its copy is complete, ours goes */
+            tb__remove_tree_at(&b->ctx, cfd, tmp, 1);
+            return TB_EMIT_PRESENT;
+        }
+        tb__fail(err, tb_err_io, k->hash, tmp, -1, e, "renaming the temporary directory onto %s failed", k->hash);
+        goto fail;
+    }
+    if ((flags & TB_EMIT_FSYNC) && fsync(cfd) != 0) {
+        tb__fail(err, tb_err_io, k->hash, cache_abs, -1, errno, "fsync of the cache directory failed");
+        return TB_EMIT_FAILED;
+    }
+    return TB_EMIT_WRITTEN;
+fail:
+    if (tfd >= 0) close(tfd);
+    tb__remove_tree_at(&b->ctx, cfd, tmp, 1);
+    return TB_EMIT_FAILED;
+}
+
+TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit_options *o, tb_emit_report *report,
+                        tb_names **names, tb_error *err) {
+    tb_emit_report rep;
+    char cache_abs[4096];
+    int cfd;
+    uint32_t i;
+    unsigned flags = o ? o->flags : 0;
+    unsigned char *ok_mask = NULL;
+    tb_result r, first = tb_ok;
+    tb_error e;
+    memset(&rep, 0, sizeof rep);
+    if (report) *report = rep;
+    if (names) *names = NULL;
+    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if ((r = tb__absolute(cache_dir, cache_abs, sizeof cache_abs, err)) != tb_ok) return r;
+    if (tb__mkdirs(cache_abs) != 0)
+        return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot create the cache directory");
+    cfd = open(cache_abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cfd < 0) return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot open the cache directory");
+    if (names && b->kernel_count) {
+        ok_mask = (unsigned char *)tb__alloc(&b->ctx, b->kernel_count);
+        if (!ok_mask) {
+            close(cfd);
+            return TB__OOM(err);
+        }
+        memset(ok_mask, 0, b->kernel_count);
+    }
+    for (i = 0; i < b->kernel_count; i++) {
+        const tb_kernel *k = &b->kernels[i];
+        tb_emit_status s;
+        e.message[0] = 0;
+        s = tb__emit_kernel(b, cfd, cache_abs, k, flags, &e);
+        if (s == TB_EMIT_WRITTEN) rep.written++;
+        else if (s == TB_EMIT_PRESENT) rep.present++;
+        else rep.failed++;
+        if (ok_mask) ok_mask[i] = s != TB_EMIT_FAILED;
+        if (o && o->on_kernel) o->on_kernel(o->user, i, k, s, s == TB_EMIT_FAILED ? &e : NULL);
+        if (s == TB_EMIT_FAILED) {
+            tb__log(&b->ctx, TB_LOG_WARN, "emit: %s", e.message);
+            if (first == tb_ok) {
+                first = e.code;
+                if (err) *err = e;
+            }
+            if (flags & TB_EMIT_STOP_ON_ERROR) break;
+        }
+    }
+    close(cfd);
+    if (report) *report = rep;
+    if (names) {
+        tb_error ne;
+        if (tb__make_names(b, ok_mask ? ok_mask : (const unsigned char *)"", names, &ne) != tb_ok && first == tb_ok) {
+            first = ne.code;
+            if (err) *err = ne;
+        }
+    }
+    tb__free(&b->ctx, ok_mask);
+    return first;
+}
+
+TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_age, uint32_t *removed, tb_error *err) {
+    tb__ctx c = tb__ctx_from(NULL);
+    char **names;
+    size_t count, i;
+    int cfd;
+    uint32_t n = 0;
+    time_t now = time(NULL);
+    tb_result r;
+    if (removed) *removed = 0;
+    if (!cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cache_dir is NULL");
+    cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cfd < 0)
+        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, cache_dir, -1, errno,
+                        "cannot open the cache directory");
+    if ((r = tb__list_dir(&c, cfd, cache_dir, &names, &count, err)) != tb_ok) {
+        close(cfd);
+        return r;
+    }
+    for (i = 0; i < count; i++) {
+        struct stat st;
+        if (strncmp(names[i], "tmp.", 4) != 0) continue;
+        if (fstatat(cfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (difftime(now, st.st_mtime) < min_age) continue;
+        if (tb__remove_tree_at(&c, cfd, names[i], 2) == 0) n++;
+    }
+    tb__free_list(&c, names, count);
+    close(cfd);
+    if (removed) *removed = n;
+    return tb_ok;
+}
+
+/* ---- the bundler context ---- */
+typedef struct tb__put {
+    char *hash;
+    int32_t device;
+} tb__put;
+
+struct tb_bundler {
+    tb__ctx ctx;
+    pthread_mutex_t mu;
+    char cache_dir[4096];
+    tb__put *puts;
+    uint32_t put_count, put_cap;
+    tb_bundle *records;   /* holds put launch records until collect */
+};
+
+TBDEF tb_result tb_bundler_begin(const tb_options *options, const char *cache_dir, tb_bundler **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_bundler *z;
+    tb_result r;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    z = (tb_bundler *)tb__alloc(&c, sizeof *z);
+    if (!z) return TB__OOM(err);
+    memset(z, 0, sizeof *z);
+    z->ctx = c;
+    if ((r = tb_cache_dir_resolve(cache_dir, z->cache_dir, sizeof z->cache_dir, err)) != tb_ok ||
+        (r = tb_bundle_create(options, &z->records, err)) != tb_ok) {
+        tb__free(&c, z);
+        return r;
+    }
+    pthread_mutex_init(&z->mu, NULL);
+    *out = z;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundler_put(tb_bundler *z, const char *hash, int32_t device, tb_error *err) {
+    tb_result r;
+    size_t n;
+    char *h;
+    if (!z) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundler is NULL");
+    if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
+    n = strlen(hash);
+    h = (char *)tb__alloc(&z->ctx, n + 1);
+    if (!h) return TB__OOM(err);
+    memcpy(h, hash, n + 1);
+    pthread_mutex_lock(&z->mu);
+    if (z->put_count >= TB_MAX_KERNELS ||
+        !tb__grow(&z->ctx, (void **)&z->puts, &z->put_cap, z->put_count + 1, sizeof(tb__put))) {
+        pthread_mutex_unlock(&z->mu);
+        tb__free(&z->ctx, h);
+        return TB__OOM(err);
+    }
+    z->puts[z->put_count].hash = h;
+    z->puts[z->put_count].device = device;
+    z->put_count++;
+    pthread_mutex_unlock(&z->mu);
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundler_put_launch_record(tb_bundler *z, const tb_launch_record *rec, tb_error *err) {
+    tb_result r;
+    if (!z) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundler is NULL");
+    pthread_mutex_lock(&z->mu);
+    r = tb_bundle_add_launch_record(z->records, rec, err);
+    pthread_mutex_unlock(&z->mu);
+    return r;
+}
+
+static void tb__bundler_reset(tb_bundler *z) {
+    uint32_t i;
+    for (i = 0; i < z->put_count; i++) tb__free(&z->ctx, z->puts[i].hash);
+    z->put_count = 0;
+}
+
+TBDEF tb_result tb_bundler_collect(tb_bundler *z, const tb_collect_options *o, tb_bundle **out, tb_names **names,
+                                   tb_collect_report *report, tb_error *err) {
+    tb_collect_report rep;
+    tb_bundle *b = NULL;
+    tb_result r = tb_ok;
+    uint32_t i, j;
+    tb_options opt;
+    memset(&rep, 0, sizeof rep);
+    if (report) *report = rep;
+    if (names) *names = NULL;
+    if (!z || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundler or out is NULL");
+    *out = NULL;
+    memset(&opt, 0, sizeof opt);
+    opt.allocator = z->ctx.a;
+    opt.log = z->ctx.log;
+    opt.log_user = z->ctx.log_user;
+    pthread_mutex_lock(&z->mu);
+    if ((r = tb_bundle_create(&opt, &b, err)) != tb_ok) goto done;
+    for (i = 0; i < z->put_count; i++) {
+        tb_error e;
+        int dup = 0;
+        for (j = 0; j < i && !dup; j++)
+            dup = z->puts[j].device == z->puts[i].device && strcmp(z->puts[j].hash, z->puts[i].hash) == 0;
+        if (dup) continue;
+        r = tb_collect_kernel(b, z->cache_dir, z->puts[i].hash, z->puts[i].device, o, &e);
+        if (r == tb_ok) {
+            rep.collected++;
+        } else if (r == tb_err_not_found) {
+            rep.missing++;
+            tb__log(&z->ctx, TB_LOG_INFO, "bundler: %s", e.message);
+        } else {
+            rep.failed++;
+            tb__log(&z->ctx, TB_LOG_WARN, "bundler: %s", e.message);
+            if (o && o->stop_on_error) {
+                if (err) *err = e;
+                goto done;
+            }
+        }
+    }
+    r = tb_ok;
+    for (i = 0; i < z->records->record_count; i++)
+        if ((r = tb_bundle_add_launch_record(b, &z->records->records[i], err)) != tb_ok) goto done;
+    if (names && (r = tb_bundle_names(b, names, err)) != tb_ok) goto done;
+done:
+    if (r != tb_ok) {
+        tb_bundle_free(b);
+        b = NULL;
+    } else {
+        /* a collected bundle starts the next round empty, as PyTorch's */
+        tb_bundle *fresh;
+        tb__bundler_reset(z);
+        if (tb_bundle_create(&opt, &fresh, NULL) == tb_ok) {
+            tb_bundle_free(z->records);
+            z->records = fresh;
+        }
+    }
+    pthread_mutex_unlock(&z->mu);
+    *out = b;
+    if (report) *report = rep;
+    return r;
+}
+
+TBDEF void tb_bundler_end(tb_bundler *z) {
+    tb__ctx c;
+    if (!z) return;
+    c = z->ctx;
+    tb__bundler_reset(z);
+    tb__free(&c, z->puts);
+    tb_bundle_free(z->records);
+    pthread_mutex_destroy(&z->mu);
+    tb__free(&c, z);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Parsers: Triton's metadata JSON and the tt.func line of the IR.        */
+/* Both read untrusted bytes with an explicit end (no NUL needed), bound  */
+/* their nesting, and say where parsing stopped. The JSON reader reads    */
+/* the top-level keys the launcher needs and skips the rest.             */
+/* ---------------------------------------------------------------------- */
+typedef struct tb__json {
+    const char *p, *start, *end;
+    tb_error *err;
+} tb__json;
+
+static tb_result tb__jfail(tb__json *j, const char *what) {
+    return tb__fail(j->err, tb_err_parse, NULL, NULL, (long long)(j->p - j->start), 0, "metadata JSON: %s", what);
+}
+static void tb__jws(tb__json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+static int tb__hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+/* A string; decoded into out (cap bytes, NUL-terminated) when out != NULL. */
+static tb_result tb__jstring(tb__json *j, char *out, size_t cap) {
+    size_t n = 0;
+    if (j->p >= j->end || *j->p != '"') return tb__jfail(j, "expected a string");
+    j->p++;
+    while (j->p < j->end && *j->p != '"') {
+        unsigned cp;
+        char ch = *j->p++;
+        if ((unsigned char)ch < 0x20) return tb__jfail(j, "control character in a string");
+        if (ch == '\\') {
+            if (j->p >= j->end) break;
+            ch = *j->p++;
+            switch (ch) {
+            case '"': case '\\': case '/': cp = (unsigned char)ch; break;
+            case 'b': cp = 8; break;
+            case 'f': cp = 12; break;
+            case 'n': cp = 10; break;
+            case 'r': cp = 13; break;
+            case 't': cp = 9; break;
+            case 'u': {
+                int k, v;
+                if (j->end - j->p < 4) return tb__jfail(j, "short \\u escape");
+                for (cp = 0, k = 0; k < 4; k++) {
+                    if ((v = tb__hexval(j->p[k])) < 0) return tb__jfail(j, "bad \\u escape");
+                    cp = cp * 16 + (unsigned)v;
+                }
+                j->p += 4;
+                if (cp == 0) return tb__jfail(j, "\\u0000 in a string");
+                break;
+            }
+            default: return tb__jfail(j, "unknown escape");
+            }
+            if (out) {
+                /* UTF-8 encode (surrogates are kept as their 3-byte forms) */
+                unsigned char buf[3];
+                size_t m = cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3, q;
+                if (m == 1) buf[0] = (unsigned char)cp;
+                else if (m == 2) buf[0] = (unsigned char)(0xc0 | (cp >> 6)), buf[1] = (unsigned char)(0x80 | (cp & 63));
+                else buf[0] = (unsigned char)(0xe0 | (cp >> 12)), buf[1] = (unsigned char)(0x80 | ((cp >> 6) & 63)),
+                     buf[2] = (unsigned char)(0x80 | (cp & 63));
+                if (n + m >= cap) return tb__jfail(j, "string too long");
+                for (q = 0; q < m; q++) out[n++] = (char)buf[q];
+            }
+        } else if (out) {
+            if (n + 1 >= cap) return tb__jfail(j, "string too long");
+            out[n++] = ch;
+        }
+    }
+    if (j->p >= j->end) return tb__jfail(j, "unterminated string");
+    j->p++;
+    if (out) out[n] = 0;
+    return tb_ok;
+}
+/* A number; *is_int says whether it was an integer that fits int64. */
+static tb_result tb__jnumber(tb__json *j, int64_t *v, int *is_int) {
+    const char *s = j->p;
+    int neg = 0, digits = 0, overflow = 0;
+    uint64_t acc = 0;
+    *is_int = 1;
+    if (j->p < j->end && *j->p == '-') neg = 1, j->p++;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        unsigned d = (unsigned)(*j->p - '0');
+        if (acc > (UINT64_MAX - d) / 10) overflow = 1;
+        else acc = acc * 10 + d;
+        j->p++;
+        digits++;
+    }
+    if (!digits) {
+        j->p = s;
+        return tb__jfail(j, "expected a value");
+    }
+    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) {
+        *is_int = 0;
+        j->p++;
+        while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || *j->p == '+' || *j->p == '-' || *j->p == 'e' ||
+                                 *j->p == 'E'))
+            j->p++;
+    }
+    if (overflow || acc > (uint64_t)INT64_MAX + (uint64_t)neg) *is_int = 0;
+    else *v = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+    return tb_ok;
+}
+static int tb__jlit(tb__json *j, const char *lit) {
+    size_t n = strlen(lit);
+    if ((size_t)(j->end - j->p) >= n && memcmp(j->p, lit, n) == 0) {
+        j->p += n;
+        return 1;
+    }
+    return 0;
+}
+static tb_result tb__jskip(tb__json *j, int depth) {
+    int64_t v;
+    int is_int;
+    tb_result r;
+    if (depth > TB_MAX_JSON_DEPTH) return tb__jfail(j, "nested too deeply");
+    tb__jws(j);
+    if (j->p >= j->end) return tb__jfail(j, "unexpected end");
+    if (*j->p == '"') return tb__jstring(j, NULL, 0);
+    if (*j->p == '{' || *j->p == '[') {
+        char close = *j->p == '{' ? '}' : ']';
+        int obj = *j->p == '{';
+        j->p++;
+        tb__jws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return tb_ok;
+        }
+        for (;;) {
+            if (obj) {
+                tb__jws(j);
+                if ((r = tb__jstring(j, NULL, 0)) != tb_ok) return r;
+                tb__jws(j);
+                if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
+                j->p++;
+            }
+            if ((r = tb__jskip(j, depth + 1)) != tb_ok) return r;
+            tb__jws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (j->p < j->end && *j->p == close) {
+                j->p++;
+                return tb_ok;
+            }
+            return tb__jfail(j, "expected ',' or a closing bracket");
+        }
+    }
+    if (tb__jlit(j, "true") || tb__jlit(j, "false") || tb__jlit(j, "null")) return tb_ok;
+    return tb__jnumber(j, &v, &is_int);
+}
+static tb_result tb__juint(tb__json *j, const char *key, uint64_t max, uint64_t *out) {
+    int64_t v = 0;
+    int is_int;
+    tb_result r;
+    if ((r = tb__jnumber(j, &v, &is_int)) != tb_ok) return r;
+    if (!is_int || v < 0 || (uint64_t)v > max)
+        return tb__fail(j->err, tb_err_parse, NULL, NULL, (long long)(j->p - j->start), 0,
+                        "metadata JSON: \"%s\" is not an integer in 0..%llu", key, (unsigned long long)max);
+    *out = (uint64_t)v;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_metadata *md, tb_error *err) {
+    tb__json j;
+    tb_result r;
+    int have_name = 0, have_warps = 0;
+    if (!json || !md) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "json or out is NULL");
+    memset(md, 0, sizeof *md);
+    md->num_ctas = 1;
+    j.p = j.start = json;
+    j.end = json + size;
+    j.err = err;
+    tb__jws(&j);
+    if (j.p >= j.end || *j.p != '{') return tb__jfail(&j, "expected an object");
+    j.p++;
+    tb__jws(&j);
+    if (j.p < j.end && *j.p == '}') j.p++;
+    else
+        for (;;) {
+            char key[64];
+            uint64_t v;
+            tb__jws(&j);
+            if (j.p < j.end && *j.p == '"' && (size_t)(j.end - j.p) > 64 &&
+                memchr(j.p + 1, '"', 63) == NULL) {
+                if ((r = tb__jstring(&j, NULL, 0)) != tb_ok) return r;  /* long key: not ours */
+                key[0] = 0;
+            } else if ((r = tb__jstring(&j, key, sizeof key)) != tb_ok) {
+                return r;
+            }
+            tb__jws(&j);
+            if (j.p >= j.end || *j.p != ':') return tb__jfail(&j, "expected ':'");
+            j.p++;
+            tb__jws(&j);
+            if (j.p < j.end && tb__jlit(&j, "null")) {
+                /* null leaves the default */
+            } else if (strcmp(key, "name") == 0) {
+                if ((r = tb__jstring(&j, md->name, sizeof md->name)) != tb_ok) return r;
+                have_name = 1;
+            } else if (strcmp(key, "num_warps") == 0) {
+                if ((r = tb__juint(&j, key, 32, &v)) != tb_ok) return r;
+                md->num_warps = (uint32_t)v;
+                have_warps = 1;
+            } else if (strcmp(key, "num_ctas") == 0) {
+                if ((r = tb__juint(&j, key, 16, &v)) != tb_ok) return r;
+                md->num_ctas = (uint32_t)v;
+            } else if (strcmp(key, "shared") == 0) {
+                if ((r = tb__juint(&j, key, 0xffffffffu, &v)) != tb_ok) return r;
+                md->shared = (uint32_t)v;
+            } else if (strcmp(key, "global_scratch_size") == 0 || strcmp(key, "profile_scratch_size") == 0) {
+                tb_scratch *s = key[0] == 'g' ? &md->global_scratch : &md->profile_scratch;
+                if ((r = tb__juint(&j, key, (uint64_t)1 << 48, &v)) != tb_ok) return r;
+                s->size = v;
+                s->present = 1;
+            } else if (strcmp(key, "global_scratch_align") == 0 || strcmp(key, "profile_scratch_align") == 0) {
+                tb_scratch *s = key[0] == 'g' ? &md->global_scratch : &md->profile_scratch;
+                if ((r = tb__juint(&j, key, 1u << 20, &v)) != tb_ok) return r;
+                s->align = (uint32_t)v;
+            } else if (strcmp(key, "launch_cooperative_grid") == 0 || strcmp(key, "launch_pdl") == 0) {
+                uint32_t bit = key[7] == 'c' ? TB_LAUNCH_COOPERATIVE : TB_LAUNCH_PDL;
+                if (tb__jlit(&j, "true")) md->flags |= bit;
+                else if (!tb__jlit(&j, "false")) return tb__jfail(&j, "launch flag is not a boolean");
+            } else if (strcmp(key, "cluster_dims") == 0) {
+                int k;
+                if (j.p >= j.end || *j.p != '[') return tb__jfail(&j, "cluster_dims is not an array");
+                j.p++;
+                for (k = 0; k < 3; k++) {
+                    tb__jws(&j);
+                    if ((r = tb__juint(&j, key, 16, &v)) != tb_ok) return r;
+                    md->cluster_dims[k] = (uint32_t)v;
+                    tb__jws(&j);
+                    if (k < 2) {
+                        if (j.p >= j.end || *j.p != ',') return tb__jfail(&j, "cluster_dims needs 3 entries");
+                        j.p++;
+                    }
+                }
+                if (j.p >= j.end || *j.p != ']') return tb__jfail(&j, "cluster_dims needs 3 entries");
+                j.p++;
+            } else if ((r = tb__jskip(&j, 1)) != tb_ok) {
+                return r;
+            }
+            tb__jws(&j);
+            if (j.p < j.end && *j.p == ',') {
+                j.p++;
+                continue;
+            }
+            if (j.p < j.end && *j.p == '}') {
+                j.p++;
+                break;
+            }
+            return tb__jfail(&j, "expected ',' or '}'");
+        }
+    tb__jws(&j);
+    if (j.p != j.end) return tb__jfail(&j, "bytes after the object");
+    if (!have_name || !md->name[0]) return tb__jfail(&j, "no \"name\"");
+    if (!have_warps || md->num_warps == 0) return tb__jfail(&j, "no usable \"num_warps\"");
+    if (md->num_ctas == 0) return tb__jfail(&j, "\"num_ctas\" is 0");
+    return tb_ok;
+}
+
+/* MLIR type of a tt.func argument to a code (0: unsupported). */
+static char tb__mlir_code(const char *t, size_t n) {
+    static const struct { const char *name; char code; } map[] = {
+        {"i1", 'i'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
+        {"f16", 'e'}, {"bf16", 'y'}, {"f32", 'f'}, {"f64", 'd'}
+    };
+    size_t i;
+    if (n >= 8 && memcmp(t, "!tt.ptr<", 8) == 0) return 'O';
+    for (i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strlen(map[i].name) == n && memcmp(t, map[i].name, n) == 0) return map[i].code;
+    return 0;
+}
+
+TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
+                                tb_error *err) {
+    const char *p, *end = text + size, *found = NULL;
+    size_t nargs = 0, fl = fn ? strlen(fn) : 0;
+    static const char pat[] = "tt.func public @";
+    if (!text || !types || !div || cap == 0)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "text or buffers are NULL");
+    for (p = text; (p = (const char *)tb__memmem(p, (size_t)(end - p), pat)) != NULL; p++) {
+        const char *name = p + sizeof pat - 1;
+        int quoted = name < end && *name == '"';
+        if (quoted) name++;
+        if (!fn) {
+            found = p;
+            break;
+        }
+        if ((size_t)(end - name) > fl && memcmp(name, fn, fl) == 0 &&
+            name[fl] == (quoted ? '"' : '(')) {
+            found = p;
+            break;
+        }
+    }
+    if (!found)
+        return tb__fail(err, tb_err_not_found, fn, NULL, -1, 0, "no \"tt.func public @%.100s(\" in the IR", fn ? fn : "");
+    p = (const char *)memchr(found, '(', (size_t)(end - found));
+    if (!p) return tb__fail(err, tb_err_parse, fn, NULL, (long long)(found - text), 0, "tt.func line has no '('");
+    p++;
+    for (;;) {
+        const char *arg, *colon, *t, *te;
+        int depth = 0;
+        while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
+        if (p < end && *p == ')') break;
+        if (p >= end || *p != '%')
+            return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0, "expected '%%' or ')' in tt.func arguments");
+        arg = p;
+        /* the argument runs to the ',' or ')' at depth 0 */
+        for (; p < end; p++) {
+            char ch = *p;
+            if (ch == '"') {
+                for (p++; p < end && *p != '"'; p++)
+                    if (*p == '\\') p++;
+                if (p >= end) break;
+                continue;
+            }
+            if (ch == '(' || ch == '{' || ch == '[' || ch == '<') depth++;
+            else if (ch == ')' || ch == '}' || ch == ']' || (ch == '>' && p[-1] != '-')) {
+                if (depth == 0) break;
+                depth--;
+            } else if (ch == ',' && depth == 0) {
+                break;
+            }
+            if (depth > TB_MAX_JSON_DEPTH)
+                return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0, "tt.func argument nested too deeply");
+        }
+        if (p >= end || (*p != ',' && *p != ')'))
+            return tb__fail(err, tb_err_parse, fn, NULL, (long long)(arg - text), 0, "unterminated tt.func argument");
+        colon = (const char *)memchr(arg, ':', (size_t)(p - arg));
+        if (!colon) return tb__fail(err, tb_err_parse, fn, NULL, (long long)(arg - text), 0, "tt.func argument without a type");
+        t = colon + 1;
+        while (t < p && *t == ' ') t++;
+        te = t;
+        depth = 0;
+        while (te < p && (depth > 0 || (*te != ' ' && *te != '{'))) {
+            if (*te == '<') depth++;
+            else if (*te == '>') depth--;
+            te++;
+        }
+        if (nargs + 1 >= cap || nargs >= TB_MAX_ARGS)
+            return tb__fail(err, tb_err_limit, fn, NULL, (long long)(arg - text), 0, "more than %u arguments",
+                            (unsigned)(cap - 1 < TB_MAX_ARGS ? cap - 1 : TB_MAX_ARGS));
+        types[nargs] = tb__mlir_code(t, (size_t)(te - t));
+        if (!types[nargs])
+            return tb__fail(err, tb_err_unsupported_type, fn, NULL, (long long)(t - text), 0,
+                            "argument %u has type %.*s, which a static launch cannot pass", (unsigned)nargs,
+                            (int)((te - t) > 80 ? 80 : (te - t)), t);
+        div[nargs] = tb__memmem(te, (size_t)(p - te), "tt.divisibility = 16 ") ? '1' : '0';
+        nargs++;
+        if (*p == ')') break;
+        p++;
+    }
+    types[nargs] = 0;
+    div[nargs] = 0;
+    return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Conversions: what each argument code passes to the kernel.            */
+/* ---------------------------------------------------------------------- */
+TBDEF uint16_t tb_fp16_from_double(double d) {
+    uint64_t bits, m, q, rem, half;
+    uint16_t sign;
+    int exp, e, shift;
+    memcpy(&bits, &d, 8);
+    sign = (uint16_t)((bits >> 48) & 0x8000u);
+    exp = (int)((bits >> 52) & 0x7ff);
+    m = bits & 0xFFFFFFFFFFFFFULL;
+    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0u));
+    if (exp == 0) return sign; /* double subnormals are far below fp16's range */
+    m |= (uint64_t)1 << 52;
+    e = exp - 1023 + 15;
+    shift = e >= 1 ? 42 : 42 + (1 - e);
+    if (shift > 63) return sign;
+    q = m >> shift;
+    rem = m & (((uint64_t)1 << shift) - 1);
+    half = (uint64_t)1 << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    if (e < 1) return (uint16_t)(sign | q); /* subnormal, or rounded up to the smallest normal */
+    if (q == 0x800) {
+        q >>= 1;
+        e++;
+    }
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    return (uint16_t)(sign | ((unsigned)e << 10) | (q & 0x3ffu));
+}
+
+TBDEF uint16_t tb_bf16_from_double(double d) {
+    float f = (float)d;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+TBDEF double tb_fp16_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, s;
+    double m = h & 0x3ff, v, scale = 1.0;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else if (e == 0) v = m / 16777216.0;
+    else {
+        for (s = e - 25; s > 0; s--) scale *= 2.0;
+        for (s = e - 25; s < 0; s++) scale *= 0.5;
+        v = (m + 1024.0) * scale;
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
+TBDEF double tb_bf16_to_double(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Converts without range checks; writes the parameter's bytes at the
+   start of the slot, in host order. */
+static void tb__convert(char code, tb_arg v, tb_arg *slot) {
+    slot->u = 0;
+    switch (code) {
+    case 'b': case 'B': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
+    case 'h': case 'H': { uint16_t x = (uint16_t)v.u; memcpy(slot, &x, 2); break; }
+    case 'i': case 'I': { uint32_t x = (uint32_t)v.u; memcpy(slot, &x, 4); break; }
+    case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
+    case 'e': { uint16_t x = tb_fp16_from_double(v.f); memcpy(slot, &x, 2); break; }
+    case 'y': { uint16_t x = tb_bf16_from_double(v.f); memcpy(slot, &x, 2); break; }
+    default: *slot = v; break; /* O l K d: all 8 bytes */
+    }
+}
+
+static double tb__fabs(double x) { return x < 0 ? -x : x; }
+
+static int tb__in_range(char code, tb_arg v) {
+    switch (code) {
+    case 'b': return v.i >= -128 && v.i <= 127;
+    case 'h': return v.i >= -32768 && v.i <= 32767;
+    case 'i': return v.i >= INT32_MIN && v.i <= INT32_MAX;
+    case 'B': return v.u <= 0xffu;
+    case 'H': return v.u <= 0xffffu;
+    case 'I': return v.u <= 0xffffffffu;
+    case 'f': return v.f != v.f || tb__fabs(v.f) <= 3.4028234663852886e38 || isinf(v.f);
+    case 'e': return v.f != v.f || tb__fabs(v.f) < 65520.0 || isinf(v.f);
+    case 'y': return v.f != v.f || tb__fabs(v.f) <= 3.3895313892515355e38 || isinf(v.f);
+    default: return 1;
+    }
+}
+
+TBDEF tb_result tb_pack_arg(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
+    if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
+    if (!tb_arg_code_size(code))
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x", (unsigned char)code);
+    if (checked && !tb__in_range(code, v))
+        return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "value %lld (%g) does not fit type '%c'",
+                        (long long)v.i, v.f, code);
+    tb__convert(code, v, slot);
+    return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Launch records derived from a kernel's own files                      */
+/* ---------------------------------------------------------------------- */
+typedef struct tb__derived {
+    tb_launch_config cfg;
+    tb_kernel_metadata md;
+    char binary[TB_MAX_NAME_LENGTH + 1];
+    char types[TB_MAX_ARGS + 1];
+    char div[TB_MAX_ARGS + 1];
+} tb__derived;
+
+/* stem: NAME (NAME.cubin, NAME.json, NAME.source|NAME.ttir). */
+static tb_result tb__derive(const tb_kernel *k, const char *stem, size_t stem_len, tb__derived *d, tb_error *err) {
+    char fname[TB_MAX_NAME_LENGTH + 16];
+    const tb_artifact *json, *ir;
+    tb_result r;
+    static const char *const ir_ext[] = {".source", ".ttir"};
+    int i;
+    memset(d, 0, sizeof *d);
+    if (stem_len > TB_MAX_NAME_LENGTH - 6)
+        return tb__fail(err, tb_err_bad_name, k->hash, NULL, -1, 0, "kernel name too long");
+    snprintf(fname, sizeof fname, "%.*s.json", (int)stem_len, stem);
+    json = tb_kernel_find_artifact(k, fname);
+    if (!json) return tb__fail(err, tb_err_not_found, k->hash, fname, -1, 0, "the kernel has no metadata file");
+    if ((r = tb_parse_metadata_json((const char *)json->data, (size_t)json->size, &d->md, err)) != tb_ok) {
+        if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
+        return r;
+    }
+    for (i = 0, ir = NULL; i < 2 && !ir; i++) {
+        snprintf(fname, sizeof fname, "%.*s%s", (int)stem_len, stem, ir_ext[i]);
+        ir = tb_kernel_find_artifact(k, fname);
+    }
+    if (!ir) return tb__fail(err, tb_err_not_found, k->hash, NULL, -1, 0, "the kernel has no .source or .ttir file");
+    if ((r = tb_parse_ttfunc((const char *)ir->data, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types,
+                             err)) != tb_ok) {
+        if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
+        return r;
+    }
+    snprintf(d->binary, sizeof d->binary, "%.*s.cubin", (int)stem_len, stem);
+    d->cfg.kernel_hash = k->hash;
+    d->cfg.function_name = d->md.name;
+    d->cfg.binary_name = d->binary;
+    d->cfg.arg_types = d->types;
+    d->cfg.arg_divisibility = d->div;
+    d->cfg.num_warps = d->md.num_warps;
+    d->cfg.num_ctas = d->md.num_ctas;
+    d->cfg.shared_mem = d->md.shared;
+    d->cfg.flags = d->md.flags;
+    memcpy(d->cfg.cluster_dims, d->md.cluster_dims, sizeof d->cfg.cluster_dims);
+    d->cfg.global_scratch = d->md.global_scratch;
+    d->cfg.profile_scratch = d->md.profile_scratch;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
+    uint32_t i, j, q, have;
+    tb__derived *d;
+    tb_result r = tb_ok;
+    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    d = (tb__derived *)tb__alloc(&b->ctx, sizeof *d);
+    if (!d) return TB__OOM(err);
+    for (i = 0; i < b->kernel_count && r == tb_ok; i++) {
+        const tb_kernel *k = &b->kernels[i];
+        for (q = 0, have = 0; q < b->record_count && !have; q++)
+            have = strcmp(b->records[q].configs[0].kernel_hash, k->hash) == 0;
+        if (have) continue;
+        for (j = 0; j < k->artifact_count && r == tb_ok; j++) {
+            const char *name = k->artifacts[j].name;
+            size_t n = strlen(name);
+            tb_error e;
+            tb_launch_record rec;
+            if (!tb__has_suffix(name, ".cubin") || n == 6) continue;
+            if (tb__derive(k, name, n - 6, d, &e) != tb_ok) {
+                tb__log(&b->ctx, TB_LOG_INFO, "no launch record for %s/%s: %s", k->hash, name, e.message);
+                continue;
+            }
+            rec.cache_key = k->hash;
+            rec.kernel_name = d->md.name;
+            rec.config_count = 1;
+            rec.configs = &d->cfg;
+            r = tb_bundle_add_launch_record(b, &rec, err);
+        }
+    }
+    tb__free(&b->ctx, d);
+    return r;
+}
+
+#ifndef TB_NO_LAUNCHER
+/* ---------------------------------------------------------------------- */
+/* Driver loading: libcuda.so.1 opened once with dlopen, entry points     */
+/* resolved by name. No CUDA header: the few types and constants used are */
+/* mirrored here from the driver API's documented ABI.                   */
+/* ---------------------------------------------------------------------- */
+#include <dlfcn.h>
+
+#ifndef TB_LIBCUDA_NAME
+#define TB_LIBCUDA_NAME "libcuda.so.1"
+#endif
+
+typedef int tb__CUresult;
+typedef int tb__CUdevice;
+typedef void *tb__CUctx;
+
+/* CUlaunchAttribute and CUlaunchConfig, as cuda.h lays them out. */
+typedef struct tb__cu_attr {
+    unsigned id;
+    char pad[4];
+    union {
+        char raw[64];
+        int cooperative;
+        struct { unsigned x, y, z; } cluster;
+        int programmatic;
+        int scheduling;
+    } value;
+} tb__cu_attr;
+
+typedef struct tb__cu_config {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+    void *stream;
+    tb__cu_attr *attrs;
+    unsigned num_attrs;
+} tb__cu_config;
+
+#define TB__CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2u
+#define TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4u
+#define TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE 5u
+#define TB__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6u
+#define TB__CU_CLUSTER_SCHEDULING_POLICY_SPREAD 1
+#define TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
+#define TB__CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
+#define TB__CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES 3
+#define TB__CU_FUNC_ATTRIBUTE_NUM_REGS 4
+#define TB__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define TB__CUDA_ERROR_INVALID_VALUE 1
+#define TB__CUDA_ERROR_NO_DEVICE 100
+#define TB__STATIC_SHARED_LIMIT 49152u
+
+typedef struct tb__driver {
+    void *lib;
+    tb_result status;
+    int cuda_result;
+    char message[320];
+    tb__CUresult (*cuInit)(unsigned);
+    tb__CUresult (*cuDeviceGetCount)(int *);
+    tb__CUresult (*cuDeviceGet)(tb__CUdevice *, int);
+    tb__CUresult (*cuDeviceGetAttribute)(int *, int, tb__CUdevice);
+    tb__CUresult (*cuCtxGetCurrent)(tb__CUctx *);
+    tb__CUresult (*cuCtxGetDevice)(tb__CUdevice *);
+    tb__CUresult (*cuCtxPushCurrent)(tb__CUctx);
+    tb__CUresult (*cuCtxPopCurrent)(tb__CUctx *);
+    tb__CUresult (*cuDevicePrimaryCtxRetain)(tb__CUctx *, tb__CUdevice);
+    tb__CUresult (*cuDevicePrimaryCtxRelease)(tb__CUdevice);
+    tb__CUresult (*cuModuleLoadData)(void **, const void *);
+    tb__CUresult (*cuModuleUnload)(void *);
+    tb__CUresult (*cuModuleGetFunction)(void **, void *, const char *);
+    tb__CUresult (*cuFuncGetAttribute)(int *, int, void *);
+    tb__CUresult (*cuFuncSetAttribute)(void *, int, int);
+    tb__CUresult (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                                   void **, void **);
+    tb__CUresult (*cuLaunchKernelEx)(const tb__cu_config *, void *, void **, void **);
+    tb__CUresult (*cuFuncGetParamInfo)(void *, size_t, size_t *, size_t *);
+    tb__CUresult (*cuGetErrorName)(tb__CUresult, const char **);
+    tb__CUresult (*cuGetErrorString)(tb__CUresult, const char **);
+} tb__driver;
+
+static tb__driver tb__drv;
+static pthread_once_t tb__drv_once = PTHREAD_ONCE_INIT;
+
+/* dlsym returns an object pointer; memcpy turns it into a function pointer
+   without the cast ISO C forbids. */
+#define TB__SYM(field, name, required)                                        \
+    do {                                                                      \
+        void *s_ = dlsym(tb__drv.lib, name);                                  \
+        if (!s_ && (required)) {                                              \
+            missing = name;                                                   \
+            goto fail;                                                        \
+        }                                                                     \
+        memcpy(&tb__drv.field, &s_, sizeof s_);                               \
+    } while (0)
+
+static void tb__driver_init(void) {
+    const char *missing = NULL;
+    tb__CUresult cr;
+    tb__drv.lib = dlopen(TB_LIBCUDA_NAME, RTLD_NOW | RTLD_LOCAL);
+    if (!tb__drv.lib) {
+        const char *e = dlerror();
+        tb__drv.status = tb_err_no_driver;
+        snprintf(tb__drv.message, sizeof tb__drv.message, "cannot open %s (%s); is the NVIDIA driver installed?",
+                 TB_LIBCUDA_NAME, e ? e : "no reason given");
+        return;
+    }
+    TB__SYM(cuInit, "cuInit", 1);
+    TB__SYM(cuDeviceGetCount, "cuDeviceGetCount", 1);
+    TB__SYM(cuDeviceGet, "cuDeviceGet", 1);
+    TB__SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute", 1);
+    TB__SYM(cuCtxGetCurrent, "cuCtxGetCurrent", 1);
+    TB__SYM(cuCtxGetDevice, "cuCtxGetDevice", 1);
+    TB__SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 1);
+    TB__SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 1);
+    TB__SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1);
+    TB__SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 1);
+    TB__SYM(cuModuleLoadData, "cuModuleLoadData", 1);
+    TB__SYM(cuModuleUnload, "cuModuleUnload", 1);
+    TB__SYM(cuModuleGetFunction, "cuModuleGetFunction", 1);
+    TB__SYM(cuFuncGetAttribute, "cuFuncGetAttribute", 1);
+    TB__SYM(cuFuncSetAttribute, "cuFuncSetAttribute", 1);
+    TB__SYM(cuLaunchKernel, "cuLaunchKernel", 1);
+    TB__SYM(cuLaunchKernelEx, "cuLaunchKernelEx", 0);
+    TB__SYM(cuFuncGetParamInfo, "cuFuncGetParamInfo", 0);
+    TB__SYM(cuGetErrorName, "cuGetErrorName", 1);
+    TB__SYM(cuGetErrorString, "cuGetErrorString", 1);
+    cr = tb__drv.cuInit(0);
+    if (cr != 0) {
+        const char *nm = "?";
+        tb__drv.cuGetErrorName(cr, &nm);
+        tb__drv.status = cr == TB__CUDA_ERROR_NO_DEVICE ? tb_err_no_device : tb_err_no_driver;
+        tb__drv.cuda_result = cr;
+        snprintf(tb__drv.message, sizeof tb__drv.message, "cuInit in %s returned %s (%d)", TB_LIBCUDA_NAME, nm, cr);
+        return;
+    }
+    tb__drv.status = tb_ok;
+    return;
+fail:
+    tb__drv.status = tb_err_no_driver;
+    snprintf(tb__drv.message, sizeof tb__drv.message, "%s has no entry point %s (driver too old?)", TB_LIBCUDA_NAME,
+             missing);
+}
+
+TBDEF tb_result tb_driver_load(tb_error *err) {
+    pthread_once(&tb__drv_once, tb__driver_init);
+    if (tb__drv.status != tb_ok) {
+        tb__fail(err, tb__drv.status, NULL, TB_LIBCUDA_NAME, -1, 0, "%s", tb__drv.message);
+        if (err) err->cuda_result = tb__drv.cuda_result;
+    }
+    return tb__drv.status;
+}
+
+TBDEF void *tb_driver_symbol(const char *name) {
+    if (tb_driver_load(NULL) != tb_ok || !name) return NULL;
+    return dlsym(tb__drv.lib, name);
+}
+
+TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
+
+/* Fills err for a failed driver call. */
+static tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
+                            const char *fmt, ...) TB__PRINTF(6, 7);
+static tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
+                            const char *fmt, ...) {
+    const char *nm = "?", *desc = "";
+    char detail[256];
+    va_list ap;
+    if (!err) return code;
+    if (tb__drv.cuGetErrorName) tb__drv.cuGetErrorName(cr, &nm);
+    if (tb__drv.cuGetErrorString) tb__drv.cuGetErrorString(cr, &desc);
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    tb__fail(err, code, kernel, NULL, -1, 0, "%s%s%s returned %s (%d: %s)", detail, *detail ? ": " : "", call,
+             nm ? nm : "?", cr, desc ? desc : "");
+    err->cuda_result = cr;
+    return code;
+}
+
+TBDEF tb_result tb_driver_device_count(int *count, tb_error *err) {
+    tb_result r;
+    tb__CUresult cr;
+    if (!count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "count is NULL");
+    *count = 0;
+    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    cr = tb__drv.cuDeviceGetCount(count);
+    if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuDeviceGetCount", "%s", "");
+    return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Launcher: a loaded kernel keeps everything a launch needs, decided at  */
+/* load time (block size, shared memory, which arguments need converting, */
+/* launch attributes), so that a launch is a few stores and one driver    */
+/* call: no allocation, no parsing, no driver queries but the current     */
+/* context (per-thread state that may change between launches).          */
+/* ---------------------------------------------------------------------- */
+struct tb_loaded_kernel {
+    tb__ctx ctx;
+    tb__CUctx cu_ctx;
+    tb__CUdevice device;
+    int retained;               /* primary context retained by us */
+    void *module;
+    void *function;
+    unsigned block_x;
+    unsigned shared;
+    unsigned cluster[3];        /* grid multiplier; 1,1,1 without clusters */
+    int use_ex;
+    unsigned num_attrs;
+    tb__cu_attr attrs[4];
+    uint32_t arg_count;
+    int global_present, profile_present;
+    uint64_t global_size, profile_size;
+    uint32_t conv_count;
+    uint16_t conv_idx[TB_MAX_ARGS];
+    char codes[TB_MAX_ARGS + 1];
+    char div[TB_MAX_ARGS + 1];
+    char name[128];
+    tb_kernel_info info;
+};
+
+/* Makes k's context current if it is not; *pushed says to pop it. */
+static tb__CUresult tb__enter(const tb_loaded_kernel *k, int *pushed) {
+    tb__CUctx cur = NULL;
+    tb__CUresult cr = tb__drv.cuCtxGetCurrent(&cur);
+    *pushed = 0;
+    if (cr) return cr;
+    if (cur == k->cu_ctx) return 0;
+    cr = tb__drv.cuCtxPushCurrent(k->cu_ctx);
+    if (cr == 0) *pushed = 1;
+    return cr;
+}
+static void tb__leave(int pushed) {
+    tb__CUctx c;
+    if (pushed) tb__drv.cuCtxPopCurrent(&c);
+}
+
+static void tb__free_loaded(tb_loaded_kernel *k) {
+    tb__ctx c = k->ctx;
+    tb__free(&c, k);
+}
+
+TBDEF void tb_unload(tb_loaded_kernel *k) {
+    int pushed;
+    if (!k) return;
+    if (k->module && tb__enter(k, &pushed) == 0) {
+        tb__drv.cuModuleUnload(k->module);
+        tb__leave(pushed);
+    }
+    if (k->retained) tb__drv.cuDevicePrimaryCtxRelease(k->device);
+    tb__free_loaded(k);
+}
+
+TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info) {
+    if (!info) return;
+    if (!k) {
+        memset(info, 0, sizeof *info);
+        return;
+    }
+    *info = k->info;
+}
+
+/* The cubin's parameter list must be ours: count and every size. */
+static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
+    uint32_t total = k->info.param_count, i;
+    size_t off, size;
+    tb__CUresult cr;
+    if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
+    for (i = 0; i < total; i++) {
+        uint32_t want = i < k->arg_count ? tb_arg_code_size(k->codes[i]) : 8;
+        cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size);
+        if (cr == TB__CUDA_ERROR_INVALID_VALUE)
+            return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                            "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", i,
+                            k->arg_count, total - k->arg_count);
+        if (cr) return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
+        if (size != want) {
+            if (i < k->arg_count)
+                return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                                "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
+                                k->codes[i], want);
+            return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                            "the cubin's parameter %u is %zu bytes where a scratch pointer (8) was expected", i, size);
+        }
+    }
+    cr = tb__drv.cuFuncGetParamInfo(k->function, total, &off, &size);
+    if (cr == 0) {
+        uint32_t n = total + 1;
+        while (n < 4096 && tb__drv.cuFuncGetParamInfo(k->function, n, &off, &size) == 0) n++;
+        return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                        "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", n,
+                        k->arg_count, total - k->arg_count);
+    }
+    k->info.param_check = 1;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
+                              const tb_load_options *load, tb_loaded_kernel **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_loaded_kernel *k;
+    tb_result r;
+    tb__CUresult cr;
+    tb__CUctx cur = NULL;
+    int pushed = 0, ndev = 0, dev_req = load ? load->device : 0, optin = 0;
+    uint32_t i, n;
+    void *aligned = NULL;
+    const char *key;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!cubin || size == 0 || !cfg)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
+    key = cfg->function_name ? cfg->function_name : "?";
+    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok) return r;
+    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
+    if (!k) return TB__OOM(err);
+    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx));
+    k->ctx = c;
+    tb__copy_field(k->name, sizeof k->name, cfg->function_name);
+    n = (uint32_t)strlen(cfg->arg_types);
+    memcpy(k->codes, cfg->arg_types, n + 1);
+    if (cfg->arg_divisibility && *cfg->arg_divisibility) memcpy(k->div, cfg->arg_divisibility, n + 1);
+    else k->div[0] = 0;
+    k->arg_count = n;
+    k->conv_count = 0;
+    for (i = 0; i < n; i++) {
+        char code = k->codes[i];
+        /* on little-endian hosts the low bytes of an integer slot are the
+           narrowed value already: only floats need converting */
+        int conv = code == 'f' || code == 'e' || code == 'y' || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
+        if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
+    }
+    k->global_present = cfg->global_scratch.present != 0;
+    k->profile_present = cfg->profile_scratch.present != 0;
+    k->global_size = cfg->global_scratch.size;
+    k->profile_size = cfg->profile_scratch.size;
+    k->block_x = 32u * cfg->num_warps;
+    k->shared = cfg->shared_mem;
+    k->info.arg_count = n;
+    k->info.param_count = n + (uint32_t)k->global_present + (uint32_t)k->profile_present;
+
+    /* context: the current one, else the device's primary context */
+    cr = tb__drv.cuCtxGetCurrent(&cur);
+    if (cr) {
+        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetCurrent", "%s", "");
+        goto fail;
+    }
+    if (cur && !(load && (load->flags & TB_LOAD_PRIMARY_CONTEXT))) {
+        k->cu_ctx = cur;
+        if ((cr = tb__drv.cuCtxGetDevice(&k->device)) != 0) {
+            r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetDevice", "%s", "");
+            goto fail;
+        }
+    } else {
+        if ((cr = tb__drv.cuDeviceGetCount(&ndev)) != 0 || dev_req < 0 || dev_req >= ndev) {
+            r = tb__fail(err, tb_err_no_device, k->name, NULL, -1, 0, "CUDA device %d requested, %d present", dev_req,
+                         ndev);
+            goto fail;
+        }
+        if ((cr = tb__drv.cuDeviceGet(&k->device, dev_req)) != 0 ||
+            (cr = tb__drv.cuDevicePrimaryCtxRetain(&k->cu_ctx, k->device)) != 0) {
+            r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuDevicePrimaryCtxRetain", "device %d", dev_req);
+            goto fail;
+        }
+        k->retained = 1;
+    }
+    k->info.device = k->device;
+    if ((cr = tb__enter(k, &pushed)) != 0) {
+        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxPushCurrent", "%s", "");
+        goto fail;
+    }
+    if ((uintptr_t)cubin & 15u) {
+        /* the driver reads the ELF image in place: give it an aligned copy */
+        aligned = tb__alloc(&c, size + 16);
+        if (!aligned) {
+            r = TB__OOM(err);
+            goto fail;
+        }
+        memcpy((char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u), cubin, size);
+        cubin = (char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u);
+    }
+    cr = tb__drv.cuModuleLoadData(&k->module, cubin);
+    tb__free(&c, aligned);
+    if (cr) {
+        k->module = NULL;
+        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuModuleLoadData", "device %d", k->device);
+        goto fail;
+    }
+    if ((cr = tb__drv.cuModuleGetFunction(&k->function, k->module, cfg->function_name)) != 0) {
+        r = tb__cufail(err, cr, tb_err_not_found, k->name, "cuModuleGetFunction", "function \"%.100s\"",
+                       cfg->function_name);
+        goto fail;
+    }
+    tb__drv.cuFuncGetAttribute(&k->info.registers, TB__CU_FUNC_ATTRIBUTE_NUM_REGS, k->function);
+    tb__drv.cuFuncGetAttribute(&k->info.spills, TB__CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function);
+    k->info.spills /= 4;
+    tb__drv.cuFuncGetAttribute(&k->info.static_shared, TB__CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function);
+    tb__drv.cuFuncGetAttribute(&k->info.max_threads_per_block, TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                               k->function);
+    if (k->block_x > (unsigned)k->info.max_threads_per_block) {
+        r = tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                     "num_warps %u needs %u threads a block; the function allows %d", cfg->num_warps, k->block_x,
+                     k->info.max_threads_per_block);
+        goto fail;
+    }
+    if (k->shared + (unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
+        tb__drv.cuDeviceGetAttribute(&optin, TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, k->device);
+        if ((uint64_t)k->shared + (uint64_t)k->info.static_shared > (uint64_t)optin) {
+            r = tb__fail(err, tb_err_shared_memory, k->name, NULL, -1, 0,
+                         "the kernel needs %u bytes of dynamic + %d of static shared memory; device %d allows %d a block",
+                         k->shared, k->info.static_shared, k->device, optin);
+            goto fail;
+        }
+        if ((cr = tb__drv.cuFuncSetAttribute(k->function, TB__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             (int)k->shared)) != 0) {
+            r = tb__cufail(err, cr, tb_err_shared_memory, k->name, "cuFuncSetAttribute",
+                           "opting in to %u bytes of shared memory", k->shared);
+            goto fail;
+        }
+    }
+    if (!(load && (load->flags & TB_LOAD_NO_PARAM_CHECK)) && (r = tb__check_params(k, err)) != tb_ok) goto fail;
+
+    /* launch attributes, as Triton's own launcher sets them */
+    k->cluster[0] = k->cluster[1] = k->cluster[2] = 1;
+    if (cfg->flags & TB_LAUNCH_PDL) {
+        k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        k->attrs[k->num_attrs++].value.programmatic = 1;
+    }
+    if (cfg->flags & TB_LAUNCH_COOPERATIVE) {
+        k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        k->attrs[k->num_attrs++].value.cooperative = 1;
+    }
+    if (cfg->num_ctas > 1) {
+        if (cfg->cluster_dims[0] && cfg->cluster_dims[1] && cfg->cluster_dims[2])
+            memcpy(k->cluster, cfg->cluster_dims, sizeof k->cluster);
+        else
+            k->cluster[0] = cfg->num_ctas;
+        k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        k->attrs[k->num_attrs].value.cluster.x = k->cluster[0];
+        k->attrs[k->num_attrs].value.cluster.y = k->cluster[1];
+        k->attrs[k->num_attrs++].value.cluster.z = k->cluster[2];
+        k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+        k->attrs[k->num_attrs++].value.scheduling = TB__CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+    }
+    k->use_ex = k->num_attrs > 0;
+    if (k->use_ex && !tb__drv.cuLaunchKernelEx) {
+        r = tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
+                     "the kernel needs launch attributes and the driver has no cuLaunchKernelEx");
+        goto fail;
+    }
+    tb__leave(pushed);
+    *out = k;
+    return tb_ok;
+fail:
+    if (k->module) tb__drv.cuModuleUnload(k->module);
+    tb__leave(pushed);
+    if (k->retained) tb__drv.cuDevicePrimaryCtxRelease(k->device);
+    tb__free_loaded(k);
+    return r;
+}
+
+TBDEF tb_result tb_load_config(const tb_bundle *b, const tb_launch_config *cfg, const tb_options *options,
+                               const tb_load_options *load, tb_loaded_kernel **out, tb_error *err) {
+    const tb_kernel *k;
+    const tb_artifact *a;
+    if (out) *out = NULL;
+    if (!b || !cfg) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or config is NULL");
+    k = tb_bundle_find_kernel(b, cfg->kernel_hash);
+    if (!k) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, NULL, -1, 0, "the bundle has no such kernel");
+    a = tb_kernel_find_artifact(k, cfg->binary_name);
+    if (!a) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, cfg->binary_name, -1, 0, "the kernel has no such binary");
+    return tb_load_cubin(a->data, (size_t)a->size, cfg, options, load, out, err);
+}
+
+TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, const char *name, const char *arg_types,
+                                   const tb_options *options, const tb_load_options *load, tb_loaded_kernel **out,
+                                   tb_error *err) {
+    tb_bundle *b = NULL;
+    tb_result r;
+    tb__derived *d = NULL;
+    const tb_kernel *k;
+    const char *stem = name;
+    size_t stem_len = name ? strlen(name) : 0;
+    uint32_t i;
+    if (out) *out = NULL;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    if ((r = tb_bundle_create(options, &b, err)) != tb_ok) return r;
+    if ((r = tb_collect_kernel(b, cache_dir, hash, 0, NULL, err)) != tb_ok) goto done;
+    k = &b->kernels[0];
+    if (!name) {
+        for (i = 0; i < k->artifact_count; i++)
+            if (tb__has_suffix(k->artifacts[i].name, ".cubin")) {
+                if (stem) {
+                    r = tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0,
+                                 "the directory holds several cubins; name one");
+                    goto done;
+                }
+                stem = k->artifacts[i].name;
+                stem_len = strlen(stem) - 6;
+            }
+        if (!stem) {
+            r = tb__fail(err, tb_err_not_found, hash, cache_dir, -1, 0, "the kernel directory holds no .cubin");
+            goto done;
+        }
+    }
+    d = (tb__derived *)tb__alloc(&b->ctx, sizeof *d);
+    if (!d) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    if ((r = tb__derive(k, stem, stem_len, d, err)) != tb_ok) goto done;
+    if (arg_types) {
+        if (strlen(arg_types) != strlen(d->types)) {
+            r = tb__fail(err, tb_err_arg_mismatch, hash, NULL, -1, 0, "arg_types has %u codes; the IR has %u arguments",
+                         (unsigned)strlen(arg_types), (unsigned)strlen(d->types));
+            goto done;
+        }
+        d->cfg.arg_types = arg_types;
+    }
+    r = tb_load_config(b, &d->cfg, options, load, out, err);
+done:
+    if (b) tb__free(&b->ctx, d);
+    tb_bundle_free(b);
+    return r;
+}
+
+/* Range and tt.divisibility checks of TB_LAUNCH_CHECKED. */
+static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
+    uint32_t i;
+    for (i = 0; i < k->arg_count; i++) {
+        char code = k->codes[i];
+        tb_arg v = p->args[i];
+        if (!tb__in_range(code, v))
+            return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0,
+                            "argument %u (%lld, %g) does not fit its type '%c'", i, (long long)v.i, v.f, code);
+        if (k->div[0] == 0 || k->div[i] != '1') continue;
+        if (code == 'O' && (v.u & 15u))
+            return tb__fail(err, tb_err_misaligned, k->name, NULL, -1, 0,
+                            "argument %u: pointer 0x%llx is not 16-byte aligned, which the cubin assumes", i,
+                            (unsigned long long)v.u);
+        if (code != 'O' && code != 'f' && code != 'd' && code != 'e' && code != 'y' && (v.u & 15u))
+            return tb__fail(err, tb_err_misaligned, k->name, NULL, -1, 0,
+                            "argument %u: %lld is not divisible by 16, which the cubin assumes", i, (long long)v.i);
+    }
+    if (k->global_size && !p->global_scratch)
+        return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
+                        "the kernel needs %llu bytes of global scratch: pass global_scratch",
+                        (unsigned long long)k->global_size);
+    if (k->profile_size && !p->profile_scratch)
+        return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
+                        "the kernel needs %llu bytes of profile scratch: pass profile_scratch",
+                        (unsigned long long)k->profile_size);
+    return tb_ok;
+}
+
+static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
+                                   void **params) {
+    tb__CUresult cr;
+    int pushed;
+    if ((cr = tb__enter(k, &pushed)) != 0) return cr;
+    if (!k->use_ex) {
+        cr = tb__drv.cuLaunchKernel(k->function, gx, gy, gz, k->block_x, 1, 1, k->shared, stream, params, NULL);
+    } else {
+        tb__cu_config lc;
+        lc.grid_x = gx * k->cluster[0];
+        lc.grid_y = gy * k->cluster[1];
+        lc.grid_z = gz * k->cluster[2];
+        lc.block_x = k->block_x;
+        lc.block_y = lc.block_z = 1;
+        lc.shared = k->shared;
+        lc.stream = stream;
+        lc.attrs = (tb__cu_attr *)(uintptr_t)k->attrs; /* the driver only reads them */
+        lc.num_attrs = k->num_attrs;
+        cr = tb__drv.cuLaunchKernelEx(&lc, k->function, params, NULL);
+    }
+    tb__leave(pushed);
+    return cr;
+}
+
+TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
+    void *params[TB_MAX_ARGS + 2];
+    tb_arg conv[TB_MAX_ARGS];
+    uint64_t gs, ps;
+    uint32_t i, n;
+    tb__CUresult cr;
+    tb_result r;
+    if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
+    n = k->arg_count;
+    if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
+        return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
+                        p->arg_count, n, k->codes);
+    if (p->grid[0] == 0 || p->grid[1] == 0 || p->grid[2] == 0) return tb_ok;
+    if (TB__UNLIKELY(p->flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(k, p, err)) != tb_ok) return r;
+    for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
+    for (i = 0; i < k->conv_count; i++) {
+        uint16_t at = k->conv_idx[i];
+        tb__convert(k->codes[at], p->args[at], &conv[i]);
+        params[at] = &conv[i];
+    }
+    gs = (uint64_t)(uintptr_t)p->global_scratch;
+    ps = (uint64_t)(uintptr_t)p->profile_scratch;
+    if (TB__UNLIKELY((k->global_size && !gs) || (k->profile_size && !ps)))
+        return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
+                        "the kernel needs scratch memory (global %llu, profile %llu bytes): pass device buffers",
+                        (unsigned long long)k->global_size, (unsigned long long)k->profile_size);
+    if (k->global_present) params[n++] = &gs;
+    if (k->profile_present) params[n++] = &ps;
+    cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
+    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    return tb_ok;
+}
+
+TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
+                              void **params, tb_error *err) {
+    tb__CUresult cr;
+    if (TB__UNLIKELY(!k || (!params && k->info.param_count)))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
+    if (gx == 0 || gy == 0 || gz == 0) return tb_ok;
+    cr = tb__launch_now(k, gx, gy, gz, stream, params);
+    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    return tb_ok;
+}
+
+/* ---- the kernel table ---- */
+struct tb_kernel_table {
+    tb__ctx ctx;
+    tb_options options;
+    tb_load_options load;
+    const tb_bundle *bundle;
+    pthread_mutex_t mu;
+    uint32_t slot_count;
+    uint32_t *first;            /* per record: its first slot */
+    tb_loaded_kernel **slots;   /* per config */
+};
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TB__LOAD_ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
+#define TB__STORE_REL(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
+#else
+#define TB__LOAD_ACQ(p) ((tb_loaded_kernel *)NULL) /* always take the lock */
+#define TB__STORE_REL(p, v) ((p) = (v))
+#endif
+
+TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
+    uint32_t i;
+    tb__ctx c;
+    if (!t) return;
+    c = t->ctx;
+    for (i = 0; i < t->slot_count; i++) tb_unload(t->slots[i]);
+    tb__free(&c, t->slots);
+    tb__free(&c, t->first);
+    pthread_mutex_destroy(&t->mu);
+    tb__free(&c, t);
+}
+
+static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, tb_error *err) {
+    const tb_launch_record *r = &t->bundle->records[rec];
+    uint32_t s = t->first[rec] + cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_result res = tb_ok;
+    pthread_mutex_lock(&t->mu);
+    if (!t->slots[s]) {
+        res = tb_load_config(t->bundle, &r->configs[cfg], &t->options, &t->load, &k, err);
+        if (res == tb_ok) TB__STORE_REL(t->slots[s], k);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return res;
+}
+
+TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *options, const tb_load_options *load,
+                                       unsigned flags, tb_kernel_table **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_kernel_table *t;
+    uint32_t i, j, n = 0;
+    tb_result r;
+    if (!out || !b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or out is NULL");
+    *out = NULL;
+    for (i = 0; i < b->record_count; i++) n += b->records[i].config_count;
+    t = (tb_kernel_table *)tb__alloc(&c, sizeof *t);
+    if (!t) return TB__OOM(err);
+    memset(t, 0, sizeof *t);
+    t->ctx = c;
+    if (options) t->options = *options;
+    if (load) t->load = *load;
+    t->bundle = b;
+    pthread_mutex_init(&t->mu, NULL);
+    t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
+    t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
+    if (!t->first || !t->slots) {
+        tb_kernel_table_free(t);
+        return TB__OOM(err);
+    }
+    memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
+    t->slot_count = n;
+    for (i = 0, n = 0; i < b->record_count; i++) {
+        t->first[i] = n;
+        n += b->records[i].config_count;
+    }
+    if (!(flags & TB_TABLE_LAZY))
+        for (i = 0; i < b->record_count; i++)
+            for (j = 0; j < b->records[i].config_count; j++)
+                if ((r = tb__table_load(t, i, j, err)) != tb_ok) {
+                    tb_kernel_table_free(t);
+                    return r;
+                }
+    *out = t;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_loaded_kernel **out,
+                                    tb_error *err) {
+    uint32_t i, found = UINT32_MAX;
+    tb_loaded_kernel *k;
+    tb_result r;
+    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
+    *out = NULL;
+    for (i = 0; i < t->bundle->record_count && found == UINT32_MAX; i++)
+        if (strcmp(t->bundle->records[i].cache_key, key) == 0) found = i;
+    for (i = 0; i < t->bundle->record_count && found == UINT32_MAX; i++)
+        if (strcmp(t->bundle->records[i].kernel_name, key) == 0) found = i;
+    if (found == UINT32_MAX) return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this key or name");
+    if (cfg >= t->bundle->records[found].config_count)
+        return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "config %u asked, the record has %u", cfg,
+                        t->bundle->records[found].config_count);
+    k = TB__LOAD_ACQ(t->slots[t->first[found] + cfg]);
+    if (!k) {
+        if ((r = tb__table_load(t, found, cfg, err)) != tb_ok) return r;
+        k = t->slots[t->first[found] + cfg];
+    }
+    *out = k;
+    return tb_ok;
+}
+#endif /* TB_NO_LAUNCHER */
+
+#endif /* TRITON_BUNDLE_IMPLEMENTATION_INCLUDED */
+#endif /* TRITON_BUNDLE_IMPLEMENTATION */
+
+/*
+   LICENSE: MIT No Attribution (MIT-0)
+   Copyright 2026 the triton_bundle.h authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy
+   of this software and associated documentation files (the "Software"), to deal
+   in the Software without restriction, including without limitation the rights
+   to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+   copies of the Software, and to permit persons to whom the Software is
+   furnished to do so.
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND.
+*/
