@@ -3711,36 +3711,30 @@ TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info
     *info = k->info;
 }
 
-/* The cubin's parameter list must be ours: count and every size. */
+/* The cubin's parameter list must be ours: count first, then every size. */
 static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
-    uint32_t total = k->info.param_count, i;
+    uint32_t total = k->info.param_count, i, count = 0;
     size_t off, size;
     tb__CUresult cr;
     if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
+    while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0) count++;
+    if (cr != TB__CUDA_ERROR_INVALID_VALUE && cr != 0)
+        return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
+    if (count != total)
+        return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                        "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", count,
+                        k->arg_count, total - k->arg_count);
     for (i = 0; i < total; i++) {
         uint32_t want = i < k->arg_count ? tb_arg_code_size(k->codes[i]) : 8;
-        cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size);
-        if (cr == TB__CUDA_ERROR_INVALID_VALUE)
+        if ((cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
+        if (size == want) continue;
+        if (i < k->arg_count)
             return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                            "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", i,
-                            k->arg_count, total - k->arg_count);
-        if (cr) return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
-        if (size != want) {
-            if (i < k->arg_count)
-                return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                                "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
-                                k->codes[i], want);
-            return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                            "the cubin's parameter %u is %zu bytes where a scratch pointer (8) was expected", i, size);
-        }
-    }
-    cr = tb__drv.cuFuncGetParamInfo(k->function, total, &off, &size);
-    if (cr == 0) {
-        uint32_t n = total + 1;
-        while (n < 4096 && tb__drv.cuFuncGetParamInfo(k->function, n, &off, &size) == 0) n++;
+                            "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
+                            k->codes[i], want);
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                        "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", n,
-                        k->arg_count, total - k->arg_count);
+                        "the cubin's parameter %u is %zu bytes where a scratch pointer (8) was expected", i, size);
     }
     k->info.param_check = 1;
     return tb_ok;

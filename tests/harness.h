@@ -9,7 +9,7 @@
 #include <string.h>
 
 static int th_failed_now, th_skipped_now;
-static char th_skip_reason[256];
+static char th_skip_reason[1024];
 static int th_pass, th_fail, th_skip;
 
 #define CHECK(cond)                                                              \

@@ -12,12 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define TB_TEST_UNUSED __attribute__((unused))
+#else
+#define TB_TEST_UNUSED
+#endif
+
 #define FIXTURE_CACHE "tests/fixtures/triton-3.6-sm90/cache"
 #define FIXTURE_RECORDED "/tmp/triton_cache" /* where Triton wrote it */
 #define FIXTURE_KERNELS 8u
 #define FIXTURE_FILES 64u
 
-static char *u_tempdir(const char *tag) {
+static TB_TEST_UNUSED char *u_tempdir(const char *tag) {
     const char *base = getenv("TMPDIR");
     char *p = (char *)malloc(512);
     snprintf(p, 512, "%s/tbtest-%s-XXXXXX", base && *base ? base : "/tmp", tag);
@@ -28,13 +34,13 @@ static char *u_tempdir(const char *tag) {
     return p;
 }
 
-static void u_rmtree(const char *path) {
+static TB_TEST_UNUSED void u_rmtree(const char *path) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", path, path);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
 }
 
-static unsigned char *u_read(const char *path, size_t *size) {
+static TB_TEST_UNUSED unsigned char *u_read(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     unsigned char *buf;
     long n;
@@ -54,7 +60,7 @@ static unsigned char *u_read(const char *path, size_t *size) {
     return buf;
 }
 
-static int u_write(const char *path, const void *data, size_t n) {
+static TB_TEST_UNUSED int u_write(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     int ok;
     if (!f) return -1;
@@ -63,7 +69,7 @@ static int u_write(const char *path, const void *data, size_t n) {
 }
 
 /* entries of a directory, not counting . and .. */
-static int u_count_entries(const char *path, const char *prefix) {
+static TB_TEST_UNUSED int u_count_entries(const char *path, const char *prefix) {
     DIR *d = opendir(path);
     struct dirent *e;
     int n = 0;
@@ -78,7 +84,7 @@ static int u_count_entries(const char *path, const char *prefix) {
 }
 
 /* The fixture cache as a bundle (paths swapped for the sentinel). */
-static tb_bundle *u_fixture_bundle(int with_records) {
+static TB_TEST_UNUSED tb_bundle *u_fixture_bundle(int with_records) {
     tb_bundle *b = NULL;
     tb_error e;
     tb_collect_options o;
@@ -99,7 +105,7 @@ static tb_bundle *u_fixture_bundle(int with_records) {
     return b;
 }
 
-static unsigned char *u_serialize(const tb_bundle *b, size_t *size) {
+static TB_TEST_UNUSED unsigned char *u_serialize(const tb_bundle *b, size_t *size) {
     tb_error e;
     unsigned char *buf;
     if (tb_bundle_write_memory(b, NULL, 0, size, &e) != tb_ok) return NULL;

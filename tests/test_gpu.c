@@ -1,0 +1,642 @@
+/* The GPU suite: every public fixture kernel launched from C and checked
+   against tests/fixtures/.../expected.json. Every test is skipped (never
+   passed) where no CUDA driver or GPU is present. Run from the repository
+   root: build/test_gpu [name-filter] */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "harness.h"
+#include "util.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static const char *filter;
+
+#define H_ADD "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ"
+#define H_ADD16 "JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA"
+#define H_SCALARS "WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A"
+#define H_MATMUL "FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ"
+#define H_NOARGS "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A"
+
+/* The driver calls the tests need beyond the library, through the same
+   loaded libcuda (no CUDA headers here either). */
+typedef unsigned long long devptr;
+static struct {
+    int (*mem_alloc)(devptr *, size_t);
+    int (*mem_free)(devptr);
+    int (*htod)(devptr, const void *, size_t);
+    int (*dtoh)(void *, devptr, size_t);
+    int (*memset8)(devptr, unsigned char, size_t);
+    int (*ctx_sync)(void);
+    int (*ctx_set)(void *);
+    int (*primary_retain)(void **, int);
+} cu;
+
+static int gpu_state; /* 0 unknown, 1 ready, -1 none */
+static void *gpu_ctx;   /* device 0's primary context */
+static char gpu_reason[700];
+static tb_bundle *bundle;       /* the fixture, read back from a mapped file */
+static tb_kernel_table *table;
+static char *workdir;
+
+#define LOAD_SYM(field, name)                                      \
+    do {                                                           \
+        void *s_ = tb_driver_symbol(name);                         \
+        if (!s_) {                                                 \
+            snprintf(gpu_reason, sizeof gpu_reason, "no %s", name); \
+            return -1;                                             \
+        }                                                          \
+        memcpy(&cu.field, &s_, sizeof s_);                         \
+    } while (0)
+
+static int gpu_init(void) {
+    tb_error e;
+    int n = 0;
+    void *ctx = NULL;
+    char path[600];
+    tb_bundle *b;
+    if (tb_driver_load(&e) != tb_ok) {
+        snprintf(gpu_reason, sizeof gpu_reason, "no CUDA driver or GPU: %s", e.message);
+        return -1;
+    }
+    if (tb_driver_device_count(&n, &e) != tb_ok || n == 0) {
+        snprintf(gpu_reason, sizeof gpu_reason, "no CUDA device");
+        return -1;
+    }
+    LOAD_SYM(mem_alloc, "cuMemAlloc_v2");
+    LOAD_SYM(mem_free, "cuMemFree_v2");
+    LOAD_SYM(htod, "cuMemcpyHtoD_v2");
+    LOAD_SYM(dtoh, "cuMemcpyDtoH_v2");
+    LOAD_SYM(memset8, "cuMemsetD8_v2");
+    LOAD_SYM(ctx_sync, "cuCtxSynchronize");
+    LOAD_SYM(ctx_set, "cuCtxSetCurrent");
+    LOAD_SYM(primary_retain, "cuDevicePrimaryCtxRetain");
+    if (cu.primary_retain(&ctx, 0) != 0 || cu.ctx_set(ctx) != 0 || !(gpu_ctx = ctx)) {
+        snprintf(gpu_reason, sizeof gpu_reason, "cannot make device 0's context current");
+        return -1;
+    }
+    /* the fixture as a bundle file, read back zero-copy from a mapping */
+    b = u_fixture_bundle(1);
+    workdir = u_tempdir("gpu");
+    snprintf(path, sizeof path, "%s/fixture.tbundle", workdir);
+    if (!b || tb_bundle_write_file(b, path, &e) != tb_ok || tb_bundle_read_file(path, NULL, 0, &bundle, &e) != tb_ok) {
+        snprintf(gpu_reason, sizeof gpu_reason, "fixture bundle: %s", e.message);
+        tb_bundle_free(b);
+        return -1;
+    }
+    tb_bundle_free(b);
+    if (tb_kernel_table_create(bundle, NULL, NULL, 0, &table, &e) != tb_ok) {
+        snprintf(gpu_reason, sizeof gpu_reason, "loading the fixture kernels failed: %s", e.message);
+        gpu_state = -2; /* a GPU is here: this is a failure, not a skip */
+        return -2;
+    }
+    return 1;
+}
+
+#define NEED_GPU()                                                                    \
+    do {                                                                              \
+        if (!gpu_state) gpu_state = gpu_init();                                       \
+        if (gpu_state == -1) SKIP("%s", gpu_reason);                                  \
+        if (gpu_state == -2) {                                                        \
+            printf("    FAIL: %s\n", gpu_reason);                                     \
+            th_failed_now = 1;                                                        \
+            return;                                                                   \
+        }                                                                             \
+    } while (0)
+
+static double sqrt_approx(double v) {
+    double x = v > 1 ? v : 1;
+    int i;
+    if (v <= 0) return 0;
+    for (i = 0; i < 200; i++) x = 0.5 * (x + v / x);
+    return x;
+}
+
+static devptr dalloc(size_t n) {
+    devptr p = 0;
+    if (cu.mem_alloc(&p, n) != 0) return 0;
+    return p;
+}
+
+static const tb_loaded_kernel *get(const char *key) {
+    const tb_loaded_kernel *k = NULL;
+    tb_error e;
+    if (tb_kernel_table_get(table, key, 0, &k, &e) != tb_ok) printf("    get %s: %s\n", key, e.message);
+    return k;
+}
+
+/* x[i] = 0.5 i, y[i] = 2 i; returns 1 if out == x + y exactly */
+static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e, tb_result *res) {
+    float *x = (float *)malloc(n * sizeof(float)), *y = (float *)malloc(n * sizeof(float));
+    float *out = (float *)malloc(n * sizeof(float));
+    devptr dx = dalloc(n * 4), dy = dalloc(n * 4), dout = dalloc(n * 4);
+    tb_arg args[4];
+    tb_launch_params p;
+    int i, ok = 1;
+    for (i = 0; i < n; i++) x[i] = 0.5f * i, y[i] = 2.0f * i;
+    cu.htod(dx, x, n * 4);
+    cu.htod(dy, y, n * 4);
+    cu.memset8(dout, 0xFF, n * 4);
+    args[0] = tb_arg_u(dx);
+    args[1] = tb_arg_u(dy);
+    args[2] = tb_arg_u(dout);
+    args[3] = tb_arg_i(n);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = (uint32_t)((n + 1023) / 1024);
+    p.grid[1] = p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 4;
+    p.flags = flags;
+    *res = tb_launch(k, &p, e);
+    if (*res == tb_ok && cu.ctx_sync() != 0) ok = 0;
+    cu.dtoh(out, dout, n * 4);
+    for (i = 0; i < n && ok; i++) ok = out[i] == x[i] + y[i];
+    cu.mem_free(dx);
+    cu.mem_free(dy);
+    cu.mem_free(dout);
+    free(x);
+    free(y);
+    free(out);
+    return ok;
+}
+
+static void gpu_tb_add(void) {
+    const tb_loaded_kernel *k;
+    tb_error e;
+    tb_result r;
+    float *x, *y, *out;
+    double sum = 0;
+    int i, n = 5000;
+    devptr dx, dy, dout;
+    tb_arg args[4];
+    tb_launch_params p;
+    NEED_GPU();
+    k = get(H_ADD);
+    REQUIRE(k);
+    CHECK(run_add(k, 5000, 0, &e, &r) && r == tb_ok);
+    /* the sum expected.json gives */
+    x = (float *)malloc(n * 4);
+    y = (float *)malloc(n * 4);
+    out = (float *)malloc(n * 4);
+    for (i = 0; i < n; i++) x[i] = 0.5f * i, y[i] = 2.0f * i;
+    dx = dalloc(n * 4), dy = dalloc(n * 4), dout = dalloc(n * 4);
+    cu.htod(dx, x, n * 4);
+    cu.htod(dy, y, n * 4);
+    args[0] = tb_arg_u(dx), args[1] = tb_arg_u(dy), args[2] = tb_arg_u(dout), args[3] = tb_arg_i(n);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 5, p.grid[1] = 1, p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 4;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.dtoh(out, dout, n * 4);
+    for (i = 0; i < n; i++) sum += out[i];
+    CHECK(sum == 31243750.0);
+    cu.mem_free(dx), cu.mem_free(dy), cu.mem_free(dout);
+    free(x), free(y), free(out);
+}
+
+static void gpu_tb_add_n16(void) {
+    const tb_loaded_kernel *k;
+    tb_error e;
+    tb_result r;
+    NEED_GPU();
+    k = get(H_ADD16);
+    REQUIRE(k);
+    CHECK(run_add(k, 1024, TB_LAUNCH_CHECKED, &e, &r) && r == tb_ok);
+    /* the cubin assumes n % 16 == 0: checked mode refuses 1000 */
+    CHECK(!run_add(k, 1000, TB_LAUNCH_CHECKED, &e, &r) && r == tb_err_misaligned);
+    CHECK(strstr(e.message, "divisible by 16") != NULL);
+}
+
+static const double scalar_values_expected[12] = {-7.0, -300.0, -70000.0, -1099511627776.0, 200.0, 60000.0,
+                                                   4000000000.0, 9.223372036854779904e18, 1.5, -2.25,
+                                                   3.141590118408203, 2.718281828459045};
+
+static int run_scalars(const tb_loaded_kernel *k, unsigned flags, double *out, tb_error *e, tb_result *r) {
+    devptr d = dalloc(12 * 8);
+    tb_arg a[13];
+    tb_launch_params p;
+    int ok = 1;
+    a[0] = tb_arg_u(d);
+    a[1] = tb_arg_i(-7);
+    a[2] = tb_arg_i(-300);
+    a[3] = tb_arg_i(-70000);
+    a[4] = tb_arg_i(-1099511627776LL);
+    a[5] = tb_arg_u(200);
+    a[6] = tb_arg_u(60000);
+    a[7] = tb_arg_u(4000000000ULL);
+    a[8] = tb_arg_u(9223372036854779904ULL);
+    a[9] = tb_arg_f(1.5);
+    a[10] = tb_arg_f(-2.25);
+    a[11] = tb_arg_f(3.14159);
+    a[12] = tb_arg_f(2.718281828459045);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    p.args = a;
+    p.arg_count = 13;
+    p.flags = flags;
+    cu.memset8(d, 0, 12 * 8);
+    *r = tb_launch(k, &p, e);
+    if (*r == tb_ok && cu.ctx_sync() != 0) ok = 0;
+    cu.dtoh(out, d, 12 * 8);
+    cu.mem_free(d);
+    return ok;
+}
+
+static void gpu_tb_scalars(void) {
+    tb_loaded_kernel *k = NULL, *kir = NULL;
+    tb_error e;
+    tb_result r;
+    double out[12];
+    int i;
+    NEED_GPU();
+    /* straight from the cache, with the signed/unsigned codes the IR cannot tell */
+    CHECK_OK(tb_load_from_cache(FIXTURE_CACHE, H_SCALARS, NULL, "ObhilBHIKeyfd", NULL, NULL, &k, &e), &e);
+    REQUIRE(k);
+    CHECK(run_scalars(k, TB_LAUNCH_CHECKED, out, &e, &r) && r == tb_ok);
+    for (i = 0; i < 12; i++) {
+        if (out[i] != scalar_values_expected[i]) printf("    out[%d] = %.17g, want %.17g\n", i, out[i], scalar_values_expected[i]);
+        CHECK(out[i] == scalar_values_expected[i]);
+    }
+    /* with the codes read from the IR (u8 as i8 ...) the bits still arrive right */
+    CHECK_OK(tb_load_from_cache(FIXTURE_CACHE, H_SCALARS, "tb_scalars", NULL, NULL, NULL, &kir, &e), &e);
+    REQUIRE(kir);
+    CHECK(run_scalars(kir, 0, out, &e, &r) && r == tb_ok);
+    for (i = 0; i < 12; i++) CHECK(out[i] == scalar_values_expected[i]);
+    /* ... and checked mode says that 200 does not fit the i8 it sees */
+    run_scalars(kir, TB_LAUNCH_CHECKED, out, &e, &r);
+    CHECK(r == tb_err_arg_range && strstr(e.message, "argument 5") != NULL);
+    tb_unload(k);
+    tb_unload(kir);
+}
+
+static void gpu_tb_matmul(void) {
+    const tb_loaded_kernel *k;
+    tb_kernel_info info;
+    tb_error e;
+    const int M = 512, N = 512, K = 512;
+    uint16_t *a = (uint16_t *)malloc(M * K * 2), *b = (uint16_t *)malloc(K * N * 2);
+    float *c = (float *)malloc(M * N * 4);
+    double *ad = (double *)malloc(M * K * 8), *bd = (double *)malloc(K * N * 8), num = 0, den = 0;
+    devptr da, db, dc;
+    tb_arg args[9];
+    tb_launch_params p;
+    int i, j, q;
+    unsigned seed = 12345;
+    NEED_GPU();
+    k = get(H_MATMUL);
+    REQUIRE(k);
+    tb_loaded_kernel_info(k, &info);
+    CHECK(info.registers > 0 && info.param_check == 1 && info.param_count == 11);
+    for (i = 0; i < M * K; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = tb_fp16_from_double(((int)(seed >> 16) % 2001 - 1000) / 1000.0);
+        ad[i] = tb_fp16_to_double(a[i]);
+    }
+    for (i = 0; i < K * N; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = tb_fp16_from_double(((int)(seed >> 16) % 2001 - 1000) / 1000.0);
+        bd[i] = tb_fp16_to_double(b[i]);
+    }
+    da = dalloc(M * K * 2), db = dalloc(K * N * 2), dc = dalloc(M * N * 4);
+    cu.htod(da, a, M * K * 2);
+    cu.htod(db, b, K * N * 2);
+    cu.memset8(dc, 0xFF, M * N * 4); /* NaN: unwritten outputs fail */
+    args[0] = tb_arg_u(da), args[1] = tb_arg_u(db), args[2] = tb_arg_u(dc);
+    args[3] = tb_arg_i(M), args[4] = tb_arg_i(N), args[5] = tb_arg_i(K);
+    args[6] = tb_arg_i(K), args[7] = tb_arg_i(N), args[8] = tb_arg_i(N); /* stride_am, stride_bk, stride_cm */
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 4, p.grid[1] = 4, p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 9;
+    p.flags = TB_LAUNCH_CHECKED;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.dtoh(c, dc, M * N * 4);
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double ref = 0;
+            for (q = 0; q < K; q++) ref += ad[i * K + q] * bd[q * N + j];
+            num += (c[i * N + j] - ref) * (c[i * N + j] - ref);
+            den += ref * ref;
+        }
+    printf("    relative error %.3g (registers %d, spills %d)\n", sqrt_approx(num / den), info.registers, info.spills);
+    CHECK(num / den < 1e-10); /* relative error below 1e-5 */
+    cu.mem_free(da), cu.mem_free(db), cu.mem_free(dc);
+    free(a), free(b), free(c), free(ad), free(bd);
+}
+
+static void gpu_tb_noargs(void) {
+    const tb_loaded_kernel *k;
+    tb_launch_params p;
+    tb_error e;
+    NEED_GPU();
+    k = get(H_NOARGS);
+    REQUIRE(k);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+}
+
+static const tb_launch_config *config_of(const char *hash) {
+    uint32_t i;
+    for (i = 0; i < tb_bundle_launch_record_count(bundle); i++)
+        if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, hash)) return &tb_bundle_launch_record(bundle, i)->configs[0];
+    return NULL;
+}
+
+static void gpu_wrong_argument_lists(void) {
+    tb_launch_config cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    const tb_loaded_kernel *good;
+    tb_launch_params p;
+    tb_arg args[5];
+    NEED_GPU();
+    cfg = *config_of(H_ADD);
+    cfg.arg_divisibility = "";
+    cfg.arg_types = "OOOii"; /* one too many */
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_arg_mismatch);
+    CHECK(k == NULL && strstr(e.message, "takes 6 parameters") != NULL);
+    cfg.arg_types = "OOO"; /* one too few */
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_arg_mismatch);
+    cfg.arg_types = "OOOl"; /* wrong size */
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_arg_mismatch);
+    CHECK(strstr(e.message, "parameter 3 is 4 bytes") != NULL);
+    cfg.arg_types = "OOOi";
+    cfg.global_scratch.present = 0; /* the cubin still takes the scratch pointer */
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_arg_mismatch);
+    cfg.global_scratch.present = 1;
+    cfg.function_name = "not_in_the_cubin";
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_not_found);
+    /* a launch with the wrong count never reaches the driver */
+    good = get(H_ADD);
+    REQUIRE(good);
+    memset(&p, 0, sizeof p);
+    memset(args, 0, sizeof args);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 5;
+    CHECK(tb_launch(good, &p, &e) == tb_err_arg_mismatch);
+    p.arg_count = 3;
+    CHECK(tb_launch(good, &p, &e) == tb_err_arg_mismatch);
+}
+
+static void gpu_zero_grid(void) {
+    const tb_loaded_kernel *k;
+    tb_launch_params p;
+    tb_arg args[4];
+    tb_error e;
+    devptr d;
+    unsigned char out[64];
+    int i, dims, untouched = 1;
+    NEED_GPU();
+    k = get(H_ADD);
+    REQUIRE(k);
+    d = dalloc(64);
+    for (dims = 0; dims < 3; dims++) {
+        cu.memset8(d, 0xAB, 64);
+        args[0] = tb_arg_u(d), args[1] = tb_arg_u(d), args[2] = tb_arg_u(d), args[3] = tb_arg_i(16);
+        memset(&p, 0, sizeof p);
+        p.grid[0] = p.grid[1] = p.grid[2] = 1;
+        p.grid[dims] = 0;
+        p.args = args;
+        p.arg_count = 4;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+        CHECK(cu.ctx_sync() == 0);
+        cu.dtoh(out, d, 64);
+        for (i = 0; i < 64; i++) untouched &= out[i] == 0xAB;
+    }
+    CHECK(untouched);
+    cu.mem_free(d);
+}
+
+typedef struct { const tb_loaded_kernel *k, *noargs; int ok; } thread_arg;
+static void *launch_thread(void *p) {
+    thread_arg *t = (thread_arg *)p;
+    int i, n = 4096;
+    tb_error e;
+    tb_result r = tb_ok;
+    tb_launch_params lp;
+    /* no context is current on a new thread: the launcher makes the kernel's current */
+    memset(&lp, 0, sizeof lp);
+    lp.grid[0] = lp.grid[1] = lp.grid[2] = 1;
+    t->ok = tb_launch(t->noargs, &lp, &e) == tb_ok;
+    if (!t->ok) printf("    launch without a current context: %s\n", e.message);
+    cu.ctx_set(gpu_ctx); /* for the test's own allocations */
+    for (i = 0; i < 50 && t->ok; i++) t->ok = run_add(t->k, n, 0, &e, &r) && r == tb_ok;
+    return NULL;
+}
+
+static void gpu_threads(void) {
+    thread_arg ta[8];
+    pthread_t th[8];
+    int i;
+    NEED_GPU();
+    for (i = 0; i < 8; i++) {
+        ta[i].k = get(H_ADD);
+        ta[i].noargs = get(H_NOARGS);
+        REQUIRE(ta[i].k && ta[i].noargs);
+        pthread_create(&th[i], NULL, launch_thread, &ta[i]);
+    }
+    for (i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(ta[i].ok);
+    }
+}
+
+static void gpu_load_unload_cycles(void) {
+    const tb_launch_config *cfg;
+    tb_error e;
+    int i, n = 10000;
+    struct timespec t0, t1;
+    NEED_GPU();
+    cfg = config_of(H_NOARGS);
+    REQUIRE(cfg);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; i < n; i++) {
+        tb_loaded_kernel *k = NULL;
+        if (tb_load_config(bundle, cfg, NULL, NULL, &k, &e) != tb_ok) {
+            printf("    cycle %d: %s\n", i, e.message);
+            CHECK(!"load failed");
+            break;
+        }
+        if (i % 1000 == 0) {
+            tb_launch_params p;
+            memset(&p, 0, sizeof p);
+            p.grid[0] = p.grid[1] = p.grid[2] = 1;
+            CHECK_OK(tb_launch(k, &p, &e), &e);
+        }
+        tb_unload(k);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(cu.ctx_sync() == 0);
+    printf("    %d load/unload cycles, %.1f us each\n", i,
+           ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / (i ? i : 1));
+}
+
+static void gpu_checked_mode(void) {
+    const tb_loaded_kernel *k;
+    tb_launch_params p;
+    tb_arg args[4];
+    tb_error e;
+    devptr d;
+    NEED_GPU();
+    k = get(H_ADD);
+    REQUIRE(k);
+    d = dalloc(4096);
+    args[0] = tb_arg_u(d + 4); /* not 16-byte aligned: the cubin assumes it is */
+    args[1] = tb_arg_u(d), args[2] = tb_arg_u(d), args[3] = tb_arg_i(16);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 4;
+    p.flags = TB_LAUNCH_CHECKED;
+    CHECK(tb_launch(k, &p, &e) == tb_err_misaligned);
+    CHECK(strstr(e.message, "argument 0") != NULL);
+    args[0] = tb_arg_u(d);
+    args[3] = tb_arg_i((int64_t)1 << 40); /* does not fit i32 */
+    CHECK(tb_launch(k, &p, &e) == tb_err_arg_range);
+    args[3] = tb_arg_i(16);
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.mem_free(d);
+}
+
+static void gpu_shared_memory_limit(void) {
+    tb_launch_config cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    NEED_GPU();
+    cfg = *config_of(H_MATMUL);
+    cfg.shared_mem = 1u << 20;
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_shared_memory);
+    CHECK(strstr(e.message, "1048576") != NULL && strstr(e.message, "allows") != NULL);
+    CHECK(k == NULL);
+}
+
+static void gpu_raw_launch(void) {
+    const tb_loaded_kernel *k;
+    tb_kernel_info info;
+    tb_error e;
+    float x[1024], out[1024];
+    devptr dx, dout, gs = 0, ps = 0;
+    int n = 1024, i, ok = 1;
+    void *params[6];
+    NEED_GPU();
+    k = get(H_ADD);
+    REQUIRE(k);
+    tb_loaded_kernel_info(k, &info);
+    CHECK(info.param_count == 6 && info.arg_count == 4);
+    for (i = 0; i < n; i++) x[i] = (float)i;
+    dx = dalloc(n * 4), dout = dalloc(n * 4);
+    cu.htod(dx, x, n * 4);
+    params[0] = &dx, params[1] = &dx, params[2] = &dout, params[3] = &n, params[4] = &gs, params[5] = &ps;
+    CHECK_OK(tb_launch_raw(k, 1, 1, 1, NULL, params, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.dtoh(out, dout, n * 4);
+    for (i = 0; i < n; i++) ok &= out[i] == 2.0f * i;
+    CHECK(ok);
+    cu.mem_free(dx), cu.mem_free(dout);
+}
+
+static void gpu_launch_attributes(void) {
+    tb_launch_config cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_launch_params p;
+    tb_error e;
+    NEED_GPU();
+    cfg = *config_of(H_NOARGS);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 2, p.grid[1] = p.grid[2] = 1;
+    cfg.flags = TB_LAUNCH_PDL | TB_LAUNCH_COOPERATIVE;
+    CHECK_OK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e), &e);
+    if (k) CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    tb_unload(k);
+    k = NULL;
+    cfg.flags = 0;
+    cfg.num_ctas = 2; /* a cluster of 2 blocks per program */
+    CHECK_OK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e), &e);
+    if (k) CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    tb_unload(k);
+}
+
+static void gpu_scratch_required(void) {
+    tb_launch_config cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_launch_params p;
+    tb_error e;
+    devptr s;
+    NEED_GPU();
+    cfg = *config_of(H_NOARGS);
+    cfg.global_scratch.size = 1024;
+    cfg.global_scratch.align = 128;
+    CHECK_OK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e), &e);
+    REQUIRE(k);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    CHECK(tb_launch(k, &p, &e) == tb_err_scratch);
+    CHECK(strstr(e.message, "1024") != NULL);
+    s = dalloc(1024);
+    p.global_scratch = (void *)(uintptr_t)s;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.mem_free(s);
+    tb_unload(k);
+}
+
+static void gpu_kernel_table_lookup(void) {
+    tb_kernel_table *t = NULL;
+    const tb_loaded_kernel *k = NULL, *k2 = NULL;
+    tb_error e;
+    NEED_GPU();
+    CHECK_OK(tb_kernel_table_create(bundle, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    CHECK_OK(tb_kernel_table_get(t, "tb_matmul", 0, &k, &e), &e);
+    CHECK_OK(tb_kernel_table_get(t, H_MATMUL, 0, &k2, &e), &e);
+    CHECK(k && k == k2); /* loaded once, on first use */
+    CHECK(tb_kernel_table_get(t, "tb_matmul", 1, &k, &e) == tb_err_invalid_argument);
+    CHECK(tb_kernel_table_get(t, "no_such_kernel", 0, &k, &e) == tb_err_not_found);
+    tb_kernel_table_free(t);
+}
+
+static void gpu_device_out_of_range(void) {
+    tb_load_options lo;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    NEED_GPU();
+    memset(&lo, 0, sizeof lo);
+    lo.device = 99;
+    lo.flags = TB_LOAD_PRIMARY_CONTEXT;
+    CHECK(tb_load_config(bundle, config_of(H_NOARGS), NULL, &lo, &k, &e) == tb_err_no_device);
+    CHECK(strstr(e.message, "99") != NULL && k == NULL);
+}
+
+int main(int argc, char **argv) {
+    filter = argc > 1 ? argv[1] : NULL;
+    RUN(gpu_tb_add);
+    RUN(gpu_tb_add_n16);
+    RUN(gpu_tb_scalars);
+    RUN(gpu_tb_matmul);
+    RUN(gpu_tb_noargs);
+    RUN(gpu_wrong_argument_lists);
+    RUN(gpu_zero_grid);
+    RUN(gpu_threads);
+    RUN(gpu_load_unload_cycles);
+    RUN(gpu_checked_mode);
+    RUN(gpu_shared_memory_limit);
+    RUN(gpu_raw_launch);
+    RUN(gpu_launch_attributes);
+    RUN(gpu_scratch_required);
+    RUN(gpu_kernel_table_lookup);
+    RUN(gpu_device_out_of_range);
+    tb_kernel_table_free(table);
+    tb_bundle_free(bundle);
+    if (workdir) u_rmtree(workdir);
+    free(workdir);
+    return th_finish();
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The tbundle command: exit statuses, messages, pack/unpack round trip.
+# Run from the repository root after `make build/tbundle`.
+set -u
+T=build/tbundle
+FIX=tests/fixtures/triton-3.6-sm90/cache
+W=$(mktemp -d "${TMPDIR:-/tmp}/tbcli-XXXXXX")
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+check() { # name, then a command that must succeed
+  local name=$1; shift
+  if "$@" >/dev/null 2>&1; then pass=$((pass + 1)); echo "ok   $name"
+  else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+status_is() { # expected status, command...
+  local want=$1; shift
+  "$@" >"$W/out" 2>"$W/err"; [ $? -eq "$want" ]
+}
+err_has() { grep -q -- "$1" "$W/err"; }
+out_has() { grep -q -- "$1" "$W/out"; }
+
+check "no arguments is a usage error (2)" status_is 2 $T
+check "unknown command is a usage error" status_is 2 $T frobnicate
+check "--help exits 0" status_is 0 $T --help
+for c in pack list unpack verify clean; do
+  check "$c --help exits 0" status_is 0 $T $c --help
+  check "$c without arguments exits 2" status_is 2 $T $c
+done
+check "pack the fixture" status_is 0 $T pack -o "$W/f.tbundle" --as /tmp/triton_cache $FIX
+check "pack reports 8 kernels" out_has "packed 8 kernels, 8 launch records"
+check "verify ok" status_is 0 $T verify "$W/f.tbundle"
+check "list shows tb_matmul's shared memory" sh -c "$T list '$W/f.tbundle' | grep -q 'tb_matmul.*shared 131072'"
+check "list shows the totals" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q '8 kernels, 64 files'"
+check "pack named hashes only" status_is 0 $T pack -o "$W/two.tbundle" $FIX \
+  AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A
+check "... holds two kernels" sh -c "$T list '$W/two.tbundle' | tail -n 1 | grep -q '^2 kernels'"
+check "pack a missing hash fails (1) naming it" status_is 1 $T pack -o "$W/x.tbundle" $FIX NOSUCHHASH
+check "... message names the hash" err_has NOSUCHHASH
+check "pack a missing cache fails (1)" status_is 1 $T pack -o "$W/x.tbundle" "$W/nonexistent"
+check "... message names the directory" err_has "$W/nonexistent"
+check "unpack into a fresh cache" status_is 0 $T unpack "$W/f.tbundle" "$W/cache"
+check "... emitted 8" out_has "emitted 8, present 0, failed 0"
+check "unpack again: all present" status_is 0 $T unpack "$W/f.tbundle" "$W/cache"
+check "... present 8" out_has "emitted 0, present 8, failed 0"
+check "unpacked files equal the fixture's" diff -r -q -x '*.json' $FIX "$W/cache"
+check "JSON paths name the new cache" grep -q "$W/cache/AMSG" "$W/cache/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/__grp__tb_add.json"
+check "no temporary directory left" sh -c "! ls -d '$W'/cache/tmp.* 2>/dev/null"
+# damaged and hostile files
+head -c 1000 "$W/f.tbundle" > "$W/trunc.tbundle"
+check "verify a truncated file fails (1)" status_is 1 $T verify "$W/trunc.tbundle"
+check "... says truncated, names the file" sh -c "grep -q 'truncated' '$W/err' && grep -q 'trunc.tbundle' '$W/err'"
+cp "$W/f.tbundle" "$W/flip.tbundle"
+printf '\x55' | dd of="$W/flip.tbundle" bs=1 seek=5000 conv=notrunc 2>/dev/null
+check "verify a flipped byte fails (1): checksum" status_is 1 $T verify "$W/flip.tbundle"
+check "... says checksum" err_has checksum
+echo "not a bundle" > "$W/text.tbundle"
+check "list a text file fails (1): bad magic" status_is 1 $T list "$W/text.tbundle"
+check "... says magic" err_has magic
+check "unpack a damaged bundle writes nothing" sh -c "! $T unpack '$W/flip.tbundle' '$W/c2' 2>/dev/null && [ ! -e '$W/c2' ]"
+check "unpack into an impossible path fails (1)" status_is 1 $T unpack "$W/f.tbundle" "$W/f.tbundle/sub"
+check "clean removes stale temporaries" sh -c "mkdir -p '$W/cache/tmp.stale' && touch -d '3 hours ago' '$W/cache/tmp.stale' && $T clean '$W/cache' | grep -q 'removed 1' && [ ! -e '$W/cache/tmp.stale' ]"
+check "clean --age validates" status_is 2 $T clean --age soon "$W/cache"
+echo "$pass passed, $fail failed, 0 skipped"
+[ "$fail" -eq 0 ]
