@@ -16,5 +16,5 @@ for prog in "$@"; do
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
   [ "$rc" -eq 0 ] || status=1
 done
-echo "$pass passed, $fail failed, $skip skipped"
+echo "total: $pass passed, $fail failed, $skip skipped"
 exit $status

@@ -1,0 +1,95 @@
+/* Format benchmark: write and read a ~200 MB bundle against memcpy of the
+   same bytes, in the same process, alternating, median of several runs.
+   usage: bench_format [MB] (default 200) */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "../tests/util.h"
+
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+#define RUNS 7
+
+int main(int argc, char **argv) {
+    double target_mb = argc > 1 ? atof(argv[1]) : 200.0;
+    tb_bundle *fix = u_fixture_bundle(1), *big, *r;
+    tb_error e;
+    size_t size = 0, fixture_bytes = 0;
+    unsigned char *src, *dst;
+    uint32_t copies, c, i, j, k;
+    double t_memcpy[RUNS], t_write[RUNS], t_read[RUNS], t_view[RUNS];
+    int run;
+    if (!fix) return 1;
+    for (i = 0; i < tb_bundle_kernel_count(fix); i++)
+        for (j = 0; j < tb_bundle_kernel(fix, i)->artifact_count; j++)
+            fixture_bytes += (size_t)tb_bundle_kernel(fix, i)->artifacts[j].size;
+    copies = (uint32_t)(target_mb * 1e6 / (double)fixture_bytes) + 1;
+    /* the fixture's kernels, copied under new hashes until the bundle is ~200 MB */
+    tb_bundle_create(NULL, &big, &e);
+    for (c = 0; c < copies; c++)
+        for (i = 0; i < tb_bundle_kernel_count(fix); i++) {
+            const tb_kernel *kn = tb_bundle_kernel(fix, i);
+            char hash[80];
+            snprintf(hash, sizeof hash, "%.40s%06u", kn->hash, c);
+            tb_bundle_add_kernel(big, hash, 0, &k, &e);
+            for (j = 0; j < kn->artifact_count; j++)
+                tb_bundle_add_artifact(big, k, kn->artifacts[j].name, kn->artifacts[j].data, kn->artifacts[j].size,
+                                       TB_REFERENCE, &e);
+        }
+    tb_bundle_write_memory(big, NULL, 0, &size, &e);
+    src = (unsigned char *)malloc(size);
+    dst = (unsigned char *)malloc(size);
+    memset(src, 1, size); /* fault the pages in */
+    memset(dst, 2, size);
+    tb_bundle_write_memory(big, src, size, NULL, &e);
+    for (run = 0; run < RUNS; run++) {
+        double t0 = now();
+        memcpy(dst, src, size);
+        t_memcpy[run] = now() - t0;
+        t0 = now();
+        if (tb_bundle_write_memory(big, dst, size, NULL, &e) != tb_ok) return 1;
+        t_write[run] = now() - t0;
+        t0 = now();
+        if (tb_bundle_read_memory(dst, size, NULL, 0, &r, &e) != tb_ok) {
+            fprintf(stderr, "%s\n", e.message);
+            return 1;
+        }
+        t_read[run] = now() - t0;
+        tb_bundle_free(r);
+        t0 = now();
+        if (tb_bundle_read_memory(dst, size, NULL, TB_READ_NO_CHECKSUM, &r, &e) != tb_ok) return 1;
+        t_view[run] = now() - t0;
+        tb_bundle_free(r);
+    }
+    {
+        double m = median(t_memcpy, RUNS), w = median(t_write, RUNS), rd = median(t_read, RUNS), v = median(t_view, RUNS);
+        double mb = size / 1e6;
+        printf("format: %.0f MB bundle, %u kernels, median of %d runs\n", mb, tb_bundle_kernel_count(big), RUNS);
+        printf("  memcpy                 %8.1f ms  %6.2f GB/s\n", m * 1e3, mb / m / 1e3);
+        printf("  write (with checksum)  %8.1f ms  %6.2f GB/s  %.2fx memcpy bandwidth (goal >= 0.8)\n", w * 1e3,
+               mb / w / 1e3, m / w);
+        printf("  read, verified         %8.1f ms  %6.2f GB/s  %.2fx memcpy bandwidth (goal >= 0.5)\n", rd * 1e3,
+               mb / rd / 1e3, m / rd);
+        printf("  read, zero-copy, no checksum %5.2f ms  (%.0fx faster than memcpy: structure only)\n", v * 1e3, m / v);
+    }
+    free(src);
+    free(dst);
+    tb_bundle_free(big);
+    tb_bundle_free(fix);
+    return 0;
+}

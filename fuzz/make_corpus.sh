@@ -1,0 +1,14 @@
+#!/bin/sh
+# Rebuilds fuzz/corpus/ from the fixture: small real bundles for the reader,
+# the metadata JSON files, and the tt.func lines of the IR files.
+set -e
+FIX=tests/fixtures/triton-3.6-sm90/cache
+T=build/tbundle
+rm -rf fuzz/corpus && mkdir -p fuzz/corpus/read fuzz/corpus/json fuzz/corpus/ttfunc
+for h in 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ; do
+  $T pack -o fuzz/corpus/read/$h.tbundle --as /tmp/triton_cache $FIX $h >/dev/null
+done
+$T pack -o fuzz/corpus/read/norecords.tbundle --no-records $FIX 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A >/dev/null
+for f in $FIX/*/*.json; do cp "$f" fuzz/corpus/json/$(basename "$(dirname "$f")" | cut -c1-8)_$(basename "$f"); done
+for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc/$(basename "$f").txt; done
+ls fuzz/corpus/* | wc -l
