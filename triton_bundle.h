@@ -29,7 +29,7 @@
        if (tb_collect_cache(b, "/home/me/.triton/cache", NULL, NULL, &e))
            fprintf(stderr, "%s\n", e.message);
        tb_bundle_derive_launch_records(b, &e);  // one record per cubin
-       tb_bundle_write_file(b, "kernels.tbundle", &e);
+       tb_bundle_write_file(b, "kernels.tbundle", 0, &e);
        tb_bundle_free(b);
 
        tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e); // mmap, zero-copy
@@ -342,8 +342,12 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *bundle, void *buffer, si
                                        size_t *out_size, tb_error *err);
 TBDEF tb_result tb_bundle_write_callback(const tb_bundle *bundle, tb_write_fn write, void *user,
                                          tb_error *err);
-/* Writes PATH.tmp.<pid>.<n> and renames it onto path: never a torn file. */
-TBDEF tb_result tb_bundle_write_file(const tb_bundle *bundle, const char *path, tb_error *err);
+#define TB_WRITE_FSYNC 1u  /* flush the file to disk before the rename */
+
+/* Writes PATH.tmp.<pid>.<n> and renames it onto path, so readers see the
+   old file or the new one, never a torn one. Without TB_WRITE_FSYNC a power
+   loss can still leave a damaged file, which the checksum then refuses. */
+TBDEF tb_result tb_bundle_write_file(const tb_bundle *bundle, const char *path, unsigned flags, tb_error *err);
 TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options,
                                       unsigned flags, tb_bundle **out, tb_error *err);
 /* Maps the file (TB_READ_COPY reads it into memory instead). */
@@ -1274,13 +1278,26 @@ TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t cou
 #define TB__P4 9650029242287828579ULL
 #define TB__P5 2870177450012600261ULL
 
-static uint64_t tb__rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static uint64_t tb__le64(const unsigned char *p) {
+static inline uint64_t tb__rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+/* unaligned little-endian loads; one instruction on little-endian hosts */
+static inline uint64_t tb__le64(const unsigned char *p) {
+#if !TB__BIG_ENDIAN
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
     return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) | ((uint64_t)p[3] << 24) |
            ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) | ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+#endif
 }
-static uint32_t tb__le32(const unsigned char *p) {
+static inline uint32_t tb__le32(const unsigned char *p) {
+#if !TB__BIG_ENDIAN
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#else
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+#endif
 }
 static uint16_t tb__le16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static void tb__put64(unsigned char *p, uint64_t v) {
@@ -1291,7 +1308,7 @@ static void tb__put32(unsigned char *p, uint32_t v) {
     int i;
     for (i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
-static uint64_t tb__xround(uint64_t acc, uint64_t in) {
+static inline uint64_t tb__xround(uint64_t acc, uint64_t in) {
     acc += in * TB__P2;
     acc = tb__rotl(acc, 31);
     return acc * TB__P1;
@@ -1349,6 +1366,39 @@ static void tb__xxh_update(tb__xxh *s, const void *data, size_t n) {
     if (p < end) {
         memcpy(s->buf, p, (size_t)(end - p));
         s->buflen = (unsigned)(end - p);
+    }
+}
+
+/* memcpy and update in one pass: each stripe is loaded once, stored to dst
+   and hashed from registers, so the checksum costs no second trip through
+   memory. */
+static void tb__xxh_copy_update(tb__xxh *s, unsigned char *dst, const unsigned char *src, size_t n) {
+    size_t head = (32u - s->buflen) % 32u;
+    uint64_t v0, v1, v2, v3;
+    if (n < head + 32) {
+        memcpy(dst, src, n);
+        tb__xxh_update(s, dst, n);
+        return;
+    }
+    if (head) {
+        memcpy(dst, src, head);
+        tb__xxh_update(s, dst, head); /* fills the buffer: the state is stripe-aligned */
+        dst += head, src += head, n -= head;
+    }
+    v0 = s->v[0]; v1 = s->v[1]; v2 = s->v[2]; v3 = s->v[3];
+    s->total += n - n % 32;
+    for (; n >= 32; n -= 32, src += 32, dst += 32) {
+        uint64_t a = tb__le64(src), b = tb__le64(src + 8), c = tb__le64(src + 16), d = tb__le64(src + 24);
+        memcpy(dst, src, 32);
+        v0 = tb__xround(v0, a);
+        v1 = tb__xround(v1, b);
+        v2 = tb__xround(v2, c);
+        v3 = tb__xround(v3, d);
+    }
+    s->v[0] = v0; s->v[1] = v1; s->v[2] = v2; s->v[3] = v3;
+    if (n) {
+        memcpy(dst, src, n);
+        tb__xxh_update(s, dst, n);
     }
 }
 
@@ -1430,15 +1480,8 @@ static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
     if (k->failed || n == 0) return;
     if (k->mem) {
-        /* copy in slices and hash each while it is still in cache */
-        while (n) {
-            size_t c = n < 65536 ? n : 65536;
-            memcpy(k->mem + k->pos, p, c);
-            tb__xxh_update(&k->h, k->mem + k->pos, c);
-            k->pos += c;
-            p += c;
-            n -= c;
-        }
+        tb__xxh_copy_update(&k->h, k->mem + k->pos, p, n);
+        k->pos += n;
         return;
     }
     tb__xxh_update(&k->h, p, n);
@@ -2071,7 +2114,7 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
-TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, tb_error *err) {
+TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsigned flags, tb_error *err) {
     char tmp[4096 + 64];
     tb__fd_writer w;
     tb_result r;
@@ -2085,7 +2128,8 @@ TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, tb_er
     w.err = 0;
     if (w.fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
     r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
-    if (r == tb_ok && fsync(w.fd) != 0) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
+    if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
+        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
     if (close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
     if (r == tb_err_io && w.err) tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
     if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");

@@ -1,6 +1,6 @@
 /* tbundle: pack a Triton cache into a bundle file, list, verify and unpack it.
 
-     tbundle pack [-o FILE] [--as DIR] [--no-records] CACHE_DIR [HASH...]
+     tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]
      tbundle list FILE
      tbundle unpack [--fsync] FILE CACHE_DIR
      tbundle verify FILE
@@ -20,13 +20,14 @@
 static const char *prog = "tbundle";
 
 static const char *usage_pack =
-    "usage: tbundle pack [-o FILE] [--as DIR] [--no-records] CACHE_DIR [HASH...]\n"
+    "usage: tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]\n"
     "  Packs every kernel directory of CACHE_DIR (one holding __grp__*.json), or the\n"
     "  named ones, into FILE (default: triton_kernels.tbundle). Absolute paths of the\n"
     "  cache inside .json files become the sentinel [REPLACE].\n"
     "  --as DIR      the cache path the .json files name, if the cache was moved\n"
     "                since Triton wrote it (default: CACHE_DIR's absolute path)\n"
-    "  --no-records  do not derive static launch records from NAME.json/NAME.source\n";
+    "  --no-records  do not derive static launch records from NAME.json/NAME.source\n"
+    "  --fsync       flush the file to disk before renaming it into place\n";
 static const char *usage_list = "usage: tbundle list FILE\n  Prints the kernels (hash, device, files, bytes) and launch records.\n";
 static const char *usage_unpack =
     "usage: tbundle unpack [--fsync] FILE CACHE_DIR\n"
@@ -82,6 +83,7 @@ static int cmd_pack(int argc, char **argv) {
     tb_bundle *b = NULL;
     tb_error e;
     int i, records = 1, first_hash = 0;
+    unsigned fsync_flag = 0;
     uint32_t failed = 0;
     progress_t pg;
     memset(&co, 0, sizeof co);
@@ -90,6 +92,7 @@ static int cmd_pack(int argc, char **argv) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--as") && i + 1 < argc) co.recorded_cache_dir = argv[++i];
         else if (!strcmp(argv[i], "--no-records")) records = 0;
+        else if (!strcmp(argv[i], "--fsync")) fsync_flag = TB_WRITE_FSYNC;
         else if (argv[i][0] == '-') return usage(usage_pack, 2);
         else if (!cache) cache = argv[i], first_hash = i + 1;
         else break;
@@ -119,7 +122,7 @@ static int cmd_pack(int argc, char **argv) {
         tb_bundle_free(b);
         return fail(&e);
     }
-    if (tb_bundle_write_file(b, out, &e) != tb_ok) {
+    if (tb_bundle_write_file(b, out, fsync_flag, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
     }
@@ -247,7 +250,7 @@ static int cmd_clean(int argc, char **argv) {
 int main(int argc, char **argv) {
     static const char *top =
         "usage: tbundle COMMAND [ARGS]\n"
-        "  pack [-o FILE] [--as DIR] [--no-records] CACHE_DIR [HASH...]\n"
+        "  pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]\n"
         "  list FILE\n"
         "  unpack [--fsync] FILE CACHE_DIR\n"
         "  verify FILE\n"

@@ -79,7 +79,7 @@ static int gpu_init(void) {
     b = u_fixture_bundle(1);
     workdir = u_tempdir("gpu");
     snprintf(path, sizeof path, "%s/fixture.tbundle", workdir);
-    if (!b || tb_bundle_write_file(b, path, &e) != tb_ok || tb_bundle_read_file(path, NULL, 0, &bundle, &e) != tb_ok) {
+    if (!b || tb_bundle_write_file(b, path, 0, &e) != tb_ok || tb_bundle_read_file(path, NULL, 0, &bundle, &e) != tb_ok) {
         snprintf(gpu_reason, sizeof gpu_reason, "fixture bundle: %s", e.message);
         tb_bundle_free(b);
         return -1;

@@ -176,7 +176,7 @@ static void test_fixture_roundtrip(void) {
     CHECK_OK(tb_bundle_read_memory(buf, size, NULL, TB_READ_COPY, &rc, &e), &e);
     dir = u_tempdir("rt");
     snprintf(path, sizeof path, "%s/f.tbundle", dir);
-    CHECK_OK(tb_bundle_write_file(b, path, &e), &e);
+    CHECK_OK(tb_bundle_write_file(b, path, TB_WRITE_FSYNC, &e), &e);
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &rf, &e), &e);
     REQUIRE(r && rc && rf);
     CHECK(tb_bundle_storage(r) == TB_STORAGE_VIEW);
@@ -1389,9 +1389,9 @@ static void test_bundle_file_errors(void) {
     {
         tb_bundle *f = u_fixture_bundle(0);
         snprintf(p, sizeof p, "%s/no/such/dir/x.tbundle", dir);
-        CHECK(tb_bundle_write_file(f, p, &e) == tb_err_io);
+        CHECK(tb_bundle_write_file(f, p, 0, &e) == tb_err_io);
         snprintf(p, sizeof p, "%s/copy.tbundle", dir);
-        CHECK_OK(tb_bundle_write_file(f, p, &e), &e);
+        CHECK_OK(tb_bundle_write_file(f, p, 0, &e), &e);
         CHECK_OK(tb_bundle_read_file(p, NULL, TB_READ_COPY, &b, &e), &e);
         CHECK(b && tb_bundle_kernel_count(b) == FIXTURE_KERNELS);
         tb_bundle_free(b);
