@@ -2243,43 +2243,6 @@ static tb_result tb__absolute(const char *dir, char *out, size_t cap, tb_error *
     return tb_ok;
 }
 
-/* Copies src with every occurrence of from replaced by to into a buffer
-   from the allocator. */
-static unsigned char *tb__replace_all(const tb__ctx *c, const unsigned char *src, size_t n, const char *from,
-                                      const char *to, size_t *out_n) {
-    size_t fl = strlen(from), tl = strlen(to), count = 0, i, o = 0, total;
-    unsigned char *dst;
-    const unsigned char *p = src, *end = src + n;
-    if (fl == 0) return NULL;
-    while (p + fl <= end && (p = (const unsigned char *)memchr(p, from[0], (size_t)(end - p))) != NULL) {
-        if ((size_t)(end - p) >= fl && memcmp(p, from, fl) == 0) {
-            count++;
-            p += fl;
-        } else {
-            p++;
-        }
-        if (p >= end) break;
-    }
-    if (tl >= fl) {
-        if (!tb__mul(count, tl - fl, &total) || !tb__add(total, n, &total)) return NULL;
-    } else {
-        total = n - count * (fl - tl);
-    }
-    dst = (unsigned char *)tb__alloc(c, total);
-    if (!dst) return NULL;
-    for (i = 0; i < n;) {
-        if (i + fl <= n && src[i] == (unsigned char)from[0] && memcmp(src + i, from, fl) == 0) {
-            memcpy(dst + o, to, tl);
-            o += tl;
-            i += fl;
-        } else {
-            dst[o++] = src[i++];
-        }
-    }
-    *out_n = o;
-    return dst;
-}
-
 static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
     const char *p = (const char *)hay, *end = p + n;
     size_t m = strlen(needle);
@@ -2290,6 +2253,36 @@ static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
     return NULL;
 }
 
+/* Replacing every occurrence of from by to, in two steps: the size of the
+   result (returns 1 if there was any occurrence, 0 if none, -1 on size
+   overflow), then the copy into a buffer of that size. */
+static int tb__replace_size(const unsigned char *src, size_t n, const char *from, const char *to, size_t *out_n) {
+    const unsigned char *p = src, *end = src + n;
+    size_t fl = strlen(from), tl = strlen(to), count = 0, grow;
+    while ((p = (const unsigned char *)tb__memmem(p, (size_t)(end - p), from)) != NULL) {
+        count++;
+        p += fl;
+    }
+    if (tl >= fl) {
+        if (!tb__mul(count, tl - fl, &grow) || !tb__add(grow, n, out_n)) return -1;
+    } else {
+        *out_n = n - count * (fl - tl);
+    }
+    return count > 0;
+}
+static void tb__replace_into(unsigned char *dst, const unsigned char *src, size_t n, const char *from, const char *to) {
+    const unsigned char *p = src, *end = src + n, *q;
+    size_t fl = strlen(from), tl = strlen(to);
+    while ((q = (const unsigned char *)tb__memmem(p, (size_t)(end - p), from)) != NULL) {
+        memcpy(dst, p, (size_t)(q - p));
+        dst += q - p;
+        memcpy(dst, to, tl);
+        dst += tl;
+        p = q + fl;
+    }
+    memcpy(dst, p, (size_t)(end - p));
+}
+
 static int tb__has_suffix(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && memcmp(s + n - m, suf, m) == 0;
@@ -2297,86 +2290,118 @@ static int tb__has_suffix(const char *s, const char *suf) {
 
 static int tb__cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* Sorted names of a directory's entries (not . and ..), in one block. */
-static tb_result tb__list_dir(const tb__ctx *c, int dfd, const char *path, char ***names, size_t *count, tb_error *err) {
-    DIR *d;
-    struct dirent *e;
-    size_t n = 0, cap = 0;
-    char **v = NULL;
-    int fd = dup(dfd);
-    *names = NULL;
-    *count = 0;
-    if (fd < 0) return tb__fail(err, tb_err_io, NULL, path, -1, errno, "dup failed");
-    d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return tb__fail(err, tb_err_io, NULL, path, -1, errno, "cannot list the directory");
-    }
-    rewinddir(d);
-    while ((e = readdir(d)) != NULL) {
-        size_t l;
-        char *s;
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 32;
-            char **nv = (char **)tb__realloc(c, v, ncap * sizeof *nv);
-            if (!nv) goto oom;
-            v = nv;
-            cap = ncap;
-        }
-        l = strlen(e->d_name);
-        s = (char *)tb__alloc(c, l + 1);
-        if (!s) goto oom;
-        memcpy(s, e->d_name, l + 1);
-        v[n++] = s;
+/* A directory opened for listing: its entries' names, sorted, and the open
+   DIR whose descriptor then serves the openat calls on those entries. */
+typedef struct tb__listing {
+    DIR *dir;
+    char **names;
+    size_t count;
+    char *pool;
+} tb__listing;
 
+static void tb__list_close(const tb__ctx *c, tb__listing *l) {
+    if (l->dir) closedir(l->dir);
+    tb__free(c, l->names);
+    tb__free(c, l->pool);
+    memset(l, 0, sizeof *l);
+}
+
+/* Opens <parent>/<name> (never through a symlink) and lists it. A missing
+   directory, a file or a link gives tb_err_not_found. */
+static tb_result tb__list_open(const tb__ctx *c, int parent, const char *name, const char *kernel, tb__listing *l,
+                               tb_error *err) {
+    struct dirent *e;
+    size_t used = 0, cap = 0, ncap = 0, i;
+    size_t *offs = NULL;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    memset(l, 0, sizeof *l);
+    if (fd < 0) {
+        int en = errno;
+        if (en == ENOENT || en == ENOTDIR || en == ELOOP)
+            return tb__fail(err, tb_err_not_found, kernel, name, -1, en,
+                            en == ENOENT ? "no such directory" : "not a directory (symlinks are never followed)");
+        return tb__fail(err, tb_err_io, kernel, name, -1, en, "cannot open the directory");
     }
-    closedir(d);
-    if (n) qsort(v, n, sizeof *v, tb__cmp_names);
-    *names = v;
-    *count = n;
+    l->dir = fdopendir(fd);
+    if (!l->dir) {
+        close(fd);
+        return tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot list the directory");
+    }
+    while ((e = readdir(l->dir)) != NULL) {
+        size_t n = strlen(e->d_name) + 1;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (used + n > cap) {
+            size_t nc = cap ? cap * 2 : 1024;
+            char *np;
+            while (nc < used + n) nc *= 2;
+            if (!(np = (char *)tb__realloc(c, l->pool, nc))) goto oom;
+            l->pool = np;
+            cap = nc;
+        }
+        if (l->count == ncap) {
+            size_t nc = ncap ? ncap * 2 : 32, *no = (size_t *)tb__realloc(c, offs, nc * sizeof *offs);
+            if (!no) goto oom;
+            offs = no;
+            ncap = nc;
+        }
+        memcpy(l->pool + used, e->d_name, n);
+        offs[l->count++] = used;
+        used += n;
+    }
+    l->names = (char **)tb__alloc(c, (l->count ? l->count : 1) * sizeof(char *));
+    if (!l->names) goto oom;
+    for (i = 0; i < l->count; i++) l->names[i] = l->pool + offs[i];
+    tb__free(c, offs);
+    if (l->count) qsort(l->names, l->count, sizeof(char *), tb__cmp_names);
     return tb_ok;
 oom:
-    while (n) tb__free(c, v[--n]);
-    tb__free(c, v);
-    closedir(d);
+    tb__free(c, offs);
+    tb__list_close(c, l);
     return TB__OOM(err);
 }
 
-static void tb__free_list(const tb__ctx *c, char **names, size_t count) {
-    size_t i;
-    for (i = 0; i < count; i++) tb__free(c, names[i]);
-    tb__free(c, names);
-}
-
-/* Reads a regular file (never through a symlink) into arena memory. */
-static tb_result tb__read_at(tb_bundle *b, int dfd, const char *name, const char *kernel, void **data, size_t *size,
-                             tb_error *err) {
+/* Reads <dfd>/<name> into arena memory if it is a regular file: 1 read,
+   0 not a regular file (a symlink, directory, FIFO...: left out), -1 error.
+   One open and one fstat: O_NOFOLLOW refuses links, O_NONBLOCK keeps a FIFO
+   from blocking the open. */
+static int tb__read_regular(tb_bundle *b, int dfd, const char *name, const char *kernel, void **data, size_t *size,
+                            tb_error *err) {
     struct stat st;
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     size_t got = 0;
     char *buf;
-    if (fd < 0) return tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot open");
+    if (fd < 0) {
+        if (errno == ELOOP || errno == ENXIO) return 0; /* a symlink, a socket */
+        tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot open");
+        return -1;
+    }
     if (fstat(fd, &st) != 0) {
-        tb__close_keep_errno(fd);
-        return tb__fail(err, tb_err_io, kernel, name, -1, errno, "fstat failed");
+        tb__fail(err, tb_err_io, kernel, name, -1, errno, "fstat failed");
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
     }
     if ((uint64_t)st.st_size > TB_MAX_ARTIFACT_SIZE) {
         close(fd);
-        return tb__fail(err, tb_err_limit, kernel, name, -1, 0, "%lld bytes, over TB_MAX_ARTIFACT_SIZE",
-                        (long long)st.st_size);
+        tb__fail(err, tb_err_limit, kernel, name, -1, 0, "%lld bytes, over TB_MAX_ARTIFACT_SIZE", (long long)st.st_size);
+        return -1;
     }
     buf = (char *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)st.st_size);
     if (!buf) {
         close(fd);
-        return TB__OOM(err);
+        TB__OOM(err);
+        return -1;
     }
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
-            tb__close_keep_errno(fd);
-            return tb__fail(err, tb_err_io, kernel, name, -1, errno, "read failed");
+            tb__fail(err, tb_err_io, kernel, name, -1, errno, "read failed");
+            close(fd);
+            return -1;
         }
         if (n == 0) break; /* shrank meanwhile: keep what is there */
         got += (size_t)n;
@@ -2384,7 +2409,7 @@ static tb_result tb__read_at(tb_bundle *b, int dfd, const char *name, const char
     close(fd);
     *data = buf;
     *size = got;
-    return tb_ok;
+    return 1;
 }
 
 static void tb__pop_kernel(tb_bundle *b) {
@@ -2395,83 +2420,66 @@ static void tb__pop_kernel(tb_bundle *b) {
 
 /* Collects <cachefd>/<hash>. require_grp: return tb_err_not_found
    (without error text) when the directory holds no __grp__*.json. */
-static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *cache_path, const char *hash, int32_t device,
+static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *hash, int32_t device,
                                  const char *recorded_dir, int require_grp, tb_error *err) {
-    int dfd;
-    char **names = NULL;
-    size_t count = 0, i;
+    tb__listing l;
+    size_t i;
     tb_result r;
     uint32_t ki;
-    struct stat st;
-    dfd = openat(cachefd, hash, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0) {
-        if (errno == ENOENT)
-            return tb__fail(err, tb_err_not_found, hash, cache_path, -1, errno, "no such kernel directory");
-        return tb__fail(err, tb_err_io, hash, cache_path, -1, errno, "cannot open the kernel directory");
-    }
-    if ((r = tb__list_dir(&b->ctx, dfd, hash, &names, &count, err)) != tb_ok) {
-        close(dfd);
-        return r;
-    }
+    int dfd;
+    if ((r = tb__list_open(&b->ctx, cachefd, hash, hash, &l, err)) != tb_ok) return r;
+    dfd = dirfd(l.dir);
     if (require_grp) {
         int found = 0;
-        for (i = 0; i < count && !found; i++)
-            found = strncmp(names[i], "__grp__", 7) == 0 && tb__has_suffix(names[i], ".json");
+        for (i = 0; i < l.count && !found; i++)
+            found = strncmp(l.names[i], "__grp__", 7) == 0 && tb__has_suffix(l.names[i], ".json");
         if (!found) {
-            tb__free_list(&b->ctx, names, count);
-            close(dfd);
+            tb__list_close(&b->ctx, &l);
             return tb_err_not_found;
         }
     }
     if ((r = tb__add_kernel(b, hash, strlen(hash), device, &ki, err)) != tb_ok) goto done;
-    for (i = 0; i < count; i++) {
+    for (i = 0; i < l.count; i++) {
+        const char *name = l.names[i];
         void *data = NULL;
-        size_t size = 0;
-        if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            r = tb__fail(err, tb_err_io, hash, names[i], -1, errno, "stat failed");
+        size_t size = 0, nn;
+        int got;
+        if (!tb__valid_name(name, strlen(name))) {
+            tb__log(&b->ctx, TB_LOG_WARN, "collect: %s/%s: name too long; left out", hash, name);
+            continue;
+        }
+        got = tb__read_regular(b, dfd, name, hash, &data, &size, err);
+        if (got < 0) {
+            r = err ? err->code : tb_err_io;
             break;
         }
-        if (!S_ISREG(st.st_mode)) {
-            tb__log(&b->ctx, TB_LOG_DEBUG, "collect: %s/%s is not a regular file; left out", hash, names[i]);
+        if (got == 0) {
+            tb__log(&b->ctx, TB_LOG_DEBUG, "collect: %s/%s is not a regular file; left out", hash, name);
             continue;
         }
-        if (!tb__valid_name(names[i], strlen(names[i]))) {
-            tb__log(&b->ctx, TB_LOG_WARN, "collect: %s/%s: name too long; left out", hash, names[i]);
-            continue;
-        }
-        if ((r = tb__read_at(b, dfd, names[i], hash, &data, &size, err)) != tb_ok) break;
-        if (tb__has_suffix(names[i], ".json")) {
-            size_t nn;
-            unsigned char *rep;
-            void *keep;
+        if (tb__has_suffix(name, ".json")) {
             if (tb__memmem(data, size, TB_REPLACE_SENTINEL)) {
-                r = tb__fail(err, tb_err_sentinel, hash, names[i], -1, 0,
+                r = tb__fail(err, tb_err_sentinel, hash, name, -1, 0,
                              "the file already holds the sentinel " TB_REPLACE_SENTINEL
                              ", so its paths could not be restored on emit");
                 break;
             }
-            rep = tb__replace_all(&b->ctx, (const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn);
-            if (!rep) {
-                r = TB__OOM(err);
-                break;
+            if (tb__replace_size((const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn) > 0) {
+                unsigned char *out = (unsigned char *)tb__arena_alloc(&b->ctx, &b->arena, nn);
+                if (!out) {
+                    r = TB__OOM(err);
+                    break;
+                }
+                tb__replace_into(out, (const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL);
+                data = out;
+                size = nn;
             }
-            keep = tb__arena_alloc(&b->ctx, &b->arena, nn);
-            if (!keep) {
-                tb__free(&b->ctx, rep);
-                r = TB__OOM(err);
-                break;
-            }
-            memcpy(keep, rep, nn);
-            tb__free(&b->ctx, rep);
-            data = keep;
-            size = nn;
         }
-        if ((r = tb_bundle_add_artifact(b, ki, names[i], data, size, TB_REFERENCE, err)) != tb_ok) break;
+        if ((r = tb_bundle_add_artifact(b, ki, name, data, size, TB_REFERENCE, err)) != tb_ok) break;
     }
     if (r != tb_ok) tb__pop_kernel(b);
 done:
-    tb__free_list(&b->ctx, names, count);
-    close(dfd);
+    tb__list_close(&b->ctx, &l);
     return r;
 }
 
@@ -2498,7 +2506,7 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     if (cfd < 0)
         return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, hash, cache_dir, -1, errno,
                         "cannot open the cache directory");
-    r = tb__collect_dir(b, cfd, cache_dir, hash, device, rec, 0, err);
+    r = tb__collect_dir(b, cfd, hash, device, rec, 0, err);
     close(cfd);
     return r;
 }
@@ -2506,39 +2514,28 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
 TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_collect_options *o,
                                  tb_collect_report *report, tb_error *err) {
     tb_collect_report rep;
-    char **names = NULL;
-    size_t count = 0, i;
-    int cfd;
+    tb__listing l;
+    size_t i;
     tb_result r, first = tb_ok;
     tb_error e;
     memset(&rep, 0, sizeof rep);
     if (report) *report = rep;
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
-    cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cfd < 0)
-        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, cache_dir, -1, errno,
-                        "cannot open the cache directory");
-    if ((r = tb__list_dir(&b->ctx, cfd, cache_dir, &names, &count, err)) != tb_ok) {
-        close(cfd);
-        return r;
-    }
-    for (i = 0; i < count; i++) {
-        struct stat st;
+    if ((r = tb__list_open(&b->ctx, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    for (i = 0; i < l.count; i++) {
         char rec[4352];
-        if (strncmp(names[i], "tmp.", 4) == 0 || fstatat(cfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISDIR(st.st_mode) || !tb__valid_name(names[i], strlen(names[i]))) {
+        const char *name = l.names[i];
+        if (strncmp(name, "tmp.", 4) == 0 || !tb__valid_name(name, strlen(name))) {
             rep.skipped++;
             continue;
         }
-        if ((r = tb__recorded_path(cache_dir, o, names[i], rec, sizeof rec, &e)) == tb_ok) {
-            e.message[0] = 0;
-            r = tb__collect_dir(b, cfd, cache_dir, names[i], 0, rec, 1, &e);
-        }
-        if (o && o->progress) o->progress(o->user, (uint32_t)(i + 1), (uint32_t)count);
+        if ((r = tb__recorded_path(cache_dir, o, name, rec, sizeof rec, &e)) == tb_ok)
+            r = tb__collect_dir(b, dirfd(l.dir), name, 0, rec, 1, &e);
+        if (o && o->progress) o->progress(o->user, (uint32_t)(i + 1), (uint32_t)l.count);
         if (r == tb_ok) {
             rep.collected++;
-        } else if (r == tb_err_not_found && !e.message[0]) {
-            rep.skipped++; /* no __grp__ file: Triton's launcher builds etc. */
+        } else if (r == tb_err_not_found) {
+            rep.skipped++; /* a file, a link, or no __grp__ file (Triton's launcher builds) */
         } else {
             rep.failed++;
             tb__log(&b->ctx, TB_LOG_WARN, "collect: %s", e.message);
@@ -2549,8 +2546,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
             if (o && o->stop_on_error) break;
         }
     }
-    tb__free_list(&b->ctx, names, count);
-    close(cfd);
+    tb__list_close(&b->ctx, &l);
     if (report) *report = rep;
     return first;
 }
@@ -2558,27 +2554,15 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
 /* Removes dir <dfd>/<name> and what it holds, never following a link;
    depth bounds the recursion. */
 static int tb__remove_tree_at(const tb__ctx *c, int dfd, const char *name, int depth) {
-    int fd;
-    char **names;
-    size_t count, i;
+    tb__listing l;
+    size_t i;
     if (unlinkat(dfd, name, AT_REMOVEDIR) == 0) return 0;
     if (errno != ENOTEMPTY && errno != EEXIST) return -1;
-    if (depth <= 0) return -1;
-    fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (tb__list_dir(c, fd, name, &names, &count, NULL) != tb_ok) {
-        close(fd);
-        return -1;
-    }
-    for (i = 0; i < count; i++) {
-        struct stat st;
-        if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            tb__remove_tree_at(c, fd, names[i], depth - 1);
-        else
-            unlinkat(fd, names[i], 0);
-    }
-    tb__free_list(c, names, count);
-    close(fd);
+    if (depth <= 0 || tb__list_open(c, dfd, name, NULL, &l, NULL) != tb_ok) return -1;
+    for (i = 0; i < l.count; i++)
+        if (unlinkat(dirfd(l.dir), l.names[i], 0) != 0 && errno == EISDIR)
+            tb__remove_tree_at(c, dirfd(l.dir), l.names[i], depth - 1);
+    tb__list_close(c, &l);
     return unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
@@ -2658,12 +2642,14 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         unsigned char *rep = NULL;
         int fd, ok;
         if (tb__has_suffix(a->name, ".json")) {
-            rep = tb__replace_all(&b->ctx, (const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
-            if (!rep) {
+            int found = tb__replace_size((const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
+            if (found > 0 && (rep = (unsigned char *)tb__alloc(&b->ctx, size)) != NULL)
+                tb__replace_into(rep, (const unsigned char *)data, (size_t)a->size, TB_REPLACE_SENTINEL, target);
+            if (found < 0 || (found > 0 && !rep)) {
                 TB__OOM(err);
                 goto fail;
             }
-            data = rep;
+            if (rep) data = rep;
         }
         fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -2771,31 +2757,22 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
 
 TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_age, uint32_t *removed, tb_error *err) {
     tb__ctx c = tb__ctx_from(NULL);
-    char **names;
-    size_t count, i;
-    int cfd;
+    tb__listing l;
+    size_t i;
     uint32_t n = 0;
     time_t now = time(NULL);
     tb_result r;
     if (removed) *removed = 0;
     if (!cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cache_dir is NULL");
-    cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cfd < 0)
-        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, cache_dir, -1, errno,
-                        "cannot open the cache directory");
-    if ((r = tb__list_dir(&c, cfd, cache_dir, &names, &count, err)) != tb_ok) {
-        close(cfd);
-        return r;
-    }
-    for (i = 0; i < count; i++) {
+    if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    for (i = 0; i < l.count; i++) {
         struct stat st;
-        if (strncmp(names[i], "tmp.", 4) != 0) continue;
-        if (fstatat(cfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (strncmp(l.names[i], "tmp.", 4) != 0) continue;
+        if (fstatat(dirfd(l.dir), l.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
         if (difftime(now, st.st_mtime) < min_age) continue;
-        if (tb__remove_tree_at(&c, cfd, names[i], 2) == 0) n++;
+        if (tb__remove_tree_at(&c, dirfd(l.dir), l.names[i], 2) == 0) n++;
     }
-    tb__free_list(&c, names, count);
-    close(cfd);
+    tb__list_close(&c, &l);
     if (removed) *removed = n;
     return tb_ok;
 }

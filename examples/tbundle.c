@@ -60,7 +60,7 @@ static double now(void) {
 typedef struct { double start, last; } progress_t;
 static void show_progress(progress_t *p, uint32_t done, uint32_t total, const char *what) {
     double t = now();
-    if (t - p->start < 1.0 || (t - p->last < 0.25 && done != total)) return;
+    if (!isatty(2) || t - p->start < 1.0 || (t - p->last < 0.25 && done != total)) return;
     p->last = t;
     fprintf(stderr, "\r%s %u/%u kernels", what, done, total);
     if (done == total) fputc('\n', stderr);

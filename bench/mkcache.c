@@ -1,0 +1,37 @@
+/* mkcache: writes a Triton-shaped cache of N kernel directories, copies of
+   the fixture's kernels under new hashes, as a large real cache looks.
+   usage: mkcache CACHE_DIR N */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "../tests/util.h"
+
+int main(int argc, char **argv) {
+    tb_bundle *fix, *big;
+    tb_error e;
+    tb_emit_report rep;
+    uint32_t n, c, i, j, k;
+    if (argc != 3 || (n = (uint32_t)atoi(argv[2])) == 0) {
+        fprintf(stderr, "usage: mkcache CACHE_DIR N\n");
+        return 2;
+    }
+    fix = u_fixture_bundle(0);
+    if (!fix || tb_bundle_create(NULL, &big, &e) != tb_ok) return 1;
+    for (c = 0; c < n; c++) {
+        const tb_kernel *kn = tb_bundle_kernel(fix, c % tb_bundle_kernel_count(fix));
+        char hash[64];
+        snprintf(hash, sizeof hash, "%.44s%08u", kn->hash, c);
+        tb_bundle_add_kernel(big, hash, 0, &k, &e);
+        for (j = 0; j < kn->artifact_count; j++)
+            tb_bundle_add_artifact(big, k, kn->artifacts[j].name, kn->artifacts[j].data, kn->artifacts[j].size,
+                                   TB_REFERENCE, &e);
+    }
+    if (tb_emit(big, argv[1], NULL, &rep, NULL, &e) != tb_ok) {
+        fprintf(stderr, "mkcache: %s\n", e.message);
+        return 1;
+    }
+    for (i = 0, c = 0; i < tb_bundle_kernel_count(big); i++) c += tb_bundle_kernel(big, i)->artifact_count;
+    printf("mkcache: %u kernel directories, %u files in %s\n", rep.written, c, argv[1]);
+    tb_bundle_free(big);
+    tb_bundle_free(fix);
+    return 0;
+}
