@@ -371,9 +371,13 @@ typedef struct tb_collect_options {
        cache). NULL: the cache directory's absolute path as given. */
     const char *recorded_cache_dir;
     int stop_on_error;           /* collect_cache: stop at the first failing kernel */
-    /* collect_cache: called after each directory looked at (done of total) */
+    /* collect_cache: called after each directory looked at (done of total),
+       from the calling thread */
     void (*progress)(void *user, uint32_t done, uint32_t total);
     void *user;
+    /* collect_cache: reader threads; 0: one per online CPU (at most 8),
+       1: none. The bundle is the same whatever the count. */
+    unsigned threads;
 } tb_collect_options;
 
 typedef struct tb_collect_report {
@@ -2511,44 +2515,153 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     return r;
 }
 
-TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_collect_options *o,
-                                 tb_collect_report *report, tb_error *err) {
-    tb_collect_report rep;
-    tb__listing l;
-    size_t i;
-    tb_result r, first = tb_ok;
-    tb_error e;
-    memset(&rep, 0, sizeof rep);
-    if (report) *report = rep;
-    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
-    if ((r = tb__list_open(&b->ctx, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
-    for (i = 0; i < l.count; i++) {
-        char rec[4352];
-        const char *name = l.names[i];
-        if (strncmp(name, "tmp.", 4) == 0 || !tb__valid_name(name, strlen(name))) {
-            rep.skipped++;
-            continue;
+/* Moves every kernel of part (and the arena holding its bytes) to the end
+   of b; part is left empty. Both use the same allocator. */
+static tb_result tb__absorb(tb_bundle *b, tb_bundle *part, tb_error *err) {
+    uint32_t n = part->kernel_count, need = b->kernel_count + n;
+    tb__block *tail;
+    if (!n) return tb_ok;
+    if (!tb__grow(&b->ctx, (void **)&b->kernels, &b->kernel_cap, need, sizeof(tb_kernel)) ||
+        !tb__grow(&b->ctx, (void **)&b->slots, &b->slot_cap, need, sizeof(tb__kernel_slot)))
+        return TB__OOM(err);
+    memcpy(b->kernels + b->kernel_count, part->kernels, (size_t)n * sizeof(tb_kernel));
+    memcpy(b->slots + b->kernel_count, part->slots, (size_t)n * sizeof(tb__kernel_slot));
+    b->kernel_count = need;
+    part->kernel_count = 0;
+    if (part->arena.head) {
+        for (tail = part->arena.head; tail->next; tail = tail->next) {
         }
-        if ((r = tb__recorded_path(cache_dir, o, name, rec, sizeof rec, &e)) == tb_ok)
-            r = tb__collect_dir(b, dirfd(l.dir), name, 0, rec, 1, &e);
-        if (o && o->progress) o->progress(o->user, (uint32_t)(i + 1), (uint32_t)l.count);
-        if (r == tb_ok) {
-            rep.collected++;
-        } else if (r == tb_err_not_found) {
-            rep.skipped++; /* a file, a link, or no __grp__ file (Triton's launcher builds) */
+        if (b->arena.head) {
+            tail->next = b->arena.head->next; /* b's current block stays first */
+            b->arena.head->next = part->arena.head;
         } else {
-            rep.failed++;
-            tb__log(&b->ctx, TB_LOG_WARN, "collect: %s", e.message);
-            if (first == tb_ok) {
-                first = r;
-                if (err) *err = e;
+            b->arena.head = part->arena.head;
+        }
+        part->arena.head = NULL;
+    }
+    return tb_ok;
+}
+
+/* One reader's share of collect_cache: listing entries [begin, end) into
+   its own bundle, with its own counts and first error. */
+typedef struct tb__collect_part {
+    tb_bundle *bundle;
+    const tb__listing *listing;
+    const char *cache_dir;
+    const tb_collect_options *options;
+    size_t begin, end;
+    tb_collect_report report;
+    tb_result first;
+    tb_error error;
+    volatile unsigned *done;   /* directories looked at, all readers */
+    pthread_mutex_t *done_mu;
+    int report_progress;       /* the calling thread's part reports */
+} tb__collect_part;
+
+static void *tb__collect_range(void *arg) {
+    tb__collect_part *pt = (tb__collect_part *)arg;
+    const tb_collect_options *o = pt->options;
+    const tb__listing *l = pt->listing;
+    size_t i;
+    for (i = pt->begin; i < pt->end; i++) {
+        char rec[4352];
+        const char *name = l->names[i];
+        tb_error e;
+        tb_result r;
+        unsigned done;
+        if (strncmp(name, "tmp.", 4) == 0 || !tb__valid_name(name, strlen(name))) {
+            r = tb_err_not_found;
+        } else if ((r = tb__recorded_path(pt->cache_dir, o, name, rec, sizeof rec, &e)) == tb_ok) {
+            r = tb__collect_dir(pt->bundle, dirfd(l->dir), name, 0, rec, 1, &e);
+        }
+        pthread_mutex_lock(pt->done_mu);
+        done = ++*pt->done;
+        pthread_mutex_unlock(pt->done_mu);
+        if (pt->report_progress && o && o->progress) o->progress(o->user, done, (uint32_t)l->count);
+        if (r == tb_ok) {
+            pt->report.collected++;
+        } else if (r == tb_err_not_found) {
+            pt->report.skipped++; /* tmp.*, a file, a link, or no __grp__ file (Triton's launcher builds) */
+        } else {
+            pt->report.failed++;
+            tb__log(&pt->bundle->ctx, TB_LOG_WARN, "collect: %s", e.message);
+            if (pt->first == tb_ok) {
+                pt->first = r;
+                pt->error = e;
             }
             if (o && o->stop_on_error) break;
         }
     }
+    return NULL;
+}
+
+#define TB__MAX_THREADS 8
+
+static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
+    if (n > items / per_thread) n = items / per_thread; /* small jobs are not worth a thread */
+    return n ? (unsigned)n : 1u;
+}
+
+TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_collect_options *o,
+                                 tb_collect_report *report, tb_error *err) {
+    tb__collect_part parts[TB__MAX_THREADS];
+    pthread_t tids[TB__MAX_THREADS];
+    pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+    volatile unsigned done = 0;
+    tb__listing l;
+    unsigned t, nt, started = 1;
+    tb_result r = tb_ok, first = tb_ok;
+    tb_options po;
+    memset(parts, 0, sizeof parts);
+    if (report) memset(report, 0, sizeof *report);
+    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if ((r = tb__list_open(&b->ctx, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    /* readers split the listing into contiguous ranges and merge in order,
+       so the bundle does not depend on the thread count */
+    nt = (o && o->stop_on_error) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64);
+    memset(&po, 0, sizeof po);
+    po.allocator = b->ctx.a;
+    po.log = b->ctx.log;
+    po.log_user = b->ctx.log_user;
+    for (t = 0; t < nt; t++) {
+        parts[t].listing = &l;
+        parts[t].cache_dir = cache_dir;
+        parts[t].options = o;
+        parts[t].begin = l.count * t / nt;
+        parts[t].end = l.count * (t + 1) / nt;
+        parts[t].done = &done;
+        parts[t].done_mu = &done_mu;
+        parts[t].report_progress = t == 0;
+        if (t == 0) parts[t].bundle = b;
+        else if ((r = tb_bundle_create(&po, &parts[t].bundle, err)) != tb_ok) break;
+    }
+    for (t = 1; r == tb_ok && t < nt; t++, started++)
+        if (pthread_create(&tids[t], NULL, tb__collect_range, &parts[t]) != 0) {
+            tb__collect_range(&parts[t]); /* no thread to be had: do it here */
+            tids[t] = pthread_self();
+        }
+    if (r == tb_ok) tb__collect_range(&parts[0]);
+    for (t = 1; t < started; t++)
+        if (!pthread_equal(tids[t], pthread_self())) pthread_join(tids[t], NULL);
+    for (t = 0; t < nt; t++) {
+        if (t > 0 && parts[t].bundle && r == tb_ok) r = tb__absorb(b, parts[t].bundle, err);
+        if (t > 0) tb_bundle_free(parts[t].bundle);
+        if (report) {
+            report->collected += parts[t].report.collected;
+            report->skipped += parts[t].report.skipped;
+            report->failed += parts[t].report.failed;
+        }
+        if (first == tb_ok && parts[t].first != tb_ok) {
+            first = parts[t].first;
+            if (err) *err = parts[t].error;
+        }
+    }
+    if (o && o->progress && nt > 1) o->progress(o->user, (uint32_t)l.count, (uint32_t)l.count);
     tb__list_close(&b->ctx, &l);
-    if (report) *report = rep;
-    return first;
+    return r != tb_ok ? r : first;
 }
 
 /* Removes dir <dfd>/<name> and what it holds, never following a link;
