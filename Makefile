@@ -1,5 +1,5 @@
 # triton_bundle.h: build, test, demo, benchmarks.
-# make demo | make test | make test-gpu | make sanitize | make fuzz | make torture | make bench
+# make demo | make test | make test-gpu | make sanitize | make tsan | make fuzz | make torture | make bench
 CC      ?= cc
 CXX     ?= c++
 CLANG   ?= clang
@@ -12,7 +12,7 @@ TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
-.PHONY: all test test-gpu demo sanitize fuzz torture bench check-compile corpus clean
+.PHONY: all test test-gpu demo sanitize tsan fuzz torture bench check-compile corpus clean
 
 all: $(B)/tbundle $(B)/launch
 
@@ -67,6 +67,11 @@ sanitize: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	  -fno-omit-frame-pointer -o $(B)/test_main_asan tests/test_main.c $(LIBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan
+
+# ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler).
+tsan: | $(B)
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_main_tsan tests/test_main.c $(LIBS)
+	tests/run.sh "$(B)/test_main_tsan thread"
 
 # libFuzzer targets over the bundle reader and the two text parsers.
 $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)

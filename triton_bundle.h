@@ -406,10 +406,13 @@ typedef enum tb_emit_status { TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAIL
 
 typedef struct tb_emit_options {
     unsigned flags;
-    /* Called once per kernel, in order, from the emitting thread. */
+    /* Called once per kernel, in kernel order, from the calling thread. */
     void (*on_kernel)(void *user, uint32_t index, const tb_kernel *kernel, tb_emit_status status,
                       const tb_error *error);
     void *user;
+    /* writer threads; 0: one per online CPU (at most 8), 1: none.
+       TB_EMIT_STOP_ON_ERROR always writes from the calling thread alone. */
+    unsigned threads;
 } tb_emit_options;
 
 typedef struct tb_emit_report {
@@ -2597,11 +2600,14 @@ static void *tb__collect_range(void *arg) {
 
 #define TB__MAX_THREADS 8
 
+/* asked 0: one thread per online CPU, fewer for small jobs (per_thread
+   items each at least); never more threads than items or TB__MAX_THREADS. */
 static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    if (!asked && n > items / per_thread) n = items / per_thread;
+    if (n > items) n = items;
     if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
-    if (n > items / per_thread) n = items / per_thread; /* small jobs are not worth a thread */
     return n ? (unsigned)n : 1u;
 }
 
@@ -2809,63 +2815,151 @@ fail:
     return TB_EMIT_FAILED;
 }
 
+/* Emit's shared state: kernels are claimed one at a time by the calling
+   thread and any workers; results are delivered (counted, reported through
+   on_kernel) by the calling thread, in kernel order. */
+typedef struct tb__emit_job {
+    const tb_bundle *b;
+    const tb_emit_options *o;
+    int cfd;
+    const char *cache_abs;
+    unsigned flags;
+    pthread_mutex_t mu;
+    uint32_t next;              /* next kernel to claim */
+    unsigned char *status;      /* per kernel: 0 pending, else 1 + tb_emit_status */
+    tb_error **errors;          /* per kernel: what a failed one said */
+    uint32_t delivered;
+    unsigned char *ok_mask;     /* per kernel, for the names metadata */
+    tb_emit_report rep;
+    tb_result first;
+    tb_error first_error;
+} tb__emit_job;
+
+static int tb__emit_claim(tb__emit_job *j, uint32_t *i) {
+    int got;
+    pthread_mutex_lock(&j->mu);
+    got = j->next < j->b->kernel_count;
+    if (got) *i = j->next++;
+    pthread_mutex_unlock(&j->mu);
+    return got;
+}
+
+static void tb__emit_one(tb__emit_job *j, uint32_t i) {
+    tb_error e;
+    tb_emit_status s;
+    tb_error *keep = NULL;
+    e.message[0] = 0;
+    s = tb__emit_kernel(j->b, j->cfd, j->cache_abs, &j->b->kernels[i], j->flags, &e);
+    if (s == TB_EMIT_FAILED && (keep = (tb_error *)tb__alloc(&j->b->ctx, sizeof *keep)) != NULL) *keep = e;
+    pthread_mutex_lock(&j->mu);
+    j->errors[i] = keep;
+    j->status[i] = (unsigned char)(1 + s);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void *tb__emit_worker(void *arg) {
+    tb__emit_job *j = (tb__emit_job *)arg;
+    uint32_t i;
+    while (tb__emit_claim(j, &i)) tb__emit_one(j, i);
+    return NULL;
+}
+
+/* Counts and reports the finished kernels that follow those delivered. */
+static void tb__emit_deliver(tb__emit_job *j) {
+    static const tb_error oom = {tb_err_out_of_memory, 0, 0, -1, "", "", "out of memory: the error of a failed kernel was lost"};
+    for (;;) {
+        uint32_t i = j->delivered;
+        tb_emit_status s;
+        const tb_error *e;
+        unsigned char st;
+        if (i >= j->b->kernel_count) return;
+        pthread_mutex_lock(&j->mu);
+        st = j->status[i];
+        pthread_mutex_unlock(&j->mu);
+        if (!st) return;
+        s = (tb_emit_status)(st - 1);
+        e = j->errors[i] ? j->errors[i] : &oom;
+        if (s == TB_EMIT_WRITTEN) j->rep.written++;
+        else if (s == TB_EMIT_PRESENT) j->rep.present++;
+        else j->rep.failed++;
+        j->ok_mask[i] = s != TB_EMIT_FAILED;
+        if (j->o && j->o->on_kernel) j->o->on_kernel(j->o->user, i, &j->b->kernels[i], s, s == TB_EMIT_FAILED ? e : NULL);
+        if (s == TB_EMIT_FAILED) {
+            tb__log(&j->b->ctx, TB_LOG_WARN, "emit: %s", e->message);
+            if (j->first == tb_ok) {
+                j->first = e->code;
+                j->first_error = *e;
+            }
+            if (j->flags & TB_EMIT_STOP_ON_ERROR) {
+                pthread_mutex_lock(&j->mu);
+                j->next = j->b->kernel_count; /* claim nothing more */
+                pthread_mutex_unlock(&j->mu);
+            }
+        }
+        j->delivered++;
+    }
+}
+
 TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit_options *o, tb_emit_report *report,
                         tb_names **names, tb_error *err) {
-    tb_emit_report rep;
+    tb__emit_job j;
     char cache_abs[4096];
-    int cfd;
-    uint32_t i;
-    unsigned flags = o ? o->flags : 0;
-    unsigned char *ok_mask = NULL;
-    tb_result r, first = tb_ok;
-    tb_error e;
-    memset(&rep, 0, sizeof rep);
-    if (report) *report = rep;
+    pthread_t tids[TB__MAX_THREADS];
+    unsigned t, nt, started = 1;
+    uint32_t i, n;
+    void *block;
+    tb_result r;
+    if (report) memset(report, 0, sizeof *report);
     if (names) *names = NULL;
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if ((r = tb__absolute(cache_dir, cache_abs, sizeof cache_abs, err)) != tb_ok) return r;
     if (tb__mkdirs(cache_abs) != 0)
         return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot create the cache directory");
-    cfd = open(cache_abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cfd < 0) return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot open the cache directory");
-    if (names && b->kernel_count) {
-        ok_mask = (unsigned char *)tb__alloc(&b->ctx, b->kernel_count);
-        if (!ok_mask) {
-            close(cfd);
-            return TB__OOM(err);
-        }
-        memset(ok_mask, 0, b->kernel_count);
+    memset(&j, 0, sizeof j);
+    j.b = b;
+    j.o = o;
+    j.flags = o ? o->flags : 0;
+    j.cache_abs = cache_abs;
+    n = b->kernel_count;
+    /* per kernel: an error pointer, a status byte and a names flag */
+    block = tb__alloc(&b->ctx, (size_t)n * (sizeof(tb_error *) + 2));
+    if (!block) return TB__OOM(err);
+    memset(block, 0, (size_t)n * (sizeof(tb_error *) + 2));
+    j.errors = (tb_error **)block;
+    j.status = (unsigned char *)(j.errors + n);
+    j.ok_mask = j.status + n;
+    j.cfd = open(cache_abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (j.cfd < 0) {
+        tb__free(&b->ctx, block);
+        return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot open the cache directory");
     }
-    for (i = 0; i < b->kernel_count; i++) {
-        const tb_kernel *k = &b->kernels[i];
-        tb_emit_status s;
-        e.message[0] = 0;
-        s = tb__emit_kernel(b, cfd, cache_abs, k, flags, &e);
-        if (s == TB_EMIT_WRITTEN) rep.written++;
-        else if (s == TB_EMIT_PRESENT) rep.present++;
-        else rep.failed++;
-        if (ok_mask) ok_mask[i] = s != TB_EMIT_FAILED;
-        if (o && o->on_kernel) o->on_kernel(o->user, i, k, s, s == TB_EMIT_FAILED ? &e : NULL);
-        if (s == TB_EMIT_FAILED) {
-            tb__log(&b->ctx, TB_LOG_WARN, "emit: %s", e.message);
-            if (first == tb_ok) {
-                first = e.code;
-                if (err) *err = e;
-            }
-            if (flags & TB_EMIT_STOP_ON_ERROR) break;
-        }
+    pthread_mutex_init(&j.mu, NULL);
+    /* stop-on-error needs the exact order of one writer */
+    nt = (j.flags & TB_EMIT_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16);
+    for (t = 1; t < nt; t++, started++)
+        if (pthread_create(&tids[t], NULL, tb__emit_worker, &j) != 0) break;
+    for (;;) {
+        int more = tb__emit_claim(&j, &i);
+        if (more) tb__emit_one(&j, i);
+        tb__emit_deliver(&j);
+        if (!more) break;
     }
-    close(cfd);
-    if (report) *report = rep;
+    for (t = 1; t < started; t++) pthread_join(tids[t], NULL);
+    tb__emit_deliver(&j);
+    close(j.cfd);
+    pthread_mutex_destroy(&j.mu);
+    for (i = 0; i < n; i++) tb__free(&b->ctx, j.errors[i]);
+    if (j.first != tb_ok && err) *err = j.first_error;
+    if (report) *report = j.rep;
     if (names) {
         tb_error ne;
-        if (tb__make_names(b, ok_mask ? ok_mask : (const unsigned char *)"", names, &ne) != tb_ok && first == tb_ok) {
-            first = ne.code;
+        if (tb__make_names(b, j.ok_mask, names, &ne) != tb_ok && j.first == tb_ok) {
+            j.first = ne.code;
             if (err) *err = ne;
         }
     }
-    tb__free(&b->ctx, ok_mask);
-    return first;
+    tb__free(&b->ctx, block);
+    return j.first;
 }
 
 TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_age, uint32_t *removed, tb_error *err) {

@@ -1083,6 +1083,96 @@ static void test_emit_readonly_dir(void) {
 }
 
 /* Write failure: a file-size limit makes large files fail mid-write. */
+/* The readers and writers in threads: the same bundle, the same cache, the
+   same reports, callbacks in kernel order. */
+static void test_threads_collect_same_bundle(void) {
+    unsigned threads[] = {1, 2, 3, 8};
+    unsigned char *ref = NULL;
+    size_t ref_n = 0, t;
+    char *dir = u_tempdir("thr");
+    char p[700];
+    for (t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        tb_bundle *b;
+        tb_error e;
+        tb_collect_options o;
+        tb_collect_report rep;
+        unsigned char *buf;
+        size_t n;
+        memset(&o, 0, sizeof o);
+        o.recorded_cache_dir = FIXTURE_RECORDED;
+        o.threads = threads[t];
+        CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+        CHECK_OK(tb_collect_cache(b, FIXTURE_CACHE, &o, &rep, &e), &e);
+        CHECK(rep.collected == FIXTURE_KERNELS);
+        buf = u_serialize(b, &n);
+        if (!ref) {
+            ref = buf;
+            ref_n = n;
+        } else {
+            CHECK(buf && n == ref_n && memcmp(buf, ref, n) == 0);
+            free(buf);
+        }
+        tb_bundle_free(b);
+    }
+    free(ref);
+    /* a failing kernel in the middle: the same first error and counts */
+    snprintf(p, sizeof p, "cp -r %s/* %s/ && mkdir %s/MIDDLE && echo '[REPLACE]' > %s/MIDDLE/__grp__x.json", FIXTURE_CACHE,
+             dir, dir, dir);
+    CHECK(system(p) == 0);
+    for (t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        tb_bundle *b;
+        tb_error e;
+        tb_collect_options o;
+        tb_collect_report rep;
+        memset(&o, 0, sizeof o);
+        o.threads = threads[t];
+        CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+        CHECK(tb_collect_cache(b, dir, &o, &rep, &e) == tb_err_sentinel);
+        CHECK(strcmp(e.kernel, "MIDDLE") == 0);
+        CHECK(rep.collected == FIXTURE_KERNELS && rep.failed == 1 && tb_bundle_kernel_count(b) == FIXTURE_KERNELS);
+        tb_bundle_free(b);
+    }
+    u_rmtree(dir);
+    free(dir);
+}
+
+typedef struct { uint32_t calls, next; int in_order; } order_t;
+static void order_cb(void *user, uint32_t index, const tb_kernel *k, tb_emit_status s, const tb_error *e) {
+    order_t *o = (order_t *)user;
+    (void)k;
+    o->calls++;
+    if (index != o->next++) o->in_order = 0;
+    if ((s == TB_EMIT_FAILED) != (e != NULL)) o->in_order = 0;
+}
+
+static void test_threads_emit(void) {
+    tb_bundle *b = u_fixture_bundle(1);
+    unsigned threads[] = {1, 2, 4, 8};
+    size_t t;
+    REQUIRE(b);
+    for (t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        char *dir = u_tempdir("thremit");
+        tb_emit_options eo;
+        tb_emit_report rep;
+        tb_names *nm = NULL;
+        tb_error e;
+        order_t ord = {0, 0, 1};
+        memset(&eo, 0, sizeof eo);
+        eo.threads = threads[t];
+        eo.on_kernel = order_cb;
+        eo.user = &ord;
+        CHECK_OK(tb_emit(b, dir, &eo, &rep, &nm, &e), &e);
+        CHECK(rep.written == FIXTURE_KERNELS && ord.calls == FIXTURE_KERNELS && ord.in_order);
+        CHECK(nm && nm->cached_count == FIXTURE_KERNELS);
+        tb_names_free(nm);
+        CHECK(check_emitted(dir, 0) == 0);
+        CHECK(u_count_entries(dir, "tmp.") == 0);
+        u_rmtree(dir);
+        free(dir);
+    }
+    tb_bundle_free(b);
+}
+
 static void test_emit_write_failure(void) {
     char *dir = u_tempdir("fsize");
     pid_t pid;
@@ -1097,7 +1187,10 @@ static void test_emit_write_failure(void) {
         signal(SIGXFSZ, SIG_IGN);
         rl.rlim_cur = rl.rlim_max = 20000;
         setrlimit(RLIMIT_FSIZE, &rl);
-        r = tb_emit(b, dir, NULL, &rep, NULL, &e);
+        tb_emit_options eo;
+        memset(&eo, 0, sizeof eo);
+        eo.threads = 3; /* failures in writer threads are reported like any */
+        r = tb_emit(b, dir, &eo, &rep, NULL, &e);
         /* kernels with a file over 20000 bytes fail; the rest are written */
         _exit(r == tb_err_io && rep.failed > 0 && rep.written > 0 && e.sys_errno == EFBIG &&
                       strstr(e.message, "writing") != NULL
@@ -1163,7 +1256,10 @@ static void test_concurrent_emit(void) {
                 tb_error e;
                 tb_emit_report rep;
                 if (tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) != tb_ok) _exit(3);
-                if (tb_emit(r, dir, NULL, &rep, NULL, &e) != tb_ok) _exit(4);
+                tb_emit_options eo;
+                memset(&eo, 0, sizeof eo);
+                eo.threads = (unsigned)(1 + i % 3); /* writer threads inside the racing processes too */
+                if (tb_emit(r, dir, &eo, &rep, NULL, &e) != tb_ok) _exit(4);
                 _exit(rep.written + rep.present == FIXTURE_KERNELS && rep.failed == 0 ? 0 : 5);
             }
         }
@@ -1454,6 +1550,8 @@ int main(int argc, char **argv) {
     RUN(test_collect_path_swap);
     RUN(test_emit_hostile_targets);
     RUN(test_emit_readonly_dir);
+    RUN(test_threads_collect_same_bundle);
+    RUN(test_threads_emit);
     RUN(test_emit_write_failure);
     RUN(test_concurrent_emit);
     RUN(test_crash_during_emit);
