@@ -1,0 +1,252 @@
+/* Launch and load benchmark (needs a GPU). In one process, interleaved:
+     - host time per launch of bare cuLaunchKernel with pre-built parameters,
+       tb_launch and tb_launch_raw, on the same kernel and stream: batches of
+       256 launches, a synchronize between batches, the median over batches;
+     - heap allocations per launch, counted by interposing malloc;
+     - time to load kernels from a bundle against bare cuModuleLoadData.
+   usage: bench_launch [WIDE_CACHE_DIR]  (a Triton cache holding tb_wide, a
+   kernel of 40+ arguments, made by bench/make_wide_kernel.py) */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "../tests/util.h"
+
+#include <time.h>
+
+/* ---- heap allocations, counted while `counting` is set ---- */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+static volatile int counting;
+static unsigned long long allocations;
+static void count(void) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+}
+void *malloc(size_t n) { count(); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { count(); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { count(); return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n) { count(); return __libc_memalign(a, n); }
+void *aligned_alloc(size_t a, size_t n) { count(); return __libc_memalign(a, n); }
+int posix_memalign(void **p, size_t a, size_t n) {
+    count();
+    *p = __libc_memalign(a, n);
+    return *p ? 0 : 12;
+}
+void free(void *p) { __libc_free(p); }
+
+typedef unsigned long long devptr;
+static struct {
+    int (*mem_alloc)(devptr *, size_t);
+    int (*stream_create)(void **, unsigned);
+    int (*stream_sync)(void *);
+    int (*module_load)(void **, const void *);
+    int (*module_unload)(void *);
+    int (*get_function)(void **, void *, const char *);
+    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+    int (*retain)(void **, int);
+    int (*set_current)(void *);
+} cu;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+#define BATCH 256
+#define BATCHES 400
+
+/* One kernel: bare, tb_launch and tb_launch_raw, interleaved batch by batch. */
+static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_config *cfg, void *stream) {
+    const tb_artifact *cubin = tb_kernel_find_artifact(tb_bundle_find_kernel(b, cfg->kernel_hash), cfg->binary_name);
+    tb_loaded_kernel *k = NULL;
+    tb_kernel_info info;
+    tb_error e;
+    void *module = NULL, *fn = NULL;
+    uint32_t nargs = (uint32_t)strlen(cfg->arg_types), i;
+    tb_arg *args = (tb_arg *)calloc(nargs + 1, sizeof *args), *slots = (tb_arg *)calloc(nargs + 2, sizeof *slots);
+    void **params = (void **)calloc(nargs + 2, sizeof *params);
+    tb_launch_params lp;
+    double t[3][BATCHES];
+    unsigned long long allocs[3] = {0, 0, 0};
+    devptr buf = 0;
+    int v, bt, j;
+    if (!cubin || tb_load_config(b, cfg, NULL, NULL, &k, &e) != tb_ok) {
+        printf("  %s: cannot load: %s\n", label, e.message);
+        return;
+    }
+    tb_loaded_kernel_info(k, &info);
+    cu.module_load(&module, cubin->data);
+    cu.get_function(&fn, module, cfg->function_name);
+    cu.mem_alloc(&buf, 1 << 20);
+    /* arguments: pointers to one buffer, small odd integers, floats 1.5 */
+    for (i = 0; i < nargs; i++) {
+        char c = cfg->arg_types[i];
+        if (c == 'O') args[i] = tb_arg_u(buf);
+        else if (c == 'f' || c == 'd' || c == 'e' || c == 'y') args[i] = tb_arg_f(1.5);
+        else args[i] = tb_arg_i(i == 3 ? 16 : 3 + 2 * (int)i); /* tb_add's n: 16 */
+        tb_pack_arg(c, args[i], 0, &slots[i], &e);
+        params[i] = &slots[i];
+    }
+    for (; i < info.param_count; i++) params[i] = &slots[nargs]; /* scratch: null */
+    memset(&lp, 0, sizeof lp);
+    lp.grid[0] = lp.grid[1] = lp.grid[2] = 1;
+    lp.stream = stream;
+    lp.args = args;
+    lp.arg_count = nargs;
+    for (bt = 0; bt < 20; bt++) { /* warm-up */
+        for (j = 0; j < BATCH; j++) cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
+        for (j = 0; j < BATCH; j++) tb_launch(k, &lp, NULL);
+        cu.stream_sync(stream);
+    }
+    for (bt = 0; bt < BATCHES; bt++)
+        for (v = 0; v < 3; v++) {
+            int which = (v + bt) % 3; /* rotate the order */
+            double t0;
+            int rc = 0;
+            unsigned long long a0 = allocations;
+            counting = 1;
+            t0 = now();
+            if (which == 0)
+                for (j = 0; j < BATCH; j++)
+                    rc |= cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
+            else if (which == 1)
+                for (j = 0; j < BATCH; j++) rc |= (int)tb_launch(k, &lp, NULL);
+            else
+                for (j = 0; j < BATCH; j++) rc |= (int)tb_launch_raw(k, 1, 1, 1, stream, params, NULL);
+            t[which][bt] = (now() - t0) / BATCH;
+            counting = 0;
+            allocs[which] += allocations - a0;
+            cu.stream_sync(stream);
+            if (rc) {
+                printf("  %s: a launch failed\n", label);
+                return;
+            }
+        }
+    {
+        double bare = median(t[0], BATCHES), ours = median(t[1], BATCHES), raw = median(t[2], BATCHES);
+        double per = (double)BATCH * BATCHES;
+        printf("  %-34s bare %6.2f us | tb_launch %6.2f us %.3fx | tb_launch_raw %6.2f us %.3fx | heap allocations "
+               "per launch: bare %.3f, tb_launch %.3f, raw %.3f\n",
+               label, bare * 1e6, ours * 1e6, ours / bare, raw * 1e6, raw / bare, allocs[0] / per, allocs[1] / per,
+               allocs[2] / per);
+    }
+    tb_unload(k);
+    cu.module_unload(module);
+    free(args);
+    free(slots);
+    free(params);
+}
+
+/* Loading N kernels: tb_load_config against bare cuModuleLoadData. */
+static void bench_load(const tb_bundle *b) {
+    enum { ROUNDS = 40 };
+    uint32_t r, i, n = tb_bundle_launch_record_count(b);
+    double t_bare[ROUNDS], t_ours[ROUNDS];
+    tb_error e;
+    tb_loaded_kernel **ks = (tb_loaded_kernel **)calloc(n, sizeof *ks);
+    void **mods = (void **)calloc(n, sizeof *mods);
+    for (r = 0; r < ROUNDS; r++) {
+        double t0 = now();
+        for (i = 0; i < n; i++) {
+            const tb_launch_config *c = &tb_bundle_launch_record(b, i)->configs[0];
+            cu.module_load(&mods[i], tb_kernel_find_artifact(tb_bundle_find_kernel(b, c->kernel_hash), c->binary_name)->data);
+        }
+        t_bare[r] = now() - t0;
+        t0 = now();
+        for (i = 0; i < n; i++)
+            if (tb_load_config(b, &tb_bundle_launch_record(b, i)->configs[0], NULL, NULL, &ks[i], &e) != tb_ok) {
+                printf("  load: %s\n", e.message);
+                return;
+            }
+        t_ours[r] = now() - t0;
+        for (i = 0; i < n; i++) {
+            cu.module_unload(mods[i]);
+            tb_unload(ks[i]);
+        }
+    }
+    {
+        double bare = median(t_bare, ROUNDS), ours = median(t_ours, ROUNDS);
+        tb_kernel_table *t;
+        double t0 = now(), lazy;
+        tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e);
+        lazy = now() - t0;
+        tb_kernel_table_free(t);
+        printf("  load %u kernels: bare cuModuleLoadData %.1f us each | tb_load_config %.1f us each, %.3fx (goal <= 1.05) "
+               "| lazy table create %.2f us for all\n",
+               n, bare / n * 1e6, ours / n * 1e6, ours / bare, lazy * 1e6);
+    }
+    free(ks);
+    free(mods);
+}
+
+#define SYM(field, name)                                          \
+    do {                                                          \
+        void *s_ = tb_driver_symbol(name);                        \
+        if (!s_) {                                                \
+            printf("bench_launch: the driver has no %s\n", name); \
+            return 1;                                             \
+        }                                                         \
+        memcpy(&cu.field, &s_, sizeof s_);                        \
+    } while (0)
+
+int main(int argc, char **argv) {
+    tb_error e;
+    tb_bundle *b;
+    void *ctx, *stream;
+    uint32_t i;
+    if (tb_driver_load(&e) != tb_ok) {
+        printf("bench_launch: skipped, no GPU: %s\n", e.message);
+        return 0;
+    }
+    SYM(mem_alloc, "cuMemAlloc_v2");
+    SYM(stream_create, "cuStreamCreate");
+    SYM(stream_sync, "cuStreamSynchronize");
+    SYM(module_load, "cuModuleLoadData");
+    SYM(module_unload, "cuModuleUnload");
+    SYM(get_function, "cuModuleGetFunction");
+    SYM(launch, "cuLaunchKernel");
+    SYM(retain, "cuDevicePrimaryCtxRetain");
+    SYM(set_current, "cuCtxSetCurrent");
+    cu.retain(&ctx, 0);
+    cu.set_current(ctx);
+    cu.stream_create(&stream, 1 /* non-blocking */);
+    b = u_fixture_bundle(1);
+    if (!b) return 1;
+    printf("launch overhead: host time per launch, median of %d batches of %d\n", BATCHES, BATCH);
+    for (i = 0; i < tb_bundle_launch_record_count(b); i++)
+        if (!strcmp(tb_bundle_launch_record(b, i)->cache_key, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ"))
+            bench_kernel("tb_add (4 args + 2 scratch)", b, &tb_bundle_launch_record(b, i)->configs[0], stream);
+    if (argc > 1) {
+        tb_bundle *w;
+        tb_collect_options o;
+        memset(&o, 0, sizeof o);
+        tb_bundle_create(NULL, &w, &e);
+        if (tb_collect_cache(w, argv[1], &o, NULL, &e) == tb_ok && tb_bundle_derive_launch_records(w, &e) == tb_ok) {
+            for (i = 0; i < tb_bundle_launch_record_count(w); i++)
+                if (!strcmp(tb_bundle_launch_record(w, i)->kernel_name, "tb_wide")) {
+                    char label[64];
+                    const tb_launch_config *c = &tb_bundle_launch_record(w, i)->configs[0];
+                    snprintf(label, sizeof label, "tb_wide (%u args + 2 scratch)", (unsigned)strlen(c->arg_types));
+                    bench_kernel(label, w, c, stream);
+                }
+        } else {
+            printf("  tb_wide: %s\n", e.message);
+        }
+        tb_bundle_free(w);
+    } else {
+        printf("  tb_wide: no cache given (bench/make_wide_kernel.py makes one with Triton)\n");
+    }
+    bench_load(b);
+    tb_bundle_free(b);
+    return 0;
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, each a ratio against a baseline run in the same
+# process or script. GPU parts run only where a driver is present.
+set -euo pipefail
+B=build
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "== 1. launch overhead and 5. load (GPU)"
+wide=""
+if python3 -c "import torch, triton; assert torch.cuda.is_available()" 2>/dev/null; then
+  wide=$(mktemp -d "${TMPDIR:-/tmp}/tbwide-XXXXXX")
+  python3 bench/make_wide_kernel.py "$wide" || wide=""
+fi
+$B/bench_launch $wide
+echo "== 2. format"
+$B/bench_format 200
+echo "== 3. pack and unpack against tar and cp"
+PYTORCH=1 bench/bench_fs.sh 2000 5
+echo "== 4. growth"
+for n in 100 1000 10000; do bench/bench_fs.sh $n 3 | sed -n '1p;4p'; done
