@@ -28,12 +28,44 @@ static void test_result_strings(void) {
     CHECK(tb_ok == 0);
 }
 
-static void test_xxh64_vectors(void) {
+/* XXH3_64bits values from the xxHash library (xxhsum -H3 prints the same) */
+static void test_xxh3_vectors(void) {
+    static const struct { size_t len; unsigned long long h; } v[] = {
+        {17, 0x208BDE5EE2BED407ULL},   {128, 0xF92B70EAA21A6288ULL},  {129, 0xF8F76713F2BB60FAULL},
+        {240, 0xCCC7375172C41F03ULL},  {241, 0x0B3B630948CE4A00ULL},  {1024, 0x23BC880EBF0D29C6ULL},
+        {1025, 0xC09FDFBC398C7D82ULL}, {2048, 0x19F6F9C987331373ULL}, {4096, 0xA3C19F8174CDE0BBULL},
+        {100000, 0xCCF90DF7E7E37036ULL}};
     static const char *text = "Nobody inspects the spammish repetition";
-    CHECK(tb_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL);
-    CHECK(tb_xxh64("a", 1, 0) == 0xD24EC4F1A98C6E5BULL);
-    CHECK(tb_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ULL);
-    CHECK(tb_xxh64(text, strlen(text), 0) == 0xFBCEA83C8A378BF1ULL);
+    unsigned char *b = (unsigned char *)malloc(100000), *copy = (unsigned char *)malloc(100000);
+    size_t i, bad = 0;
+    CHECK(tb_xxh3_64("", 0) == 0x2D06800538D394C2ULL);
+    CHECK(tb_xxh3_64("a", 1) == 0xE6C632B61E964E1FULL);
+    CHECK(tb_xxh3_64("abc", 3) == 0x78AF5F94892F3950ULL);
+    CHECK(tb_xxh3_64(text, strlen(text)) == 0x6CB00603B5CC47E9ULL);
+    for (i = 0; i < 100000; i++) b[i] = (unsigned char)(i * 31 + 7);
+    for (i = 0; i < sizeof v / sizeof v[0]; i++) CHECK(tb_xxh3_64(b, v[i].len) == v[i].h);
+    /* streaming in uneven pieces, with and without the copy, equals one shot */
+    srand(99);
+    for (i = 0; i < 300; i++) {
+        size_t len = (size_t)rand() % 100000, off = 0;
+        tb__xxh h, hc;
+        tb__xxh_init(&h);
+        tb__xxh_init(&hc);
+        memset(copy, 0, len);
+        while (off < len) {
+            size_t c = (size_t)rand() % (rand() % 4 ? 300 : 9000);
+            if (c > len - off) c = len - off;
+            tb__xxh_update(&h, b + off, c);
+            tb__xxh_update_to(&hc, copy + off, b + off, c);
+            off += c;
+        }
+        if (tb__xxh_digest(&h) != tb_xxh3_64(b, len) || tb__xxh_digest(&hc) != tb_xxh3_64(b, len) ||
+            memcmp(copy, b, len) != 0)
+            bad++;
+    }
+    CHECK(bad == 0);
+    free(b);
+    free(copy);
 }
 
 /* write through a callback in odd-sized pieces must equal the memory writer */
@@ -279,7 +311,7 @@ static unsigned char *small_bundle(size_t *size) {
     return buf;
 }
 
-static void reseal(unsigned char *buf, size_t size) { tb__put64(buf + size - 8, tb_xxh64(buf, size - 8, 0)); }
+static void reseal(unsigned char *buf, size_t size) { tb__put64(buf + size - 8, tb_xxh3_64(buf, size - 8)); }
 
 static void test_truncation_every_offset(void) {
     size_t size, i;
@@ -1521,7 +1553,7 @@ static void test_append_to_read_bundle(void) {
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(test_result_strings);
-    RUN(test_xxh64_vectors);
+    RUN(test_xxh3_vectors);
     RUN(test_builder_and_names);
     RUN(test_bad_names_builder);
     RUN(test_arg_codes);
