@@ -1608,7 +1608,7 @@ typedef struct tb__sink {
     size_t cap;
     tb_write_fn fn;             /* callback mode, through a staging buffer */
     void *user;
-    unsigned char stage[16384];
+    unsigned char stage[262144];
     size_t staged;
     size_t pos;
     tb__xxh h;
@@ -1630,19 +1630,26 @@ static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
         k->pos += n;
         return;
     }
-    tb__xxh_update(&k->h, p, n);
     k->pos += n;
     if (k->staged + n <= sizeof k->stage) {
-        memcpy(k->stage + k->staged, p, n);
+        tb__xxh_update_to(&k->h, k->stage + k->staged, p, n);
         k->staged += n;
         return;
     }
     tb__sink_flush(k);
-    if (n >= sizeof k->stage) {
-        if (!k->failed && k->fn(k->user, p, n) != 0) k->failed = 1;
-    } else {
-        memcpy(k->stage, p, n);
+    if (n < sizeof k->stage) {
+        tb__xxh_update_to(&k->h, k->stage, p, n);
         k->staged = n;
+        return;
+    }
+    /* a large blob goes out straight from the caller's memory, a slice at a
+       time, each slice hashed just before it is written (still in cache) */
+    while (n && !k->failed) {
+        size_t c = n < sizeof k->stage ? n : sizeof k->stage;
+        tb__xxh_update(&k->h, p, c);
+        if (k->fn(k->user, p, c) != 0) k->failed = 1;
+        p += c;
+        n -= c;
     }
 }
 

@@ -1,8 +1,8 @@
 /* tbundle: pack a Triton cache into a bundle file, list, verify and unpack it.
 
-     tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]
+     tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]
      tbundle list FILE
-     tbundle unpack [--fsync] FILE CACHE_DIR
+     tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR
      tbundle verify FILE
      tbundle clean [--age SECONDS] CACHE_DIR
 
@@ -20,20 +20,24 @@
 static const char *prog = "tbundle";
 
 static const char *usage_pack =
-    "usage: tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]\n"
+    "usage: tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
     "  Packs every kernel directory of CACHE_DIR (one holding __grp__*.json), or the\n"
     "  named ones, into FILE (default: triton_kernels.tbundle). Absolute paths of the\n"
     "  cache inside .json files become the sentinel [REPLACE].\n"
     "  --as DIR      the cache path the .json files name, if the cache was moved\n"
     "                since Triton wrote it (default: CACHE_DIR's absolute path)\n"
     "  --no-records  do not derive static launch records from NAME.json/NAME.source\n"
-    "  --fsync       flush the file to disk before renaming it into place\n";
+    "  --fsync       flush the file to disk before renaming it into place\n"
+    "  --threads N   reader threads (default: one per CPU, at most 8)\n"
+    "  -v            print the time each step took on stderr\n";
 static const char *usage_list = "usage: tbundle list FILE\n  Prints the kernels (hash, device, files, bytes) and launch records.\n";
 static const char *usage_unpack =
-    "usage: tbundle unpack [--fsync] FILE CACHE_DIR\n"
+    "usage: tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
     "  Writes each kernel to CACHE_DIR/HASH through a temporary directory and one\n"
     "  rename; kernels already there are left alone. Prints emitted/present/failed.\n"
-    "  --fsync  flush files and directories to disk before and after each rename\n";
+    "  --fsync       flush files and directories to disk before and after each rename\n"
+    "  --threads N   writer threads (default: one per CPU, at most 8)\n"
+    "  -v            print the time each step took on stderr\n";
 static const char *usage_verify = "usage: tbundle verify FILE\n  Checks the structure, names and checksum of FILE.\n";
 static const char *usage_clean =
     "usage: tbundle clean [--age SECONDS] CACHE_DIR\n"
@@ -76,6 +80,23 @@ static void emit_progress(void *user, uint32_t index, const tb_kernel *k, tb_emi
     show_progress(&ep->p, index + 1, ep->total, "unpacking");
 }
 
+static int verbose;
+static double step_start;
+static void step(const char *what) {
+    double t = now();
+    if (verbose && what) fprintf(stderr, "%s: %s %.1f ms\n", prog, what, (t - step_start) * 1e3);
+    step_start = t;
+}
+
+/* --threads N: 1 to 64 */
+static int parse_threads(const char *s, unsigned *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 1 || v > 64) return 0;
+    *out = (unsigned)v;
+    return 1;
+}
+
 static int cmd_pack(int argc, char **argv) {
     const char *out = "triton_kernels.tbundle", *cache = NULL;
     tb_collect_options co;
@@ -93,12 +114,15 @@ static int cmd_pack(int argc, char **argv) {
         else if (!strcmp(argv[i], "--as") && i + 1 < argc) co.recorded_cache_dir = argv[++i];
         else if (!strcmp(argv[i], "--no-records")) records = 0;
         else if (!strcmp(argv[i], "--fsync")) fsync_flag = TB_WRITE_FSYNC;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!parse_threads(argv[++i], &co.threads)) return usage(usage_pack, 2);
+        } else if (!strcmp(argv[i], "-v")) verbose = 1;
         else if (argv[i][0] == '-') return usage(usage_pack, 2);
         else if (!cache) cache = argv[i], first_hash = i + 1;
         else break;
     }
     if (!cache) return usage(usage_pack, 2);
-    pg.start = now();
+    pg.start = step_start = now();
     pg.last = 0;
     co.progress = collect_progress;
     co.user = &pg;
@@ -118,14 +142,17 @@ static int cmd_pack(int argc, char **argv) {
         failed = rep.failed;
         if (failed) fprintf(stderr, "%s: %u kernel(s) could not be packed; first: %s\n", prog, failed, e.message);
     }
+    step("collect");
     if (records && tb_bundle_derive_launch_records(b, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
     }
+    step("derive launch records");
     if (tb_bundle_write_file(b, out, fsync_flag, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
     }
+    step("write");
     printf("packed %u kernels, %u launch records into %s\n", tb_bundle_kernel_count(b),
            tb_bundle_launch_record_count(b), out);
     tb_bundle_free(b);
@@ -206,17 +233,23 @@ static int cmd_unpack(int argc, char **argv) {
     for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_unpack, 0);
         if (!strcmp(argv[i], "--fsync")) eo.flags |= TB_EMIT_FSYNC;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!parse_threads(argv[++i], &eo.threads)) return usage(usage_unpack, 2);
+        } else if (!strcmp(argv[i], "-v")) verbose = 1;
         else if (argv[i][0] == '-' || n == 2) return usage(usage_unpack, 2);
         else pos[n++] = argv[i];
     }
     if (n != 2) return usage(usage_unpack, 2);
+    step_start = now();
     if (open_bundle(pos[0], &b)) return 1;
+    step("read");
     ep.p.start = now();
     ep.p.last = 0;
     ep.total = tb_bundle_kernel_count(b);
     eo.on_kernel = emit_progress;
     eo.user = &ep;
     r = tb_emit(b, pos[1], &eo, &rep, NULL, &e);
+    step("emit");
     printf("emitted %u, present %u, failed %u\n", rep.written, rep.present, rep.failed);
     tb_bundle_free(b);
     if (r != tb_ok && rep.failed == 0) return fail(&e); /* the cache directory itself */
@@ -250,9 +283,9 @@ static int cmd_clean(int argc, char **argv) {
 int main(int argc, char **argv) {
     static const char *top =
         "usage: tbundle COMMAND [ARGS]\n"
-        "  pack [-o FILE] [--as DIR] [--no-records] [--fsync] CACHE_DIR [HASH...]\n"
+        "  pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
         "  list FILE\n"
-        "  unpack [--fsync] FILE CACHE_DIR\n"
+        "  unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
         "  verify FILE\n"
         "  clean [--age SECONDS] CACHE_DIR\n"
         "'tbundle COMMAND --help' explains each.\n";
