@@ -276,6 +276,34 @@ static void test_fixture_roundtrip(void) {
     free(dir);
 }
 
+/* Deriving twice adds nothing; a kernel that has a record (of several
+   configs) keeps it. */
+static void test_derive_idempotent(void) {
+    tb_bundle *b = u_fixture_bundle(0);
+    tb_error e;
+    tb_launch_config cfg[2];
+    tb_launch_record rec;
+    REQUIRE(b);
+    memset(cfg, 0, sizeof cfg);
+    cfg[0].kernel_hash = cfg[1].kernel_hash = "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ";
+    cfg[0].function_name = cfg[1].function_name = "tb_add";
+    cfg[0].binary_name = cfg[1].binary_name = "tb_add.cubin";
+    cfg[0].arg_types = cfg[1].arg_types = "OOOi";
+    cfg[0].num_warps = 4, cfg[1].num_warps = 8;
+    cfg[0].num_ctas = cfg[1].num_ctas = 1;
+    rec.cache_key = "my-autotuner";
+    rec.kernel_name = "tb_add";
+    rec.config_count = 2;
+    rec.configs = cfg;
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+    CHECK(tb_bundle_launch_record_count(b) == FIXTURE_KERNELS); /* 7 derived + the one given */
+    CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+    CHECK(tb_bundle_launch_record_count(b) == FIXTURE_KERNELS);
+    CHECK(strcmp(tb_bundle_launch_record(b, 0)->cache_key, "my-autotuner") == 0);
+    tb_bundle_free(b);
+}
+
 static void test_names_fixture(void) {
     tb_bundle *b = u_fixture_bundle(1);
     tb_names *nm = NULL;
@@ -1559,6 +1587,7 @@ int main(int argc, char **argv) {
     RUN(test_arg_codes);
     RUN(test_fixture_roundtrip);
     RUN(test_names_fixture);
+    RUN(test_derive_idempotent);
     RUN(test_truncation_every_offset);
     RUN(test_every_bit_flip);
     RUN(test_bit_flips_unchecked_structure);
