@@ -618,9 +618,13 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
+/* more reads in flight than the hardware prefetcher keeps on some server
+   cores, where one core's read bandwidth limits the checksum */
+#define TB__PREFETCH(p) __builtin_prefetch((const void *)(p))
 #define TB__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TB__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
+#define TB__PREFETCH(p) ((void)0)
 #define TB__UNLIKELY(x) (x)
 #define TB__PRINTF(a, b)
 #endif
@@ -1451,6 +1455,7 @@ static void tb__xxh3_accumulate(uint64_t *acc, unsigned char *dst, const unsigne
         if (dst) _mm_storeu_si128((__m128i *)(void *)(dst + (off)), d);                               \
     } while (0)
     for (n = 0; n < nb; n++, in += TB__STRIPE, sec += 8, dst = dst ? dst + TB__STRIPE : dst) {
+        TB__PREFETCH(in + 384);
         TB__ACC_LANE(a0, 0);
         TB__ACC_LANE(a1, 16);
         TB__ACC_LANE(a2, 32);
@@ -1464,6 +1469,7 @@ static void tb__xxh3_accumulate(uint64_t *acc, unsigned char *dst, const unsigne
 #else
     size_t n, i;
     for (n = 0; n < nb; n++, in += TB__STRIPE, sec += 8) {
+        TB__PREFETCH(in + 384);
         for (i = 0; i < 8; i++) {
             uint64_t d = tb__le64(in + 8 * i), dk = d ^ tb__le64(sec + 8 * i);
             acc[i ^ 1] += d;
