@@ -411,10 +411,9 @@ typedef struct tb_emit_options {
     void (*on_kernel)(void *user, uint32_t index, const tb_kernel *kernel, tb_emit_status status,
                       const tb_error *error);
     void *user;
-    /* writer threads; 0 or 1: the calling thread alone. More writers
-       measured 1.9x faster on tmpfs and a local ext4 disk, and 3-5x slower
-       on a virtual machine's disk where directory operations in one parent
-       serialize: measure yours. TB_EMIT_STOP_ON_ERROR always writes alone. */
+    /* writer threads; 0: one per online CPU, at most 4 (writers share one
+       parent directory, so more contend), none for small bundles; 1: the
+       calling thread alone. TB_EMIT_STOP_ON_ERROR always writes alone. */
     unsigned threads;
 } tb_emit_options;
 
@@ -596,6 +595,7 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1611,6 +1611,9 @@ static size_t tb__pad8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 static size_t tb__str_size(const char *s) { return tb__pad8(4 + strlen(s) + 1); }
 
 /* ---- writer ---- */
+/* Where serialized bytes go: a memory buffer, a callback (through a
+   staging buffer), or nowhere (hash only). hash 0: the checksum is computed
+   elsewhere (by a hash-only sink in another thread). */
 typedef struct tb__sink {
     unsigned char *mem;         /* memory mode */
     size_t cap;
@@ -1620,6 +1623,7 @@ typedef struct tb__sink {
     size_t staged;
     size_t pos;
     tb__xxh h;
+    int hash;
     int failed;
 } tb__sink;
 
@@ -1633,6 +1637,11 @@ static void tb__sink_flush(tb__sink *k) {
 static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
     if (k->failed || n == 0) return;
+    if (!k->mem && !k->fn) { /* hash only */
+        tb__xxh_update(&k->h, p, n);
+        k->pos += n;
+        return;
+    }
     if (k->mem) {
         tb__xxh_update_to(&k->h, k->mem + k->pos, p, n);
         k->pos += n;
@@ -1640,13 +1649,15 @@ static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
     }
     k->pos += n;
     if (k->staged + n <= sizeof k->stage) {
-        tb__xxh_update_to(&k->h, k->stage + k->staged, p, n);
+        if (k->hash) tb__xxh_update_to(&k->h, k->stage + k->staged, p, n);
+        else memcpy(k->stage + k->staged, p, n);
         k->staged += n;
         return;
     }
     tb__sink_flush(k);
     if (n < sizeof k->stage) {
-        tb__xxh_update_to(&k->h, k->stage, p, n);
+        if (k->hash) tb__xxh_update_to(&k->h, k->stage, p, n);
+        else memcpy(k->stage, p, n);
         k->staged = n;
         return;
     }
@@ -1654,7 +1665,7 @@ static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
        time, each slice hashed just before it is written (still in cache) */
     while (n && !k->failed) {
         size_t c = n < sizeof k->stage ? n : sizeof k->stage;
-        tb__xxh_update(&k->h, p, c);
+        if (k->hash) tb__xxh_update(&k->h, p, c);
         if (k->fn(k->user, p, c) != 0) k->failed = 1;
         p += c;
         n -= c;
@@ -1738,7 +1749,8 @@ static uint32_t tb__count_configs(const tb_bundle *b, uint32_t *params) {
     return n;
 }
 
-static void tb__write_all(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
+/* Everything before the trailer. */
+static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
     unsigned char hdr[TB__HEADER_SIZE];
     uint32_t i, j, artifacts = 0, params, configs;
     memset(hdr, 0, sizeof hdr);
@@ -1811,13 +1823,21 @@ static void tb__write_all(const tb_bundle *b, tb__sink *k, size_t klen, size_t r
         }
     }
     TB_ASSERT(k->failed || k->pos == total - TB__TRAILER_SIZE);
-    {
-        unsigned char t[8];
-        tb__put64(t, tb__xxh_digest(&k->h));
-        if (k->mem) memcpy(k->mem + k->pos, t, 8), k->pos += 8;
-        else tb__sink_put(k, t, 8);
-    }
-    tb__sink_flush(k);
+}
+
+static tb__sink *tb__sink_new(const tb_bundle *b, unsigned char *mem, tb_write_fn fn, void *user, int hash) {
+    tb__sink *k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
+    if (!k) return NULL;
+    memset(k, 0, offsetof(tb__sink, stage));
+    k->staged = 0;
+    k->pos = 0;
+    k->failed = 0;
+    k->mem = mem;
+    k->fn = fn;
+    k->user = user;
+    k->hash = hash;
+    tb__xxh_init(&k->h);
+    return k;
 }
 
 TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t cap, size_t *out_size,
@@ -1831,39 +1851,61 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     if (!buffer) return tb_ok;
     if (cap < total)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
-    k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
-    if (!k) return TB__OOM(err);
-    memset(k, 0, offsetof(tb__sink, stage));
-    k->staged = 0;
-    k->pos = 0;
-    k->failed = 0;
-    k->mem = (unsigned char *)buffer;
-    k->cap = cap;
-    tb__xxh_init(&k->h);
-    tb__write_all(b, k, klen, rlen, total);
+    if (!(k = tb__sink_new(b, (unsigned char *)buffer, NULL, NULL, 1))) return TB__OOM(err);
+    tb__write_body(b, k, klen, rlen, total);
+    tb__put64(k->mem + k->pos, tb__xxh_digest(&k->h));
     tb__free(&b->ctx, k);
     return tb_ok;
 }
 
+/* The checksum of a large bundle is computed by a second thread over the
+   same bundle memory while the calling thread writes, so writing costs
+   max(write, hash) rather than their sum. The callback stays on the
+   calling thread. */
+#define TB__PARALLEL_HASH_MIN ((size_t)32 << 20)
+
+typedef struct tb__hash_job {
+    const tb_bundle *b;
+    tb__sink *k;
+    size_t klen, rlen, total;
+} tb__hash_job;
+
+static void *tb__hash_body(void *arg) {
+    tb__hash_job *j = (tb__hash_job *)arg;
+    tb__write_body(j->b, j->k, j->klen, j->rlen, j->total);
+    return NULL;
+}
+
 TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, void *user, tb_error *err) {
     size_t klen, rlen, total;
-    tb__sink *k;
+    tb__sink *k, *hk = NULL;
+    tb__hash_job job;
+    pthread_t tid;
+    unsigned char trailer[8];
     int failed;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
-    k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
-    if (!k) return TB__OOM(err);
-    memset(k, 0, offsetof(tb__sink, stage));
-    k->staged = 0;
-    k->pos = 0;
-    k->failed = 0;
-    k->fn = fn;
-    k->user = user;
-    tb__xxh_init(&k->h);
-    tb__write_all(b, k, klen, rlen, total);
+    if (total >= TB__PARALLEL_HASH_MIN && (hk = tb__sink_new(b, NULL, NULL, NULL, 1)) != NULL) {
+        job.b = b, job.k = hk, job.klen = klen, job.rlen = rlen, job.total = total;
+        if (pthread_create(&tid, NULL, tb__hash_body, &job) != 0) {
+            tb__free(&b->ctx, hk);
+            hk = NULL;
+        }
+    }
+    if (!(k = tb__sink_new(b, NULL, fn, user, hk == NULL))) {
+        if (hk) pthread_join(tid, NULL), tb__free(&b->ctx, hk);
+        return TB__OOM(err);
+    }
+    tb__write_body(b, k, klen, rlen, total);
+    if (hk) pthread_join(tid, NULL);
+    tb__put64(trailer, tb__xxh_digest(hk ? &hk->h : &k->h));
+    k->hash = 0;
+    tb__sink_put(k, trailer, 8);
+    tb__sink_flush(k);
     failed = k->failed;
     tb__free(&b->ctx, k);
+    tb__free(&b->ctx, hk);
     if (failed) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
     return tb_ok;
 }
@@ -2206,7 +2248,6 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 /* ---------------------------------------------------------------------- */
 #include <dirent.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -2754,11 +2795,13 @@ static void *tb__collect_range(void *arg) {
 
 #define TB__MAX_THREADS 8
 
-/* asked 0: one thread per online CPU, fewer for small jobs (per_thread
-   items each at least); never more threads than items or TB__MAX_THREADS. */
-static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread) {
+/* asked 0: one thread per online CPU up to auto_cap, fewer for small jobs
+   (per_thread items each at least); never more threads than items or
+   TB__MAX_THREADS. */
+static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    if (!asked && n > auto_cap) n = auto_cap;
     if (!asked && n > items / per_thread) n = items / per_thread;
     if (n > items) n = items;
     if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
@@ -2781,7 +2824,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     if ((r = tb__list_open(&b->ctx, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
     /* readers split the listing into contiguous ranges and merge in order,
        so the bundle does not depend on the thread count */
-    nt = (o && o->stop_on_error) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64);
+    nt = (o && o->stop_on_error) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64, TB__MAX_THREADS);
     memset(&po, 0, sizeof po);
     po.allocator = b->ctx.a;
     po.log = b->ctx.log;
@@ -3089,7 +3132,7 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     }
     pthread_mutex_init(&j.mu, NULL);
     /* stop-on-error needs the exact order of one writer */
-    nt = (j.flags & TB_EMIT_STOP_ON_ERROR) || !o || o->threads <= 1 ? 1u : tb__thread_count(o->threads, n, 1);
+    nt = (j.flags & TB_EMIT_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16, 4);
     for (t = 1; t < nt; t++, started++)
         if (pthread_create(&tids[t], NULL, tb__emit_worker, &j) != 0) break;
     for (;;) {

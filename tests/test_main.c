@@ -1196,6 +1196,39 @@ static void test_threads_collect_same_bundle(void) {
     free(dir);
 }
 
+/* Bundles of 32 MiB and more are hashed by a second thread while the first
+   writes: the bytes must be those of the one-thread memory writer. */
+static void test_threads_parallel_checksum(void) {
+    size_t n = (size_t)40 << 20, size, i;
+    unsigned char *blob = (unsigned char *)malloc(n), *mem, *cb;
+    tb_bundle *b;
+    tb_error e;
+    uint32_t k;
+    sink_t s;
+    REQUIRE(blob);
+    for (i = 0; i < n; i++) blob[i] = (unsigned char)(i * 2654435761u >> 13);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "BIG", 0, &k, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "a.cubin", blob, n - 12345, TB_REFERENCE, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "b.bin", blob + 7, 12345, TB_REFERENCE, &e), &e);
+    mem = u_serialize(b, &size);
+    REQUIRE(mem);
+    memset(&s, 0, sizeof s);
+    s.buf = cb = (unsigned char *)malloc(size);
+    s.cap = size;
+    CHECK_OK(tb_bundle_write_callback(b, sink_cb, &s, &e), &e);
+    CHECK(s.n == size && memcmp(cb, mem, size) == 0);
+    {
+        tb_bundle *r = NULL;
+        CHECK_OK(tb_bundle_read_memory(cb, size, NULL, 0, &r, &e), &e);
+        tb_bundle_free(r);
+    }
+    free(mem);
+    free(cb);
+    free(blob);
+    tb_bundle_free(b);
+}
+
 typedef struct { uint32_t calls, next; int in_order; } order_t;
 static void order_cb(void *user, uint32_t index, const tb_kernel *k, tb_emit_status s, const tb_error *e) {
     order_t *o = (order_t *)user;
@@ -1613,6 +1646,7 @@ int main(int argc, char **argv) {
     RUN(test_emit_readonly_dir);
     RUN(test_threads_collect_same_bundle);
     RUN(test_threads_emit);
+    RUN(test_threads_parallel_checksum);
     RUN(test_emit_write_failure);
     RUN(test_concurrent_emit);
     RUN(test_crash_during_emit);
