@@ -92,14 +92,14 @@ fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc
 torture: $(B)/test_main
 	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_main emit"
 
-$(B)/bench_format: bench/bench_format.c $(HDR) tests/util.h | $(B)
+$(B)/bench_format: bench/bench_format.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)
 
-$(B)/mkcache: bench/mkcache.c $(HDR) tests/util.h | $(B)
+$(B)/mkcache: bench/mkcache.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)
 
 # -rdynamic: the counting malloc must also serve the driver loaded at run time
-$(B)/bench_launch: bench/bench_launch.c $(HDR) tests/util.h | $(B)
+$(B)/bench_launch: bench/bench_launch.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -rdynamic -o $@ $< $(LIBS)
 
 bench: $(B)/tbundle $(B)/bench_format $(B)/mkcache $(B)/bench_launch

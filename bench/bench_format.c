@@ -5,23 +5,7 @@
 #include "../triton_bundle.h"
 #include "../tests/util.h"
 
-#include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
+#include "bench_util.h"
 
 #define RUNS 7
 
@@ -31,7 +15,7 @@ int main(int argc, char **argv) {
     tb_error e;
     size_t size = 0, fixture_bytes = 0;
     unsigned char *src, *dst;
-    uint32_t copies, c, i, j, k;
+    uint32_t copies, i, j;
     double t_memcpy[RUNS], t_write[RUNS], t_read[RUNS], t_view[RUNS], t_hash[RUNS];
     int run;
     if (!fix) return 1;
@@ -39,18 +23,8 @@ int main(int argc, char **argv) {
         for (j = 0; j < tb_bundle_kernel(fix, i)->artifact_count; j++)
             fixture_bytes += (size_t)tb_bundle_kernel(fix, i)->artifacts[j].size;
     copies = (uint32_t)(target_mb * 1e6 / (double)fixture_bytes) + 1;
-    /* the fixture's kernels, copied under new hashes until the bundle is ~200 MB */
-    tb_bundle_create(NULL, &big, &e);
-    for (c = 0; c < copies; c++)
-        for (i = 0; i < tb_bundle_kernel_count(fix); i++) {
-            const tb_kernel *kn = tb_bundle_kernel(fix, i);
-            char hash[80];
-            snprintf(hash, sizeof hash, "%.40s%06u", kn->hash, c);
-            tb_bundle_add_kernel(big, hash, 0, &k, &e);
-            for (j = 0; j < kn->artifact_count; j++)
-                tb_bundle_add_artifact(big, k, kn->artifacts[j].name, kn->artifacts[j].data, kn->artifacts[j].size,
-                                       TB_REFERENCE, &e);
-        }
+    big = replicated_bundle(fix, copies * tb_bundle_kernel_count(fix));
+    if (!big) return 1;
     tb_bundle_write_memory(big, NULL, 0, &size, &e);
     src = (unsigned char *)malloc(size);
     dst = (unsigned char *)malloc(size);

@@ -9,8 +9,7 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "../tests/util.h"
-
-#include <time.h>
+#include "bench_util.h"
 
 /* ---- heap allocations, counted while `counting` is set ---- */
 extern void *__libc_malloc(size_t);
@@ -47,20 +46,6 @@ static struct {
     int (*retain)(void **, int);
     int (*set_current)(void *);
 } cu;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 #define BATCH 256
 #define BATCHES 400

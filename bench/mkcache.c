@@ -4,27 +4,19 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "../tests/util.h"
+#include "bench_util.h"
 
 int main(int argc, char **argv) {
     tb_bundle *fix, *big;
     tb_error e;
     tb_emit_report rep;
-    uint32_t n, c, i, j, k;
+    uint32_t n, c, i;
     if (argc != 3 || (n = (uint32_t)atoi(argv[2])) == 0) {
         fprintf(stderr, "usage: mkcache CACHE_DIR N\n");
         return 2;
     }
     fix = u_fixture_bundle(0);
-    if (!fix || tb_bundle_create(NULL, &big, &e) != tb_ok) return 1;
-    for (c = 0; c < n; c++) {
-        const tb_kernel *kn = tb_bundle_kernel(fix, c % tb_bundle_kernel_count(fix));
-        char hash[64];
-        snprintf(hash, sizeof hash, "%.44s%08u", kn->hash, c);
-        tb_bundle_add_kernel(big, hash, 0, &k, &e);
-        for (j = 0; j < kn->artifact_count; j++)
-            tb_bundle_add_artifact(big, k, kn->artifacts[j].name, kn->artifacts[j].data, kn->artifacts[j].size,
-                                   TB_REFERENCE, &e);
-    }
+    if (!fix || !(big = replicated_bundle(fix, n))) return 1;
     if (tb_emit(big, argv[1], NULL, &rep, NULL, &e) != tb_ok) {
         fprintf(stderr, "mkcache: %s\n", e.message);
         return 1;
