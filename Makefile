@@ -44,6 +44,7 @@ check-compile: | $(B)
 	@printf '#define TB_STATIC\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n#include "triton_bundle.h"\nint tb_use(void){return tb_version()[0];}\n' > $(B)/impl_static.c
 	@printf '#define TB_MALLOC(u,n) malloc(n)\n#define TB_REALLOC(u,p,n) realloc(p,n)\n#define TB_FREE(u,p) free(p)\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl_alloc.c
 	@printf '#include "triton_bundle.h"\nint main(void){return tb_version()[0] == 0;}\n' > $(B)/user.c
+	@printf '#define TB_NO_LAUNCHER\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl_nolauncher.c
 	@cp $(B)/impl.c $(B)/impl.cc
 	@for cc in gcc clang; do command -v $$cc >/dev/null || continue; \
 	  for f in impl impl_static impl_alloc user; do \

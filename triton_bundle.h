@@ -1,6 +1,6 @@
 /* triton_bundle.h - v1.0.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
-   Public domain / MIT-0, see the end of the file.
+   MIT No Attribution licence (MIT-0), at the end of the file.
 
    WHAT IT IS
    One C99 header (also valid C++11) that does four things:
@@ -19,7 +19,9 @@
    In exactly one C or C++ file:
        #define TRITON_BUNDLE_IMPLEMENTATION
        #include "triton_bundle.h"
-   everywhere else just #include "triton_bundle.h". Link with -ldl -lpthread.
+   everywhere else just #include "triton_bundle.h". In the implementation
+   file include it before any system header (it asks for POSIX 2008), or
+   compile that file with -D_POSIX_C_SOURCE=200809L. Link with -ldl -lpthread.
    No CUDA headers or toolkit are needed to build; libcuda.so.1 is opened on
    the first launcher call.
 
@@ -70,6 +72,9 @@
    THREADS
    A bundle is safe to read from many threads; building one is not.
    tb_bundler_put, tb_launch and tb_kernel_table_get are thread-safe.
+   tb_collect_cache and tb_emit use worker threads of their own (options
+   .threads; the result does not depend on their number), and writing a
+   bundle of 32 MiB or more computes its checksum in a second thread.
    The filesystem section needs POSIX (openat family, mmap).
 */
 #if defined(TRITON_BUNDLE_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
@@ -561,7 +566,8 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params
 TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *kernel, uint32_t grid_x, uint32_t grid_y,
                               uint32_t grid_z, void *stream, void **params, tb_error *err);
 
-/* Every static launch record of a bundle, for runtimes. */
+/* Every static launch record of a bundle, for runtimes. The bundle must
+   outlive the table (lazy loads read from it). */
 #define TB_TABLE_LAZY 1u   /* load each config on first get */
 typedef struct tb_kernel_table tb_kernel_table;
 TBDEF tb_result tb_kernel_table_create(const tb_bundle *bundle, const tb_options *options,
@@ -4198,7 +4204,8 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
     if (!k) return TB__OOM(err);
-    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx));
+    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx)); /* the arrays are filled below */
+    memset(&k->info, 0, sizeof k->info);
     k->ctx = c;
     tb__copy_field(k->name, sizeof k->name, cfg->function_name);
     n = (uint32_t)strlen(cfg->arg_types);
