@@ -1142,6 +1142,58 @@ static void test_emit_readonly_dir(void) {
     free(dir);
 }
 
+/* A real full disk and a real read-only filesystem: a 160 KiB tmpfs, then
+   the same remounted read-only. Needs mount privileges; skipped without. */
+static void test_emit_full_disk_and_readonly_fs(void) {
+    char *dir = u_tempdir("fs");
+    char cmd[800];
+    tb_bundle *b = u_fixture_bundle(0);
+    tb_emit_report rep;
+    tb_error e;
+    tb_result r;
+    REQUIRE(b);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=160k tbtest %s 2>/dev/null", dir);
+    if (geteuid() != 0 || system(cmd) != 0) {
+        tb_bundle_free(b);
+        u_rmtree(dir);
+        free(dir);
+        SKIP("cannot mount a small tmpfs here (needs root and mount rights)");
+    }
+    r = tb_emit(b, dir, NULL, &rep, NULL, &e);
+    CHECK(r == tb_err_io && rep.failed > 0 && rep.written > 0);
+    CHECK(e.sys_errno == ENOSPC);
+    CHECK(u_count_entries(dir, "tmp.") == 0);
+    {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            char p[1400];
+            const tb_kernel *k = tb_bundle_find_kernel(b, de->d_name);
+            if (de->d_name[0] == '.') continue;
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            CHECK(k && u_count_entries(p, NULL) == (int)k->artifact_count); /* complete, or absent */
+        }
+        if (d) closedir(d);
+    }
+    snprintf(cmd, sizeof cmd, "mount -o remount,ro %s", dir);
+    CHECK(system(cmd) == 0);
+    {
+        int before = u_count_entries(dir, NULL);
+        tb_emit_options eo;
+        memset(&eo, 0, sizeof eo);
+        eo.threads = 1;
+        r = tb_emit(b, dir, &eo, &rep, NULL, &e);
+        CHECK(r == tb_err_io && e.sys_errno == EROFS && rep.failed > 0);
+        CHECK(rep.written == 0 && strstr(e.message, "temporary directory") != NULL);
+        CHECK(u_count_entries(dir, NULL) == before);
+    }
+    snprintf(cmd, sizeof cmd, "umount %s", dir);
+    CHECK(system(cmd) == 0);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
 /* Write failure: a file-size limit makes large files fail mid-write. */
 /* The readers and writers in threads: the same bundle, the same cache, the
    same reports, callbacks in kernel order. */
@@ -1648,6 +1700,7 @@ int main(int argc, char **argv) {
     RUN(test_threads_emit);
     RUN(test_threads_parallel_checksum);
     RUN(test_emit_write_failure);
+    RUN(test_emit_full_disk_and_readonly_fs);
     RUN(test_concurrent_emit);
     RUN(test_crash_during_emit);
     RUN(test_stale_temporaries);
