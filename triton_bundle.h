@@ -1995,7 +1995,7 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
     uint32_t nk, na, i, j, used = 0;
     tb_result r;
     if ((r = tb__rd_count(c, &nk, TB_MAX_KERNELS, 16, "kernel count")) != tb_ok) return r;
-    if ((r = tb__rd_count(c, &na, 0xffffffffu, 24, "artifact total")) != tb_ok) return r;
+    if ((r = tb__rd_count(c, &na, 0xffffffffu, 16, "artifact total")) != tb_ok) return r;
     if (nk) {
         b->kernels = (tb_kernel *)tb__alloc(&b->ctx, (size_t)nk * sizeof(tb_kernel));
         b->slots = (tb__kernel_slot *)tb__alloc(&b->ctx, (size_t)nk * sizeof(tb__kernel_slot));
@@ -2014,7 +2014,7 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
         if ((r = tb__rd_name(c, &k->hash, "kernel hash")) != tb_ok) return r;
         c->kernel = k->hash;
         if ((r = tb__rd_u32(c, &dev, "kernel device")) != tb_ok) return r;
-        if ((r = tb__rd_count(c, &cnt, TB_MAX_ARTIFACTS_PER_KERNEL, 24, "artifact count")) != tb_ok) return r;
+        if ((r = tb__rd_count(c, &cnt, TB_MAX_ARTIFACTS_PER_KERNEL, 16, "artifact count")) != tb_ok) return r;
         if (cnt > na - used)
             return tb__fail(c->err, tb_err_malformed, k->hash, NULL, (long long)(c->pos - 4), 0,
                             "kernels hold more artifacts than the section's total %u", na);

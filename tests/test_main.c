@@ -148,6 +148,37 @@ static void test_builder_and_names(void) {
     tb_bundle_free(b);
 }
 
+/* The smallest things the format holds: empty files with one-letter names,
+   a kernel with no files, a bundle with no kernels: all read back. */
+static void test_smallest_items_roundtrip(void) {
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    uint32_t k, i;
+    unsigned char *buf;
+    size_t n;
+    char name[2] = {0, 0};
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    buf = u_serialize(b, &n);
+    CHECK(buf && tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_ok && tb_bundle_kernel_count(r) == 0);
+    tb_bundle_free(r);
+    free(buf);
+    CHECK_OK(tb_bundle_add_kernel(b, "A", 0, &k, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "B", 0, &k, &e), &e);
+    for (i = 0; i < 26; i++) {
+        name[0] = (char)('a' + i);
+        CHECK_OK(tb_bundle_add_artifact(b, k, name, NULL, 0, TB_COPY, &e), &e);
+    }
+    buf = u_serialize(b, &n);
+    REQUIRE(buf);
+    r = NULL;
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    CHECK(r && tb_bundle_kernel_count(r) == 2 && tb_bundle_kernel(r, 0)->artifact_count == 0 &&
+          tb_bundle_kernel(r, 1)->artifact_count == 26 && tb_bundle_kernel(r, 1)->artifacts[25].size == 0);
+    tb_bundle_free(r);
+    free(buf);
+    tb_bundle_free(b);
+}
+
 static void test_bad_names_builder(void) {
     static const char *bad[] = {"", ".", "..", "a/b", "/abs", "a\\b", "../x"};
     char longname[300];
@@ -1669,6 +1700,7 @@ int main(int argc, char **argv) {
     RUN(test_xxh3_vectors);
     RUN(test_builder_and_names);
     RUN(test_bad_names_builder);
+    RUN(test_smallest_items_roundtrip);
     RUN(test_arg_codes);
     RUN(test_fixture_roundtrip);
     RUN(test_names_fixture);
