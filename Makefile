@@ -85,7 +85,7 @@ corpus: $(B)/tbundle
 fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc
 	@for t in read json ttfunc; do mkdir -p $(B)/corpus_$$t; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS)s"; \
-	  if ! $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	  if ! $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 -artifact_prefix=$(B)/ \
 	    $(B)/corpus_$$t fuzz/corpus/$$t > $(B)/fuzz_$$t.log 2>&1; then \
 	    tail -n 40 $(B)/fuzz_$$t.log; echo "fuzz_$$t FAILED"; exit 1; fi; \
 	  grep -E 'stat::number_of_executed_units|stat::new_units_added' $(B)/fuzz_$$t.log; done

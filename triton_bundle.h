@@ -2020,7 +2020,7 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
                             "kernels hold more artifacts than the section's total %u", na);
         k->device = (int32_t)dev;
         k->artifact_count = 0;
-        k->artifacts = b->artifact_block + used;
+        k->artifacts = b->artifact_block ? b->artifact_block + used : NULL; /* no NULL + 0: UB */
         b->kernel_count = i + 1;
         for (j = 0; j < cnt; j++) {
             tb_artifact *a = &b->artifact_block[used + j];

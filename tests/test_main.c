@@ -163,6 +163,11 @@ static void test_smallest_items_roundtrip(void) {
     tb_bundle_free(r);
     free(buf);
     CHECK_OK(tb_bundle_add_kernel(b, "A", 0, &k, &e), &e);
+    buf = u_serialize(b, &n); /* kernels, but no file in any: found by the fuzzer */
+    r = NULL;
+    CHECK(buf && tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_ok && tb_bundle_kernel_count(r) == 1);
+    tb_bundle_free(r);
+    free(buf);
     CHECK_OK(tb_bundle_add_kernel(b, "B", 0, &k, &e), &e);
     for (i = 0; i < 26; i++) {
         name[0] = (char)('a' + i);
