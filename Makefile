@@ -51,6 +51,7 @@ check-compile: | $(B)
 	    $$cc -std=c99 $(WARN) -I. -c $(B)/$$f.c -o $(B)/$$f.$$cc.o || exit 1; done; done
 	@for cxx in g++ clang++; do command -v $$cxx >/dev/null || continue; \
 	  $$cxx -std=c++11 $(WARN) -I. -c $(B)/impl.cc -o $(B)/impl.$$cxx.o || exit 1; done
+	@for cc in "gcc -std=c99" "g++ -x c++ -std=c++11"; do $$cc $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done
 	@! grep -n '#include *<cuda' $(HDR)
 	@echo "check-compile: C99 and C++11 clean with gcc and clang"
 

@@ -39,7 +39,9 @@
        tb_kernel_table_create(b, NULL, NULL, 0, &t, &e);
        if (tb_kernel_table_get(t, "tb_add", 0, &k, &e) == tb_ok) {
            tb_arg a[4] = { tb_arg_p(x), tb_arg_p(y), tb_arg_p(out), tb_arg_i(n) };
-           tb_launch_params p = {{(n + 1023) / 1024, 1, 1}};
+           tb_launch_params p;
+           memset(&p, 0, sizeof p);           // zero means default
+           p.grid[0] = (uint32_t)(n + 1023) / 1024; p.grid[1] = p.grid[2] = 1;
            p.args = a; p.arg_count = 4;
            if (tb_launch(k, &p, &e)) fprintf(stderr, "%s\n", e.message);
        }
