@@ -604,6 +604,66 @@ static void gpu_kernel_table_lookup(void) {
     tb_kernel_table_free(t);
 }
 
+/* A kernel loaded for device 1 launches on device 1, whatever context the
+   launching thread has current. Skipped with fewer than two GPUs. */
+static void gpu_second_device(void) {
+    tb_load_options lo;
+    tb_loaded_kernel *k = NULL;
+    tb_kernel_info info;
+    tb_error e;
+    void *ctx1 = NULL;
+    int ndev = 0, i, ok = 1, n = 4096;
+    devptr dx, dy, dout;
+    float *x, *out;
+    tb_arg args[4];
+    tb_launch_params p;
+    NEED_GPU();
+    tb_driver_device_count(&ndev, &e);
+    if (ndev < 2) SKIP("one CUDA device here; this needs two");
+    memset(&lo, 0, sizeof lo);
+    lo.device = 1;
+    lo.flags = TB_LOAD_PRIMARY_CONTEXT;
+    CHECK_OK(tb_load_config(bundle, config_of(H_ADD), NULL, &lo, &k, &e), &e);
+    REQUIRE(k);
+    tb_loaded_kernel_info(k, &info);
+    CHECK(info.device == 1);
+    /* device 1's memory */
+    REQUIRE(cu.primary_retain(&ctx1, 1) == 0 && cu.ctx_set(ctx1) == 0);
+    x = (float *)malloc(n * 4);
+    out = (float *)malloc(n * 4);
+    for (i = 0; i < n; i++) x[i] = (float)i;
+    dx = dalloc(n * 4), dy = dalloc(n * 4), dout = dalloc(n * 4);
+    REQUIRE(dx && dy && dout);
+    cu.htod(dx, x, n * 4);
+    cu.htod(dy, x, n * 4);
+    /* launched with device 0's context current */
+    cu.ctx_set(gpu_ctx);
+    args[0] = tb_arg_u(dx), args[1] = tb_arg_u(dy), args[2] = tb_arg_u(dout), args[3] = tb_arg_i(n);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = (uint32_t)(n / 1024), p.grid[1] = p.grid[2] = 1;
+    p.args = args;
+    p.arg_count = 4;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    cu.ctx_set(ctx1);
+    CHECK(cu.ctx_sync() == 0);
+    cu.dtoh(out, dout, n * 4);
+    for (i = 0; i < n; i++) ok &= out[i] == 2.0f * i;
+    CHECK(ok);
+    /* a kernel loaded while device 1's context is current belongs to it */
+    {
+        tb_loaded_kernel *k2 = NULL;
+        CHECK_OK(tb_load_config(bundle, config_of(H_NOARGS), NULL, NULL, &k2, &e), &e);
+        tb_loaded_kernel_info(k2, &info);
+        CHECK(k2 && info.device == 1);
+        tb_unload(k2);
+    }
+    cu.mem_free(dx), cu.mem_free(dy), cu.mem_free(dout);
+    cu.ctx_set(gpu_ctx);
+    tb_unload(k);
+    free(x);
+    free(out);
+}
+
 static void gpu_device_out_of_range(void) {
     tb_load_options lo;
     tb_loaded_kernel *k = NULL;
@@ -634,6 +694,7 @@ int main(int argc, char **argv) {
     RUN(gpu_scratch_required);
     RUN(gpu_kernel_table_lookup);
     RUN(gpu_device_out_of_range);
+    RUN(gpu_second_device);
     tb_kernel_table_free(table);
     tb_bundle_free(bundle);
     if (workdir) u_rmtree(workdir);
