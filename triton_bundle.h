@@ -213,8 +213,8 @@ typedef struct tb_allocator {
 typedef enum tb_log_level { TB_LOG_ERROR = 0, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG } tb_log_level;
 
 /* The allocator and the logger may be called from the worker threads of
-   tb_collect_cache and tb_emit (and the checksum thread of a large write):
-   give thread-safe ones, or set those options' threads to 1. */
+   tb_collect_cache and tb_emit: give thread-safe ones, or set those
+   options' threads to 1. */
 typedef struct tb_options {
     tb_allocator allocator;  /* all three functions or none */
     void (*log)(void *user, tb_log_level level, const char *message);
