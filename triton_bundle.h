@@ -1651,7 +1651,6 @@ static size_t tb__str_size(const char *s) { return tb__pad8(4 + strlen(s) + 1); 
    elsewhere (by a hash-only sink in another thread). */
 typedef struct tb__sink {
     unsigned char *mem;         /* memory mode */
-    size_t cap;
     tb_write_fn fn;             /* callback mode, through a staging buffer */
     void *user;
     unsigned char stage[262144];
@@ -4132,7 +4131,6 @@ struct tb_loaded_kernel {
     int use_ex;
     unsigned num_attrs;
     tb__cu_attr attrs[4];
-    uint32_t arg_count;
     int global_present, profile_present;
     uint64_t global_size, profile_size;
     uint32_t conv_count;
@@ -4196,13 +4194,13 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     if (count != total)
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
                         "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", count,
-                        k->arg_count, total - k->arg_count);
+                        k->info.arg_count, total - k->info.arg_count);
     for (i = 0; i < total; i++) {
-        uint32_t want = i < k->arg_count ? tb_arg_code_size(k->codes[i]) : 8;
+        uint32_t want = i < k->info.arg_count ? tb_arg_code_size(k->codes[i]) : 8;
         if ((cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size)) != 0)
             return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
         if (size == want) continue;
-        if (i < k->arg_count)
+        if (i < k->info.arg_count)
             return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
                             "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
                             k->codes[i], want);
@@ -4241,7 +4239,6 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     memcpy(k->codes, cfg->arg_types, n + 1);
     if (cfg->arg_divisibility && *cfg->arg_divisibility) memcpy(k->div, cfg->arg_divisibility, n + 1);
     else k->div[0] = 0;
-    k->arg_count = n;
     k->conv_count = 0;
     for (i = 0; i < n; i++) {
         char code = k->codes[i];
@@ -4447,7 +4444,7 @@ done:
 /* Range and tt.divisibility checks of TB_LAUNCH_CHECKED. */
 static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     uint32_t i;
-    for (i = 0; i < k->arg_count; i++) {
+    for (i = 0; i < k->info.arg_count; i++) {
         char code = k->codes[i];
         tb_arg v = p->args[i];
         if (!tb__in_range(code, v))
@@ -4505,7 +4502,7 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
     tb__CUresult cr;
     tb_result r;
     if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
-    n = k->arg_count;
+    n = k->info.arg_count;
     if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
                         p->arg_count, n, k->codes);

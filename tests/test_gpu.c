@@ -125,8 +125,9 @@ static const tb_loaded_kernel *get(const char *key) {
     return k;
 }
 
-/* x[i] = 0.5 i, y[i] = 2 i; returns 1 if out == x + y exactly */
-static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e, tb_result *res) {
+/* x[i] = 0.5 i, y[i] = 2 i; returns 1 if out == x + y exactly; *sum (if
+   given) receives the sum of out */
+static int run_add_sum(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e, tb_result *res, double *sum) {
     float *x = (float *)malloc(n * sizeof(float)), *y = (float *)malloc(n * sizeof(float));
     float *out = (float *)malloc(n * sizeof(float));
     devptr dx = dalloc(n * 4), dy = dalloc(n * 4), dout = dalloc(n * 4);
@@ -151,6 +152,8 @@ static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e
     if (*res == tb_ok && cu.ctx_sync() != 0) ok = 0;
     cu.dtoh(out, dout, n * 4);
     for (i = 0; i < n && ok; i++) ok = out[i] == x[i] + y[i];
+    if (sum)
+        for (*sum = 0, i = 0; i < n; i++) *sum += out[i];
     cu.mem_free(dx);
     cu.mem_free(dy);
     cu.mem_free(dout);
@@ -160,40 +163,21 @@ static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e
     return ok;
 }
 
+static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e, tb_result *res) {
+    return run_add_sum(k, n, flags, e, res, NULL);
+}
+
 static void gpu_tb_add(void) {
     const tb_loaded_kernel *k;
     tb_error e;
     tb_result r;
-    float *x, *y, *out;
     double sum = 0;
-    int i, n = 5000;
-    devptr dx, dy, dout;
-    tb_arg args[4];
-    tb_launch_params p;
     NEED_GPU();
     k = get(H_ADD);
     REQUIRE(k);
-    CHECK(run_add(k, 5000, 0, &e, &r) && r == tb_ok);
-    /* the sum expected.json gives */
-    x = (float *)malloc(n * 4);
-    y = (float *)malloc(n * 4);
-    out = (float *)malloc(n * 4);
-    for (i = 0; i < n; i++) x[i] = 0.5f * i, y[i] = 2.0f * i;
-    dx = dalloc(n * 4), dy = dalloc(n * 4), dout = dalloc(n * 4);
-    cu.htod(dx, x, n * 4);
-    cu.htod(dy, y, n * 4);
-    args[0] = tb_arg_u(dx), args[1] = tb_arg_u(dy), args[2] = tb_arg_u(dout), args[3] = tb_arg_i(n);
-    memset(&p, 0, sizeof p);
-    p.grid[0] = 5, p.grid[1] = 1, p.grid[2] = 1;
-    p.args = args;
-    p.arg_count = 4;
-    CHECK_OK(tb_launch(k, &p, &e), &e);
-    CHECK(cu.ctx_sync() == 0);
-    cu.dtoh(out, dout, n * 4);
-    for (i = 0; i < n; i++) sum += out[i];
+    /* expected.json: n = 5000, grid 5, out == x + y exactly, sum 31243750 */
+    CHECK(run_add_sum(k, 5000, 0, &e, &r, &sum) && r == tb_ok);
     CHECK(sum == 31243750.0);
-    cu.mem_free(dx), cu.mem_free(dy), cu.mem_free(dout);
-    free(x), free(y), free(out);
 }
 
 static void gpu_tb_add_n16(void) {
