@@ -1,4 +1,4 @@
-/* triton_bundle.h - v1.0.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v1.1.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file.
 
@@ -68,15 +68,18 @@
    library write outside the target directory.
 
    FORMAT
-   Bundle format 1.0, specified byte by byte in docs/FORMAT.md. A reader
-   refuses a newer major version and skips unknown optional sections.
+   Bundle format 2.0, specified byte by byte in docs/FORMAT.md. A reader
+   refuses a newer major version and skips unknown optional sections; it
+   still reads format 1.0 (triton_bundle.h 1.0.0), whose checksum is one
+   XXH3-64 over the file. Writers write 2.0.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
    tb_bundler_put, tb_launch and tb_kernel_table_get are thread-safe.
    tb_collect_cache and tb_emit use worker threads of their own (options
-   .threads; the result does not depend on their number), and writing a
-   bundle of 32 MiB or more computes its checksum in a second thread.
+   .threads; the result does not depend on their number), and writing or
+   verifying a bundle of 16 MiB or more hashes its 1 MiB blocks on up to 8
+   threads.
    The filesystem section needs POSIX (openat family, mmap).
 */
 #if defined(TRITON_BUNDLE_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
@@ -93,10 +96,10 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 1
-#define TB_VERSION_MINOR 0
+#define TB_VERSION_MINOR 1
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "1.0.0"
-#define TB_FORMAT_VERSION_MAJOR 1
+#define TB_VERSION_STRING "1.1.0"
+#define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 0
 
 #ifndef TBDEF
@@ -363,9 +366,17 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 /* Maps the file (TB_READ_COPY reads it into memory instead). */
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags,
                                     tb_bundle **out, tb_error *err);
-/* XXH3-64 (XXH3_64bits: seed 0, default secret), the format's checksum;
-   `xxhsum -H3` computes the same. */
+/* The format's checksum of size bytes, what the trailer of a format 2
+   bundle holds for the bytes before it: XXH3-64 of the little-endian XXH3-64
+   values of each 1 MiB block (the last may be shorter). Large inputs are
+   hashed on several threads. */
+TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size);
+/* XXH3-64 (XXH3_64bits: seed 0, default secret), `xxhsum -H3`'s hash; the
+   checksum of the blocks above, and of a whole format 1.0 file. */
 TBDEF uint64_t tb_xxh3_64(const void *data, size_t size);
+/* The format version of the bytes a bundle was read from, as major * 65536
+   + minor (0x20000 for 2.0); 0 for a bundle built in memory. */
+TBDEF uint32_t tb_bundle_format_version(const tb_bundle *bundle);
 
 /* ======================================================================
    Filesystem: collect and emit Triton caches
@@ -614,6 +625,7 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <math.h>
 
 #ifndef TB_ASSERT
@@ -913,6 +925,7 @@ struct tb_bundle {
     void *buffer_copy;          /* TB_READ_COPY: the copy the views point into */
     void *map_base;             /* TB_STORAGE_MAPPED */
     size_t map_size;
+    uint16_t format_major, format_minor; /* of the bytes read; 0 for a bundle built in memory */
 };
 
 /* A name that may become a path component: non-empty, bounded, no NUL, no
@@ -1007,6 +1020,9 @@ TBDEF void tb_bundle_free(tb_bundle *b) {
 }
 
 TBDEF uint32_t tb_bundle_kernel_count(const tb_bundle *b) { return b ? b->kernel_count : 0; }
+TBDEF uint32_t tb_bundle_format_version(const tb_bundle *b) {
+    return b ? (uint32_t)b->format_major << 16 | b->format_minor : 0;
+}
 TBDEF const tb_kernel *tb_bundle_kernel(const tb_bundle *b, uint32_t i) {
     return (b && i < b->kernel_count) ? &b->kernels[i] : NULL;
 }
@@ -1319,12 +1335,14 @@ TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t cou
 
 /* ---------------------------------------------------------------------- */
 /* Format: the checksum, the writer and the reader (docs/FORMAT.md).      */
-/* XXH3-64 because it is public, specified, 64 bits wide and faster than  */
-/* memory (about 22 GB/s a core with SSE2, where XXH64 gives 8 and a     */
-/* table CRC32 2), so checking a file costs less than reading it. The    */
-/* reader checks every length against the bytes that remain, every count */
-/* against the smallest size its items could take, and every name,       */
-/* before it allocates or trusts.                                         */
+/* XXH3-64 because it is public, specified, 64 bits wide and fast (about  */
+/* 22 GB/s a core with SSE2, where XXH64 gives 8 and a table CRC32 2);    */
+/* over 1 MiB blocks, then over the blocks' values, because one server    */
+/* core may read memory at only 7 GB/s and blocks let every core help, so */
+/* checking a file costs less than copying it. The reader checks every    */
+/* length against the bytes that remain, every count against the         */
+/* smallest size its items could take, and every name, before it         */
+/* allocates or trusts.                                                   */
 /* ---------------------------------------------------------------------- */
 #define TB__P1 11400714785074694791ULL
 #define TB__P2 14029467366897019727ULL
@@ -1634,7 +1652,120 @@ TBDEF uint64_t tb_xxh3_64(const void *data, size_t size) {
     return tb__xxh_digest(&h);
 }
 
+/* ---- threads ---- */
+#define TB__MAX_THREADS 8
+
+/* asked 0: one thread per online CPU up to auto_cap, fewer for small jobs
+   (per_thread items each at least); never more threads than items or
+   TB__MAX_THREADS. */
+static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    if (!asked && n > auto_cap) n = auto_cap;
+    if (!asked && n > items / per_thread) n = items / per_thread;
+    if (n > items) n = items;
+    if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
+    return n ? (unsigned)n : 1u;
+}
+
+/* Starts fn on jobs first..n-1 (each stride bytes apart) in threads; a job
+   whose thread cannot be had runs here and then. tb__join waits for them. */
+typedef struct tb__team {
+    pthread_t tids[TB__MAX_THREADS];
+    unsigned char started[TB__MAX_THREADS];
+    unsigned n;
+} tb__team;
+
+static void tb__spawn(tb__team *t, unsigned first, unsigned n, void *(*fn)(void *), void *jobs, size_t stride) {
+    unsigned i;
+    t->n = n;
+    for (i = 0; i < n; i++) t->started[i] = 0;
+    for (i = first; i < n; i++) {
+        void *job = (char *)jobs + (size_t)i * stride;
+        if (pthread_create(&t->tids[i], NULL, fn, job) == 0) t->started[i] = 1;
+        else fn(job);
+    }
+}
+static void tb__join(tb__team *t) {
+    unsigned i;
+    for (i = 0; i < t->n; i++)
+        if (t->started[i]) pthread_join(t->tids[i], NULL);
+}
+
+/* ---- the block checksum (format 2) ---- */
+/* XXH3-64 of the little-endian XXH3-64 values of each TB__CHUNK bytes (the
+   last block may be shorter). Blocks hash independently, so writing and
+   verifying use as many cores as there are; a single XXH3 over the file,
+   format 1's checksum, is limited to one core's read bandwidth. */
+#define TB__CHUNK ((size_t)1 << 20)
+#define TB__CHUNKS_PER_THREAD 8 /* fewer blocks than 8 per thread: not worth a thread */
+
+static size_t tb__chunk_count(size_t n) { return n ? (n - 1) / TB__CHUNK + 1 : 1; }
+
+static uint64_t tb__chunk_root(const uint64_t *digests, size_t count) {
+    tb__xxh h;
+    size_t i;
+    unsigned char b[8];
+    tb__xxh_init(&h);
+    for (i = 0; i < count; i++) {
+        tb__put64(b, digests[i]);
+        tb__xxh_update(&h, b, 8);
+    }
+    return tb__xxh_digest(&h);
+}
+
+typedef struct tb__chunk_job {
+    const unsigned char *data;
+    size_t size, first, end; /* blocks [first, end) */
+    uint64_t *digests;       /* digests[0] is block `base` */
+    size_t base;
+} tb__chunk_job;
+
+static void *tb__chunk_hash(void *arg) {
+    tb__chunk_job *j = (tb__chunk_job *)arg;
+    size_t i;
+    for (i = j->first; i < j->end; i++) {
+        size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK;
+        j->digests[i - j->base] = n ? tb_xxh3_64(j->data + at, n) : tb_xxh3_64("", 0);
+    }
+    return NULL;
+}
+
+/* Rounds of up to 256 blocks, each round's blocks split among threads: no
+   allocation, whatever the size. */
+TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
+    uint64_t digests[256];
+    tb__chunk_job jobs[TB__MAX_THREADS];
+    tb__team team;
+    tb__xxh root;
+    size_t count = tb__chunk_count(size), done = 0, i;
+    unsigned char b[8];
+    tb__xxh_init(&root);
+    while (done < count) {
+        size_t batch = count - done < 256 ? count - done : 256;
+        unsigned t, nt = tb__thread_count(0, batch, TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+        for (t = 0; t < nt; t++) {
+            jobs[t].data = (const unsigned char *)data;
+            jobs[t].size = size;
+            jobs[t].first = done + batch * t / nt;
+            jobs[t].end = done + batch * (t + 1) / nt;
+            jobs[t].digests = digests;
+            jobs[t].base = done;
+        }
+        tb__spawn(&team, 1, nt, tb__chunk_hash, jobs, sizeof jobs[0]);
+        tb__chunk_hash(&jobs[0]);
+        tb__join(&team);
+        for (i = 0; i < batch; i++) {
+            tb__put64(b, digests[i]);
+            tb__xxh_update(&root, b, 8);
+        }
+        done += batch;
+    }
+    return tb__xxh_digest(&root);
+}
+
 static const unsigned char tb__magic[8] = {0x89, 'T', 'B', 'U', 'N', 'D', '\r', '\n'};
+#define TB__FORMAT_OLDEST_MAJOR 1 /* format 1.x: one XXH3-64 over the file */
 #define TB__HEADER_SIZE 32u
 #define TB__TRAILER_SIZE 8u
 #define TB__SECTION_HEADER 16u
@@ -1646,63 +1777,58 @@ static size_t tb__pad8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 static size_t tb__str_size(const char *s) { return tb__pad8(4 + strlen(s) + 1); }
 
 /* ---- writer ---- */
-/* Where serialized bytes go: a memory buffer, a callback (through a
-   staging buffer), or nowhere (hash only). hash 0: the checksum is computed
-   elsewhere (by a hash-only sink in another thread). */
+/* The bytes of a bundle come from one walk of its structure
+   (tb__write_body) into a sink. A sink keeps only the bytes inside its
+   window [lo, hi) and skips the rest, so several sinks can walk the same
+   bundle at once, each copying and hashing its own whole blocks of the
+   output: that is how a large bundle is written and checksummed on several
+   cores. A sink either copies into memory and hashes (mem), only hashes
+   (neither mem nor fn), or hands bytes in order to a callback through a
+   staging buffer without hashing (fn). */
 typedef struct tb__sink {
-    unsigned char *mem;         /* memory mode */
-    tb_write_fn fn;             /* callback mode, through a staging buffer */
+    size_t pos, lo, hi;
+    unsigned char *mem;
+    tb_write_fn fn;
     void *user;
-    unsigned char stage[262144];
+    unsigned char *stage;       /* fn: TB__STAGE bytes */
     size_t staged;
-    size_t pos;
-    tb__xxh h;
-    int hash;
+    uint64_t *digests;          /* one per block of the output, indexed from 0 */
+    tb__xxh h;                  /* the current block */
     int failed;
 } tb__sink;
 
+#define TB__STAGE ((size_t)256 << 10)
+
 static void tb__sink_flush(tb__sink *k) {
-    if (k->fn && k->staged && !k->failed) {
-        if (k->fn(k->user, k->stage, k->staged) != 0) k->failed = 1;
-    }
+    if (k->staged && !k->failed && k->fn(k->user, k->stage, k->staged) != 0) k->failed = 1;
     k->staged = 0;
 }
 
 static void tb__sink_put(tb__sink *k, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
-    if (k->failed || n == 0) return;
-    if (!k->mem && !k->fn) { /* hash only */
-        tb__xxh_update(&k->h, p, n);
-        k->pos += n;
-        return;
-    }
-    if (k->mem) {
-        tb__xxh_update_to(&k->h, k->mem + k->pos, p, n);
-        k->pos += n;
-        return;
-    }
+    size_t at = k->pos;
     k->pos += n;
-    if (k->staged + n <= sizeof k->stage) {
-        if (k->hash) tb__xxh_update_to(&k->h, k->stage + k->staged, p, n);
-        else memcpy(k->stage + k->staged, p, n);
-        k->staged += n;
+    if (k->pos <= k->lo || at >= k->hi || k->failed) return;
+    if (at < k->lo) p += k->lo - at, n -= k->lo - at, at = k->lo;
+    if (n > k->hi - at) n = k->hi - at;
+    if (k->fn) {
+        if (k->staged + n > TB__STAGE) tb__sink_flush(k);
+        if (n < TB__STAGE) {
+            memcpy(k->stage + k->staged, p, n);
+            k->staged += n;
+        } else if (!k->failed && k->fn(k->user, p, n) != 0) { /* a large blob goes out from the caller's memory */
+            k->failed = 1;
+        }
         return;
     }
-    tb__sink_flush(k);
-    if (n < sizeof k->stage) {
-        if (k->hash) tb__xxh_update_to(&k->h, k->stage, p, n);
-        else memcpy(k->stage, p, n);
-        k->staged = n;
-        return;
-    }
-    /* a large blob goes out straight from the caller's memory, a slice at a
-       time, each slice hashed just before it is written (still in cache) */
-    while (n && !k->failed) {
-        size_t c = n < sizeof k->stage ? n : sizeof k->stage;
-        if (k->hash) tb__xxh_update(&k->h, p, c);
-        if (k->fn(k->user, p, c) != 0) k->failed = 1;
-        p += c;
-        n -= c;
+    while (n) {
+        size_t room = TB__CHUNK - at % TB__CHUNK, c = n < room ? n : room;
+        tb__xxh_update_to(&k->h, k->mem ? k->mem + at : NULL, p, c);
+        at += c, p += c, n -= c;
+        if (at % TB__CHUNK == 0 || at == k->hi) {
+            k->digests[(at - 1) / TB__CHUNK] = tb__xxh_digest(&k->h);
+            tb__xxh_init(&k->h);
+        }
     }
 }
 
@@ -1859,25 +1985,94 @@ static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t 
     TB_ASSERT(k->failed || k->pos == total - TB__TRAILER_SIZE);
 }
 
-static tb__sink *tb__sink_new(const tb_bundle *b, unsigned char *mem, tb_write_fn fn, void *user, int hash) {
-    tb__sink *k = (tb__sink *)tb__alloc(&b->ctx, sizeof *k);
-    if (!k) return NULL;
-    memset(k, 0, offsetof(tb__sink, stage));
-    k->staged = 0;
-    k->pos = 0;
-    k->failed = 0;
-    k->mem = mem;
-    k->fn = fn;
-    k->user = user;
-    k->hash = hash;
+static void tb__sink_init(tb__sink *k, size_t lo, size_t hi) {
+    memset(k, 0, sizeof *k);
+    k->lo = lo;
+    k->hi = hi;
     tb__xxh_init(&k->h);
-    return k;
+}
+
+/* Faults a fresh file mapping's pages in; 0 or an errno. A fault that would
+   raise SIGBUS (the file system is full) fails here with EFAULT instead. */
+static int tb__populate(unsigned char *p, size_t n) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    return madvise(p, n, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+#else
+    (void)p;
+    (void)n;
+    return ENOSYS;
+#endif
+}
+
+typedef struct tb__block_job {
+    const tb_bundle *b;
+    size_t klen, rlen, total;
+    tb__sink k;
+    size_t populate;            /* bytes to fault in from mem + k.lo first; 0: none */
+    int populate_errno;
+} tb__block_job;
+
+static void *tb__block_writer(void *arg) {
+    tb__block_job *j = (tb__block_job *)arg;
+    if (j->populate && (j->populate_errno = tb__populate(j->k.mem + j->k.lo, j->populate)) != 0) return NULL;
+    tb__write_body(j->b, &j->k, j->klen, j->rlen, j->total);
+    return NULL;
+}
+
+/* The bytes before the trailer, split into windows of whole blocks, one
+   sink and (from `first` on) one thread each. */
+typedef struct tb__blocks {
+    tb__block_job jobs[TB__MAX_THREADS];
+    tb__team team;
+    uint64_t *digests;
+    size_t count;
+    unsigned threads, first;    /* windows [0, first) run in tb__blocks_finish */
+} tb__blocks;
+
+static tb_result tb__blocks_start(tb__blocks *w, const tb_bundle *b, unsigned char *mem, size_t klen, size_t rlen,
+                                  size_t total, int populate, unsigned first, tb_error *err) {
+    size_t body = total - TB__TRAILER_SIZE;
+    unsigned t;
+    w->count = tb__chunk_count(body);
+    w->threads = tb__thread_count(0, w->count, TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+    w->digests = (uint64_t *)tb__alloc(&b->ctx, w->count * sizeof(uint64_t));
+    if (!w->digests) return TB__OOM(err);
+    for (t = 0; t < w->threads; t++) {
+        tb__block_job *j = &w->jobs[t];
+        size_t lo = w->count * t / w->threads * TB__CHUNK, hi = w->count * (t + 1) / w->threads * TB__CHUNK;
+        if (hi > body) hi = body;
+        j->b = b, j->klen = klen, j->rlen = rlen, j->total = total;
+        tb__sink_init(&j->k, lo, hi);
+        j->k.mem = mem;
+        j->k.digests = w->digests;
+        j->populate = populate ? (t + 1 == w->threads ? total : hi) - lo : 0;
+        j->populate_errno = 0;
+    }
+    w->first = w->threads == 1 ? 1 : first; /* one window is not worth a thread */
+    tb__spawn(&w->team, w->first, w->threads, tb__block_writer, w->jobs, sizeof w->jobs[0]);
+    return tb_ok;
+}
+
+/* Runs the windows kept for this thread, waits for the others; the checksum, or an
+   errno from faulting pages in (then 0 in *checksum). */
+static int tb__blocks_finish(tb__blocks *w, const tb_bundle *b, uint64_t *checksum) {
+    unsigned t;
+    int e = 0;
+    for (t = 0; t < w->first; t++) tb__block_writer(&w->jobs[t]);
+    tb__join(&w->team);
+    for (t = 0; t < w->threads; t++)
+        if (!e) e = w->jobs[t].populate_errno;
+    *checksum = e ? 0 : tb__chunk_root(w->digests, w->count);
+    tb__free(&b->ctx, w->digests);
+    return e;
 }
 
 TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t cap, size_t *out_size,
                                        tb_error *err) {
     size_t klen, rlen, total;
-    tb__sink *k;
+    tb__blocks w;
+    uint64_t sum;
+    tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
@@ -1885,62 +2080,40 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     if (!buffer) return tb_ok;
     if (cap < total)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
-    if (!(k = tb__sink_new(b, (unsigned char *)buffer, NULL, NULL, 1))) return TB__OOM(err);
-    tb__write_body(b, k, klen, rlen, total);
-    tb__put64(k->mem + k->pos, tb__xxh_digest(&k->h));
-    tb__free(&b->ctx, k);
+    if ((r = tb__blocks_start(&w, b, (unsigned char *)buffer, klen, rlen, total, 0, 1, err)) != tb_ok) return r;
+    tb__blocks_finish(&w, b, &sum);
+    tb__put64((unsigned char *)buffer + total - TB__TRAILER_SIZE, sum);
     return tb_ok;
 }
 
-/* The checksum of a large bundle is computed by a second thread over the
-   same bundle memory while the calling thread writes, so writing costs
-   max(write, hash) rather than their sum. The callback stays on the
-   calling thread. */
-#define TB__PARALLEL_HASH_MIN ((size_t)32 << 20)
-
-typedef struct tb__hash_job {
-    const tb_bundle *b;
-    tb__sink *k;
-    size_t klen, rlen, total;
-} tb__hash_job;
-
-static void *tb__hash_body(void *arg) {
-    tb__hash_job *j = (tb__hash_job *)arg;
-    tb__write_body(j->b, j->k, j->klen, j->rlen, j->total);
-    return NULL;
-}
-
+/* The callback gets the bytes in order on the calling thread while other
+   threads hash the blocks, so writing costs max(write, hash), not their
+   sum (a bundle of one thread's worth of blocks is hashed first, here). */
 TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, void *user, tb_error *err) {
     size_t klen, rlen, total;
-    tb__sink *k, *hk = NULL;
-    tb__hash_job job;
-    pthread_t tid;
-    unsigned char trailer[8];
-    int failed;
+    tb__blocks w;
+    tb__sink k;
+    uint64_t sum;
+    unsigned char trailer[TB__TRAILER_SIZE];
+    tb_result r;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
-    if (total >= TB__PARALLEL_HASH_MIN && (hk = tb__sink_new(b, NULL, NULL, NULL, 1)) != NULL) {
-        job.b = b, job.k = hk, job.klen = klen, job.rlen = rlen, job.total = total;
-        if (pthread_create(&tid, NULL, tb__hash_body, &job) != 0) {
-            tb__free(&b->ctx, hk);
-            hk = NULL;
-        }
+    tb__sink_init(&k, 0, total);
+    k.fn = fn;
+    k.user = user;
+    if (!(k.stage = (unsigned char *)tb__alloc(&b->ctx, TB__STAGE))) return TB__OOM(err);
+    if ((r = tb__blocks_start(&w, b, NULL, klen, rlen, total, 0, 0, err)) != tb_ok) {
+        tb__free(&b->ctx, k.stage);
+        return r;
     }
-    if (!(k = tb__sink_new(b, NULL, fn, user, hk == NULL))) {
-        if (hk) pthread_join(tid, NULL), tb__free(&b->ctx, hk);
-        return TB__OOM(err);
-    }
-    tb__write_body(b, k, klen, rlen, total);
-    if (hk) pthread_join(tid, NULL);
-    tb__put64(trailer, tb__xxh_digest(hk ? &hk->h : &k->h));
-    k->hash = 0;
-    tb__sink_put(k, trailer, 8);
-    tb__sink_flush(k);
-    failed = k->failed;
-    tb__free(&b->ctx, k);
-    tb__free(&b->ctx, hk);
-    if (failed) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
+    tb__write_body(b, &k, klen, rlen, total);
+    tb__blocks_finish(&w, b, &sum);
+    tb__put64(trailer, sum);
+    tb__sink_put(&k, trailer, sizeof trailer);
+    tb__sink_flush(&k);
+    tb__free(&b->ctx, k.stage);
+    if (k.failed) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
     return tb_ok;
 }
 
@@ -2176,10 +2349,12 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
         return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
                         "%zu bytes, smaller than a header and trailer", size);
     maj = tb__le16(p + 8);
-    if (maj != TB_FORMAT_VERSION_MAJOR)
+    if (maj < TB__FORMAT_OLDEST_MAJOR || maj > TB_FORMAT_VERSION_MAJOR)
         return tb__fail(err, tb_err_unsupported_version, NULL, NULL, 8, 0,
-                        "format version %u.%u, this reader reads %u.x", maj, (unsigned)tb__le16(p + 10),
-                        (unsigned)TB_FORMAT_VERSION_MAJOR);
+                        "format version %u.%u, this reader reads %u.x to %u.x", maj, (unsigned)tb__le16(p + 10),
+                        (unsigned)TB__FORMAT_OLDEST_MAJOR, (unsigned)TB_FORMAT_VERSION_MAJOR);
+    b->format_major = (uint16_t)maj;
+    b->format_minor = tb__le16(p + 10);
     file_size = tb__le64(p + 16);
     if (file_size > size)
         return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
@@ -2188,10 +2363,12 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
         return tb__fail(err, tb_err_malformed, NULL, NULL, 16, 0,
                         "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size, size);
     if (!(flags & TB_READ_NO_CHECKSUM)) {
-        uint64_t want = tb__le64(p + size - 8), got = tb_xxh3_64(p, size - 8);
+        /* format 1: XXH3-64 of the bytes; 2: of their 1 MiB blocks' XXH3-64 values */
+        uint64_t want = tb__le64(p + size - 8), got = maj == 1 ? tb_xxh3_64(p, size - 8) : tb_bundle_checksum(p, size - 8);
         if (want != got)
             return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
-                            "stored XXH3-64 %016llx, computed %016llx", (unsigned long long)want, (unsigned long long)got);
+                            "stored checksum %016llx, computed %016llx (format %u)", (unsigned long long)want,
+                            (unsigned long long)got, maj);
     }
     nsec = tb__le32(p + 24);
     if (nsec > TB_MAX_SECTIONS)
@@ -2825,21 +3002,6 @@ static void *tb__collect_range(void *arg) {
         }
     }
     return NULL;
-}
-
-#define TB__MAX_THREADS 8
-
-/* asked 0: one thread per online CPU up to auto_cap, fewer for small jobs
-   (per_thread items each at least); never more threads than items or
-   TB__MAX_THREADS. */
-static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
-    if (!asked && n > auto_cap) n = auto_cap;
-    if (!asked && n > items / per_thread) n = items / per_thread;
-    if (n > items) n = items;
-    if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
-    return n ? (unsigned)n : 1u;
 }
 
 TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_collect_options *o,

@@ -213,9 +213,9 @@ static int cmd_verify(int argc, char **argv) {
     if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) return usage(usage_verify, 0);
     if (argc != 1 || argv[0][0] == '-') return usage(usage_verify, 2);
     if (open_bundle(argv[0], &b)) return 1;
-    printf("%s: ok (format %d.%d, %u kernels, %u launch records, checksum verified)\n", argv[0],
-           TB_FORMAT_VERSION_MAJOR, TB_FORMAT_VERSION_MINOR, tb_bundle_kernel_count(b),
-           tb_bundle_launch_record_count(b));
+    printf("%s: ok (format %u.%u, %u kernels, %u launch records, checksum verified)\n", argv[0],
+           (unsigned)(tb_bundle_format_version(b) >> 16), (unsigned)(tb_bundle_format_version(b) & 0xffff),
+           tb_bundle_kernel_count(b), tb_bundle_launch_record_count(b));
     tb_bundle_free(b);
     return 0;
 }
@@ -291,8 +291,8 @@ int main(int argc, char **argv) {
         "'tbundle COMMAND --help' explains each.\n";
     if (argc < 2) return usage(top, 2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(top, 0);
-    if (!strcmp(argv[1], "--version")) return printf("tbundle %s (format %d.%d)\n", tb_version(),
-                                                     TB_FORMAT_VERSION_MAJOR, TB_FORMAT_VERSION_MINOR) < 0;
+    if (!strcmp(argv[1], "--version")) return printf("tbundle %s (writes format %d.%d, reads 1.x to %d.x)\n", tb_version(),
+                                                     TB_FORMAT_VERSION_MAJOR, TB_FORMAT_VERSION_MINOR, TB_FORMAT_VERSION_MAJOR) < 0;
     if (!strcmp(argv[1], "pack")) return cmd_pack(argc - 2, argv + 2);
     if (!strcmp(argv[1], "list")) return cmd_list(argc - 2, argv + 2);
     if (!strcmp(argv[1], "unpack")) return cmd_unpack(argc - 2, argv + 2);

@@ -8,6 +8,7 @@ rm -rf fuzz/corpus && mkdir -p fuzz/corpus/read fuzz/corpus/json fuzz/corpus/ttf
 for h in 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ; do
   $T pack -o fuzz/corpus/read/$h.tbundle --as /tmp/triton_cache $FIX $h >/dev/null
 done
+cp tests/fixtures/format-1.0.tbundle fuzz/corpus/read/format-1.0.tbundle  # written by the 1.0 writer
 $T pack -o fuzz/corpus/read/norecords.tbundle --no-records $FIX 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A >/dev/null
 for f in $FIX/*/*.json; do cp "$f" fuzz/corpus/json/$(basename "$(dirname "$f")" | cut -c1-8)_$(basename "$f"); done
 for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc/$(basename "$f").txt; done

@@ -68,6 +68,75 @@ static void test_xxh3_vectors(void) {
     free(copy);
 }
 
+/* The format 2 checksum: XXH3-64 of the blocks' XXH3-64 values. The two
+   fixed values were computed with xxhsum -H3 over `split -b 1048576`
+   pieces, their values packed little-endian and hashed again. */
+static uint64_t block_checksum_reference(const unsigned char *p, size_t n) {
+    size_t blocks = n ? (n - 1) / 1048576 + 1 : 1, i;
+    unsigned char *v = (unsigned char *)malloc(blocks * 8);
+    uint64_t r;
+    for (i = 0; i < blocks; i++) {
+        size_t at = i * 1048576, len = n - at < 1048576 ? n - at : 1048576;
+        tb__put64(v + 8 * i, tb_xxh3_64(p + at, len));
+    }
+    r = tb_xxh3_64(v, blocks * 8);
+    free(v);
+    return r;
+}
+
+static void test_block_checksum(void) {
+    size_t n = (size_t)40 << 20, i, bad = 0;
+    size_t sizes[] = {0, 1, 100, 1048575, 1048576, 1048577, 3 * 1048576 + 5, 8 * 1048576, 17 * 1048576 + 3,
+                      (size_t)40 << 20};
+    unsigned char *b = (unsigned char *)malloc(n);
+    REQUIRE(b);
+    for (i = 0; i < n; i++) b[i] = (unsigned char)((uint32_t)i * 2654435761u >> 13);
+    CHECK(tb_bundle_checksum(b, 100) == 0x5680EAA8FABF77DAULL);
+    CHECK(tb_bundle_checksum(b, 3 * 1048576 + 5) == 0xCA34026D3D50EA03ULL);
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (tb_bundle_checksum(b, sizes[i]) != block_checksum_reference(b, sizes[i])) bad++;
+    CHECK(bad == 0);
+    /* one changed byte in any block changes it */
+    {
+        uint64_t before = tb_bundle_checksum(b, n);
+        b[(size_t)33 << 20] ^= 1;
+        CHECK(tb_bundle_checksum(b, n) != before && tb_bundle_checksum(b, n) == block_checksum_reference(b, n));
+    }
+    free(b);
+}
+
+/* A file the 1.0 writer produced (triton_bundle.h 1.0.0, one fixture
+   kernel) still reads, with its whole-file XXH3-64 checked; its contents
+   written again come out as format 2.0 with the same sections. */
+static void test_format_1_0_compatibility(void) {
+    size_t n = 0, n2 = 0;
+    unsigned char *old = u_read("tests/fixtures/format-1.0.tbundle", &n), *again;
+    tb_bundle *b = NULL;
+    tb_error e;
+    REQUIRE(old && n > 1000);
+    CHECK(tb__le16(old + 8) == 1 && tb__le16(old + 10) == 0);
+    CHECK(tb__le64(old + n - 8) == tb_xxh3_64(old, n - 8));
+    CHECK_OK(tb_bundle_read_memory(old, n, NULL, 0, &b, &e), &e);
+    CHECK(tb_bundle_format_version(b) == 0x10000u && tb_bundle_kernel_count(b) == 1);
+    CHECK(tb_bundle_launch_record_count(b) == 1);
+    again = u_serialize(b, &n2);
+    CHECK(again && n2 == n && tb__le16(again + 8) == 2);
+    CHECK(again && memcmp(again + 10, old + 10, n - 18) == 0 && memcmp(again, old, 8) == 0);
+    CHECK(again && tb__le64(again + n - 8) == tb_bundle_checksum(again, n - 8));
+    tb_bundle_free(b);
+    b = NULL;
+    CHECK_OK(tb_bundle_read_memory(again, n2, NULL, 0, &b, &e), &e);
+    CHECK(tb_bundle_format_version(b) == 0x20000u);
+    tb_bundle_free(b);
+    b = NULL;
+    /* a 1.0 file is checked with the 1.0 checksum: a flipped byte fails */
+    old[n / 2] ^= 0x10;
+    CHECK(tb_bundle_read_memory(old, n, NULL, 0, &b, &e) == tb_err_checksum && b == NULL);
+    CHECK(strstr(e.message, "format 1") != NULL);
+    free(again);
+    free(old);
+}
+
 /* write through a callback in odd-sized pieces must equal the memory writer */
 typedef struct { unsigned char *buf; size_t n, cap; int fail_at; int calls; } sink_t;
 static int sink_cb(void *user, const void *data, size_t size) {
@@ -375,7 +444,7 @@ static unsigned char *small_bundle(size_t *size) {
     return buf;
 }
 
-static void reseal(unsigned char *buf, size_t size) { tb__put64(buf + size - 8, tb_xxh3_64(buf, size - 8)); }
+static void reseal(unsigned char *buf, size_t size) { tb__put64(buf + size - 8, tb_bundle_checksum(buf, size - 8)); }
 
 static void test_truncation_every_offset(void) {
     size_t size, i;
@@ -464,13 +533,20 @@ static void test_header_errors(void) {
     buf[1] = 'T';
     CHECK(tb_bundle_read_memory("GIF89a", 6, NULL, 0, &b, &e) == tb_err_bad_magic);
     CHECK(tb_bundle_read_memory("", 0, NULL, 0, &b, &e) == tb_err_truncated);
-    /* a newer major version is refused by name, even with a good checksum */
-    buf[8] = 2;
+    /* a newer major version is refused by name, even with a good checksum,
+       and so is major 0 */
+    buf[8] = 3;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
-    CHECK(strstr(e.message, "2.0") != NULL);
-    /* a newer minor version reads */
+    CHECK(strstr(e.message, "3.0") != NULL);
+    buf[8] = 0;
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
+    /* major 1 with a format 2 checksum is damage, not a version */
     buf[8] = 1;
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_checksum);
+    /* a newer minor version reads */
+    buf[8] = 2;
     buf[10] = 7;
     reseal(buf, size);
     CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e), &e);
@@ -1703,6 +1779,8 @@ int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(test_result_strings);
     RUN(test_xxh3_vectors);
+    RUN(test_block_checksum);
+    RUN(test_format_1_0_compatibility);
     RUN(test_builder_and_names);
     RUN(test_bad_names_builder);
     RUN(test_smallest_items_roundtrip);
