@@ -2527,20 +2527,85 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
+/* A large bundle on tmpfs is written through a shared mapping of the file,
+   each block window by its own thread: write(2) holds the file's lock, so
+   only a mapping lets several cores fill the page cache (231 MB on a
+   16-core host's tmpfs: write(2) 95 ms, a mapping on 8 threads 71 ms with
+   its munmap). Disk file systems keep write(2), which is as fast there,
+   and so do hosts with fewer than TB__MAPPED_WRITE_MIN_THREADS cores to
+   spare (2 cores: the mapping is slower). Pages are faulted in with
+   MADV_POPULATE_WRITE, which reports a full file system as an error where
+   a store into the mapping would raise SIGBUS. */
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+#include <sys/vfs.h>
+#define TB__TMPFS_MAGIC 0x01021994UL
+#ifndef TB__MAPPED_WRITE_MIN_THREADS
+#define TB__MAPPED_WRITE_MIN_THREADS 4
+#endif
+
+/* *done 1: written (or failed, with the error returned); 0: the file is
+   still empty, write it with write(2). */
+static tb_result tb__write_mapped(const tb_bundle *b, int fd, const char *tmp, int *done, tb_error *err) {
+    size_t klen, rlen, total;
+    struct statfs fs;
+    tb__blocks w;
+    unsigned char *map;
+    uint64_t sum;
+    tb_result r;
+    int e;
+    *done = 0;
+    if (!tb__sizes(b, &klen, &rlen, &total) || (uint64_t)total > (uint64_t)INT64_MAX) return tb_ok;
+    if (tb__thread_count(0, tb__chunk_count(total), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS) < TB__MAPPED_WRITE_MIN_THREADS)
+        return tb_ok;
+    if (fstatfs(fd, &fs) != 0 || (unsigned long)fs.f_type != TB__TMPFS_MAGIC) return tb_ok;
+    *done = 1;
+    if (ftruncate(fd, (off_t)total) != 0)
+        return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot extend the file to %zu bytes", total);
+    map = (unsigned char *)mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        *done = 0;
+        return ftruncate(fd, 0) == 0 ? tb_ok : tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot truncate the file");
+    }
+    if ((r = tb__blocks_start(&w, b, map, klen, rlen, total, 1, 1, err)) != tb_ok) {
+        munmap(map, total);
+        return r;
+    }
+    e = tb__blocks_finish(&w, b, &sum);
+    if (!e) tb__put64(map + total - TB__TRAILER_SIZE, sum);
+    munmap(map, total);
+    if (e == EINVAL || e == ENOSYS) { /* a kernel before 5.14 */
+        *done = 0;
+        return ftruncate(fd, 0) == 0 ? tb_ok : tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot truncate the file");
+    }
+    if (e == EFAULT) /* the fault would have been SIGBUS: no page to be had for the file */
+        return tb__fail(err, tb_err_io, NULL, tmp, -1, ENOSPC, "no room for the file's %zu bytes", total);
+    if (e) return tb__fail(err, tb_err_io, NULL, tmp, -1, e, "cannot allocate the file's pages");
+    return tb_ok;
+}
+#else
+static tb_result tb__write_mapped(const tb_bundle *b, int fd, const char *tmp, int *done, tb_error *err) {
+    (void)b, (void)fd, (void)tmp, (void)err;
+    *done = 0;
+    return tb_ok;
+}
+#endif
+
 TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsigned flags, tb_error *err) {
     char tmp[4096 + 64];
     tb__fd_writer w;
     tb_result r;
     size_t n;
+    int mapped;
     if (!b || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "bundle or path is NULL");
     n = strlen(path);
     if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
     memcpy(tmp, path, n);
     tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    w.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     w.err = 0;
     if (w.fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
-    r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
+    r = tb__write_mapped(b, w.fd, tmp, &mapped, err);
+    if (r == tb_ok && !mapped) r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
     if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
         r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
     if (close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");

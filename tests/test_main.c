@@ -2,6 +2,7 @@
    emit. Compiled as C99 and as C++11. Run from the repository root:
        build/test_main [name-filter]          */
 #define TRITON_BUNDLE_IMPLEMENTATION
+#define TB__MAPPED_WRITE_MIN_THREADS 1 /* the mapped writer on any number of cores */
 #include "../triton_bundle.h"
 #include "harness.h"
 #include "util.h"
@@ -1254,6 +1255,92 @@ static void test_emit_readonly_dir(void) {
     free(dir);
 }
 
+/* A bundle of blocks on several threads (40 MiB + a small kernel) */
+static tb_bundle *big_bundle(unsigned char **blob_out) {
+    size_t n = (size_t)40 << 20, i;
+    unsigned char *blob = (unsigned char *)malloc(n);
+    tb_bundle *b;
+    tb_error e;
+    uint32_t k;
+    if (!blob) return NULL;
+    for (i = 0; i < n; i++) blob[i] = (unsigned char)((uint32_t)i * 2654435761u >> 13);
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
+    if (tb_bundle_add_kernel(b, "BIG", 0, &k, &e) || tb_bundle_add_artifact(b, k, "a.cubin", blob, n - 12345, TB_REFERENCE, &e) ||
+        tb_bundle_add_artifact(b, k, "b.bin", blob + 7, 12345, TB_REFERENCE, &e)) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    *blob_out = blob;
+    return b;
+}
+
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+static int is_tmpfs(const char *dir) {
+    struct statfs fs;
+    return statfs(dir, &fs) == 0 && (unsigned long)fs.f_type == TB__TMPFS_MAGIC;
+}
+#endif
+
+/* On tmpfs, large bundles are written through a shared mapping, each block
+   window by a thread: the same bytes as the memory writer, the file sized
+   exactly, read back verified. */
+static void test_write_file_mapped(void) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    unsigned char *blob = NULL, *mem, *got;
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    size_t size, n = 0;
+    int fd, done = -1;
+    char path[256];
+    if (!is_tmpfs("/dev/shm")) SKIP("/dev/shm is not a tmpfs here");
+    b = big_bundle(&blob);
+    REQUIRE(b);
+    mem = u_serialize(b, &size);
+    REQUIRE(mem);
+    snprintf(path, sizeof path, "/dev/shm/tbtest-mapped-%ld", (long)getpid());
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+    REQUIRE(fd >= 0);
+    CHECK_OK(tb__write_mapped(b, fd, path, &done, &e), &e);
+    close(fd);
+    if (done == 0) {
+        unlink(path);
+        free(mem), free(blob), tb_bundle_free(b);
+        SKIP("this kernel has no MADV_POPULATE_WRITE for shared mappings");
+    }
+    got = u_read(path, &n);
+    CHECK(got && n == size && memcmp(got, mem, size) == 0);
+    free(got);
+    unlink(path);
+    /* the public call, which takes the same path there */
+    CHECK_OK(tb_bundle_write_file(b, path, TB_WRITE_FSYNC, &e), &e);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &r, &e), &e);
+    CHECK(r && tb_bundle_kernel(r, 0)->artifacts[0].size == ((size_t)40 << 20) - 12345 &&
+          memcmp(tb_bundle_kernel(r, 0)->artifacts[0].data, blob, 4096) == 0);
+    tb_bundle_free(r);
+    unlink(path);
+    /* a file-size limit: ftruncate fails with EFBIG, nothing is left */
+    {
+        pid_t pid = fork();
+        int status = 0;
+        if (pid == 0) {
+            struct rlimit rl;
+            signal(SIGXFSZ, SIG_IGN);
+            rl.rlim_cur = rl.rlim_max = 1 << 20;
+            setrlimit(RLIMIT_FSIZE, &rl);
+            _exit(tb_bundle_write_file(b, path, 0, &e) == tb_err_io && e.sys_errno == EFBIG ? 0 : 1);
+        }
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(access(path, F_OK) != 0);
+    }
+    free(mem);
+    free(blob);
+    tb_bundle_free(b);
+#else
+    SKIP("no MADV_POPULATE_WRITE on this system: bundles are written with write(2)");
+#endif
+}
+
 /* A real full disk and a real read-only filesystem: a 160 KiB tmpfs, then
    the same remounted read-only. Needs mount privileges; skipped without. */
 static void test_emit_full_disk_and_readonly_fs(void) {
@@ -1275,6 +1362,27 @@ static void test_emit_full_disk_and_readonly_fs(void) {
     CHECK(r == tb_err_io && rep.failed > 0 && rep.written > 0);
     CHECK(e.sys_errno == ENOSPC);
     CHECK(u_count_entries(dir, "tmp.") == 0);
+    {   /* a bundle file too large for the file system: ENOSPC, through the
+           mapped writer (a failed fault, not SIGBUS) and through write(2) */
+        unsigned char *blob = NULL;
+        tb_bundle *big = big_bundle(&blob);
+        char p[900];
+        int before = u_count_entries(dir, NULL), fd, done = 0;
+        REQUIRE(big);
+        snprintf(p, sizeof p, "%s/big.tbundle", dir);
+        CHECK(tb_bundle_write_file(big, p, 0, &e) == tb_err_io && e.sys_errno == ENOSPC);
+        CHECK(u_count_entries(dir, NULL) == before);
+        fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0644);
+        CHECK(fd >= 0);
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+        r = tb__write_mapped(big, fd, p, &done, &e);
+        CHECK(done ? r == tb_err_io && e.sys_errno == ENOSPC : r == tb_ok);
+#endif
+        if (fd >= 0) close(fd);
+        unlink(p);
+        tb_bundle_free(big);
+        free(blob);
+    }
     {
         DIR *d = opendir(dir);
         struct dirent *de;
@@ -1360,23 +1468,19 @@ static void test_threads_collect_same_bundle(void) {
     free(dir);
 }
 
-/* Bundles of 32 MiB and more are hashed by a second thread while the first
-   writes: the bytes must be those of the one-thread memory writer. */
+/* Large bundles are hashed on several threads, in windows of whole blocks,
+   while the memory writer copies or the callback writes in order: the
+   bytes must be those a one-thread reference computes. */
 static void test_threads_parallel_checksum(void) {
-    size_t n = (size_t)40 << 20, size, i;
-    unsigned char *blob = (unsigned char *)malloc(n), *mem, *cb;
-    tb_bundle *b;
+    unsigned char *blob = NULL, *mem, *cb;
+    tb_bundle *b = big_bundle(&blob);
     tb_error e;
-    uint32_t k;
+    size_t size;
     sink_t s;
-    REQUIRE(blob);
-    for (i = 0; i < n; i++) blob[i] = (unsigned char)(i * 2654435761u >> 13);
-    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
-    CHECK_OK(tb_bundle_add_kernel(b, "BIG", 0, &k, &e), &e);
-    CHECK_OK(tb_bundle_add_artifact(b, k, "a.cubin", blob, n - 12345, TB_REFERENCE, &e), &e);
-    CHECK_OK(tb_bundle_add_artifact(b, k, "b.bin", blob + 7, 12345, TB_REFERENCE, &e), &e);
+    REQUIRE(b);
     mem = u_serialize(b, &size);
     REQUIRE(mem);
+    CHECK(tb__le64(mem + size - 8) == block_checksum_reference(mem, size - 8));
     memset(&s, 0, sizeof s);
     s.buf = cb = (unsigned char *)malloc(size);
     s.cap = size;
@@ -1386,6 +1490,8 @@ static void test_threads_parallel_checksum(void) {
         tb_bundle *r = NULL;
         CHECK_OK(tb_bundle_read_memory(cb, size, NULL, 0, &r, &e), &e);
         tb_bundle_free(r);
+        cb[size / 2] ^= 4; /* a block in the middle, hashed by another thread */
+        CHECK(tb_bundle_read_memory(cb, size, NULL, 0, &r, &e) == tb_err_checksum && r == NULL);
     }
     free(mem);
     free(cb);
@@ -1815,6 +1921,7 @@ int main(int argc, char **argv) {
     RUN(test_threads_emit);
     RUN(test_threads_parallel_checksum);
     RUN(test_emit_write_failure);
+    RUN(test_write_file_mapped);
     RUN(test_emit_full_disk_and_readonly_fs);
     RUN(test_concurrent_emit);
     RUN(test_crash_during_emit);
