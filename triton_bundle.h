@@ -1992,29 +1992,14 @@ static void tb__sink_init(tb__sink *k, size_t lo, size_t hi) {
     tb__xxh_init(&k->h);
 }
 
-/* Faults a fresh file mapping's pages in; 0 or an errno. A fault that would
-   raise SIGBUS (the file system is full) fails here with EFAULT instead. */
-static int tb__populate(unsigned char *p, size_t n) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    return madvise(p, n, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
-#else
-    (void)p;
-    (void)n;
-    return ENOSYS;
-#endif
-}
-
 typedef struct tb__block_job {
     const tb_bundle *b;
     size_t klen, rlen, total;
     tb__sink k;
-    size_t populate;            /* bytes to fault in from mem + k.lo first; 0: none */
-    int populate_errno;
 } tb__block_job;
 
 static void *tb__block_writer(void *arg) {
     tb__block_job *j = (tb__block_job *)arg;
-    if (j->populate && (j->populate_errno = tb__populate(j->k.mem + j->k.lo, j->populate)) != 0) return NULL;
     tb__write_body(j->b, &j->k, j->klen, j->rlen, j->total);
     return NULL;
 }
@@ -2030,7 +2015,7 @@ typedef struct tb__blocks {
 } tb__blocks;
 
 static tb_result tb__blocks_start(tb__blocks *w, const tb_bundle *b, unsigned char *mem, size_t klen, size_t rlen,
-                                  size_t total, int populate, unsigned first, tb_error *err) {
+                                  size_t total, unsigned first, tb_error *err) {
     size_t body = total - TB__TRAILER_SIZE;
     unsigned t;
     w->count = tb__chunk_count(body);
@@ -2045,33 +2030,28 @@ static tb_result tb__blocks_start(tb__blocks *w, const tb_bundle *b, unsigned ch
         tb__sink_init(&j->k, lo, hi);
         j->k.mem = mem;
         j->k.digests = w->digests;
-        j->populate = populate ? (t + 1 == w->threads ? total : hi) - lo : 0;
-        j->populate_errno = 0;
     }
     w->first = w->threads == 1 ? 1 : first; /* one window is not worth a thread */
     tb__spawn(&w->team, w->first, w->threads, tb__block_writer, w->jobs, sizeof w->jobs[0]);
     return tb_ok;
 }
 
-/* Runs the windows kept for this thread, waits for the others; the checksum, or an
-   errno from faulting pages in (then 0 in *checksum). */
-static int tb__blocks_finish(tb__blocks *w, const tb_bundle *b, uint64_t *checksum) {
+/* Runs the windows kept for this thread, waits for the others; the
+   checksum. */
+static uint64_t tb__blocks_finish(tb__blocks *w, const tb_bundle *b) {
     unsigned t;
-    int e = 0;
+    uint64_t sum;
     for (t = 0; t < w->first; t++) tb__block_writer(&w->jobs[t]);
     tb__join(&w->team);
-    for (t = 0; t < w->threads; t++)
-        if (!e) e = w->jobs[t].populate_errno;
-    *checksum = e ? 0 : tb__chunk_root(w->digests, w->count);
+    sum = tb__chunk_root(w->digests, w->count);
     tb__free(&b->ctx, w->digests);
-    return e;
+    return sum;
 }
 
 TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t cap, size_t *out_size,
                                        tb_error *err) {
     size_t klen, rlen, total;
     tb__blocks w;
-    uint64_t sum;
     tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
     if (!tb__sizes(b, &klen, &rlen, &total))
@@ -2080,9 +2060,8 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     if (!buffer) return tb_ok;
     if (cap < total)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
-    if ((r = tb__blocks_start(&w, b, (unsigned char *)buffer, klen, rlen, total, 0, 1, err)) != tb_ok) return r;
-    tb__blocks_finish(&w, b, &sum);
-    tb__put64((unsigned char *)buffer + total - TB__TRAILER_SIZE, sum);
+    if ((r = tb__blocks_start(&w, b, (unsigned char *)buffer, klen, rlen, total, 1, err)) != tb_ok) return r;
+    tb__put64((unsigned char *)buffer + total - TB__TRAILER_SIZE, tb__blocks_finish(&w, b));
     return tb_ok;
 }
 
@@ -2093,7 +2072,6 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, voi
     size_t klen, rlen, total;
     tb__blocks w;
     tb__sink k;
-    uint64_t sum;
     unsigned char trailer[TB__TRAILER_SIZE];
     tb_result r;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
@@ -2103,13 +2081,12 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, voi
     k.fn = fn;
     k.user = user;
     if (!(k.stage = (unsigned char *)tb__alloc(&b->ctx, TB__STAGE))) return TB__OOM(err);
-    if ((r = tb__blocks_start(&w, b, NULL, klen, rlen, total, 0, 0, err)) != tb_ok) {
+    if ((r = tb__blocks_start(&w, b, NULL, klen, rlen, total, 0, err)) != tb_ok) {
         tb__free(&b->ctx, k.stage);
         return r;
     }
     tb__write_body(b, &k, klen, rlen, total);
-    tb__blocks_finish(&w, b, &sum);
-    tb__put64(trailer, sum);
+    tb__put64(trailer, tb__blocks_finish(&w, b));
     tb__sink_put(&k, trailer, sizeof trailer);
     tb__sink_flush(&k);
     tb__free(&b->ctx, k.stage);
@@ -2527,85 +2504,20 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
-/* A large bundle on tmpfs is written through a shared mapping of the file,
-   each block window by its own thread: write(2) holds the file's lock, so
-   only a mapping lets several cores fill the page cache (231 MB on a
-   16-core host's tmpfs: write(2) 95 ms, a mapping on 8 threads 71 ms with
-   its munmap). Disk file systems keep write(2), which is as fast there,
-   and so do hosts with fewer than TB__MAPPED_WRITE_MIN_THREADS cores to
-   spare (2 cores: the mapping is slower). Pages are faulted in with
-   MADV_POPULATE_WRITE, which reports a full file system as an error where
-   a store into the mapping would raise SIGBUS. */
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-#include <sys/vfs.h>
-#define TB__TMPFS_MAGIC 0x01021994UL
-#ifndef TB__MAPPED_WRITE_MIN_THREADS
-#define TB__MAPPED_WRITE_MIN_THREADS 4
-#endif
-
-/* *done 1: written (or failed, with the error returned); 0: the file is
-   still empty, write it with write(2). */
-static tb_result tb__write_mapped(const tb_bundle *b, int fd, const char *tmp, int *done, tb_error *err) {
-    size_t klen, rlen, total;
-    struct statfs fs;
-    tb__blocks w;
-    unsigned char *map;
-    uint64_t sum;
-    tb_result r;
-    int e;
-    *done = 0;
-    if (!tb__sizes(b, &klen, &rlen, &total) || (uint64_t)total > (uint64_t)INT64_MAX) return tb_ok;
-    if (tb__thread_count(0, tb__chunk_count(total), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS) < TB__MAPPED_WRITE_MIN_THREADS)
-        return tb_ok;
-    if (fstatfs(fd, &fs) != 0 || (unsigned long)fs.f_type != TB__TMPFS_MAGIC) return tb_ok;
-    *done = 1;
-    if (ftruncate(fd, (off_t)total) != 0)
-        return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot extend the file to %zu bytes", total);
-    map = (unsigned char *)mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        *done = 0;
-        return ftruncate(fd, 0) == 0 ? tb_ok : tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot truncate the file");
-    }
-    if ((r = tb__blocks_start(&w, b, map, klen, rlen, total, 1, 1, err)) != tb_ok) {
-        munmap(map, total);
-        return r;
-    }
-    e = tb__blocks_finish(&w, b, &sum);
-    if (!e) tb__put64(map + total - TB__TRAILER_SIZE, sum);
-    munmap(map, total);
-    if (e == EINVAL || e == ENOSYS) { /* a kernel before 5.14 */
-        *done = 0;
-        return ftruncate(fd, 0) == 0 ? tb_ok : tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot truncate the file");
-    }
-    if (e == EFAULT) /* the fault would have been SIGBUS: no page to be had for the file */
-        return tb__fail(err, tb_err_io, NULL, tmp, -1, ENOSPC, "no room for the file's %zu bytes", total);
-    if (e) return tb__fail(err, tb_err_io, NULL, tmp, -1, e, "cannot allocate the file's pages");
-    return tb_ok;
-}
-#else
-static tb_result tb__write_mapped(const tb_bundle *b, int fd, const char *tmp, int *done, tb_error *err) {
-    (void)b, (void)fd, (void)tmp, (void)err;
-    *done = 0;
-    return tb_ok;
-}
-#endif
-
 TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsigned flags, tb_error *err) {
     char tmp[4096 + 64];
     tb__fd_writer w;
     tb_result r;
     size_t n;
-    int mapped;
     if (!b || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "bundle or path is NULL");
     n = strlen(path);
     if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
     memcpy(tmp, path, n);
     tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
-    w.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     w.err = 0;
     if (w.fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
-    r = tb__write_mapped(b, w.fd, tmp, &mapped, err);
-    if (r == tb_ok && !mapped) r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
+    r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
     if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
         r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
     if (close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");

@@ -2,7 +2,6 @@
    emit. Compiled as C99 and as C++11. Run from the repository root:
        build/test_main [name-filter]          */
 #define TRITON_BUNDLE_IMPLEMENTATION
-#define TB__MAPPED_WRITE_MIN_THREADS 1 /* the mapped writer on any number of cores */
 #include "../triton_bundle.h"
 #include "harness.h"
 #include "util.h"
@@ -1274,73 +1273,6 @@ static tb_bundle *big_bundle(unsigned char **blob_out) {
     return b;
 }
 
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-static int is_tmpfs(const char *dir) {
-    struct statfs fs;
-    return statfs(dir, &fs) == 0 && (unsigned long)fs.f_type == TB__TMPFS_MAGIC;
-}
-#endif
-
-/* On tmpfs, large bundles are written through a shared mapping, each block
-   window by a thread: the same bytes as the memory writer, the file sized
-   exactly, read back verified. */
-static void test_write_file_mapped(void) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    unsigned char *blob = NULL, *mem, *got;
-    tb_bundle *b, *r = NULL;
-    tb_error e;
-    size_t size, n = 0;
-    int fd, done = -1;
-    char path[256];
-    if (!is_tmpfs("/dev/shm")) SKIP("/dev/shm is not a tmpfs here");
-    b = big_bundle(&blob);
-    REQUIRE(b);
-    mem = u_serialize(b, &size);
-    REQUIRE(mem);
-    snprintf(path, sizeof path, "/dev/shm/tbtest-mapped-%ld", (long)getpid());
-    fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
-    REQUIRE(fd >= 0);
-    CHECK_OK(tb__write_mapped(b, fd, path, &done, &e), &e);
-    close(fd);
-    if (done == 0) {
-        unlink(path);
-        free(mem), free(blob), tb_bundle_free(b);
-        SKIP("this kernel has no MADV_POPULATE_WRITE for shared mappings");
-    }
-    got = u_read(path, &n);
-    CHECK(got && n == size && memcmp(got, mem, size) == 0);
-    free(got);
-    unlink(path);
-    /* the public call, which takes the same path there */
-    CHECK_OK(tb_bundle_write_file(b, path, TB_WRITE_FSYNC, &e), &e);
-    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &r, &e), &e);
-    CHECK(r && tb_bundle_kernel(r, 0)->artifacts[0].size == ((size_t)40 << 20) - 12345 &&
-          memcmp(tb_bundle_kernel(r, 0)->artifacts[0].data, blob, 4096) == 0);
-    tb_bundle_free(r);
-    unlink(path);
-    /* a file-size limit: ftruncate fails with EFBIG, nothing is left */
-    {
-        pid_t pid = fork();
-        int status = 0;
-        if (pid == 0) {
-            struct rlimit rl;
-            signal(SIGXFSZ, SIG_IGN);
-            rl.rlim_cur = rl.rlim_max = 1 << 20;
-            setrlimit(RLIMIT_FSIZE, &rl);
-            _exit(tb_bundle_write_file(b, path, 0, &e) == tb_err_io && e.sys_errno == EFBIG ? 0 : 1);
-        }
-        waitpid(pid, &status, 0);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        CHECK(access(path, F_OK) != 0);
-    }
-    free(mem);
-    free(blob);
-    tb_bundle_free(b);
-#else
-    SKIP("no MADV_POPULATE_WRITE on this system: bundles are written with write(2)");
-#endif
-}
-
 /* A real full disk and a real read-only filesystem: a 160 KiB tmpfs, then
    the same remounted read-only. Needs mount privileges; skipped without. */
 static void test_emit_full_disk_and_readonly_fs(void) {
@@ -1362,24 +1294,16 @@ static void test_emit_full_disk_and_readonly_fs(void) {
     CHECK(r == tb_err_io && rep.failed > 0 && rep.written > 0);
     CHECK(e.sys_errno == ENOSPC);
     CHECK(u_count_entries(dir, "tmp.") == 0);
-    {   /* a bundle file too large for the file system: ENOSPC, through the
-           mapped writer (a failed fault, not SIGBUS) and through write(2) */
+    {   /* a bundle file too large for the file system: ENOSPC, and the
+           temporary file is gone */
         unsigned char *blob = NULL;
         tb_bundle *big = big_bundle(&blob);
         char p[900];
-        int before = u_count_entries(dir, NULL), fd, done = 0;
+        int before = u_count_entries(dir, NULL);
         REQUIRE(big);
         snprintf(p, sizeof p, "%s/big.tbundle", dir);
         CHECK(tb_bundle_write_file(big, p, 0, &e) == tb_err_io && e.sys_errno == ENOSPC);
         CHECK(u_count_entries(dir, NULL) == before);
-        fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0644);
-        CHECK(fd >= 0);
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-        r = tb__write_mapped(big, fd, p, &done, &e);
-        CHECK(done ? r == tb_err_io && e.sys_errno == ENOSPC : r == tb_ok);
-#endif
-        if (fd >= 0) close(fd);
-        unlink(p);
         tb_bundle_free(big);
         free(blob);
     }
@@ -1921,7 +1845,6 @@ int main(int argc, char **argv) {
     RUN(test_threads_emit);
     RUN(test_threads_parallel_checksum);
     RUN(test_emit_write_failure);
-    RUN(test_write_file_mapped);
     RUN(test_emit_full_disk_and_readonly_fs);
     RUN(test_concurrent_emit);
     RUN(test_crash_during_emit);
