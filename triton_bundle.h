@@ -10,7 +10,8 @@
      2. a binary format: versioned, little-endian, length-prefixed, XXH3
         checksummed, safe on hostile input, readable zero-copy;
      3. collect/emit of Triton cache directories, atomic under concurrent
-        writers and crashes (one temporary directory + one rename per kernel);
+        writers and crashes (one temporary directory + one rename per kernel),
+        and tb_pack_cache, which streams a whole cache into a bundle file;
      4. a static launcher: libcuda loaded with dlopen at run time, cubins loaded
         from memory, launches with fixed-size argument arrays (no allocation),
         every Triton scalar type passed bit-exactly.
@@ -32,7 +33,7 @@
            fprintf(stderr, "%s\n", e.message);
        tb_bundle_derive_launch_records(b, &e);  // one record per cubin
        tb_bundle_write_file(b, "kernels.tbundle", 0, &e);
-       tb_bundle_free(b);
+       tb_bundle_free(b);  // (tb_pack_cache does these steps in one pass)
 
        tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e); // mmap, zero-copy
        tb_kernel_table *t; const tb_loaded_kernel *k;
@@ -55,8 +56,8 @@
      TB_MAX_*              sanity limits applied to every input (see below)
      TB_NO_LAUNCHER        leave out the CUDA driver / launcher section
    Runtime options are structs in which zero means "default": tb_options
-   (allocator, logger), tb_collect_options, tb_emit_options, tb_load_options,
-   tb_launch_params.
+   (allocator, logger), tb_collect_options, tb_pack_options, tb_emit_options,
+   tb_load_options, tb_launch_params.
 
    ERROR CONTRACT
    Every fallible call returns tb_result (tb_ok == 0) and, when given a
@@ -76,10 +77,10 @@
    THREADS
    A bundle is safe to read from many threads; building one is not.
    tb_bundler_put, tb_launch and tb_kernel_table_get are thread-safe.
-   tb_collect_cache and tb_emit use worker threads of their own (options
-   .threads; the result does not depend on their number), and writing or
-   verifying a bundle of 16 MiB or more hashes its 1 MiB blocks on up to 8
-   threads.
+   tb_collect_cache, tb_pack_cache and tb_emit use worker threads of their
+   own (options .threads; the result does not depend on their number), and
+   writing or verifying a bundle of 16 MiB or more hashes its 1 MiB blocks
+   on up to 8 threads.
    The filesystem section needs POSIX (openat family, mmap).
 */
 #if defined(TRITON_BUNDLE_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
@@ -216,8 +217,8 @@ typedef struct tb_allocator {
 typedef enum tb_log_level { TB_LOG_ERROR = 0, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG } tb_log_level;
 
 /* The allocator and the logger may be called from the worker threads of
-   tb_collect_cache and tb_emit: give thread-safe ones, or set those
-   options' threads to 1. */
+   tb_collect_cache, tb_pack_cache and tb_emit: give thread-safe ones, or
+   set those options' threads to 1. */
 typedef struct tb_options {
     tb_allocator allocator;  /* all three functions or none */
     void (*log)(void *user, tb_log_level level, const char *message);
@@ -420,6 +421,32 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *bundle, const char *cache_dir, cons
 TBDEF tb_result tb_collect_cache(tb_bundle *bundle, const char *cache_dir,
                                  const tb_collect_options *options, tb_collect_report *report,
                                  tb_error *err);
+
+/* tb_collect_cache, tb_bundle_derive_launch_records and tb_bundle_write_file
+   in one pass, with the same bytes as a result, streaming: reader threads
+   collect batches of kernels while the calling thread writes finished
+   batches in order, so reading and writing overlap and memory holds only
+   the batches in flight, never the whole bundle. */
+typedef struct tb_pack_options {
+    tb_collect_options collect;  /* recorded_cache_dir, threads, progress, stop_on_error */
+    int no_launch_records;       /* 1: derive no launch records (an empty section 2) */
+    unsigned write_flags;        /* TB_WRITE_FSYNC */
+} tb_pack_options;
+
+typedef struct tb_pack_report {
+    tb_collect_report collect;
+    uint32_t records;            /* launch records written */
+    uint64_t bytes;              /* the file's size */
+    tb_error first_failure;      /* the first kernel refused, when collect.failed > 0 */
+} tb_pack_report;
+
+/* tb_ok: the file is in place, holding every kernel that could be read;
+   refused kernels are left out, logged and counted (report->collect.failed)
+   unless collect.stop_on_error, which fails the pack at the first. On
+   failure nothing is left at path or beside it. options: the allocator and
+   logger (NULL: defaults). */
+TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_pack_options *pack_options,
+                              const tb_options *options, tb_pack_report *report, tb_error *err);
 
 typedef enum tb_emit_status { TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAILED } tb_emit_status;
 
@@ -1715,25 +1742,42 @@ static uint64_t tb__chunk_root(const uint64_t *digests, size_t count) {
 }
 
 typedef struct tb__chunk_job {
-    const unsigned char *data;
-    size_t size, first, end; /* blocks [first, end) */
-    uint64_t *digests;       /* digests[0] is block `base` */
+    const unsigned char *data;  /* the bytes, or NULL: read them from fd into buf */
+    int fd, err;                /* err: errno of a failed read */
+    unsigned char *buf;         /* TB__CHUNK bytes */
+    size_t size, first, end;    /* blocks [first, end) */
+    uint64_t *digests;          /* digests[0] is block `base` */
     size_t base;
 } tb__chunk_job;
+
+static int tb__pread_full(int fd, unsigned char *buf, size_t n, size_t at) {
+    while (n) {
+        ssize_t got = pread(fd, buf, n, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got < 0 ? errno : EIO; /* EIO: the file is shorter than it was */
+        buf += got, at += (size_t)got, n -= (size_t)got;
+    }
+    return 0;
+}
 
 static void *tb__chunk_hash(void *arg) {
     tb__chunk_job *j = (tb__chunk_job *)arg;
     size_t i;
-    for (i = j->first; i < j->end; i++) {
+    for (i = j->first; i < j->end && !j->err; i++) {
         size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK;
-        j->digests[i - j->base] = n ? tb_xxh3_64(j->data + at, n) : tb_xxh3_64("", 0);
+        const unsigned char *p = j->data ? j->data + at : j->buf;
+        if (!j->data && (j->err = tb__pread_full(j->fd, j->buf, n, at)) != 0) break;
+        j->digests[i - j->base] = n ? tb_xxh3_64(p, n) : tb_xxh3_64("", 0);
     }
     return NULL;
 }
 
-/* Rounds of up to 256 blocks, each round's blocks split among threads: no
-   allocation, whatever the size. */
-TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
+/* The block checksum of data[0, size), or (data NULL) of the first size
+   bytes of file fd, read into bufs[t], one block buffer per thread, at most
+   max_threads. Rounds of up to 256 blocks, each round's blocks split among
+   threads, so no allocation whatever the size. 0, or a read's errno. */
+static int tb__checksum_blocks(const unsigned char *data, int fd, unsigned char *const *bufs, unsigned max_threads,
+                               size_t size, uint64_t *out) {
     uint64_t digests[256];
     tb__chunk_job jobs[TB__MAX_THREADS];
     tb__team team;
@@ -1743,9 +1787,12 @@ TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
     tb__xxh_init(&root);
     while (done < count) {
         size_t batch = count - done < 256 ? count - done : 256;
-        unsigned t, nt = tb__thread_count(0, batch, TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+        unsigned t, nt = tb__thread_count(0, batch, TB__CHUNKS_PER_THREAD, max_threads);
         for (t = 0; t < nt; t++) {
-            jobs[t].data = (const unsigned char *)data;
+            jobs[t].data = data;
+            jobs[t].fd = fd;
+            jobs[t].err = 0;
+            jobs[t].buf = bufs ? bufs[t] : NULL;
             jobs[t].size = size;
             jobs[t].first = done + batch * t / nt;
             jobs[t].end = done + batch * (t + 1) / nt;
@@ -1755,13 +1802,22 @@ TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
         tb__spawn(&team, 1, nt, tb__chunk_hash, jobs, sizeof jobs[0]);
         tb__chunk_hash(&jobs[0]);
         tb__join(&team);
+        for (t = 0; t < nt; t++)
+            if (jobs[t].err) return jobs[t].err;
         for (i = 0; i < batch; i++) {
             tb__put64(b, digests[i]);
             tb__xxh_update(&root, b, 8);
         }
         done += batch;
     }
-    return tb__xxh_digest(&root);
+    *out = tb__xxh_digest(&root);
+    return 0;
+}
+
+TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
+    uint64_t sum = 0;
+    tb__checksum_blocks((const unsigned char *)data, -1, NULL, TB__MAX_THREADS, size, &sum);
+    return sum;
 }
 
 static const unsigned char tb__magic[8] = {0x89, 'T', 'B', 'U', 'N', 'D', '\r', '\n'};
@@ -1909,38 +1965,40 @@ static uint32_t tb__count_configs(const tb_bundle *b, uint32_t *params) {
     return n;
 }
 
-/* Everything before the trailer. */
-static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
-    unsigned char hdr[TB__HEADER_SIZE];
-    uint32_t i, j, artifacts = 0, params, configs;
-    memset(hdr, 0, sizeof hdr);
-    memcpy(hdr, tb__magic, 8);
-    hdr[8] = TB_FORMAT_VERSION_MAJOR;
-    hdr[10] = TB_FORMAT_VERSION_MINOR;
-    tb__put64(hdr + 16, total);
-    tb__put32(hdr + 24, 2);
-    tb__sink_put(k, hdr, sizeof hdr);
+/* The header and section 1's header and counts: the first bytes of a
+   bundle, which a streaming writer patches once the counts are known. */
+#define TB__HEAD_SIZE (TB__HEADER_SIZE + TB__SECTION_HEADER + 8)
+static void tb__head_bytes(unsigned char *h, size_t total, size_t klen, uint32_t kernels, uint32_t artifacts) {
+    memset(h, 0, TB__HEAD_SIZE);
+    memcpy(h, tb__magic, 8);
+    h[8] = TB_FORMAT_VERSION_MAJOR;
+    h[10] = TB_FORMAT_VERSION_MINOR;
+    tb__put64(h + 16, total);
+    tb__put32(h + 24, 2);
+    tb__put32(h + 32, TB__SEC_KERNELS);
+    tb__put32(h + 36, TB__SEC_REQUIRED);
+    tb__put64(h + 40, klen);
+    tb__put32(h + 48, kernels);
+    tb__put32(h + 52, artifacts);
+}
 
-    for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
-    tb__sink_u32(k, TB__SEC_KERNELS);
-    tb__sink_u32(k, TB__SEC_REQUIRED);
-    tb__sink_u64(k, klen);
-    tb__sink_u32(k, b->kernel_count);
-    tb__sink_u32(k, artifacts);
-    for (i = 0; i < b->kernel_count; i++) {
-        const tb_kernel *kn = &b->kernels[i];
-        tb__sink_str(k, kn->hash);
-        tb__sink_u32(k, (uint32_t)kn->device);
-        tb__sink_u32(k, kn->artifact_count);
-        for (j = 0; j < kn->artifact_count; j++) {
-            tb__sink_str(k, kn->artifacts[j].name);
-            tb__sink_u64(k, kn->artifacts[j].size);
-            tb__sink_align(k, 16);
-            tb__sink_put(k, kn->artifacts[j].data, (size_t)kn->artifacts[j].size);
-            tb__sink_align(k, 8);
-        }
+static void tb__write_kernel(tb__sink *k, const tb_kernel *kn) {
+    uint32_t j;
+    tb__sink_str(k, kn->hash);
+    tb__sink_u32(k, (uint32_t)kn->device);
+    tb__sink_u32(k, kn->artifact_count);
+    for (j = 0; j < kn->artifact_count; j++) {
+        tb__sink_str(k, kn->artifacts[j].name);
+        tb__sink_u64(k, kn->artifacts[j].size);
+        tb__sink_align(k, 16);
+        tb__sink_put(k, kn->artifacts[j].data, (size_t)kn->artifacts[j].size);
+        tb__sink_align(k, 8);
     }
-    configs = tb__count_configs(b, &params);
+}
+
+/* Section 2, whole. */
+static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
+    uint32_t i, j, params, configs = tb__count_configs(b, &params);
     tb__sink_u32(k, TB__SEC_RECORDS);
     tb__sink_u32(k, TB__SEC_REQUIRED);
     tb__sink_u64(k, rlen);
@@ -1982,6 +2040,17 @@ static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t 
             }
         }
     }
+}
+
+/* Everything before the trailer. */
+static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
+    unsigned char head[TB__HEAD_SIZE];
+    uint32_t i, artifacts = 0;
+    for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
+    tb__head_bytes(head, total, klen, b->kernel_count, artifacts);
+    tb__sink_put(k, head, sizeof head);
+    for (i = 0; i < b->kernel_count; i++) tb__write_kernel(k, &b->kernels[i]);
+    tb__write_records(b, k, rlen);
     TB_ASSERT(k->failed || k->pos == total - TB__TRAILER_SIZE);
 }
 
@@ -2928,6 +2997,36 @@ static tb_result tb__absorb(tb_bundle *b, tb_bundle *part, tb_error *err) {
     return tb_ok;
 }
 
+/* Listing entry i into b: tb_err_not_found when it is no kernel directory
+   (tmp.*, a file, a link, or no __grp__ file: Triton's launcher builds). */
+static tb_result tb__collect_entry(tb_bundle *b, const tb__listing *l, size_t i, const char *cache_dir,
+                                   const tb_collect_options *o, tb_error *e) {
+    char rec[4352];
+    const char *name = l->names[i];
+    tb_result r;
+    if (strncmp(name, "tmp.", 4) == 0 || !tb__valid_name(name, strlen(name))) return tb_err_not_found;
+    if ((r = tb__recorded_path(cache_dir, o, name, rec, sizeof rec, e)) != tb_ok) return r;
+    return tb__collect_dir(b, dirfd(l->dir), name, 0, rec, 1, e);
+}
+
+/* Counts an entry's result; a refused kernel is logged and, if it is the
+   first, kept. 1 for a refused kernel. */
+static int tb__tally(tb_collect_report *rep, tb_result r, const tb_error *e, const tb__ctx *ctx, tb_result *first,
+                     tb_error *first_error) {
+    if (r == tb_ok) {
+        rep->collected++;
+        return 0;
+    }
+    if (r == tb_err_not_found) {
+        rep->skipped++;
+        return 0;
+    }
+    rep->failed++;
+    tb__log(ctx, TB_LOG_WARN, "collect: %s", e->message);
+    if (*first == tb_ok) *first = r, *first_error = *e;
+    return 1;
+}
+
 /* One reader's share of collect_cache: listing entries [begin, end) into
    its own bundle, with its own counts and first error. */
 typedef struct tb__collect_part {
@@ -2950,33 +3049,14 @@ static void *tb__collect_range(void *arg) {
     const tb__listing *l = pt->listing;
     size_t i;
     for (i = pt->begin; i < pt->end; i++) {
-        char rec[4352];
-        const char *name = l->names[i];
         tb_error e;
-        tb_result r;
+        tb_result r = tb__collect_entry(pt->bundle, l, i, pt->cache_dir, o, &e);
         unsigned done;
-        if (strncmp(name, "tmp.", 4) == 0 || !tb__valid_name(name, strlen(name))) {
-            r = tb_err_not_found;
-        } else if ((r = tb__recorded_path(pt->cache_dir, o, name, rec, sizeof rec, &e)) == tb_ok) {
-            r = tb__collect_dir(pt->bundle, dirfd(l->dir), name, 0, rec, 1, &e);
-        }
         pthread_mutex_lock(pt->done_mu);
         done = ++*pt->done;
         pthread_mutex_unlock(pt->done_mu);
         if (pt->report_progress && o && o->progress) o->progress(o->user, done, (uint32_t)l->count);
-        if (r == tb_ok) {
-            pt->report.collected++;
-        } else if (r == tb_err_not_found) {
-            pt->report.skipped++; /* tmp.*, a file, a link, or no __grp__ file (Triton's launcher builds) */
-        } else {
-            pt->report.failed++;
-            tb__log(&pt->bundle->ctx, TB_LOG_WARN, "collect: %s", e.message);
-            if (pt->first == tb_ok) {
-                pt->first = r;
-                pt->error = e;
-            }
-            if (o && o->stop_on_error) break;
-        }
+        if (tb__tally(&pt->report, r, &e, &pt->bundle->ctx, &pt->first, &pt->error) && o && o->stop_on_error) break;
     }
     return NULL;
 }
@@ -3039,6 +3119,270 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     tb__list_close(&b->ctx, &l);
     return r != tb_ok ? r : first;
 }
+
+/* ---- pack: collect, derive and write in one pass ---- */
+/* Reader threads collect batches of TB__PACK_BATCH listing entries, each
+   into a bundle of its own, and derive its launch records; the calling
+   thread writes the finished batches in listing order, frees them, and
+   reads batches itself while the next one is not ready. Reading and
+   writing overlap, and memory holds at most `window` batches instead of the
+   whole bundle. Section 1's header and counts go in last, over
+   placeholders, so the blocks are hashed afterwards from the written file
+   (still in the page cache) on several threads. */
+#define TB__PACK_BATCH 16
+
+typedef struct tb__pack_batch {
+    tb_bundle *bundle;
+    tb_collect_report report;
+    tb_result first;            /* the first kernel refused */
+    tb_result fatal;            /* the batch itself failed (memory) */
+    tb_error error;             /* of fatal, else of first */
+    int ready;                  /* under tb__pack.mu */
+} tb__pack_batch;
+
+typedef struct tb__pack {
+    const tb__listing *l;
+    const char *cache_dir;
+    const tb_collect_options *co;
+    tb_options po;
+    int derive;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t batches, claimed, written, window;   /* claimed, written: under mu */
+    tb__pack_batch *slots;      /* batch i in slots[i % window] */
+    int stop;
+} tb__pack;
+
+static void tb__pack_read(tb__pack *p, size_t i) {
+    tb__pack_batch *bt = &p->slots[i % p->window];
+    size_t at = i * TB__PACK_BATCH, end = at + TB__PACK_BATCH < p->l->count ? at + TB__PACK_BATCH : p->l->count;
+    tb_error e;
+    tb_result r;
+    bt->bundle = NULL;
+    memset(&bt->report, 0, sizeof bt->report);
+    bt->first = tb_ok;
+    bt->fatal = tb_bundle_create(&p->po, &bt->bundle, &bt->error);
+    for (; bt->fatal == tb_ok && at < end; at++) {
+        r = tb__collect_entry(bt->bundle, p->l, at, p->cache_dir, p->co, &e);
+        if (tb__tally(&bt->report, r, &e, &bt->bundle->ctx, &bt->first, &bt->error) && p->co->stop_on_error) break;
+    }
+    if (bt->fatal == tb_ok && p->derive && (r = tb_bundle_derive_launch_records(bt->bundle, &e)) != tb_ok)
+        bt->fatal = r, bt->error = e;
+    pthread_mutex_lock(&p->mu);
+    bt->ready = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Under mu: claims the next batch if the window has room; SIZE_MAX if not. */
+static size_t tb__pack_claim(tb__pack *p) {
+    if (p->stop || p->claimed >= p->batches || p->claimed >= p->written + p->window) return (size_t)-1;
+    return p->claimed++;
+}
+
+static void *tb__pack_reader(void *arg) {
+    tb__pack *p = (tb__pack *)arg;
+    for (;;) {
+        size_t i;
+        pthread_mutex_lock(&p->mu);
+        while ((i = tb__pack_claim(p)) == (size_t)-1 && !p->stop && p->claimed < p->batches)
+            pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        if (i == (size_t)-1) return NULL;
+        tb__pack_read(p, i);
+    }
+}
+
+/* Writes batch bt's kernels to k and copies its records into recs. */
+static tb_result tb__pack_write(tb__pack_batch *bt, tb__sink *k, tb_bundle *recs, uint32_t *kernels,
+                                uint64_t *artifacts, tb_error *err) {
+    uint32_t i;
+    tb_result r;
+    for (i = 0; i < bt->bundle->kernel_count; i++) {
+        tb__write_kernel(k, &bt->bundle->kernels[i]);
+        *artifacts += bt->bundle->kernels[i].artifact_count;
+    }
+    *kernels += bt->bundle->kernel_count;
+    for (i = 0; i < bt->bundle->record_count; i++)
+        if ((r = tb_bundle_add_launch_record(recs, &bt->bundle->records[i], err)) != tb_ok) return r;
+    return tb_ok;
+}
+
+/* The block checksum of the file's first size bytes, read back on up to
+   TB__MAX_THREADS threads; 0 or an errno. */
+static int tb__file_checksum(const tb__ctx *c, int fd, size_t size, uint64_t *sum) {
+    unsigned char *bufs[TB__MAX_THREADS];
+    unsigned t, n = tb__thread_count(0, tb__chunk_count(size), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+    int e = 0;
+    for (t = 0; t < n; t++)
+        if (!(bufs[t] = (unsigned char *)tb__alloc(c, TB__CHUNK))) break;
+    if (t == 0) e = ENOMEM;
+    else e = tb__checksum_blocks(NULL, fd, bufs, t, size, sum);
+    while (t) tb__free(c, bufs[--t]);
+    return e;
+}
+
+TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_pack_options *o,
+                              const tb_options *options, tb_pack_report *report, tb_error *err) {
+    tb_pack_options defaults;
+    tb__ctx c = tb__ctx_from(options);
+    tb_pack_report local;
+    tb__listing l;
+    tb__pack p;
+    tb__sink k;
+    tb__fd_writer w;
+    tb_bundle *recs = NULL;
+    pthread_t tids[TB__MAX_THREADS];
+    unsigned t, nt, started = 0;
+    unsigned char head[TB__HEAD_SIZE];
+    char tmp[4096 + 64];
+    uint32_t kernels = 0;
+    uint64_t artifacts = 0, sum = 0;
+    size_t i, n, klen = 0, rlen = 0, total = 0, dummy;
+    tb_result r;
+    int e;
+    if (!report) report = &local;
+    memset(report, 0, sizeof *report);
+    if (!o) {
+        memset(&defaults, 0, sizeof defaults);
+        o = &defaults;
+    }
+    if (!cache_dir || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "cache_dir or path is NULL");
+    n = strlen(path);
+    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+    if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    memset(&p, 0, sizeof p);
+    tb__sink_init(&k, 0, (size_t)-1);
+    p.l = &l;
+    p.cache_dir = cache_dir;
+    p.co = &o->collect;
+    p.po.allocator = c.a;
+    p.po.log = c.log;
+    p.po.log_user = c.log_user;
+    p.derive = !o->no_launch_records;
+    p.batches = (l.count + TB__PACK_BATCH - 1) / TB__PACK_BATCH;
+    /* readers besides the calling thread, which writes and reads too */
+    nt = tb__thread_count(o->collect.threads, p.batches, 4, TB__MAX_THREADS) - 1;
+    p.window = 4 * (size_t)(nt + 1);
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    w.fd = -1;
+    w.err = 0;
+    memcpy(tmp, path, n);
+    tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
+    p.slots = (tb__pack_batch *)tb__alloc(&c, p.window * sizeof *p.slots);
+    if (p.slots) memset(p.slots, 0, p.window * sizeof *p.slots);
+    k.stage = (unsigned char *)tb__alloc(&c, TB__STAGE);
+    if (!p.slots || !k.stage) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    if ((r = tb_bundle_create(options, &recs, err)) != tb_ok) goto done;
+    w.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (w.fd < 0) {
+        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
+        goto done;
+    }
+    k.fn = tb__fd_write_cb;
+    k.user = &w;
+    memset(head, 0, sizeof head); /* placeholders until the counts are known */
+    tb__sink_put(&k, head, sizeof head);
+    for (t = 0; t < nt; t++)
+        if (pthread_create(&tids[started], NULL, tb__pack_reader, &p) == 0) started++;
+    for (i = 0; i < p.batches && r == tb_ok; i++) {
+        tb__pack_batch *bt = &p.slots[i % p.window];
+        size_t j;
+        pthread_mutex_lock(&p.mu);
+        while (!bt->ready) {
+            if ((j = tb__pack_claim(&p)) != (size_t)-1) { /* help rather than wait */
+                pthread_mutex_unlock(&p.mu);
+                tb__pack_read(&p, j);
+                pthread_mutex_lock(&p.mu);
+            } else {
+                pthread_cond_wait(&p.cv, &p.mu);
+            }
+        }
+        pthread_mutex_unlock(&p.mu);
+        report->collect.collected += bt->report.collected;
+        report->collect.skipped += bt->report.skipped;
+        report->collect.failed += bt->report.failed;
+        if (bt->fatal != tb_ok) {
+            r = bt->fatal;
+            if (err) *err = bt->error;
+        } else if (bt->first != tb_ok && o->collect.stop_on_error) {
+            r = bt->first;
+            if (err) *err = bt->error;
+        } else {
+            if (bt->first != tb_ok && report->first_failure.code == tb_ok) report->first_failure = bt->error;
+            r = tb__pack_write(bt, &k, recs, &kernels, &artifacts, err);
+            if (r == tb_ok && k.failed)
+                r = tb__fail(err, tb_err_io, NULL, tmp, -1, w.err, "writing the bundle failed");
+        }
+        tb_bundle_free(bt->bundle);
+        bt->bundle = NULL;
+        pthread_mutex_lock(&p.mu);
+        bt->ready = 0;
+        p.written++;
+        if (r != tb_ok) p.stop = 1;
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+        if (o->collect.progress)
+            o->collect.progress(o->collect.user, (uint32_t)((i + 1) * TB__PACK_BATCH < l.count ? (i + 1) * TB__PACK_BATCH : l.count),
+                                (uint32_t)l.count);
+    }
+    if (r == tb_ok && (kernels > TB_MAX_KERNELS || artifacts > 0xffffffffu))
+        r = tb__fail(err, tb_err_limit, NULL, cache_dir, -1, 0, "%u kernels or %llu files: over the format's limits",
+                     kernels, (unsigned long long)artifacts);
+    if (r == tb_ok) {
+        klen = k.pos - TB__HEADER_SIZE - TB__SECTION_HEADER;
+        if (!tb__sizes(recs, &dummy, &rlen, &dummy))
+            r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the launch records' size overflows size_t");
+    }
+    if (r == tb_ok) {
+        tb__write_records(recs, &k, rlen);
+        total = k.pos + TB__TRAILER_SIZE;
+        memset(head, 0, TB__TRAILER_SIZE);
+        tb__sink_put(&k, head, TB__TRAILER_SIZE);
+        tb__sink_flush(&k);
+        if (k.failed) r = tb__fail(err, tb_err_io, NULL, tmp, -1, w.err, "writing the bundle failed");
+    }
+    if (r == tb_ok) {
+        tb__head_bytes(head, total, klen, kernels, (uint32_t)artifacts);
+        if (pwrite(w.fd, head, TB__HEAD_SIZE, 0) != (ssize_t)TB__HEAD_SIZE)
+            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "writing the header failed");
+        else if ((e = tb__file_checksum(&c, w.fd, total - TB__TRAILER_SIZE, &sum)) != 0)
+            r = tb__fail(err, tb_err_io, NULL, tmp, -1, e, "reading the bundle back for its checksum failed");
+    }
+    if (r == tb_ok) {
+        tb__put64(head, sum);
+        if (pwrite(w.fd, head, TB__TRAILER_SIZE, (off_t)(total - TB__TRAILER_SIZE)) != (ssize_t)TB__TRAILER_SIZE)
+            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "writing the checksum failed");
+        else if ((o->write_flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
+            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
+    }
+done:
+    pthread_mutex_lock(&p.mu);
+    p.stop = 1;
+    pthread_cond_broadcast(&p.cv);
+    pthread_mutex_unlock(&p.mu);
+    for (t = 0; t < started; t++) pthread_join(tids[t], NULL);
+    for (i = 0; p.slots && i < p.window; i++) tb_bundle_free(p.slots[i].bundle);
+    if (w.fd >= 0 && close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
+    if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
+    if (r != tb_ok && w.fd >= 0) unlink(tmp);
+    if (r == tb_ok) {
+        report->records = recs->record_count;
+        report->bytes = total;
+    }
+    tb_bundle_free(recs);
+    tb__free(&c, k.stage);
+    tb__free(&c, p.slots);
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    tb__list_close(&c, &l);
+    return r;
+}
+
 
 /* Removes dir <dfd>/<name> and what it holds, never following a link;
    depth bounds the recursion. */

@@ -64,7 +64,7 @@ static double now(void) {
 typedef struct { double start, last; } progress_t;
 static void show_progress(progress_t *p, uint32_t done, uint32_t total, const char *what) {
     double t = now();
-    if (!isatty(2) || t - p->start < 1.0 || (t - p->last < 0.25 && done != total)) return;
+    if (t - p->start < 1.0 || (t - p->last < 0.25 && done != total) || !isatty(2)) return;
     p->last = t;
     fprintf(stderr, "\r%s %u/%u kernels", what, done, total);
     if (done == total) fputc('\n', stderr);
@@ -97,58 +97,26 @@ static int parse_threads(const char *s, unsigned *out) {
     return 1;
 }
 
-static int cmd_pack(int argc, char **argv) {
-    const char *out = "triton_kernels.tbundle", *cache = NULL;
-    tb_collect_options co;
-    tb_collect_report rep;
+/* Named hashes: collect them into a bundle, derive, write. */
+static int pack_named(const char *cache, char **hashes, int count, const tb_collect_options *co, int records,
+                      unsigned write_flags, const char *out) {
     tb_bundle *b = NULL;
     tb_error e;
-    int i, records = 1, first_hash = 0;
-    unsigned fsync_flag = 0;
     uint32_t failed = 0;
-    progress_t pg;
-    memset(&co, 0, sizeof co);
-    for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_pack, 0);
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--as") && i + 1 < argc) co.recorded_cache_dir = argv[++i];
-        else if (!strcmp(argv[i], "--no-records")) records = 0;
-        else if (!strcmp(argv[i], "--fsync")) fsync_flag = TB_WRITE_FSYNC;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (!parse_threads(argv[++i], &co.threads)) return usage(usage_pack, 2);
-        } else if (!strcmp(argv[i], "-v")) verbose = 1;
-        else if (argv[i][0] == '-') return usage(usage_pack, 2);
-        else if (!cache) cache = argv[i], first_hash = i + 1;
-        else break;
-    }
-    if (!cache) return usage(usage_pack, 2);
-    pg.start = step_start = now();
-    pg.last = 0;
-    co.progress = collect_progress;
-    co.user = &pg;
+    int i;
     if (tb_bundle_create(NULL, &b, &e) != tb_ok) return fail(&e);
-    if (first_hash < argc) {
-        for (i = first_hash; i < argc; i++)
-            if (tb_collect_kernel(b, cache, argv[i], 0, &co, &e) != tb_ok) {
-                fprintf(stderr, "%s: %s\n", prog, e.message);
-                failed++;
-            }
-    } else {
-        tb_result r = tb_collect_cache(b, cache, &co, &rep, &e);
-        if (r != tb_ok && rep.collected + rep.failed + rep.skipped == 0) {
-            tb_bundle_free(b);
-            return fail(&e);
+    for (i = 0; i < count; i++)
+        if (tb_collect_kernel(b, cache, hashes[i], 0, co, &e) != tb_ok) {
+            fprintf(stderr, "%s: %s\n", prog, e.message);
+            failed++;
         }
-        failed = rep.failed;
-        if (failed) fprintf(stderr, "%s: %u kernel(s) could not be packed; first: %s\n", prog, failed, e.message);
-    }
     step("collect");
     if (records && tb_bundle_derive_launch_records(b, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
     }
     step("derive launch records");
-    if (tb_bundle_write_file(b, out, fsync_flag, &e) != tb_ok) {
+    if (tb_bundle_write_file(b, out, write_flags, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
     }
@@ -157,6 +125,45 @@ static int cmd_pack(int argc, char **argv) {
            tb_bundle_launch_record_count(b), out);
     tb_bundle_free(b);
     return failed ? 1 : 0;
+}
+
+static int cmd_pack(int argc, char **argv) {
+    const char *out = "triton_kernels.tbundle", *cache = NULL;
+    tb_pack_options po;
+    tb_pack_report rep;
+    tb_error e;
+    int i, first_hash = 0;
+    progress_t pg;
+    memset(&po, 0, sizeof po);
+    for (i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_pack, 0);
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--as") && i + 1 < argc) po.collect.recorded_cache_dir = argv[++i];
+        else if (!strcmp(argv[i], "--no-records")) po.no_launch_records = 1;
+        else if (!strcmp(argv[i], "--fsync")) po.write_flags = TB_WRITE_FSYNC;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!parse_threads(argv[++i], &po.collect.threads)) return usage(usage_pack, 2);
+        } else if (!strcmp(argv[i], "-v")) verbose = 1;
+        else if (argv[i][0] == '-') return usage(usage_pack, 2);
+        else if (!cache) cache = argv[i], first_hash = i + 1;
+        else break;
+    }
+    if (!cache) return usage(usage_pack, 2);
+    pg.start = step_start = now();
+    pg.last = 0;
+    po.collect.progress = collect_progress;
+    po.collect.user = &pg;
+    if (first_hash < argc)
+        return pack_named(cache, argv + first_hash, argc - first_hash, &po.collect, !po.no_launch_records,
+                          po.write_flags, out);
+    /* the whole cache: read and written in one streaming pass */
+    if (tb_pack_cache(cache, out, &po, NULL, &rep, &e) != tb_ok) return fail(&e);
+    step("collect, derive launch records and write");
+    if (rep.collect.failed)
+        fprintf(stderr, "%s: %u kernel(s) could not be packed; first: %s\n", prog, rep.collect.failed,
+                rep.first_failure.message);
+    printf("packed %u kernels, %u launch records into %s\n", rep.collect.collected, rep.records, out);
+    return rep.collect.failed ? 1 : 0;
 }
 
 static int open_bundle(const char *path, tb_bundle **b) {

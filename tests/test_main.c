@@ -84,7 +84,7 @@ static uint64_t block_checksum_reference(const unsigned char *p, size_t n) {
     return r;
 }
 
-static void test_block_checksum(void) {
+static void test_threads_block_checksum(void) {
     size_t n = (size_t)40 << 20, i, bad = 0;
     size_t sizes[] = {0, 1, 100, 1048575, 1048576, 1048577, 3 * 1048576 + 5, 8 * 1048576, 17 * 1048576 + 3,
                       (size_t)40 << 20};
@@ -762,6 +762,29 @@ static void test_allocator_failures(void) {
         }
         CHECK(ca_live == 0);
     }
+    /* the streaming pack (one thread: this allocator counts without locks) */
+    {
+        char *out = u_tempdir("packoom"), path[700];
+        tb_pack_options po;
+        int packed = 0, refused = 0;
+        memset(&po, 0, sizeof po);
+        po.collect.recorded_cache_dir = FIXTURE_RECORDED;
+        po.collect.threads = 1;
+        snprintf(path, sizeof path, "%s/b.tbundle", out);
+        for (n = 0; n < 120; n++) {
+            tb_result r;
+            ca_allocs = 0;
+            ca_fail_at = n;
+            r = tb_pack_cache(FIXTURE_CACHE, path, &po, &o, NULL, &e);
+            CHECK(ca_live == 0);
+            if (r == tb_ok) packed++, unlink(path);
+            else refused++;
+            CHECK(u_count_entries(out, NULL) == 0);
+        }
+        CHECK(packed > 0 && refused > 0);
+        u_rmtree(out);
+        free(out);
+    }
     ca_fail_at = -1;
     CHECK(saw_oom && saw_ok);
     free(buf);
@@ -1304,6 +1327,8 @@ static void test_emit_full_disk_and_readonly_fs(void) {
         snprintf(p, sizeof p, "%s/big.tbundle", dir);
         CHECK(tb_bundle_write_file(big, p, 0, &e) == tb_err_io && e.sys_errno == ENOSPC);
         CHECK(u_count_entries(dir, NULL) == before);
+        CHECK(tb_pack_cache(FIXTURE_CACHE, p, NULL, NULL, NULL, &e) == tb_err_io && e.sys_errno == ENOSPC);
+        CHECK(u_count_entries(dir, NULL) == before);
         tb_bundle_free(big);
         free(blob);
     }
@@ -1421,6 +1446,105 @@ static void test_threads_parallel_checksum(void) {
     free(cb);
     free(blob);
     tb_bundle_free(b);
+}
+
+/* A cache of n kernels made from the fixture's (several pack batches),
+   plus entries that are no kernels and one kernel that is refused. */
+static char *pack_test_cache(uint32_t n) {
+    char *dir = u_tempdir("pack"), cmd[1400];
+    tb_bundle *fix = u_fixture_bundle(0), *big = fix ? replicated_bundle(fix, n) : NULL;
+    tb_error e;
+    if (!big || tb_emit(big, dir, NULL, NULL, NULL, &e) != tb_ok) {
+        tb_bundle_free(big), tb_bundle_free(fix);
+        return dir;
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd %s && echo note > notes.txt && mkdir tmp.stale nogrp && echo x > nogrp/a.cubin && "
+             "mkdir REFUSED && echo '[REPLACE]' > REFUSED/__grp__x.json",
+             dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    tb_bundle_free(big);
+    tb_bundle_free(fix);
+    return dir;
+}
+
+/* The streaming pack writes the bytes that collect + derive + write give,
+   for any thread count, and leaves out what they leave out. */
+static void test_threads_pack_cache(void) {
+    char *cache = pack_test_cache(70), *out = u_tempdir("packout"), path[700];
+    unsigned threads[] = {1, 2, 3, 8};
+    unsigned char *ref, *got;
+    size_t ref_n = 0, got_n = 0, t;
+    int no_records;
+    for (no_records = 0; no_records < 2; no_records++) {
+        tb_bundle *b;
+        tb_collect_options co;
+        tb_collect_report crep;
+        tb_error e;
+        memset(&co, 0, sizeof co);
+        CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+        CHECK(tb_collect_cache(b, cache, &co, &crep, &e) == tb_err_sentinel);
+        if (!no_records) CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+        ref = u_serialize(b, &ref_n);
+        REQUIRE(ref);
+        CHECK(crep.collected == 70 && crep.failed == 1 && crep.skipped == 3);
+        for (t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            tb_pack_options po;
+            tb_pack_report rep;
+            memset(&po, 0, sizeof po);
+            po.collect.threads = threads[t];
+            po.no_launch_records = no_records;
+            snprintf(path, sizeof path, "%s/b%u.tbundle", out, threads[t]);
+            CHECK_OK(tb_pack_cache(cache, path, &po, NULL, &rep, &e), &e);
+            CHECK(rep.collect.collected == 70 && rep.collect.failed == 1 && rep.collect.skipped == 3);
+            CHECK(rep.first_failure.code == tb_err_sentinel && strcmp(rep.first_failure.kernel, "REFUSED") == 0);
+            CHECK(rep.records == (no_records ? 0 : tb_bundle_launch_record_count(b)) && rep.bytes == ref_n);
+            got = u_read(path, &got_n);
+            CHECK(got && got_n == ref_n && memcmp(got, ref, ref_n) == 0);
+            free(got);
+        }
+        free(ref);
+        tb_bundle_free(b);
+    }
+    CHECK(u_count_entries(out, NULL) == 4); /* the bundles, no temporaries */
+    u_rmtree(cache);
+    u_rmtree(out);
+    free(cache);
+    free(out);
+}
+
+/* stop_on_error fails the pack and leaves nothing; an output it cannot
+   create fails cleanly; a missing cache is not found. */
+static void test_pack_cache_failures(void) {
+    char *cache = pack_test_cache(20), *out = u_tempdir("packfail"), path[700];
+    tb_pack_options po;
+    tb_pack_report rep;
+    tb_error e;
+    memset(&po, 0, sizeof po);
+    po.collect.stop_on_error = 1;
+    snprintf(path, sizeof path, "%s/b.tbundle", out);
+    CHECK(tb_pack_cache(cache, path, &po, NULL, &rep, &e) == tb_err_sentinel);
+    CHECK(strcmp(e.kernel, "REFUSED") == 0 && u_count_entries(out, NULL) == 0);
+    po.collect.stop_on_error = 0;
+    snprintf(path, sizeof path, "%s/no/such/dir/b.tbundle", out);
+    CHECK(tb_pack_cache(cache, path, &po, NULL, &rep, &e) == tb_err_io && e.sys_errno == ENOENT);
+    snprintf(path, sizeof path, "%s/b.tbundle", out);
+    CHECK(tb_pack_cache("/nonexistent/cache", path, &po, NULL, &rep, &e) == tb_err_not_found);
+    CHECK(tb_pack_cache(NULL, path, &po, NULL, &rep, &e) == tb_err_invalid_argument);
+    CHECK(tb_pack_cache(cache, "", &po, NULL, &rep, &e) == tb_err_invalid_argument);
+    CHECK(u_count_entries(out, NULL) == 0);
+    /* an empty cache packs into an empty bundle that reads */
+    {
+        tb_bundle *b = NULL;
+        CHECK_OK(tb_pack_cache(out, path, NULL, NULL, &rep, &e), &e);
+        CHECK_OK(tb_bundle_read_file(path, NULL, 0, &b, &e), &e);
+        CHECK(b && tb_bundle_kernel_count(b) == 0 && rep.collect.collected == 0);
+        tb_bundle_free(b);
+    }
+    u_rmtree(cache);
+    u_rmtree(out);
+    free(cache);
+    free(out);
 }
 
 typedef struct { uint32_t calls, next; int in_order; } order_t;
@@ -1809,7 +1933,7 @@ int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(test_result_strings);
     RUN(test_xxh3_vectors);
-    RUN(test_block_checksum);
+    RUN(test_threads_block_checksum);
     RUN(test_format_1_0_compatibility);
     RUN(test_builder_and_names);
     RUN(test_bad_names_builder);
@@ -1844,6 +1968,8 @@ int main(int argc, char **argv) {
     RUN(test_threads_collect_same_bundle);
     RUN(test_threads_emit);
     RUN(test_threads_parallel_checksum);
+    RUN(test_threads_pack_cache);
+    RUN(test_pack_cache_failures);
     RUN(test_emit_write_failure);
     RUN(test_emit_full_disk_and_readonly_fs);
     RUN(test_concurrent_emit);

@@ -117,4 +117,22 @@ static TB_TEST_UNUSED unsigned char *u_serialize(const tb_bundle *b, size_t *siz
     return buf;
 }
 
+/* n kernels: the fixture's, in turn, under new hashes; bytes referenced */
+static TB_TEST_UNUSED tb_bundle *replicated_bundle(const tb_bundle *fix, uint32_t n) {
+    tb_bundle *big;
+    tb_error e;
+    uint32_t c, j, k;
+    if (tb_bundle_create(NULL, &big, &e) != tb_ok) return NULL;
+    for (c = 0; c < n; c++) {
+        const tb_kernel *kn = tb_bundle_kernel(fix, c % tb_bundle_kernel_count(fix));
+        char hash[64];
+        snprintf(hash, sizeof hash, "%.44s%08u", kn->hash, c);
+        if (tb_bundle_add_kernel(big, hash, 0, &k, &e) != tb_ok) break;
+        for (j = 0; j < kn->artifact_count; j++)
+            tb_bundle_add_artifact(big, k, kn->artifacts[j].name, kn->artifacts[j].data, kn->artifacts[j].size,
+                                   TB_REFERENCE, &e);
+    }
+    return big;
+}
+
 #endif
