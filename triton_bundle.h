@@ -1686,8 +1686,11 @@ TBDEF uint64_t tb_xxh3_64(const void *data, size_t size) {
    (per_thread items each at least); never more threads than items or
    TB__MAX_THREADS. */
 static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    long cpus;
+    size_t n;
+    if (!asked && items / per_thread <= 1) return 1; /* small: not even the CPU count is worth asking */
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
     if (!asked && n > auto_cap) n = auto_cap;
     if (!asked && n > items / per_thread) n = items / per_thread;
     if (n > items) n = items;
