@@ -2499,7 +2499,7 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 }
 
 /* ---------------------------------------------------------------------- */
-/* Filesystem: bundle files, collect and emit of Triton cache dirs.      */
+/* Filesystem: bundle files, collect, pack and emit of Triton caches.    */
 /* Everything goes through directory descriptors (openat family) with    */
 /* O_NOFOLLOW, so a symlink planted in a cache never redirects a read or  */
 /* a write. A kernel appears under its final name only by one rename of a */
@@ -2576,27 +2576,42 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
+/* A bundle file is written to PATH.tmp.<unique> beside its path and
+   renamed onto it once complete, so readers see the old file or the new
+   one, never a torn one. */
+static tb_result tb__temp_open(const char *path, char *tmp, size_t cap, int *fd, tb_error *err) {
+    size_t n = strlen(path);
+    *fd = -1;
+    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+    memcpy(tmp, path, n);
+    tb__temp_name(tmp + n, cap - n, ".tmp.");
+    *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (*fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
+    return tb_ok;
+}
+
+/* With r tb_ok: fsync (TB_WRITE_FSYNC), close and rename onto path; with
+   any failure, before or here, the temporary file is removed. */
+static tb_result tb__temp_finish(int fd, const char *tmp, const char *path, unsigned flags, tb_result r,
+                                 tb_error *err) {
+    if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(fd) != 0)
+        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
+    if (close(fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
+    if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
+    if (r != tb_ok) unlink(tmp);
+    return r;
+}
+
 TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsigned flags, tb_error *err) {
     char tmp[4096 + 64];
     tb__fd_writer w;
     tb_result r;
-    size_t n;
     if (!b || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "bundle or path is NULL");
-    n = strlen(path);
-    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
-    memcpy(tmp, path, n);
-    tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if ((r = tb__temp_open(path, tmp, sizeof tmp, &w.fd, err)) != tb_ok) return r;
     w.err = 0;
-    if (w.fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
     r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
-    if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
-        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
-    if (close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
     if (r == tb_err_io && w.err) tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
-    if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
-    if (r != tb_ok) unlink(tmp);
-    return r;
+    return tb__temp_finish(w.fd, tmp, path, flags, r, err);
 }
 
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags, tb_bundle **out,
@@ -3241,7 +3256,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     char tmp[4096 + 64];
     uint32_t kernels = 0;
     uint64_t artifacts = 0, sum = 0;
-    size_t i, n, klen = 0, rlen = 0, total = 0, dummy;
+    size_t i, klen = 0, rlen = 0, total = 0, dummy;
     tb_result r;
     int e;
     if (!report) report = &local;
@@ -3251,8 +3266,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         o = &defaults;
     }
     if (!cache_dir || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "cache_dir or path is NULL");
-    n = strlen(path);
-    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+    if (!*path || strlen(path) > 4096)
+        return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
     if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
     memset(&p, 0, sizeof p);
     tb__sink_init(&k, 0, (size_t)-1);
@@ -3271,8 +3286,6 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     pthread_cond_init(&p.cv, NULL);
     w.fd = -1;
     w.err = 0;
-    memcpy(tmp, path, n);
-    tb__temp_name(tmp + n, sizeof tmp - n, ".tmp.");
     p.slots = (tb__pack_batch *)tb__alloc(&c, p.window * sizeof *p.slots);
     if (p.slots) memset(p.slots, 0, p.window * sizeof *p.slots);
     k.stage = (unsigned char *)tb__alloc(&c, TB__STAGE);
@@ -3281,11 +3294,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         goto done;
     }
     if ((r = tb_bundle_create(options, &recs, err)) != tb_ok) goto done;
-    w.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (w.fd < 0) {
-        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
-        goto done;
-    }
+    if ((r = tb__temp_open(path, tmp, sizeof tmp, &w.fd, err)) != tb_ok) goto done;
     k.fn = tb__fd_write_cb;
     k.user = &w;
     memset(head, 0, sizeof head); /* placeholders until the counts are known */
@@ -3360,8 +3369,6 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         tb__put64(head, sum);
         if (pwrite(w.fd, head, TB__TRAILER_SIZE, (off_t)(total - TB__TRAILER_SIZE)) != (ssize_t)TB__TRAILER_SIZE)
             r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "writing the checksum failed");
-        else if ((o->write_flags & TB_WRITE_FSYNC) && fsync(w.fd) != 0)
-            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
     }
 done:
     pthread_mutex_lock(&p.mu);
@@ -3370,9 +3377,7 @@ done:
     pthread_mutex_unlock(&p.mu);
     for (t = 0; t < started; t++) pthread_join(tids[t], NULL);
     for (i = 0; p.slots && i < p.window; i++) tb_bundle_free(p.slots[i].bundle);
-    if (w.fd >= 0 && close(w.fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
-    if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
-    if (r != tb_ok && w.fd >= 0) unlink(tmp);
+    if (w.fd >= 0) r = tb__temp_finish(w.fd, tmp, path, o->write_flags, r, err);
     if (r == tb_ok) {
         report->records = recs->record_count;
         report->bytes = total;

@@ -118,6 +118,12 @@ static void test_format_1_0_compatibility(void) {
     CHECK(tb__le64(old + n - 8) == tb_xxh3_64(old, n - 8));
     CHECK_OK(tb_bundle_read_memory(old, n, NULL, 0, &b, &e), &e);
     CHECK(tb_bundle_format_version(b) == 0x10000u && tb_bundle_kernel_count(b) == 1);
+    {
+        tb_bundle *built = NULL;
+        CHECK_OK(tb_bundle_create(NULL, &built, &e), &e);
+        CHECK(tb_bundle_format_version(built) == 0 && tb_bundle_format_version(NULL) == 0);
+        tb_bundle_free(built);
+    }
     CHECK(tb_bundle_launch_record_count(b) == 1);
     again = u_serialize(b, &n2);
     CHECK(again && n2 == n && tb__le16(again + 8) == 2);
@@ -1533,6 +1539,16 @@ static void test_pack_cache_failures(void) {
     CHECK(tb_pack_cache(NULL, path, &po, NULL, &rep, &e) == tb_err_invalid_argument);
     CHECK(tb_pack_cache(cache, "", &po, NULL, &rep, &e) == tb_err_invalid_argument);
     CHECK(u_count_entries(out, NULL) == 0);
+    /* the output is a directory: the rename fails, the temporary goes */
+    snprintf(path, sizeof path, "%s/adir", out);
+    CHECK(mkdir(path, 0755) == 0);
+    CHECK(tb_pack_cache(cache, path, &po, NULL, &rep, &e) == tb_err_io && e.sys_errno == EISDIR);
+    CHECK(u_count_entries(out, NULL) == 1 && rmdir(path) == 0);
+    /* the cache is a file */
+    snprintf(path, sizeof path, "%s/b.tbundle", out);
+    CHECK(u_write(path, "x", 1) == 0);
+    CHECK(tb_pack_cache(path, path, &po, NULL, &rep, &e) != tb_ok);
+    CHECK(unlink(path) == 0);
     /* an empty cache packs into an empty bundle that reads */
     {
         tb_bundle *b = NULL;
