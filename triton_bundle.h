@@ -393,13 +393,13 @@ typedef struct tb_collect_options {
     /* The cache path that the .json files name (where Triton wrote the
        cache). NULL: the cache directory's absolute path as given. */
     const char *recorded_cache_dir;
-    int stop_on_error;           /* collect_cache: stop at the first failing kernel */
+    int stop_on_error;           /* stop at the first failing kernel */
     /* collect_cache: called after each directory looked at (done of total),
-       from the calling thread */
+       pack_cache after each batch of 16 written; from the calling thread */
     void (*progress)(void *user, uint32_t done, uint32_t total);
     void *user;
-    /* collect_cache: reader threads; 0: one per online CPU (at most 8),
-       1: none. The bundle is the same whatever the count. */
+    /* collect_cache and pack_cache: reader threads; 0: one per online CPU
+       (at most 8), 1: none. The result is the same whatever the count. */
     unsigned threads;
 } tb_collect_options;
 
