@@ -3143,11 +3143,15 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
    into a bundle of its own, and derive its launch records; the calling
    thread writes the finished batches in listing order, frees them, and
    reads batches itself while the next one is not ready. Reading and
-   writing overlap, and memory holds at most `window` batches instead of the
-   whole bundle. Section 1's header and counts go in last, over
+   writing overlap, and memory holds at most `window` batches, and of those
+   read ahead at most about TB__PACK_HELD_MAX bytes, instead of the whole
+   bundle. Section 1's header and counts go in last, over
    placeholders, so the blocks are hashed afterwards from the written file
    (still in the page cache) on several threads. */
 #define TB__PACK_BATCH 16
+#ifndef TB__PACK_HELD_MAX
+#define TB__PACK_HELD_MAX ((uint64_t)256 << 20)
+#endif
 
 typedef struct tb__pack_batch {
     tb_bundle *bundle;
@@ -3155,6 +3159,7 @@ typedef struct tb__pack_batch {
     tb_result first;            /* the first kernel refused */
     tb_result fatal;            /* the batch itself failed (memory) */
     tb_error error;             /* of fatal, else of first */
+    uint64_t bytes;             /* the files it holds */
     int ready;                  /* under tb__pack.mu */
 } tb__pack_batch;
 
@@ -3167,6 +3172,7 @@ typedef struct tb__pack {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t batches, claimed, written, window;   /* claimed, written: under mu */
+    uint64_t held;              /* bytes of the batches read and not written, under mu */
     tb__pack_batch *slots;      /* batch i in slots[i % window] */
     int stop;
 } tb__pack;
@@ -3186,15 +3192,24 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     }
     if (bt->fatal == tb_ok && p->derive && (r = tb_bundle_derive_launch_records(bt->bundle, &e)) != tb_ok)
         bt->fatal = r, bt->error = e;
+    bt->bytes = 0;
+    for (at = 0; bt->bundle && at < bt->bundle->kernel_count; at++) {
+        uint32_t j;
+        for (j = 0; j < bt->bundle->kernels[at].artifact_count; j++) bt->bytes += bt->bundle->kernels[at].artifacts[j].size;
+    }
     pthread_mutex_lock(&p->mu);
+    p->held += bt->bytes;
     bt->ready = 1;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Under mu: claims the next batch if the window has room; SIZE_MAX if not. */
+/* Under mu: claims the next batch if the window and the byte budget have
+   room (the batch the writer needs next is always claimed); SIZE_MAX if
+   not. */
 static size_t tb__pack_claim(tb__pack *p) {
     if (p->stop || p->claimed >= p->batches || p->claimed >= p->written + p->window) return (size_t)-1;
+    if (p->claimed > p->written && p->held >= TB__PACK_HELD_MAX) return (size_t)-1;
     return p->claimed++;
 }
 
@@ -3334,6 +3349,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         bt->bundle = NULL;
         pthread_mutex_lock(&p.mu);
         bt->ready = 0;
+        p.held -= bt->bytes;
         p.written++;
         if (r != tb_ok) p.stop = 1;
         pthread_cond_broadcast(&p.cv);

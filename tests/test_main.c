@@ -2,6 +2,7 @@
    emit. Compiled as C99 and as C++11. Run from the repository root:
        build/test_main [name-filter]          */
 #define TRITON_BUNDLE_IMPLEMENTATION
+#define TB__PACK_HELD_MAX 1 /* the pack reads ahead only while nothing read is unwritten: its byte budget at work */
 #include "../triton_bundle.h"
 #include "harness.h"
 #include "util.h"
