@@ -147,6 +147,11 @@
 #ifndef TB_MAX_SECTIONS
 #define TB_MAX_SECTIONS 1024u
 #endif
+/* Cache paths one .json file may name (collect) or sentinels it may hold
+   (emit); Triton's own name a handful. */
+#ifndef TB_MAX_SENTINELS
+#define TB_MAX_SENTINELS 4096u
+#endif
 #ifndef TB_MAX_JSON_DEPTH
 #define TB_MAX_JSON_DEPTH 64
 #endif
@@ -362,9 +367,24 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *bundle, tb_write_fn wr
    old file or the new one, never a torn one. Without TB_WRITE_FSYNC a power
    loss can still leave a damaged file, which the checksum then refuses. */
 TBDEF tb_result tb_bundle_write_file(const tb_bundle *bundle, const char *path, unsigned flags, tb_error *err);
+/* Reads a bundle from data. Without TB_READ_COPY the bundle is a view
+   (zero-copy): its artifacts' data point into data, so the caller keeps
+   data alive and unchanged until tb_bundle_free. Everything that decides a
+   path, a size or a count (hashes, file names, records, lengths) is copied
+   and checked while reading, so bytes changed afterwards can change only
+   the payload bytes a caller or emit sees, never where emit writes or how
+   much it reads. The checksum vouches for the bytes as they were read. */
 TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options,
                                       unsigned flags, tb_bundle **out, tb_error *err);
-/* Maps the file (TB_READ_COPY reads it into memory instead). */
+/* Maps the file (TB_READ_COPY reads it into memory instead) and keeps it
+   open until tb_bundle_free. As with read_memory, names and structure are
+   copied and checked while reading. Once read, the library's own uses of
+   the payloads (emit's .json files, deriving records, loading a cubin) copy
+   them through the descriptor, and emit writes the others with write(2):
+   if another process truncates the file meanwhile, those give tb_err_io,
+   never SIGBUS. A caller reading artifact data itself, or a file truncated
+   during this call, can still fault as with any mapping: pass TB_READ_COPY
+   for files that others may truncate (tbundle does). */
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags,
                                     tb_bundle **out, tb_error *err);
 /* The format's checksum of size bytes, what the trailer of a format 2
@@ -952,6 +972,13 @@ struct tb_bundle {
     void *buffer_copy;          /* TB_READ_COPY: the copy the views point into */
     void *map_base;             /* TB_STORAGE_MAPPED */
     size_t map_size;
+    /* TB_STORAGE_MAPPED, set by the filesystem section, which owns files:
+       release unmaps and closes; read_at copies bytes of the file with
+       pread, which fails cleanly where the mapping would raise SIGBUS
+       (another process truncated the file). */
+    void (*release)(tb_bundle *bundle);
+    int (*read_at)(const tb_bundle *bundle, size_t offset, void *dst, size_t size);
+    int map_fd;
     uint16_t format_major, format_minor; /* of the bytes read; 0 for a bundle built in memory */
 };
 
@@ -1021,11 +1048,10 @@ TBDEF tb_result tb_bundle_create(const tb_options *options, tb_bundle **out, tb_
     memset(b, 0, sizeof *b);
     b->ctx = c;
     b->storage = TB_STORAGE_OWNED;
+    b->map_fd = -1;
     *out = b;
     return tb_ok;
 }
-
-static void tb__unmap(void *base, size_t size);
 
 TBDEF void tb_bundle_free(tb_bundle *b) {
     uint32_t i;
@@ -1041,7 +1067,7 @@ TBDEF void tb_bundle_free(tb_bundle *b) {
     tb__free(&c, b->config_block);
     tb__free(&c, b->param_block);
     tb__free(&c, b->buffer_copy);
-    if (b->map_base) tb__unmap(b->map_base, b->map_size);
+    if (b->release) b->release(b);
     tb__arena_free(&c, &b->arena);
     tb__free(&c, b);
 }
@@ -1075,6 +1101,28 @@ TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *k, const char 
     return NULL;
 }
 
+/* An artifact's bytes for the library's own reading (parsing JSON, loading
+   a cubin): a->data, or for a mapped bundle a copy read from the file,
+   which the caller frees with tb__free(&b->ctx, *copy). A file truncated
+   under the mapping then gives tb_err_io here rather than SIGBUS. */
+static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, const void **data,
+                                    void **copy, tb_error *err) {
+    *copy = NULL;
+    *data = a->data;
+    if (!b || !b->read_at || !a->size) return tb_ok;
+    if (!(*copy = tb__alloc(&b->ctx, (size_t)a->size))) return TB__OOM(err);
+    if (b->read_at(b, (size_t)((const unsigned char *)a->data - (const unsigned char *)b->map_base), *copy,
+                   (size_t)a->size) != 0) {
+        int e = errno;
+        tb__free(&b->ctx, *copy);
+        *copy = NULL;
+        return tb__fail(err, tb_err_io, k ? k->hash : NULL, a->name, -1, e,
+                        "the bundle file no longer holds this file's bytes (truncated or replaced since it was read?)");
+    }
+    *data = *copy;
+    return tb_ok;
+}
+
 static tb_result tb__add_kernel(tb_bundle *b, const char *hash, size_t hash_len, int32_t device,
                                 uint32_t *out_index, tb_error *err) {
     char *h;
@@ -1102,6 +1150,8 @@ TBDEF tb_result tb_bundle_add_kernel(tb_bundle *b, const char *hash, int32_t dev
     tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
     if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
+    if (tb_bundle_find_kernel(b, hash))
+        return tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0, "the bundle already holds a kernel of this hash");
     return tb__add_kernel(b, hash, strlen(hash), device, out_index, err);
 }
 
@@ -1127,12 +1177,13 @@ TBDEF tb_result tb_bundle_add_artifact(tb_bundle *b, uint32_t ki, const char *na
                         (unsigned)TB_MAX_ARTIFACTS_PER_KERNEL);
     if (tb_kernel_find_artifact(k, name))
         return tb__fail(err, tb_err_invalid_argument, kh, name, -1, 0, "the kernel already has a file of this name");
-    if (s->artifact_cap == 0 && k->artifact_count) {
-        /* a slice of a read bundle's shared block: copy it out first */
-        uint32_t cap = k->artifact_count + 1;
+    if (s->artifact_cap == 0 && k->artifacts) {
+        /* a slice of a read bundle's shared block, even an empty one (it
+           points at the next kernel's files): copy it out, never realloc it */
+        uint32_t cap = k->artifact_count + 8;
         tb_artifact *na = (tb_artifact *)tb__alloc(&b->ctx, (size_t)cap * sizeof *na);
         if (!na) return TB__OOM(err);
-        memcpy(na, k->artifacts, (size_t)k->artifact_count * sizeof *na);
+        if (k->artifact_count) memcpy(na, k->artifacts, (size_t)k->artifact_count * sizeof *na);
         k->artifacts = na;
         s->artifact_cap = cap;
     } else {
@@ -1185,11 +1236,16 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
 }
 
 TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record *rec, tb_error *err) {
-    tb_launch_record *nr;
+    tb_launch_record *nr, in;
     tb_launch_config *cfs;
     uint32_t i, j;
     tb_result r;
     if (!b || !rec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or record is NULL");
+    /* rec may be one of b's own records, which growing b->records moves:
+       keep a copy of it (its strings and configs live in the arena or the
+       read blocks, which never move) */
+    in = *rec;
+    rec = &in;
     if (!rec->cache_key || !*rec->cache_key || strlen(rec->cache_key) > TB_MAX_STRING_LENGTH)
         return tb__fail(err, tb_err_bad_name, NULL, NULL, -1, 0, "record cache_key is empty or too long");
     if (!rec->kernel_name || !*rec->kernel_name || strlen(rec->kernel_name) > TB_MAX_STRING_LENGTH)
@@ -1237,6 +1293,34 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     nr->config_count = rec->config_count;
     nr->configs = cfs;
     b->record_count++;
+    return tb_ok;
+}
+
+static int tb__cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Refuses two kernels of one hash or two records of one cache key: which
+   copy emit would write, or a lookup would find, would otherwise depend on
+   thread counts and order. Sorts a copy of the pointers: O(n log n). */
+static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, tb_error *err) {
+    uint32_t n = kernels ? b->kernel_count : 0, m = records ? b->record_count : 0, i, most = n > m ? n : m;
+    const char **v;
+    const char *dup = NULL, *what = NULL;
+    if (most < 2) return tb_ok;
+    if (!(v = (const char **)tb__alloc(&b->ctx, (size_t)most * sizeof *v))) return TB__OOM(err);
+    if (n > 1) {
+        for (i = 0; i < n; i++) v[i] = b->kernels[i].hash;
+        qsort(v, n, sizeof *v, tb__cmp_cstr);
+        for (i = 1; i < n && !dup; i++)
+            if (strcmp(v[i - 1], v[i]) == 0) dup = v[i], what = "two kernels have the hash";
+    }
+    if (!dup && m > 1) {
+        for (i = 0; i < m; i++) v[i] = b->records[i].cache_key;
+        qsort(v, m, sizeof *v, tb__cmp_cstr);
+        for (i = 1; i < m && !dup; i++)
+            if (strcmp(v[i - 1], v[i]) == 0) dup = v[i], what = "two launch records have the cache key";
+    }
+    tb__free(&b->ctx, v);
+    if (dup) return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "%s \"%.80s\"", what, dup);
     return tb_ok;
 }
 
@@ -2126,6 +2210,7 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     tb__blocks w;
     tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
     if (out_size) *out_size = total;
@@ -2147,6 +2232,7 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, voi
     unsigned char trailer[TB__TRAILER_SIZE];
     tb_result r;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
+    if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
     tb__sink_init(&k, 0, total);
@@ -2172,6 +2258,11 @@ typedef struct tb__cur {
     size_t pos, end;        /* end: the current section's end */
     tb_error *err;
     const char *kernel;     /* for error context */
+    /* Strings are copied here before they are checked when the bytes are
+       not the bundle's own (a caller's view, a mapped file): another
+       process may rewrite them after the check, and a name that became
+       "../x" then would decide a path. NULL: point into base. */
+    tb_bundle *own;
 } tb__cur;
 
 static tb_result tb__need(tb__cur *c, size_t n, const char *what) {
@@ -2212,10 +2303,18 @@ static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char
         return tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)at, 0, "%s is %u bytes long, limit %zu",
                         what, n, max);
     if (tb__need(c, (size_t)n + 1, what)) return tb_err_truncated;
-    if (c->base[c->pos + n] != 0 || memchr(c->base + c->pos, 0, n))
+    if (c->own) {
+        /* copy first, then check the copy: the source may change meanwhile */
+        char *s = (char *)tb__arena_alloc(&c->own->ctx, &c->own->arena, (size_t)n + 1);
+        if (!s) return TB__OOM(c->err);
+        memcpy(s, c->base + c->pos, (size_t)n + 1);
+        *out = s;
+    } else {
+        *out = (const char *)(c->base + c->pos);
+    }
+    if ((*out)[n] != 0 || memchr(*out, 0, n))
         return tb__fail(c->err, tb_err_malformed, c->kernel, NULL, (long long)c->pos, 0,
                         "%s is not NUL-terminated or holds a NUL", what);
-    *out = (const char *)(c->base + c->pos);
     c->pos += (size_t)n + 1;
     return tb__rd_zeros(c, 8, what);
 }
@@ -2426,6 +2525,7 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     c.pos = TB__HEADER_SIZE;
     c.err = err;
     c.kernel = NULL;
+    c.own = b->storage == TB_STORAGE_OWNED ? NULL : b;
     for (i = 0; i < nsec; i++) {
         uint32_t type, sflags;
         uint64_t len;
@@ -2460,7 +2560,7 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     if (c.pos != size - TB__TRAILER_SIZE)
         return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
                         "%zu unexplained bytes after the last section", size - TB__TRAILER_SIZE - c.pos);
-    return tb_ok;
+    return tb__check_unique(b, 1, 1, err);
 }
 
 static tb_result tb__read_view(const void *data, size_t size, const tb_options *options, unsigned flags,
@@ -2508,6 +2608,7 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 /* ---------------------------------------------------------------------- */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h> /* flock: the writers' liveness lock on their temporary directories */
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -2521,7 +2622,27 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 #define O_CLOEXEC 0
 #endif
 
-static void tb__unmap(void *base, size_t size) { munmap(base, size); }
+/* A mapped bundle's file: the mapping and the descriptor its payloads are
+   copied through (tb__artifact_bytes), kept until the bundle is freed. */
+static void tb__mapped_release(tb_bundle *b) {
+    munmap(b->map_base, b->map_size);
+    close(b->map_fd);
+}
+static int tb__mapped_read_at(const tb_bundle *b, size_t off, void *dst, size_t n) {
+    char *p = (char *)dst;
+    while (n) {
+        ssize_t got = pread(b->map_fd, p, n, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = EIO; /* the file ends early: truncated since it was read */
+            return -1;
+        }
+        p += got;
+        off += (size_t)got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
 
 static int tb__close_keep_errno(int fd) {
     int e = errno, r = close(fd);
@@ -2663,14 +2784,21 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
         else tb__free(&c, raw);
     } else {
         base = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        close(fd);
-        if (base == MAP_FAILED) return tb__fail(err, tb_err_io, NULL, path, -1, errno, "mmap failed");
+        if (base == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return tb__fail(err, tb_err_io, NULL, path, -1, e, "mmap failed");
+        }
         r = tb__read_view(base, size, options, flags, TB_STORAGE_MAPPED, out, err);
         if (r == tb_ok) {
             (*out)->map_base = base;
             (*out)->map_size = size;
+            (*out)->map_fd = fd;
+            (*out)->release = tb__mapped_release;
+            (*out)->read_at = tb__mapped_read_at;
         } else {
             munmap(base, size);
+            close(fd);
         }
     }
     if (r && err && !err->file[0]) {
@@ -2732,12 +2860,14 @@ static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
 
 /* Replacing every occurrence of from by to, in two steps: the size of the
    result (returns 1 if there was any occurrence, 0 if none, -1 on size
-   overflow), then the copy into a buffer of that size. */
+   overflow, -2 over TB_MAX_SENTINELS occurrences), then the copy into a
+   buffer of that size. The bound keeps a small hostile .json (32 MB of
+   sentinels) from becoming a file of gigabytes on emit. */
 static int tb__replace_size(const unsigned char *src, size_t n, const char *from, const char *to, size_t *out_n) {
     const unsigned char *p = src, *end = src + n;
     size_t fl = strlen(from), tl = strlen(to), count = 0, grow;
     while ((p = (const unsigned char *)tb__memmem(p, (size_t)(end - p), from)) != NULL) {
-        count++;
+        if (++count > TB_MAX_SENTINELS) return -2;
         p += fl;
     }
     if (tl >= fl) {
@@ -2941,7 +3071,13 @@ static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *hash, in
                              ", so its paths could not be restored on emit");
                 break;
             }
-            if (tb__replace_size((const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn) > 0) {
+            got = tb__replace_size((const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn);
+            if (got == -2) {
+                r = tb__fail(err, tb_err_limit, hash, name, -1, 0,
+                             "the file names the cache more than TB_MAX_SENTINELS (%u) times", (unsigned)TB_MAX_SENTINELS);
+                break;
+            }
+            if (got > 0) {
                 unsigned char *out = (unsigned char *)tb__arena_alloc(&b->ctx, &b->arena, nn);
                 if (!out) {
                     r = TB__OOM(err);
@@ -2978,6 +3114,8 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     tb_result r;
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
+    if (tb_bundle_find_kernel(b, hash))
+        return tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0, "the bundle already holds a kernel of this hash");
     if ((r = tb__recorded_path(cache_dir, o, hash, rec, sizeof rec, err)) != tb_ok) return r;
     cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cfd < 0)
@@ -3363,7 +3501,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
                      kernels, (unsigned long long)artifacts);
     if (r == tb_ok) {
         klen = k.pos - TB__HEADER_SIZE - TB__SECTION_HEADER;
-        if (!tb__sizes(recs, &dummy, &rlen, &dummy))
+        if ((r = tb__check_unique(recs, 0, 1, err)) != tb_ok) {
+        } else if (!tb__sizes(recs, &dummy, &rlen, &dummy))
             r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the launch records' size overflows size_t");
     }
     if (r == tb_ok) {
@@ -3464,6 +3603,33 @@ static int tb__mkdirs(const char *path) {
     return 0;
 }
 
+/* Creates <cfd>/tmp.<unique> and returns a descriptor of it that holds an
+   exclusive flock, or -1 with errno. The lock is how a cleaner tells a live
+   writer's directory from a crashed one's, whatever its age: a writer holds
+   it from before its first file until after its rename, and the kernel
+   drops it when the writer dies. A cleaner may lock a directory between
+   its mkdir and the writer's flock and remove it; the writer then finds its
+   lock refused or its name gone, and starts again under a new name. */
+static int tb__temp_dir_create(int cfd, char *tmp, size_t cap) {
+    int tries, fd = -1;
+    for (tries = 0; tries < 16; tries++) {
+        struct stat a, b;
+        tb__temp_name(tmp, cap, "tmp.");
+        if (mkdirat(cfd, tmp, 0755) != 0) return -1;
+        fd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENOENT) continue; /* a cleaner took it already */
+            return -1;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 &&
+            fstatat(cfd, tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+            return fd;
+        close(fd); /* a cleaner holds it or removed it: it removes what is left */
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
 /* Writes one kernel into a fresh temporary directory and renames it. */
 static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *cache_abs, const tb_kernel *k,
                                       unsigned flags, tb_error *err) {
@@ -3482,31 +3648,38 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         tb__fail(err, tb_err_limit, k->hash, cache_abs, -1, 0, "target path too long");
         return TB_EMIT_FAILED;
     }
-    tb__temp_name(tmp, sizeof tmp, "tmp.");
-    if (mkdirat(cfd, tmp, 0755) != 0) {
-        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot create the temporary directory in %s", cache_abs);
+    if ((tfd = tb__temp_dir_create(cfd, tmp, sizeof tmp)) < 0) {
+        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot create and lock a temporary directory in %s",
+                 cache_abs);
         return TB_EMIT_FAILED;
-    }
-    tfd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (tfd < 0) {
-        tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot open the temporary directory");
-        goto fail;
     }
     for (j = 0; j < k->artifact_count; j++) {
         const tb_artifact *a = &k->artifacts[j];
         const void *data = a->data;
         size_t size = (size_t)a->size;
         unsigned char *rep = NULL;
+        void *copy = NULL;
         int fd, ok;
         if (tb__has_suffix(a->name, ".json")) {
-            int found = tb__replace_size((const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
+            /* read in this process: a mapped bundle's bytes come through its
+               descriptor, so a truncated file is an error, not SIGBUS */
+            int found;
+            if (tb__artifact_bytes(b, k, a, &data, &copy, err) != tb_ok) goto fail;
+            found = tb__replace_size((const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
             if (found > 0 && (rep = (unsigned char *)tb__alloc(&b->ctx, size)) != NULL)
                 tb__replace_into(rep, (const unsigned char *)data, (size_t)a->size, TB_REPLACE_SENTINEL, target);
+            tb__free(&b->ctx, copy);
+            if (found == -2) {
+                tb__fail(err, tb_err_limit, k->hash, a->name, -1, 0,
+                         "the file holds more than TB_MAX_SENTINELS (%u) sentinels " TB_REPLACE_SENTINEL,
+                         (unsigned)TB_MAX_SENTINELS);
+                goto fail;
+            }
             if (found < 0 || (found > 0 && !rep)) {
                 TB__OOM(err);
                 goto fail;
             }
-            if (rep) data = rep;
+            data = rep ? (const void *)rep : a->data; /* the copy is gone: write(2) reads the original */
         }
         fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -3514,6 +3687,8 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
             tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "cannot create the file");
             goto fail;
         }
+        /* write(2) from a mapping that another process truncated fails with
+           EFAULT inside the kernel; this process never faults */
         ok = tb__write_full(fd, data, size) == 0 && (!(flags & TB_EMIT_FSYNC) || fsync(fd) == 0);
         tb__free(&b->ctx, rep);
         if (!ok) {
@@ -3530,26 +3705,29 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "fsync of the temporary directory failed");
         goto fail;
     }
-    close(tfd);
-    tfd = -1;
+    /* renamed with the lock still held: a cleaner that locks it later finds
+       the name gone and leaves the finished kernel alone */
     if (renameat(cfd, tmp, cfd, k->hash) != 0) {
         int e = errno;
         if (e == ENOTEMPTY || e == EEXIST) {
             /* another writer renamed first: its copy is complete, ours goes */
             tb__remove_tree_at(&b->ctx, cfd, tmp, 1);
+            close(tfd);
             return TB_EMIT_PRESENT;
         }
         tb__fail(err, tb_err_io, k->hash, tmp, -1, e, "renaming the temporary directory onto %s failed", k->hash);
         goto fail;
     }
+    close(tfd);
+    tfd = -1;
     if ((flags & TB_EMIT_FSYNC) && fsync(cfd) != 0) {
         tb__fail(err, tb_err_io, k->hash, cache_abs, -1, errno, "fsync of the cache directory failed");
         return TB_EMIT_FAILED;
     }
     return TB_EMIT_WRITTEN;
 fail:
-    if (tfd >= 0) close(tfd);
     tb__remove_tree_at(&b->ctx, cfd, tmp, 1);
+    if (tfd >= 0) close(tfd); /* the lock goes last */
     return TB_EMIT_FAILED;
 }
 
@@ -3711,11 +3889,23 @@ TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_ag
     if (!cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cache_dir is NULL");
     if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
     for (i = 0; i < l.count; i++) {
-        struct stat st;
+        struct stat st, held;
+        int fd;
         if (strncmp(l.names[i], "tmp.", 4) != 0) continue;
         if (fstatat(dirfd(l.dir), l.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
         if (difftime(now, st.st_mtime) < min_age) continue;
+        /* a live writer holds the directory's lock (tb__temp_dir_create):
+           never remove what it is writing, at any age */
+        fd = openat(dirfd(l.dir), l.names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &held) != 0 ||
+            fstatat(dirfd(l.dir), l.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_ino != held.st_ino ||
+            st.st_dev != held.st_dev) {
+            close(fd); /* locked by a writer, or renamed into place meanwhile */
+            continue;
+        }
         if (tb__remove_tree_at(&c, dirfd(l.dir), l.names[i], 2) == 0) n++;
+        close(fd);
     }
     tb__list_close(&c, &l);
     if (removed) *removed = n;
@@ -3818,7 +4008,7 @@ TBDEF tb_result tb_bundler_collect(tb_bundler *z, const tb_collect_options *o, t
         tb_error e;
         int dup = 0;
         for (j = 0; j < i && !dup; j++)
-            dup = z->puts[j].device == z->puts[i].device && strcmp(z->puts[j].hash, z->puts[i].hash) == 0;
+            dup = strcmp(z->puts[j].hash, z->puts[i].hash) == 0; /* one directory per hash: the first put wins */
         if (dup) continue;
         r = tb_collect_kernel(b, z->cache_dir, z->puts[i].hash, z->puts[i].device, o, &e);
         if (r == tb_ok) {
@@ -4341,9 +4531,12 @@ typedef struct tb__derived {
 } tb__derived;
 
 /* stem: NAME (NAME.cubin, NAME.json, NAME.source|NAME.ttir). */
-static tb_result tb__derive(const tb_kernel *k, const char *stem, size_t stem_len, tb__derived *d, tb_error *err) {
+static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *stem, size_t stem_len, tb__derived *d,
+                            tb_error *err) {
     char fname[TB_MAX_NAME_LENGTH + 16];
     const tb_artifact *json, *ir;
+    const void *bytes;
+    void *copy;
     tb_result r;
     static const char *const ir_ext[] = {".source", ".ttir"};
     int i;
@@ -4353,7 +4546,10 @@ static tb_result tb__derive(const tb_kernel *k, const char *stem, size_t stem_le
     snprintf(fname, sizeof fname, "%.*s.json", (int)stem_len, stem);
     json = tb_kernel_find_artifact(k, fname);
     if (!json) return tb__fail(err, tb_err_not_found, k->hash, fname, -1, 0, "the kernel has no metadata file");
-    if ((r = tb_parse_metadata_json((const char *)json->data, (size_t)json->size, &d->md, err)) != tb_ok) {
+    if ((r = tb__artifact_bytes(b, k, json, &bytes, &copy, err)) != tb_ok) return r;
+    r = tb_parse_metadata_json((const char *)bytes, (size_t)json->size, &d->md, err);
+    tb__free(&b->ctx, copy);
+    if (r != tb_ok) {
         if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
         return r;
     }
@@ -4362,8 +4558,10 @@ static tb_result tb__derive(const tb_kernel *k, const char *stem, size_t stem_le
         ir = tb_kernel_find_artifact(k, fname);
     }
     if (!ir) return tb__fail(err, tb_err_not_found, k->hash, NULL, -1, 0, "the kernel has no .source or .ttir file");
-    if ((r = tb_parse_ttfunc((const char *)ir->data, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types,
-                             err)) != tb_ok) {
+    if ((r = tb__artifact_bytes(b, k, ir, &bytes, &copy, err)) != tb_ok) return r;
+    r = tb_parse_ttfunc((const char *)bytes, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types, err);
+    tb__free(&b->ctx, copy);
+    if (r != tb_ok) {
         if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
         return r;
     }
@@ -4407,17 +4605,23 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
     for (i = 0; i < b->kernel_count && r == tb_ok; i++) {
         const tb_kernel *k = &b->kernels[i];
         if (n && bsearch(&k->hash, have, n, sizeof *have, tb__cmp_strp)) continue;
+        int first = 1;
         for (j = 0; j < k->artifact_count && r == tb_ok; j++) {
             const char *name = k->artifacts[j].name;
             size_t len = strlen(name);
             tb_error e;
             tb_launch_record rec;
+            char key[2 * TB_MAX_NAME_LENGTH + 2];
             if (!tb__has_suffix(name, ".cubin") || len == 6) continue;
-            if (tb__derive(k, name, len - 6, d, &e) != tb_ok) {
+            if (tb__derive(b, k, name, len - 6, d, &e) != tb_ok) {
                 tb__log(&b->ctx, TB_LOG_INFO, "no launch record for %s/%s: %s", k->hash, name, e.message);
                 continue;
             }
-            rec.cache_key = k->hash;
+            /* cache keys are unique: a second cubin in one directory (Triton
+               writes one) is keyed HASH/NAME */
+            snprintf(key, sizeof key, "%s/%.*s", k->hash, (int)(len - 6), name);
+            rec.cache_key = first ? k->hash : key;
+            first = 0;
             rec.kernel_name = d->md.name;
             rec.config_count = 1;
             rec.configs = &d->cfg;
@@ -4887,13 +5091,21 @@ TBDEF tb_result tb_load_config(const tb_bundle *b, const tb_launch_config *cfg, 
                                const tb_load_options *load, tb_loaded_kernel **out, tb_error *err) {
     const tb_kernel *k;
     const tb_artifact *a;
+    const void *bytes;
+    void *copy;
+    tb_result r;
     if (out) *out = NULL;
     if (!b || !cfg) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or config is NULL");
     k = tb_bundle_find_kernel(b, cfg->kernel_hash);
     if (!k) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, NULL, -1, 0, "the bundle has no such kernel");
     a = tb_kernel_find_artifact(k, cfg->binary_name);
     if (!a) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, cfg->binary_name, -1, 0, "the kernel has no such binary");
-    return tb_load_cubin(a->data, (size_t)a->size, cfg, options, load, out, err);
+    /* a mapped bundle's cubin is copied through the descriptor: the driver
+       reads it in this process, where a truncated file would fault */
+    if ((r = tb__artifact_bytes(b, k, a, &bytes, &copy, err)) != tb_ok) return r;
+    r = tb_load_cubin(bytes, (size_t)a->size, cfg, options, load, out, err);
+    tb__free(&b->ctx, copy);
+    return r;
 }
 
 TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, const char *name, const char *arg_types,
@@ -4932,7 +5144,7 @@ TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, cons
         r = TB__OOM(err);
         goto done;
     }
-    if ((r = tb__derive(k, stem, stem_len, d, err)) != tb_ok) goto done;
+    if ((r = tb__derive(b, k, stem, stem_len, d, err)) != tb_ok) goto done;
     if (arg_types) {
         if (strlen(arg_types) != strlen(d->types)) {
             r = tb__fail(err, tb_err_arg_mismatch, hash, NULL, -1, 0, "arg_types has %u codes; the IR has %u arguments",
