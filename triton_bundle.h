@@ -749,15 +749,37 @@ static void tb__free(const tb__ctx *c, void *p) {
     else TB_FREE(c->a.user, p);
 }
 
+/* Copies src into dst (cap bytes, NUL-terminated), each control byte
+   written as \xNN: names come from files and bundles, and a hash holding
+   "\n" or an ESC sequence must not forge lines or reach a terminal. */
+static void tb__escape_into(char *dst, size_t cap, const char *src) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (; *src && o + 1 < cap; src++) {
+        unsigned char ch = (unsigned char)*src;
+        if (ch >= 0x20 && ch != 0x7f) {
+            dst[o++] = (char)ch;
+        } else {
+            if (o + 5 >= cap) break;
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[ch >> 4];
+            dst[o++] = hex[ch & 15];
+        }
+    }
+    dst[o] = 0;
+}
+
 TB__PRINTF(3, 4)
 static void tb__log(const tb__ctx *c, tb_log_level level, const char *fmt, ...) {
-    char buf[768];
+    char buf[768], safe[768];
     va_list ap;
     if (!c || !c->log) return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    c->log(c->log_user, level, buf);
+    tb__escape_into(safe, sizeof safe, buf);
+    c->log(c->log_user, level, safe);
 }
 
 static const char *const tb__result_strings[] = {
@@ -808,7 +830,7 @@ TB__PRINTF(7, 8)
 static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, const char *file,
                           long long offset, int sys_errno, const char *fmt, ...) {
     va_list ap;
-    char detail[400];
+    char detail[400], raw[sizeof err->message];
     size_t n;
     if (!err) return code;
     err->code = code;
@@ -820,15 +842,14 @@ static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, con
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    n = (size_t)snprintf(err->message, sizeof err->message, "%s: %s", tb_result_string(code), detail);
-    if (n < sizeof err->message && kernel && *kernel)
-        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [kernel %s]", kernel);
-    if (n < sizeof err->message && file && *file)
-        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [file %s]", file);
-    if (n < sizeof err->message && offset >= 0)
-        n += (size_t)snprintf(err->message + n, sizeof err->message - n, " [offset %lld]", offset);
-    if (n < sizeof err->message && sys_errno)
-        snprintf(err->message + n, sizeof err->message - n, " (%s)", strerror(sys_errno));
+    n = (size_t)snprintf(raw, sizeof raw, "%s: %s", tb_result_string(code), detail);
+    if (n < sizeof raw && kernel && *kernel) n += (size_t)snprintf(raw + n, sizeof raw - n, " [kernel %s]", kernel);
+    if (n < sizeof raw && file && *file) n += (size_t)snprintf(raw + n, sizeof raw - n, " [file %s]", file);
+    if (n < sizeof raw && offset >= 0) n += (size_t)snprintf(raw + n, sizeof raw - n, " [offset %lld]", offset);
+    if (n < sizeof raw && sys_errno) snprintf(raw + n, sizeof raw - n, " (%s)", strerror(sys_errno));
+    /* the message is for people: no raw control bytes from names in it;
+       err->kernel and err->file keep the bytes as they are */
+    tb__escape_into(err->message, sizeof err->message, raw);
     return code;
 }
 
@@ -2697,29 +2718,68 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
-/* A bundle file is written to PATH.tmp.<unique> beside its path and
-   renamed onto it once complete, so readers see the old file or the new
-   one, never a torn one. */
+/* Linux's unnamed temporary files (3.11+), which _POSIX_C_SOURCE hides:
+   the value is the generic one, on the architectures that use it. */
+#if defined(__linux__) && !defined(O_TMPFILE) && \
+    (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__) || defined(__riscv))
+#define O_TMPFILE (020000000 | O_DIRECTORY)
+#endif
+
+/* A bundle file is written beside its path and renamed onto it once
+   complete, so readers see the old file or the new one, never a torn one.
+   Where Linux has O_TMPFILE, the file has no name while it is written, so
+   a writer killed meanwhile leaves nothing behind; it is linked as
+   PATH.tmp.<unique> only for the rename. Elsewhere it is written under that
+   name. *tmp is "" while the file is unnamed. */
 static tb_result tb__temp_open(const char *path, char *tmp, size_t cap, int *fd, tb_error *err) {
     size_t n = strlen(path);
     *fd = -1;
+    tmp[0] = 0;
     if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+#ifdef O_TMPFILE
+    {
+        char dir[4097];
+        const char *slash = strrchr(path, '/');
+        if (!slash) memcpy(dir, ".", 2);
+        else if (slash == path) memcpy(dir, "/", 2);
+        else memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
+        *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+        if (*fd >= 0) return tb_ok;
+        /* the kernel or filesystem has no unnamed files: a named one */
+    }
+#endif
     memcpy(tmp, path, n);
     tb__temp_name(tmp + n, cap - n, ".tmp.");
     *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (*fd < 0) return tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "cannot create the temporary file");
+    if (*fd < 0) {
+        int e = errno;
+        tmp[0] = 0;
+        return tb__fail(err, tb_err_io, NULL, path, -1, e, "cannot create a temporary file beside it");
+    }
     return tb_ok;
 }
 
-/* With r tb_ok: fsync (TB_WRITE_FSYNC), close and rename onto path; with
-   any failure, before or here, the temporary file is removed. */
-static tb_result tb__temp_finish(int fd, const char *tmp, const char *path, unsigned flags, tb_result r,
+/* With r tb_ok: fsync (TB_WRITE_FSYNC), name an unnamed file, close and
+   rename onto path; with any failure, before or here, the temporary file
+   is removed (an unnamed one goes with its descriptor). */
+static tb_result tb__temp_finish(int fd, char *tmp, size_t cap, const char *path, unsigned flags, tb_result r,
                                  tb_error *err) {
     if (r == tb_ok && (flags & TB_WRITE_FSYNC) && fsync(fd) != 0)
-        r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "fsync failed");
-    if (close(fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "close failed");
+        r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "fsync failed");
+    if (r == tb_ok && !tmp[0]) {
+        char proc[64];
+        size_t n = strlen(path);
+        memcpy(tmp, path, n);
+        tb__temp_name(tmp + n, cap - n, ".tmp.");
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0) {
+            r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "cannot give the finished temporary file a name");
+            tmp[0] = 0;
+        }
+    }
+    if (close(fd) != 0 && r == tb_ok) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "close failed");
     if (r == tb_ok && rename(tmp, path) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "rename failed");
-    if (r != tb_ok) unlink(tmp);
+    if (r != tb_ok && tmp[0]) unlink(tmp);
     return r;
 }
 
@@ -2732,7 +2792,7 @@ TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsig
     w.err = 0;
     r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
     if (r == tb_err_io && w.err) tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
-    return tb__temp_finish(w.fd, tmp, path, flags, r, err);
+    return tb__temp_finish(w.fd, tmp, sizeof tmp, path, flags, r, err);
 }
 
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags, tb_bundle **out,
@@ -2745,7 +2805,9 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "out is NULL");
     *out = NULL;
     if (!path) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "path is NULL");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: the open of a FIFO must not wait for a writer (it is then
+       refused as not a regular file); reads of a regular file ignore it */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno;
@@ -2805,7 +2867,11 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
         /* name the file in the message too */
         size_t n = strlen(err->message);
         tb__copy_field(err->file, sizeof err->file, path);
-        snprintf(err->message + n, sizeof err->message - n, " [file %s]", path);
+        if (n + 8 < sizeof err->message) {
+            memcpy(err->message + n, " [file ", 7);
+            tb__escape_into(err->message + n + 7, sizeof err->message - n - 8, path);
+            strcat(err->message, "]");
+        }
     }
     return r;
 }
@@ -2915,12 +2981,29 @@ static void tb__list_close(const tb__ctx *c, tb__listing *l) {
 
 /* Opens <parent>/<name> (never through a symlink) and lists it. A missing
    directory, a file or a link gives tb_err_not_found. */
+static tb_result tb__list_open_flags(const tb__ctx *c, int parent, const char *name, const char *kernel, int nofollow,
+                                     tb__listing *l, tb_error *err);
+/* Opens <parent>/<name> (never through a symlink) and lists it. */
 static tb_result tb__list_open(const tb__ctx *c, int parent, const char *name, const char *kernel, tb__listing *l,
                                tb_error *err) {
+    return tb__list_open_flags(c, parent, name, kernel, O_NOFOLLOW, l, err);
+}
+/* The directory a user names (a cache given as a path): a symlink there is
+   followed, as users expect of ~/.triton/cache linked to another disk;
+   nothing inside it ever is. An empty path is refused, not read as ".". */
+static tb_result tb__list_open_top(const tb__ctx *c, const char *path, tb__listing *l, tb_error *err) {
+    if (!*path) {
+        memset(l, 0, sizeof *l);
+        return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "the cache directory path is empty");
+    }
+    return tb__list_open_flags(c, AT_FDCWD, path, NULL, 0, l, err);
+}
+static tb_result tb__list_open_flags(const tb__ctx *c, int parent, const char *name, const char *kernel, int nofollow,
+                                     tb__listing *l, tb_error *err) {
     struct dirent *e;
     size_t used = 0, cap = 0, ncap = 0, i;
     size_t *offs = NULL;
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | nofollow | O_CLOEXEC);
     memset(l, 0, sizeof *l);
     if (fd < 0) {
         int en = errno;
@@ -2935,7 +3018,7 @@ static tb_result tb__list_open(const tb__ctx *c, int parent, const char *name, c
         return tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot list the directory");
     }
     while ((e = readdir(l->dir)) != NULL) {
-        size_t n = strlen(e->d_name) + 1;
+        size_t n = strlen(e->d_name) + 2; /* the entry's type byte, then its name */
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         if (used + n > cap) {
             size_t nc = cap ? cap * 2 : 1024;
@@ -2951,13 +3034,18 @@ static tb_result tb__list_open(const tb__ctx *c, int parent, const char *name, c
             offs = no;
             ncap = nc;
         }
-        memcpy(l->pool + used, e->d_name, n);
+#if defined(_DIRENT_HAVE_D_TYPE)
+        l->pool[used] = (char)e->d_type;
+#else
+        l->pool[used] = 0;
+#endif
+        memcpy(l->pool + used + 1, e->d_name, n - 1);
         offs[l->count++] = used;
         used += n;
     }
     l->names = (char **)tb__alloc(c, (l->count ? l->count : 1) * sizeof(char *));
     if (!l->names) goto oom;
-    for (i = 0; i < l->count; i++) l->names[i] = l->pool + offs[i];
+    for (i = 0; i < l->count; i++) l->names[i] = l->pool + offs[i] + 1;
     tb__free(c, offs);
     if (l->count) qsort(l->names, l->count, sizeof(char *), tb__cmp_names);
     return tb_ok;
@@ -2967,16 +3055,32 @@ oom:
     return TB__OOM(err);
 }
 
-/* Reads <dfd>/<name> into arena memory if it is a regular file: 1 read,
-   0 not a regular file (a symlink, directory, FIFO...: left out), -1 error.
-   One open and one fstat: O_NOFOLLOW refuses links, O_NONBLOCK keeps a FIFO
-   from blocking the open. */
+/* 1 if the listing's entry (a name of it) is known not to be a regular
+   file from readdir's d_type, so that it need not be opened: opening a
+   device node can act on the device, and a FIFO's open can block. */
+static int tb__list_not_regular(const char *listed_name) {
+#if defined(_DIRENT_HAVE_D_TYPE)
+    unsigned char t = (unsigned char)listed_name[-1];
+    return t != 0 /* DT_UNKNOWN */ && t != 8 /* DT_REG */;
+#else
+    (void)listed_name;
+    return 0;
+#endif
+}
+
+/* Reads <dfd>/<name> (a name of a listing) into arena memory if it is a
+   regular file: 1 read, 0 not a regular file (a symlink, directory,
+   FIFO...: left out), -1 error. Where readdir told the type, nothing else
+   is opened; else one open and one fstat: O_NOFOLLOW refuses links,
+   O_NONBLOCK keeps a FIFO from blocking the open. */
 static int tb__read_regular(tb_bundle *b, int dfd, const char *name, const char *kernel, void **data, size_t *size,
                             tb_error *err) {
     struct stat st;
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd;
     size_t got = 0;
     char *buf;
+    if (tb__list_not_regular(name)) return 0;
+    fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ELOOP || errno == ENXIO) return 0; /* a symlink, a socket */
         tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot open");
@@ -3112,7 +3216,8 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     char rec[4352];
     int cfd;
     tb_result r;
-    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if (!b || !cache_dir || !*cache_dir)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL or empty");
     if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
     if (tb_bundle_find_kernel(b, hash))
         return tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0, "the bundle already holds a kernel of this hash");
@@ -3230,7 +3335,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     memset(parts, 0, sizeof parts);
     if (report) memset(report, 0, sizeof *report);
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
-    if ((r = tb__list_open(&b->ctx, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    if ((r = tb__list_open_top(&b->ctx, cache_dir, &l, err)) != tb_ok) return r;
     /* readers split the listing into contiguous ranges and merge in order,
        so the bundle does not depend on the thread count */
     nt = (o && o->stop_on_error) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64, TB__MAX_THREADS);
@@ -3421,7 +3526,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     if (!cache_dir || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "cache_dir or path is NULL");
     if (!*path || strlen(path) > 4096)
         return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
-    if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    if ((r = tb__list_open_top(&c, cache_dir, &l, err)) != tb_ok) return r;
     memset(&p, 0, sizeof p);
     tb__sink_init(&k, 0, (size_t)-1);
     p.l = &l;
@@ -3481,7 +3586,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
             if (bt->first != tb_ok && report->first_failure.code == tb_ok) report->first_failure = bt->error;
             r = tb__pack_write(bt, &k, recs, &kernels, &artifacts, err);
             if (r == tb_ok && k.failed)
-                r = tb__fail(err, tb_err_io, NULL, tmp, -1, w.err, "writing the bundle failed");
+                r = tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
         }
         tb_bundle_free(bt->bundle);
         bt->bundle = NULL;
@@ -3511,19 +3616,19 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         memset(head, 0, TB__TRAILER_SIZE);
         tb__sink_put(&k, head, TB__TRAILER_SIZE);
         tb__sink_flush(&k);
-        if (k.failed) r = tb__fail(err, tb_err_io, NULL, tmp, -1, w.err, "writing the bundle failed");
+        if (k.failed) r = tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
     }
     if (r == tb_ok) {
         tb__head_bytes(head, total, klen, kernels, (uint32_t)artifacts);
         if (pwrite(w.fd, head, TB__HEAD_SIZE, 0) != (ssize_t)TB__HEAD_SIZE)
-            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "writing the header failed");
+            r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "writing the header failed");
         else if ((e = tb__file_checksum(&c, w.fd, total - TB__TRAILER_SIZE, &sum)) != 0)
-            r = tb__fail(err, tb_err_io, NULL, tmp, -1, e, "reading the bundle back for its checksum failed");
+            r = tb__fail(err, tb_err_io, NULL, path, -1, e, "reading the bundle back for its checksum failed");
     }
     if (r == tb_ok) {
         tb__put64(head, sum);
         if (pwrite(w.fd, head, TB__TRAILER_SIZE, (off_t)(total - TB__TRAILER_SIZE)) != (ssize_t)TB__TRAILER_SIZE)
-            r = tb__fail(err, tb_err_io, NULL, tmp, -1, errno, "writing the checksum failed");
+            r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "writing the checksum failed");
     }
 done:
     pthread_mutex_lock(&p.mu);
@@ -3532,7 +3637,7 @@ done:
     pthread_mutex_unlock(&p.mu);
     for (t = 0; t < started; t++) pthread_join(tids[t], NULL);
     for (i = 0; p.slots && i < p.window; i++) tb_bundle_free(p.slots[i].bundle);
-    if (w.fd >= 0) r = tb__temp_finish(w.fd, tmp, path, o->write_flags, r, err);
+    if (w.fd >= 0) r = tb__temp_finish(w.fd, tmp, sizeof tmp, path, o->write_flags, r, err);
     if (r == tb_ok) {
         report->records = recs->record_count;
         report->bytes = total;
@@ -3828,6 +3933,8 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     if (report) memset(report, 0, sizeof *report);
     if (names) *names = NULL;
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if (!*cache_dir) /* as collect and pack refuse it, rather than write into "." */
+        return tb__fail(err, tb_err_invalid_argument, NULL, cache_dir, -1, 0, "the cache directory path is empty");
     if ((r = tb__absolute(cache_dir, cache_abs, sizeof cache_abs, err)) != tb_ok) return r;
     if (tb__mkdirs(cache_abs) != 0)
         return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot create the cache directory");
@@ -3887,7 +3994,7 @@ TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_ag
     tb_result r;
     if (removed) *removed = 0;
     if (!cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cache_dir is NULL");
-    if ((r = tb__list_open(&c, AT_FDCWD, cache_dir, NULL, &l, err)) != tb_ok) return r;
+    if ((r = tb__list_open_top(&c, cache_dir, &l, err)) != tb_ok) return r;
     for (i = 0; i < l.count; i++) {
         struct stat st, held;
         int fd;
@@ -4337,11 +4444,12 @@ static char tb__mlir_code(const char *t, size_t n) {
 
 TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
                                 tb_error *err) {
-    const char *p, *end = text + size, *found = NULL;
+    const char *p, *end, *found = NULL;
     size_t nargs = 0, fl = fn ? strlen(fn) : 0;
     static const char pat[] = "tt.func public @";
     if (!text || !types || !div || cap == 0)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "text or buffers are NULL");
+    end = text + size; /* after the NULL check: NULL + 0 is undefined */
     for (p = text; (p = (const char *)tb__memmem(p, (size_t)(end - p), pat)) != NULL; p++) {
         const char *name = p + sizeof pat - 1;
         int quoted = name < end && *name == '"';
@@ -4683,6 +4791,7 @@ typedef struct tb__cu_config {
 #define TB__CUDA_ERROR_INVALID_VALUE 1
 #define TB__CUDA_ERROR_NO_DEVICE 100
 #define TB__STATIC_SHARED_LIMIT 49152u
+#define TB__MAX_CLUSTER_BLOCKS 16u
 
 typedef struct tb__driver {
     void *lib;
@@ -5031,7 +5140,8 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
                      k->info.max_threads_per_block);
         goto fail;
     }
-    if (k->shared + (unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
+    /* in 64 bits: a shared_mem near 2^32 must not wrap past the check */
+    if ((uint64_t)k->shared + (uint64_t)(unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
         tb__drv.cuDeviceGetAttribute(&optin, TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, k->device);
         if ((uint64_t)k->shared + (uint64_t)k->info.static_shared > (uint64_t)optin) {
             r = tb__fail(err, tb_err_shared_memory, k->name, NULL, -1, 0,
@@ -5063,6 +5173,16 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
             memcpy(k->cluster, cfg->cluster_dims, sizeof k->cluster);
         else
             k->cluster[0] = cfg->num_ctas;
+        /* CUDA clusters hold at most 16 blocks (8 portably); a product past
+           that, or one that overflows, is no cluster the driver could run */
+        if (k->cluster[0] > TB__MAX_CLUSTER_BLOCKS || k->cluster[1] > TB__MAX_CLUSTER_BLOCKS ||
+            k->cluster[2] > TB__MAX_CLUSTER_BLOCKS ||
+            k->cluster[0] * k->cluster[1] * k->cluster[2] > TB__MAX_CLUSTER_BLOCKS) {
+            r = tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0,
+                         "cluster %u x %u x %u holds more than %u blocks", k->cluster[0], k->cluster[1], k->cluster[2],
+                         (unsigned)TB__MAX_CLUSTER_BLOCKS);
+            goto fail;
+        }
         k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         k->attrs[k->num_attrs].value.cluster.x = k->cluster[0];
         k->attrs[k->num_attrs].value.cluster.y = k->cluster[1];
@@ -5213,6 +5333,18 @@ static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint3
     return cr;
 }
 
+/* A cluster launch multiplies the grid by the cluster's dimensions: refuse
+   a product past the driver's 32-bit grid rather than let it wrap. */
+static tb_result tb__check_cluster_grid(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
+                                        tb_error *err) {
+    if ((uint64_t)gx * k->cluster[0] > 0xffffffffu || (uint64_t)gy * k->cluster[1] > 0xffffffffu ||
+        (uint64_t)gz * k->cluster[2] > 0xffffffffu)
+        return tb__fail(err, tb_err_invalid_argument, k->name, NULL, -1, 0,
+                        "grid %u x %u x %u of clusters %u x %u x %u exceeds 2^32 - 1 blocks in a dimension", gx, gy, gz,
+                        k->cluster[0], k->cluster[1], k->cluster[2]);
+    return tb_ok;
+}
+
 TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
@@ -5227,6 +5359,7 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
                         p->arg_count, n, k->codes);
     if (p->grid[0] == 0 || p->grid[1] == 0 || p->grid[2] == 0) return tb_ok;
     if (TB__UNLIKELY(p->flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(k, p, err)) != tb_ok) return r;
+    if (k->use_ex && (r = tb__check_cluster_grid(k, p->grid[0], p->grid[1], p->grid[2], err)) != tb_ok) return r;
     for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
     for (i = 0; i < k->conv_count; i++) {
         uint16_t at = k->conv_idx[i];
@@ -5252,6 +5385,10 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
     if (TB__UNLIKELY(!k || (!params && k->info.param_count)))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
     if (gx == 0 || gy == 0 || gz == 0) return tb_ok;
+    if (k->use_ex) {
+        tb_result r = tb__check_cluster_grid(k, gx, gy, gz, err);
+        if (r != tb_ok) return r;
+    }
     cr = tb__launch_now(k, gx, gy, gz, stream, params);
     if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;

@@ -1,13 +1,19 @@
 /* tbundle: pack a Triton cache into a bundle file, list, verify and unpack it.
 
-     tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]
+     tbundle pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]
      tbundle list FILE
      tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR
      tbundle verify FILE
      tbundle clean [--age SECONDS] CACHE_DIR
 
-   Exit status: 0 success, 1 failure (a message on stderr names the file and
-   the cause), 2 usage error. */
+   Options may stand anywhere among the arguments; "--" ends them, so that
+   a path starting with '-' can follow. Exit status: 0 success, 1 failure (a
+   message on stderr names the file and the cause), 2 usage error. A
+   command that fails leaves its output as it was: pack replaces FILE only
+   when it succeeds. Bundles are read into memory (TB_READ_COPY), so a file
+   changed or truncated by another process while tbundle runs gives an
+   error, never a crash. Names from bundles are printed with control bytes
+   escaped as \xNN. */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 
@@ -20,12 +26,17 @@
 static const char *prog = "tbundle";
 
 static const char *usage_pack =
-    "usage: tbundle pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
+    "usage: tbundle pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
     "  Packs every kernel directory of CACHE_DIR (one holding __grp__*.json), or the\n"
     "  named ones, into FILE (default: triton_kernels.tbundle). Absolute paths of the\n"
-    "  cache inside .json files become the sentinel [REPLACE].\n"
+    "  cache inside .json files become the sentinel [REPLACE]. CACHE_DIR may be a\n"
+    "  symlink; links inside it are never followed. A kernel directory holds regular\n"
+    "  files only: links, subdirectories, FIFOs and devices in it are left out.\n"
+    "  FILE is replaced only if the pack succeeds.\n"
     "  --as DIR      the cache path the .json files name, if the cache was moved\n"
     "                since Triton wrote it (default: CACHE_DIR's absolute path)\n"
+    "  --keep-going  pack the kernels that can be read and warn about the others\n"
+    "                (default: any kernel that cannot be packed fails the pack)\n"
     "  --no-records  do not derive static launch records from NAME.json/NAME.source\n"
     "  --fsync       flush the file to disk before renaming it into place\n"
     "  --threads N   reader threads (default: one per CPU, at most 8)\n"
@@ -42,7 +53,8 @@ static const char *usage_verify = "usage: tbundle verify FILE\n  Checks the stru
 static const char *usage_clean =
     "usage: tbundle clean [--age SECONDS] CACHE_DIR\n"
     "  Removes CACHE_DIR/tmp.* directories left by crashed writers, older than\n"
-    "  SECONDS (default 3600).\n";
+    "  SECONDS (default 3600). A directory a live writer still holds (its flock)\n"
+    "  is never removed, whatever its age.\n";
 
 static int usage(const char *text, int status) {
     fputs(text, status ? stderr : stdout);
@@ -50,8 +62,40 @@ static int usage(const char *text, int status) {
 }
 
 static int fail(const tb_error *e) {
-    fprintf(stderr, "%s: %s\n", prog, e->message);
+    fprintf(stderr, "%s: %s\n", prog, e->message); /* the library escapes its messages */
     return 1;
+}
+
+/* s with control bytes and backslashes as \xNN, for printing names that
+   come from a bundle: a hash "a\nb" must not forge a line of output, nor an
+   ESC sequence reach the terminal. */
+static const char *esc(const char *s, char *buf, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (; *s && o + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != 0x7f && c != '\\') {
+            buf[o++] = (char)c;
+        } else {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[c >> 4];
+            buf[o++] = hex[c & 15];
+        }
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* Options anywhere: argv[i] is an option if it starts with '-' (and is not
+   "-" alone) and no "--" came before it. */
+static int is_option(const char *a, int *after_dashes) {
+    if (*after_dashes) return 0;
+    if (!strcmp(a, "--")) {
+        *after_dashes = 1;
+        return -1; /* consumed */
+    }
+    return a[0] == '-' && a[1] != 0;
 }
 
 static double now(void) {
@@ -98,8 +142,8 @@ static int parse_threads(const char *s, unsigned *out) {
 }
 
 /* Named hashes: collect them into a bundle, derive, write. */
-static int pack_named(const char *cache, char **hashes, int count, const tb_collect_options *co, int records,
-                      unsigned write_flags, const char *out) {
+static int pack_named(const char *cache, const char **hashes, int count, const tb_collect_options *co, int records,
+                      unsigned write_flags, int keep_going, const char *out) {
     tb_bundle *b = NULL;
     tb_error e;
     uint32_t failed = 0;
@@ -111,6 +155,12 @@ static int pack_named(const char *cache, char **hashes, int count, const tb_coll
             failed++;
         }
     step("collect");
+    if (failed && !keep_going) {
+        fprintf(stderr, "%s: %u of %d kernels could not be packed; %s left as it was (--keep-going packs the rest)\n",
+                prog, failed, count, out);
+        tb_bundle_free(b);
+        return 1;
+    }
     if (records && tb_bundle_derive_launch_records(b, &e) != tb_ok) {
         tb_bundle_free(b);
         return fail(&e);
@@ -124,53 +174,75 @@ static int pack_named(const char *cache, char **hashes, int count, const tb_coll
     printf("packed %u kernels, %u launch records into %s\n", tb_bundle_kernel_count(b),
            tb_bundle_launch_record_count(b), out);
     tb_bundle_free(b);
-    return failed ? 1 : 0;
+    return 0;
 }
 
 static int cmd_pack(int argc, char **argv) {
-    const char *out = "triton_kernels.tbundle", *cache = NULL;
+    const char *out = "triton_kernels.tbundle";
+    const char **pos = (const char **)calloc((size_t)argc + 1, sizeof *pos);
     tb_pack_options po;
     tb_pack_report rep;
     tb_error e;
-    int i, first_hash = 0;
+    int i, n = 0, dashes = 0, keep_going = 0, st = 2;
     progress_t pg;
     memset(&po, 0, sizeof po);
+    if (!pos) return 1;
     for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_pack, 0);
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--as") && i + 1 < argc) po.collect.recorded_cache_dir = argv[++i];
-        else if (!strcmp(argv[i], "--no-records")) po.no_launch_records = 1;
-        else if (!strcmp(argv[i], "--fsync")) po.write_flags = TB_WRITE_FSYNC;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (!parse_threads(argv[++i], &po.collect.threads)) return usage(usage_pack, 2);
-        } else if (!strcmp(argv[i], "-v")) verbose = 1;
-        else if (argv[i][0] == '-') return usage(usage_pack, 2);
-        else if (!cache) cache = argv[i], first_hash = i + 1;
-        else break;
+        const char *a = argv[i];
+        int opt = is_option(a, &dashes);
+        if (opt < 0) continue;
+        if (!opt) pos[n++] = a;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { st = usage(usage_pack, 0); goto done; }
+        else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(a, "--as") && i + 1 < argc) po.collect.recorded_cache_dir = argv[++i];
+        else if (!strcmp(a, "--keep-going")) keep_going = 1;
+        else if (!strcmp(a, "--no-records")) po.no_launch_records = 1;
+        else if (!strcmp(a, "--fsync")) po.write_flags = TB_WRITE_FSYNC;
+        else if (!strcmp(a, "--threads") && i + 1 < argc) {
+            if (!parse_threads(argv[++i], &po.collect.threads)) goto usage_error;
+        } else if (!strcmp(a, "-v")) verbose = 1;
+        else goto usage_error;
     }
-    if (!cache) return usage(usage_pack, 2);
+    if (n < 1) goto usage_error;
     pg.start = step_start = now();
     pg.last = 0;
     po.collect.progress = collect_progress;
     po.collect.user = &pg;
-    if (first_hash < argc)
-        return pack_named(cache, argv + first_hash, argc - first_hash, &po.collect, !po.no_launch_records,
-                          po.write_flags, out);
+    po.collect.stop_on_error = !keep_going;
+    if (n > 1) {
+        st = pack_named(pos[0], pos + 1, n - 1, &po.collect, !po.no_launch_records, po.write_flags, keep_going, out);
+        goto done;
+    }
     /* the whole cache: read and written in one streaming pass */
-    if (tb_pack_cache(cache, out, &po, NULL, &rep, &e) != tb_ok) return fail(&e);
+    if (tb_pack_cache(pos[0], out, &po, NULL, &rep, &e) != tb_ok) {
+        st = fail(&e);
+        if (!keep_going && e.code != tb_err_invalid_argument && e.code != tb_err_not_found)
+            fprintf(stderr, "%s: %s left as it was (--keep-going packs the kernels that can be read)\n", prog, out);
+        goto done;
+    }
     step("collect, derive launch records and write");
     if (rep.collect.failed)
-        fprintf(stderr, "%s: %u kernel(s) could not be packed; first: %s\n", prog, rep.collect.failed,
+        fprintf(stderr, "%s: warning: %u kernel(s) left out; first: %s\n", prog, rep.collect.failed,
                 rep.first_failure.message);
     printf("packed %u kernels, %u launch records into %s\n", rep.collect.collected, rep.records, out);
-    return rep.collect.failed ? 1 : 0;
+    st = 0;
+done:
+    free(pos);
+    return st;
+usage_error:
+    free(pos);
+    return usage(usage_pack, 2);
 }
 
+/* Read into memory: the tool must not crash (SIGBUS) if another process
+   truncates the file under a mapping while it runs. */
 static int open_bundle(const char *path, tb_bundle **b) {
     tb_error e;
-    if (tb_bundle_read_file(path, NULL, 0, b, &e) != tb_ok) return fail(&e);
+    if (tb_bundle_read_file(path, NULL, TB_READ_COPY, b, &e) != tb_ok) return fail(&e);
     return 0;
 }
+
+static int one_path(int argc, char **argv, const char *text, const char **path);
 
 static void print_scratch(const char *name, const tb_scratch *s) {
     if (s->present) printf(" %s=%llu/%u", name, (unsigned long long)s->size, s->align);
@@ -180,32 +252,37 @@ static int cmd_list(int argc, char **argv) {
     tb_bundle *b;
     uint32_t i, j, files = 0;
     unsigned long long bytes = 0;
-    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) return usage(usage_list, 0);
-    if (argc != 1 || argv[0][0] == '-') return usage(usage_list, 2);
-    if (open_bundle(argv[0], &b)) return 1;
+    char e1[1100], e2[1100], e3[1100];
+    const char *path;
+    if (one_path(argc, argv, usage_list, &path)) return path ? 0 : 2;
+    if (open_bundle(path, &b)) return 1;
     for (i = 0; i < tb_bundle_kernel_count(b); i++) {
         const tb_kernel *k = tb_bundle_kernel(b, i);
         unsigned long long kb = 0;
         for (j = 0; j < k->artifact_count; j++) kb += k->artifacts[j].size;
-        printf("kernel %s  device %d  files %u  bytes %llu\n", k->hash, k->device, k->artifact_count, kb);
+        printf("kernel %s  device %d  files %u  bytes %llu\n", esc(k->hash, e1, sizeof e1), k->device, k->artifact_count,
+               kb);
         for (j = 0; j < k->artifact_count; j++)
-            printf("    %-48s %10llu\n", k->artifacts[j].name, (unsigned long long)k->artifacts[j].size);
+            printf("    %-48s %10llu\n", esc(k->artifacts[j].name, e1, sizeof e1), (unsigned long long)k->artifacts[j].size);
         files += k->artifact_count;
         bytes += kb;
     }
     for (i = 0; i < tb_bundle_launch_record_count(b); i++) {
         const tb_launch_record *r = tb_bundle_launch_record(b, i);
-        printf("record %s  kernel %s  configs %u\n", r->cache_key, r->kernel_name, r->config_count);
+        printf("record %s  kernel %s  configs %u\n", esc(r->cache_key, e1, sizeof e1), esc(r->kernel_name, e2, sizeof e2),
+               r->config_count);
         for (j = 0; j < r->config_count; j++) {
             const tb_launch_config *c = &r->configs[j];
             uint32_t q;
-            printf("    config %u: %s in %s  args \"%s\"  warps %u  ctas %u  shared %u", j, c->function_name,
-                   c->binary_name, c->arg_types, c->num_warps, c->num_ctas, c->shared_mem);
+            printf("    config %u: %s in %s  args \"%s\"  warps %u  ctas %u  shared %u", j, esc(c->function_name, e1, sizeof e1),
+                   esc(c->binary_name, e2, sizeof e2), esc(c->arg_types, e3, sizeof e3), c->num_warps, c->num_ctas,
+                   c->shared_mem);
             print_scratch("global_scratch", &c->global_scratch);
             print_scratch("profile_scratch", &c->profile_scratch);
             if (c->flags & TB_LAUNCH_COOPERATIVE) printf(" cooperative");
             if (c->flags & TB_LAUNCH_PDL) printf(" pdl");
-            for (q = 0; q < c->param_count; q++) printf(" %s=%lld", c->params[q].name, (long long)c->params[q].value);
+            for (q = 0; q < c->param_count; q++)
+                printf(" %s=%lld", esc(c->params[q].name, e1, sizeof e1), (long long)c->params[q].value);
             printf("\n");
         }
     }
@@ -215,12 +292,39 @@ static int cmd_list(int argc, char **argv) {
     return 0;
 }
 
+/* list and verify: one FILE, "--" allowed before it. Returns 0 with *path
+   set to go on; else the usage was printed, and *path says which status
+   (non-NULL: --help, 0; NULL: a usage error, 2). */
+static int one_path(int argc, char **argv, const char *text, const char **path) {
+    int i, n = 0, dashes = 0;
+    const char *p = NULL;
+    for (i = 0; i < argc; i++) {
+        int opt = is_option(argv[i], &dashes);
+        if (opt < 0) continue;
+        if (opt && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+            usage(text, 0);
+            *path = "";
+            return 1;
+        }
+        if (opt || n++) break;
+        p = argv[i];
+    }
+    if (i < argc || n != 1) {
+        usage(text, 2);
+        *path = NULL;
+        return 1;
+    }
+    *path = p;
+    return 0;
+}
+
 static int cmd_verify(int argc, char **argv) {
     tb_bundle *b;
-    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) return usage(usage_verify, 0);
-    if (argc != 1 || argv[0][0] == '-') return usage(usage_verify, 2);
-    if (open_bundle(argv[0], &b)) return 1;
-    printf("%s: ok (format %u.%u, %u kernels, %u launch records, checksum verified)\n", argv[0],
+    const char *path;
+    char e1[1100];
+    if (one_path(argc, argv, usage_verify, &path)) return path ? 0 : 2;
+    if (open_bundle(path, &b)) return 1;
+    printf("%s: ok (format %u.%u, %u kernels, %u launch records, checksum verified)\n", esc(path, e1, sizeof e1),
            (unsigned)(tb_bundle_format_version(b) >> 16), (unsigned)(tb_bundle_format_version(b) & 0xffff),
            tb_bundle_kernel_count(b), tb_bundle_launch_record_count(b));
     tb_bundle_free(b);
@@ -234,17 +338,22 @@ static int cmd_unpack(int argc, char **argv) {
     emit_progress_t ep;
     tb_error e;
     tb_result r;
-    int i, n = 0;
+    int i, n = 0, dashes = 0;
     const char *pos[2];
     memset(&eo, 0, sizeof eo);
     for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_unpack, 0);
-        if (!strcmp(argv[i], "--fsync")) eo.flags |= TB_EMIT_FSYNC;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+        const char *a = argv[i];
+        int opt = is_option(a, &dashes);
+        if (opt < 0) continue;
+        if (!opt) {
+            if (n == 2) return usage(usage_unpack, 2);
+            pos[n++] = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(usage_unpack, 0);
+        else if (!strcmp(a, "--fsync")) eo.flags |= TB_EMIT_FSYNC;
+        else if (!strcmp(a, "--threads") && i + 1 < argc) {
             if (!parse_threads(argv[++i], &eo.threads)) return usage(usage_unpack, 2);
-        } else if (!strcmp(argv[i], "-v")) verbose = 1;
-        else if (argv[i][0] == '-' || n == 2) return usage(usage_unpack, 2);
-        else pos[n++] = argv[i];
+        } else if (!strcmp(a, "-v")) verbose = 1;
+        else return usage(usage_unpack, 2);
     }
     if (n != 2) return usage(usage_unpack, 2);
     step_start = now();
@@ -268,17 +377,21 @@ static int cmd_clean(int argc, char **argv) {
     const char *cache = NULL;
     uint32_t removed = 0;
     tb_error e;
-    int i;
+    int i, dashes = 0;
     for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(usage_clean, 0);
-        if (!strcmp(argv[i], "--age") && i + 1 < argc) {
+        int opt = is_option(argv[i], &dashes);
+        if (opt < 0) continue;
+        if (!opt) {
+            if (cache) return usage(usage_clean, 2);
+            cache = argv[i];
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            return usage(usage_clean, 0);
+        } else if (!strcmp(argv[i], "--age") && i + 1 < argc) {
             char *end;
             age = strtod(argv[++i], &end);
-            if (*end || age < 0) return usage(usage_clean, 2);
-        } else if (argv[i][0] == '-' || cache) {
-            return usage(usage_clean, 2);
+            if (end == argv[i] || *end || !(age >= 0)) return usage(usage_clean, 2);
         } else {
-            cache = argv[i];
+            return usage(usage_clean, 2);
         }
     }
     if (!cache) return usage(usage_clean, 2);
@@ -290,12 +403,12 @@ static int cmd_clean(int argc, char **argv) {
 int main(int argc, char **argv) {
     static const char *top =
         "usage: tbundle COMMAND [ARGS]\n"
-        "  pack [-o FILE] [--as DIR] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
+        "  pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
         "  list FILE\n"
         "  unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
         "  verify FILE\n"
         "  clean [--age SECONDS] CACHE_DIR\n"
-        "'tbundle COMMAND --help' explains each.\n";
+        "'tbundle COMMAND --help' explains each. Options go anywhere; '--' ends them.\n";
     if (argc < 2) return usage(top, 2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(top, 0);
     if (!strcmp(argv[1], "--version")) return printf("tbundle %s (writes format %d.%d, reads 1.x to %d.x)\n", tb_version(),
