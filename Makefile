@@ -31,6 +31,12 @@ $(B)/test_main: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
 $(B)/test_main_cpp: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
 	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
+$(B)/test_hostile: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_hostile_cpp: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
+	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
 $(B)/test_gpu: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
@@ -55,8 +61,8 @@ check-compile: | $(B)
 	@! grep -n '#include *<cuda' $(HDR)
 	@echo "check-compile: C99 and C++11 clean with gcc and clang"
 
-test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_gpu $(B)/tbundle
-	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_gpu tests/test_tbundle.sh
+test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu $(B)/tbundle
+	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu tests/test_tbundle.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
@@ -68,7 +74,9 @@ demo: $(B)/tbundle $(B)/launch
 sanitize: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	  -fno-omit-frame-pointer -o $(B)/test_main_asan tests/test_main.c $(LIBS)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	  -fno-omit-frame-pointer -o $(B)/test_hostile_asan tests/test_hostile.c $(LIBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan $(B)/test_hostile_asan
 
 # ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler).
 tsan: | $(B)
@@ -83,16 +91,20 @@ $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)
 corpus: $(B)/tbundle
 	sh fuzz/make_corpus.sh
 
-fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc
-	@for t in read json ttfunc; do mkdir -p $(B)/corpus_$$t; \
+# fuzz_mutate drives the mutation API on read bundles, from the reader's seeds
+fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc $(B)/fuzz_mutate
+	@for t in read json ttfunc mutate; do mkdir -p $(B)/corpus_$$t; \
+	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS)s"; \
 	  if ! $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 -artifact_prefix=$(B)/ \
-	    $(B)/corpus_$$t fuzz/corpus/$$t > $(B)/fuzz_$$t.log 2>&1; then \
+	    $(B)/corpus_$$t $$seeds > $(B)/fuzz_$$t.log 2>&1; then \
 	    tail -n 40 $(B)/fuzz_$$t.log; echo "fuzz_$$t FAILED"; exit 1; fi; \
 	  grep -E 'stat::number_of_executed_units|stat::new_units_added' $(B)/fuzz_$$t.log; done
 
-torture: $(B)/test_main
-	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_main emit"
+# concurrent writers, SIGKILL, a cleaner racing unpacks, a bundle file
+# rewritten and truncated under emit
+torture: $(B)/test_main $(B)/test_hostile
+	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_main emit" "$(B)/test_hostile emit"
 
 $(B)/bench_format: bench/bench_format.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)

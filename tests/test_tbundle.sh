@@ -3,6 +3,7 @@
 # Run from the repository root after `make build/tbundle`.
 set -u
 T=build/tbundle
+TA="$(cd "$(dirname "$T")" && pwd)/$(basename "$T")" # for commands run in another directory
 FIX=tests/fixtures/triton-3.6-sm90/cache
 W=$(mktemp -d "${TMPDIR:-/tmp}/tbcli-XXXXXX")
 trap 'rm -rf "$W"' EXIT
@@ -85,5 +86,55 @@ check "unpack a damaged bundle writes nothing" sh -c "! $T unpack '$W/flip.tbund
 check "unpack into an impossible path fails (1)" status_is 1 $T unpack "$W/f.tbundle" "$W/f.tbundle/sub"
 check "clean removes stale temporaries" sh -c "mkdir -p '$W/cache/tmp.stale' && touch -d '3 hours ago' '$W/cache/tmp.stale' && $T clean '$W/cache' | grep -q 'removed 1' && [ ! -e '$W/cache/tmp.stale' ]"
 check "clean --age validates" status_is 2 $T clean --age soon "$W/cache"
+# options anywhere, "--", and a failing command never replaces its output
+check "an option after CACHE_DIR is an option (-v)" status_is 0 $T pack -o "$W/v.tbundle" --as /tmp/triton_cache $FIX -v
+check "... and packs all 8" out_has "packed 8 kernels"
+check "... -v printed its timings" err_has "ms"
+cp "$W/f.tbundle" "$W/keep.tbundle"
+check "a pack that fails (missing hash) exits 1" status_is 1 $T pack -o "$W/keep.tbundle" $FIX NOSUCHHASH
+check "... and leaves the existing output as it was" cmp -s "$W/f.tbundle" "$W/keep.tbundle"
+check "an unknown option after CACHE_DIR is a usage error" status_is 2 $T pack -o "$W/keep.tbundle" $FIX --frobnicate
+check "... and leaves the output as it was" cmp -s "$W/f.tbundle" "$W/keep.tbundle"
+mkdir -p "$W/-dash" && cp -r $FIX/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ "$W/-dash/"
+check "-- ends the options: a cache named -dash" sh -c "cd '$W' && $TA pack -o dash.tbundle -- -dash | grep -q 'packed 1 kernels'"
+check "... and list -- FILE" sh -c "$T list -- '$W/dash.tbundle' | tail -n 1 | grep -q '^1 kernels'"
+cp -r $FIX "$W/badcache"
+printf '{"x": "[REPLACE]"}' > "$W/badcache/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.json"
+check "a cache with a refused kernel fails the pack (1)" status_is 1 $T pack -o "$W/keep.tbundle" "$W/badcache"
+check "... names the cause" err_has "sentinel"
+check "... and leaves the output as it was" cmp -s "$W/f.tbundle" "$W/keep.tbundle"
+check "--keep-going packs the other 7 (0) with a warning" status_is 0 $T pack --keep-going -o "$W/keep.tbundle" "$W/badcache"
+check "... packed 7" out_has "packed 7 kernels"
+check "... warned" err_has "warning: 1 kernel"
+# the cache directory named through a symlink
+ln -s "$(cd $FIX && pwd)" "$W/linked-cache"
+check "pack follows a symlinked CACHE_DIR" status_is 0 $T pack -o "$W/l.tbundle" --as /tmp/triton_cache "$W/linked-cache"
+check "... packs all 8" out_has "packed 8 kernels"
+check "... the same bytes as the real path" cmp -s "$W/f.tbundle" "$W/l.tbundle"
+# FIFOs and empty paths
+mkfifo "$W/pipe.tbundle"
+for c in verify list; do
+  check "$c of a FIFO fails at once (1), no hang" status_is 1 timeout 20 $T $c "$W/pipe.tbundle"
+done
+check "unpack of a FIFO fails at once (1), no hang" status_is 1 timeout 20 $T unpack "$W/pipe.tbundle" "$W/cf"
+check "... says it is not a regular file" err_has "regular file"
+mkdir -p "$W/empty"
+check "unpack FILE \"\" fails (1) as pack \"\" does" sh -c "cd '$W/empty' && ! $TA unpack '$W/f.tbundle' '' 2>/dev/null && [ -z \"\$(ls -A)\" ]"
+check "pack \"\" fails (1)" status_is 1 $T pack -o "$W/e.tbundle" ""
+# names print escaped
+mkdir -p "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')" && echo '{}' > "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')/__grp__x.json"
+check "pack a kernel whose hash holds a newline and ESC" status_is 0 $T pack --no-records -o "$W/esc.tbundle" "$W/esccache"
+check "list prints it escaped on one line" sh -c "$T list '$W/esc.tbundle' > '$W/out' && grep -q 'EVIL\\\\x0aFORGED\\\\x1b' '$W/out' && ! grep -q '^FORGED' '$W/out' && ! grep -q \"\$(printf '\\033')\" '$W/out'"
+# a live writer's temporary directory survives clean at any age
+if command -v flock >/dev/null; then
+  mkdir -p "$W/cache/tmp.live" && touch -d '3 hours ago' "$W/cache/tmp.live"
+  flock "$W/cache/tmp.live" sleep 3 & holder=$!
+  sleep 0.5
+  check "clean --age 0 leaves a directory a writer holds locked" sh -c "$T clean --age 0 '$W/cache' | grep -q 'removed 0' && [ -d '$W/cache/tmp.live' ]"
+  wait $holder
+  check "... and removes it once released" sh -c "$T clean --age 0 '$W/cache' | grep -q 'removed 1' && [ ! -e '$W/cache/tmp.live' ]"
+else
+  skip=$((skip + 2)); echo "skip clean and a locked directory (no flock command)"
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
