@@ -66,7 +66,11 @@
    the bundle, errno and the CUresult. tb_result_string() names every code.
    On failure the library frees whatever it allocated and leaves outputs
    NULL; emit never leaves a partial kernel directory; no input makes the
-   library write outside the target directory.
+   library write outside the target directory, not even a bundle rewritten
+   after it was checked (names and lengths are copied before they are
+   checked; see tb_bundle_read_memory). A cleaner never removes a live
+   writer's temporary directory (writers hold a flock on it). Messages
+   escape control bytes that come from names.
 
    FORMAT
    Bundle format 2.0, specified byte by byte in docs/FORMAT.md. A reader
