@@ -501,6 +501,39 @@ static void gpu_shared_memory_limit(void) {
     CHECK(k == NULL);
 }
 
+/* Sizes that wrapped 32-bit arithmetic in 1.1.0: a shared_mem near 2^32
+   passed the opt-in check, huge cluster dimensions overflowed the grid. */
+static void gpu_hostile_sizes(void) {
+    tb_launch_config cfg;
+    tb_loaded_kernel *k = NULL;
+    tb_launch_params p;
+    tb_error e;
+    NEED_GPU();
+    cfg = *config_of(H_NOARGS);
+    cfg.shared_mem = 0xffffff00u;
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_shared_memory);
+    CHECK(k == NULL);
+    cfg = *config_of(H_NOARGS);
+    cfg.num_ctas = 2;
+    cfg.cluster_dims[0] = 65536, cfg.cluster_dims[1] = 65536, cfg.cluster_dims[2] = 1;
+    CHECK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e) == tb_err_malformed);
+    CHECK(k == NULL && strstr(e.message, "cluster") != NULL);
+    cfg.cluster_dims[0] = 2, cfg.cluster_dims[1] = 1;
+    CHECK_OK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e), &e);
+    REQUIRE(k);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 0x80000000u, p.grid[1] = p.grid[2] = 1; /* x 2 is past 2^32 - 1 */
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "exceeds") != NULL);
+    {
+        devptr z = 0;
+        void *params[2];
+        params[0] = params[1] = &z; /* its two scratch pointers */
+        CHECK(tb_launch_raw(k, 0x80000000u, 1, 1, NULL, params, &e) == tb_err_invalid_argument &&
+              strstr(e.message, "exceeds") != NULL);
+    }
+    tb_unload(k);
+}
+
 static void gpu_raw_launch(void) {
     const tb_loaded_kernel *k;
     tb_kernel_info info;
@@ -673,6 +706,7 @@ int main(int argc, char **argv) {
     RUN(gpu_load_unload_cycles);
     RUN(gpu_checked_mode);
     RUN(gpu_shared_memory_limit);
+    RUN(gpu_hostile_sizes);
     RUN(gpu_raw_launch);
     RUN(gpu_launch_attributes);
     RUN(gpu_scratch_required);
