@@ -919,17 +919,19 @@ static void tb__prefault(void *p, size_t n) {
 #endif
 }
 
-static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) {
+/* align: 16 for bytes (a cubin goes to the driver from there), 1 for
+   strings, which a bundle read from a view or a mapping copies by the ten
+   thousand: packed, they fault in fewer fresh pages. */
+static void *tb__arena_alloc_aligned(const tb__ctx *c, tb__arena *ar, size_t n, size_t align) {
     tb__block *b = ar->head;
     size_t at, cap, total;
     int shared;
-    n = (n + 15u) & ~(size_t)15u;
-    if (n == 0) n = 16;
-    if (b && b->cap - b->used >= n) {
-        at = b->used;
-        b->used += n;
+    if (n == 0) n = 1;
+    if (b && (at = (b->used + align - 1) & ~(align - 1)) <= b->cap && b->cap - at >= n) {
+        b->used = at + n;
         return (char *)b + TB__BLOCK_HEADER + at;
     }
+    n = (n + 15u) & ~(size_t)15u;
     if (ar->next_size < TB__BLOCK_SIZE) ar->next_size = TB__BLOCK_SIZE;
     shared = n <= ar->next_size / 4;
     cap = shared ? ar->next_size : n;
@@ -952,8 +954,10 @@ static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) {
     return (char *)b + TB__BLOCK_HEADER;
 }
 
+static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) { return tb__arena_alloc_aligned(c, ar, n, 16); }
+
 static char *tb__arena_strdup(const tb__ctx *c, tb__arena *ar, const char *s, size_t n) {
-    char *p = (char *)tb__arena_alloc(c, ar, n + 1);
+    char *p = (char *)tb__arena_alloc_aligned(c, ar, n + 1, 1);
     if (!p) return NULL;
     memcpy(p, s, n);
     p[n] = 0;
@@ -1175,8 +1179,6 @@ TBDEF tb_result tb_bundle_add_kernel(tb_bundle *b, const char *hash, int32_t dev
     tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
     if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
-    if (tb_bundle_find_kernel(b, hash))
-        return tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0, "the bundle already holds a kernel of this hash");
     return tb__add_kernel(b, hash, strlen(hash), device, out_index, err);
 }
 
@@ -1321,32 +1323,53 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     return tb_ok;
 }
 
-static int tb__cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+/* 1 if two of the n strings that get(i) gives are equal (*dup: one of
+   them), 0 if none, -1 out of memory. Open addressing on a 64-bit FNV-1a
+   hash of each string, strcmp only where hashes meet: O(n) where sorting
+   would compare long common prefixes (replicated hashes share 44 bytes)
+   n log n times. */
+static int tb__find_duplicate(const tb__ctx *c, const char *(*get)(const tb_bundle *, uint32_t), const tb_bundle *b,
+                              uint32_t n, const char **dup) {
+    uint32_t cap = 16, i, *slots;
+    uint64_t *hashes;
+    while (cap < 2u * n) cap *= 2;
+    slots = (uint32_t *)tb__alloc(c, (size_t)cap * (sizeof *slots + sizeof *hashes));
+    if (!slots) return -1;
+    hashes = (uint64_t *)(void *)(slots + cap + (cap & 1));
+    memset(slots, 0xff, (size_t)cap * sizeof *slots);
+    for (i = 0; i < n; i++) {
+        const unsigned char *q = (const unsigned char *)get(b, i);
+        uint64_t h = 14695981039346656037ULL;
+        uint32_t at;
+        for (; *q; q++) h = (h ^ *q) * 1099511628211ULL;
+        for (at = (uint32_t)(h ^ (h >> 32)) & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
+            if (hashes[at] == h && strcmp(get(b, slots[at]), get(b, i)) == 0) {
+                *dup = get(b, i);
+                tb__free(c, slots);
+                return 1;
+            }
+        slots[at] = i;
+        hashes[at] = h;
+    }
+    tb__free(c, slots);
+    return 0;
+}
+static const char *tb__kernel_hash_at(const tb_bundle *b, uint32_t i) { return b->kernels[i].hash; }
+static const char *tb__record_key_at(const tb_bundle *b, uint32_t i) { return b->records[i].cache_key; }
 
 /* Refuses two kernels of one hash or two records of one cache key: which
    copy emit would write, or a lookup would find, would otherwise depend on
-   thread counts and order. Sorts a copy of the pointers: O(n log n). */
+   thread counts and order. */
 static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, tb_error *err) {
-    uint32_t n = kernels ? b->kernel_count : 0, m = records ? b->record_count : 0, i, most = n > m ? n : m;
-    const char **v;
-    const char *dup = NULL, *what = NULL;
-    if (most < 2) return tb_ok;
-    if (!(v = (const char **)tb__alloc(&b->ctx, (size_t)most * sizeof *v))) return TB__OOM(err);
-    if (n > 1) {
-        for (i = 0; i < n; i++) v[i] = b->kernels[i].hash;
-        qsort(v, n, sizeof *v, tb__cmp_cstr);
-        for (i = 1; i < n && !dup; i++)
-            if (strcmp(v[i - 1], v[i]) == 0) dup = v[i], what = "two kernels have the hash";
-    }
-    if (!dup && m > 1) {
-        for (i = 0; i < m; i++) v[i] = b->records[i].cache_key;
-        qsort(v, m, sizeof *v, tb__cmp_cstr);
-        for (i = 1; i < m && !dup; i++)
-            if (strcmp(v[i - 1], v[i]) == 0) dup = v[i], what = "two launch records have the cache key";
-    }
-    tb__free(&b->ctx, v);
-    if (dup) return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "%s \"%.80s\"", what, dup);
-    return tb_ok;
+    const char *dup = NULL;
+    int found = 0;
+    if (kernels && b->kernel_count > 1 &&
+        (found = tb__find_duplicate(&b->ctx, tb__kernel_hash_at, b, b->kernel_count, &dup)) > 0)
+        return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "two kernels have the hash \"%.80s\"", dup);
+    if (found == 0 && records && b->record_count > 1 &&
+        (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) > 0)
+        return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "two launch records have the cache key \"%.80s\"", dup);
+    return found < 0 ? TB__OOM(err) : tb_ok;
 }
 
 /* Names metadata: one block holding the two pointer arrays and strings. */
@@ -2330,7 +2353,7 @@ static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char
     if (tb__need(c, (size_t)n + 1, what)) return tb_err_truncated;
     if (c->own) {
         /* copy first, then check the copy: the source may change meanwhile */
-        char *s = (char *)tb__arena_alloc(&c->own->ctx, &c->own->arena, (size_t)n + 1);
+        char *s = (char *)tb__arena_alloc_aligned(&c->own->ctx, &c->own->arena, (size_t)n + 1, 1);
         if (!s) return TB__OOM(c->err);
         memcpy(s, c->base + c->pos, (size_t)n + 1);
         *out = s;
@@ -3223,8 +3246,6 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     if (!b || !cache_dir || !*cache_dir)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL or empty");
     if ((r = tb__check_name(hash, "kernel hash", hash, -1, err)) != tb_ok) return r;
-    if (tb_bundle_find_kernel(b, hash))
-        return tb__fail(err, tb_err_invalid_argument, hash, NULL, -1, 0, "the bundle already holds a kernel of this hash");
     if ((r = tb__recorded_path(cache_dir, o, hash, rec, sizeof rec, err)) != tb_ok) return r;
     cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cfd < 0)
@@ -3939,6 +3960,9 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if (!*cache_dir) /* as collect and pack refuse it, rather than write into "." */
         return tb__fail(err, tb_err_invalid_argument, NULL, cache_dir, -1, 0, "the cache directory path is empty");
+    /* a built bundle may hold one hash twice (the check is O(n) here, not
+       O(n) per add): which copy landed would depend on the writers */
+    if ((r = tb__check_unique(b, 1, 0, err)) != tb_ok) return r;
     if ((r = tb__absolute(cache_dir, cache_abs, sizeof cache_abs, err)) != tb_ok) return r;
     if (tb__mkdirs(cache_abs) != 0)
         return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot create the cache directory");
