@@ -266,11 +266,17 @@ typedef struct tb_config_param {
 
 #define TB_LAUNCH_COOPERATIVE 1u
 #define TB_LAUNCH_PDL 2u
+/* arg_types were read from the IR (tbundle pack on a bare cache), which
+   has no signedness: u8 reads as i8, and so on. Checked mode then takes a
+   value in the signed or the unsigned range of the width. */
+#define TB_CONFIG_TYPES_FROM_IR 4u
 
 /* One compiled config of a statically launchable kernel. arg_types holds
-   one PyTorch code per non-constexpr argument:
-     O pointer  b i8  h i16  i i32 (and i1)  l i64  B u8  H u16  I u32 (and u1)
-     K u64  f fp32  d fp64  e fp16  y bf16
+   one code per non-constexpr argument, PyTorch's codes plus '?':
+     O pointer  ? bool (i1, u1: 1 byte)  b i8  h i16  i i32  l i64
+     B u8  H u16  I u32  K u64  f fp32  d fp64  e fp16  y bf16
+   PyTorch writes i1 as 'i' and u1 as 'I'; loading with the parameter check
+   sees the cubin's 1-byte parameter and passes a bool there.
    arg_divisibility, when not empty, is as long as arg_types: '1' where the
    cubin assumes the argument divisible by 16 (16-byte aligned pointer). */
 typedef struct tb_launch_config {
@@ -282,7 +288,7 @@ typedef struct tb_launch_config {
     uint32_t num_warps;
     uint32_t num_ctas;
     uint32_t shared_mem;         /* dynamic shared memory in bytes */
-    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL */
+    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL | TB_CONFIG_TYPES_FROM_IR */
     uint32_t cluster_dims[3];    /* 0,0,0: (num_ctas,1,1) when num_ctas > 1 */
     tb_scratch global_scratch;
     tb_scratch profile_scratch;
@@ -640,10 +646,26 @@ typedef struct tb_kernel_table tb_kernel_table;
 TBDEF tb_result tb_kernel_table_create(const tb_bundle *bundle, const tb_options *options,
                                        const tb_load_options *load, unsigned flags,
                                        tb_kernel_table **out, tb_error *err);
-/* By cache key first, then by kernel name; config picks the record's config. */
+/* By cache key first (one record), then by kernel name; config picks the
+   record's config. A name may have several records: the specializations
+   Triton compiled for it (tt.divisibility 16 on pointers and integers).
+   get, which sees no arguments, takes the one with the fewest assumptions,
+   safe for any arguments; select and launch take, from the arguments, the
+   most specialized one whose assumptions hold, and name the argument that
+   breaks them when none does. Constant time; thread-safe. */
 TBDEF tb_result tb_kernel_table_get(tb_kernel_table *table, const char *key_or_name,
                                     uint32_t config, const tb_loaded_kernel **out,
                                     tb_error *err);
+TBDEF tb_result tb_kernel_table_select(tb_kernel_table *table, const char *key_or_name, uint32_t config,
+                                       const tb_arg *args, uint32_t arg_count, const tb_loaded_kernel **out,
+                                       tb_error *err);
+/* select, then tb_launch: the launch by name. */
+TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *table, const char *key_or_name, uint32_t config,
+                                       const tb_launch_params *params, tb_error *err);
+/* The record select would use (args NULL: the one get would use), without
+   loading anything: *record indexes tb_bundle_launch_record. */
+TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *table, const char *key_or_name, uint32_t config,
+                                     const tb_arg *args, uint32_t arg_count, uint32_t *record, tb_error *err);
 TBDEF void tb_kernel_table_free(tb_kernel_table *table);
 
 /* ======================================================================
@@ -1037,7 +1059,7 @@ TBDEF uint32_t tb_arg_code_size(char code) {
     case 'O': case 'l': case 'K': case 'd': return 8;
     case 'i': case 'I': case 'f': return 4;
     case 'h': case 'H': case 'e': case 'y': return 2;
-    case 'b': case 'B': return 1;
+    case 'b': case 'B': case '?': return 1;
     default: return 0;
     }
 }
@@ -1457,8 +1479,8 @@ TBDEF void tb_names_free(tb_names *names) {
 /* Triton signature types to PyTorch codes. */
 TBDEF tb_result tb_arg_code_from_triton_type(const char *ty, char *code, tb_error *err) {
     static const struct { const char *name; char code; } map[] = {
-        {"i1", 'i'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
-        {"u1", 'I'}, {"u8", 'B'}, {"u16", 'H'}, {"u32", 'I'}, {"u64", 'K'},
+        {"i1", '?'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
+        {"u1", '?'}, {"u8", 'B'}, {"u16", 'H'}, {"u32", 'I'}, {"u64", 'K'},
         {"fp16", 'e'}, {"bf16", 'y'}, {"fp32", 'f'}, {"f32", 'f'}, {"fp64", 'd'},
         {"constexpr", 0}
     };
@@ -1470,6 +1492,9 @@ TBDEF tb_result tb_arg_code_from_triton_type(const char *ty, char *code, tb_erro
     if (strcmp(ty, "nvTmaDesc") == 0 || strncmp(ty, "tensordesc", 10) == 0)
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
                         "\"%.60s\": TMA descriptors are built per launch on the host and cannot be passed statically", ty);
+    if (strncmp(ty, "fp8", 3) == 0)
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
+                        "\"%.60s\": an fp8 scalar argument, which Triton 3.6's own launcher cannot pass either", ty);
     return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown Triton type \"%.60s\"", ty);
 }
 
@@ -4460,7 +4485,7 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
 /* MLIR type of a tt.func argument to a code (0: unsupported). */
 static char tb__mlir_code(const char *t, size_t n) {
     static const struct { const char *name; char code; } map[] = {
-        {"i1", 'i'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
+        {"i1", '?'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
         {"f16", 'e'}, {"bf16", 'y'}, {"f32", 'f'}, {"f64", 'd'}
     };
     size_t i;
@@ -4617,7 +4642,7 @@ TBDEF double tb_bf16_to_double(uint16_t h) {
 static void tb__convert(char code, tb_arg v, tb_arg *slot) {
     slot->u = 0;
     switch (code) {
-    case 'b': case 'B': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
+    case 'b': case 'B': case '?': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
     case 'h': case 'H': { uint16_t x = (uint16_t)v.u; memcpy(slot, &x, 2); break; }
     case 'i': case 'I': { uint32_t x = (uint32_t)v.u; memcpy(slot, &x, 4); break; }
     case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
@@ -4629,14 +4654,21 @@ static void tb__convert(char code, tb_arg v, tb_arg *slot) {
 
 static double tb__fabs(double x) { return x < 0 ? -x : x; }
 
-static int tb__in_range(char code, tb_arg v) {
+/* Checked mode's ranges. Never narrower than Triton 3.6's launcher (which
+   parses i8 with Python's "b", 0..255; u8/u16/u32/u64 with "B"/"H"/"I"/"K",
+   any integer, masked), never wider than the parameter's bits can hold: an
+   N-bit integer takes its signed or its unsigned reading, except i16, i32
+   and i64, whose signed range Triton enforces too. A bool is 0 or 1.
+   sign_unknown (codes read from the IR, where u8 reads as i8): the signed
+   or the unsigned range of the width. */
+static int tb__in_range(char code, tb_arg v, int sign_unknown) {
     switch (code) {
-    case 'b': return v.i >= -128 && v.i <= 127;
-    case 'h': return v.i >= -32768 && v.i <= 32767;
-    case 'i': return v.i >= INT32_MIN && v.i <= INT32_MAX;
-    case 'B': return v.u <= 0xffu;
-    case 'H': return v.u <= 0xffffu;
-    case 'I': return v.u <= 0xffffffffu;
+    case '?': return v.u <= 1u;
+    case 'b': case 'B': return v.i >= -128 && v.i <= 255;
+    case 'h': return v.i >= -32768 && v.i <= (sign_unknown ? 65535 : 32767);
+    case 'H': return v.i >= -32768 && v.i <= 65535;
+    case 'i': return v.i >= INT32_MIN && v.i <= (sign_unknown ? (int64_t)UINT32_MAX : (int64_t)INT32_MAX);
+    case 'I': return v.i >= INT32_MIN && v.i <= (int64_t)UINT32_MAX;
     case 'f': return v.f != v.f || tb__fabs(v.f) <= 3.4028234663852886e38 || isinf(v.f);
     case 'e': return v.f != v.f || tb__fabs(v.f) < 65520.0 || isinf(v.f);
     case 'y': return v.f != v.f || tb__fabs(v.f) <= 3.3895313892515355e38 || isinf(v.f);
@@ -4648,7 +4680,7 @@ TBDEF tb_result tb_pack_arg(char code, tb_arg v, int checked, tb_arg *slot, tb_e
     if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
     if (!tb_arg_code_size(code))
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x", (unsigned char)code);
-    if (checked && !tb__in_range(code, v))
+    if (checked && !tb__in_range(code, v, 0))
         return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "value %lld (%g) does not fit type '%c'",
                         (long long)v.i, v.f, code);
     tb__convert(code, v, slot);
@@ -4710,7 +4742,7 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     d->cfg.num_warps = d->md.num_warps;
     d->cfg.num_ctas = d->md.num_ctas;
     d->cfg.shared_mem = d->md.shared;
-    d->cfg.flags = d->md.flags;
+    d->cfg.flags = d->md.flags | TB_CONFIG_TYPES_FROM_IR;
     memcpy(d->cfg.cluster_dims, d->md.cluster_dims, sizeof d->cfg.cluster_dims);
     d->cfg.global_scratch = d->md.global_scratch;
     d->cfg.profile_scratch = d->md.profile_scratch;
@@ -4980,6 +5012,7 @@ struct tb_loaded_kernel {
     unsigned num_attrs;
     tb__cu_attr attrs[4];
     int global_present, profile_present;
+    int sign_unknown;           /* TB_CONFIG_TYPES_FROM_IR: checked mode takes either reading */
     uint64_t global_size, profile_size;
     uint32_t conv_count;
     uint16_t conv_idx[TB_MAX_ARGS];
@@ -5048,6 +5081,12 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
         if ((cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size)) != 0)
             return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
         if (size == want) continue;
+        /* PyTorch's codes say 'i' for i1 and 'I' for u1, which Triton 3.6
+           compiles to a 1-byte parameter: pass it as the bool it is */
+        if (size == 1 && i < k->info.arg_count && (k->codes[i] == 'i' || k->codes[i] == 'I')) {
+            k->codes[i] = '?';
+            continue;
+        }
         if (i < k->info.arg_count)
             return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
                             "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
@@ -5095,6 +5134,7 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
         int conv = code == 'f' || code == 'e' || code == 'y' || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
         if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
     }
+    k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
     k->global_present = cfg->global_scratch.present != 0;
     k->profile_present = cfg->profile_scratch.present != 0;
     k->global_size = cfg->global_scratch.size;
@@ -5300,6 +5340,7 @@ TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, cons
             goto done;
         }
         d->cfg.arg_types = arg_types;
+        d->cfg.flags &= ~TB_CONFIG_TYPES_FROM_IR; /* the caller's codes carry signedness */
     }
     r = tb_load_config(b, &d->cfg, options, load, out, err);
 done:
@@ -5314,7 +5355,7 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
     for (i = 0; i < k->info.arg_count; i++) {
         char code = k->codes[i];
         tb_arg v = p->args[i];
-        if (!tb__in_range(code, v))
+        if (!tb__in_range(code, v, k->sign_unknown))
             return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0,
                             "argument %u (%lld, %g) does not fit its type '%c'", i, (long long)v.i, v.f, code);
         if (k->div[0] == 0 || k->div[i] != '1') continue;
@@ -5423,6 +5464,22 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
 }
 
 /* ---- the kernel table ---- */
+/* Every record of a bundle, indexed once at creation so that a lookup by
+   cache key or by name costs one hash and one string compare, whatever the
+   bundle's size. Records that share a kernel name are the specializations
+   Triton compiled for one kernel (a pointer 16-byte aligned or not, an
+   integer divisible by 16 or not); they are chained most specialized
+   first, so that choosing for given arguments takes the first whose
+   assumptions hold. Loaded kernels fill in lazily under a mutex and are
+   read without it (acquire/release), so lookups and launches are
+   thread-safe and lock-free once loaded. */
+typedef struct tb__spec {
+    uint32_t next;              /* the next record of this name, less specialized; UINT32_MAX: none */
+    uint32_t arg_count;         /* of config 0 */
+    uint32_t div_count;         /* assumptions (tt.divisibility 16) */
+    uint32_t div_at;            /* its divisible arguments: div_args[div_at .. div_at + div_count) */
+} tb__spec;
+
 struct tb_kernel_table {
     tb__ctx ctx;
     tb_options options;
@@ -5432,6 +5489,11 @@ struct tb_kernel_table {
     uint32_t slot_count;
     uint32_t *first;            /* per record: its first slot */
     tb_loaded_kernel **slots;   /* per config */
+    tb__spec *spec;             /* per record */
+    uint16_t *div_args;
+    uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
+    uint32_t *by_key;           /* record, by cache key; UINT32_MAX: empty */
+    uint32_t *by_name;          /* the most specialized record of a name */
 };
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -5447,9 +5509,12 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     tb__ctx c;
     if (!t) return;
     c = t->ctx;
-    for (i = 0; i < t->slot_count; i++) tb_unload(t->slots[i]);
+    for (i = 0; t->slots && i < t->slot_count; i++) tb_unload(t->slots[i]);
     tb__free(&c, t->slots);
     tb__free(&c, t->first);
+    tb__free(&c, t->spec);
+    tb__free(&c, t->div_args);
+    tb__free(&c, t->by_key);
     pthread_mutex_destroy(&t->mu);
     tb__free(&c, t);
 }
@@ -5466,6 +5531,59 @@ static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, 
     }
     pthread_mutex_unlock(&t->mu);
     return res;
+}
+
+static uint32_t tb__str_hash(const char *s) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot of index ix where str (a key or a name, per record) is, or the
+   empty slot where it would go. */
+static uint32_t tb__index_find(const tb_kernel_table *t, const uint32_t *ix, int by_name, const char *str) {
+    uint32_t at = tb__str_hash(str) & t->index_mask;
+    while (ix[at] != UINT32_MAX) {
+        const tb_launch_record *r = &t->bundle->records[ix[at]];
+        if (strcmp(by_name ? r->kernel_name : r->cache_key, str) == 0) break;
+        at = (at + 1) & t->index_mask;
+    }
+    return at;
+}
+
+static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
+    const tb_bundle *b = t->bundle;
+    uint32_t n = b->record_count, cap = 16, i, j, ndiv = 0;
+    for (i = 0; i < n; i++) ndiv += (uint32_t)strlen(b->records[i].configs[0].arg_divisibility);
+    while (cap < 2u * n) cap *= 2;
+    t->index_mask = cap - 1;
+    t->spec = (tb__spec *)tb__alloc(&t->ctx, (size_t)(n ? n : 1) * sizeof *t->spec);
+    t->div_args = (uint16_t *)tb__alloc(&t->ctx, (size_t)(ndiv ? ndiv : 1) * sizeof *t->div_args);
+    t->by_key = (uint32_t *)tb__alloc(&t->ctx, (size_t)cap * 2 * sizeof *t->by_key);
+    if (!t->spec || !t->div_args || !t->by_key) return TB__OOM(err);
+    t->by_name = t->by_key + cap;
+    memset(t->by_key, 0xff, (size_t)cap * 2 * sizeof *t->by_key);
+    for (i = 0, ndiv = 0; i < n; i++) {
+        const tb_launch_config *c = &b->records[i].configs[0];
+        tb__spec *sp = &t->spec[i];
+        uint32_t at, *head, prev = UINT32_MAX, cur;
+        sp->arg_count = (uint32_t)strlen(c->arg_types);
+        sp->div_at = ndiv;
+        sp->div_count = 0;
+        for (j = 0; c->arg_divisibility[j]; j++)
+            if (c->arg_divisibility[j] == '1') t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
+        ndiv += sp->div_count;
+        at = tb__index_find(t, t->by_key, 0, b->records[i].cache_key);
+        if (t->by_key[at] == UINT32_MAX) t->by_key[at] = i; /* keys are unique in a bundle read or written */
+        /* into its name's chain, most assumptions first (stable: ties keep bundle order) */
+        at = tb__index_find(t, t->by_name, 1, b->records[i].kernel_name);
+        head = &t->by_name[at];
+        for (cur = *head; cur != UINT32_MAX && t->spec[cur].div_count >= sp->div_count; cur = t->spec[cur].next) prev = cur;
+        sp->next = cur;
+        if (prev == UINT32_MAX) *head = i;
+        else t->spec[prev].next = i;
+    }
+    return tb_ok;
 }
 
 TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *options, const tb_load_options *load,
@@ -5487,12 +5605,16 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     pthread_mutex_init(&t->mu, NULL);
     t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
     t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
+    if (t->slots) memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
+    t->slot_count = n;
     if (!t->first || !t->slots) {
         tb_kernel_table_free(t);
         return TB__OOM(err);
     }
-    memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
-    t->slot_count = n;
+    if ((r = tb__table_index(t, err)) != tb_ok) {
+        tb_kernel_table_free(t);
+        return r;
+    }
     for (i = 0, n = 0; i < b->record_count; i++) {
         t->first[i] = n;
         n += b->records[i].config_count;
@@ -5508,28 +5630,110 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     return tb_ok;
 }
 
-TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_loaded_kernel **out,
-                                    tb_error *err) {
-    uint32_t i, found = UINT32_MAX;
-    tb_loaded_kernel *k;
-    tb_result r;
-    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
-    *out = NULL;
-    for (i = 0; i < t->bundle->record_count && found == UINT32_MAX; i++)
-        if (strcmp(t->bundle->records[i].cache_key, key) == 0) found = i;
-    for (i = 0; i < t->bundle->record_count && found == UINT32_MAX; i++)
-        if (strcmp(t->bundle->records[i].kernel_name, key) == 0) found = i;
-    if (found == UINT32_MAX) return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this key or name");
-    if (cfg >= t->bundle->records[found].config_count)
+/* 1 if every tt.divisibility assumption of record rec holds for args. */
+static int tb__spec_fits(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
+    const tb__spec *sp = &t->spec[rec];
+    const uint16_t *d = t->div_args + sp->div_at;
+    uint32_t i;
+    for (i = 0; i < sp->div_count; i++)
+        if (args[d[i]].u & 15u) return 0;
+    return 1;
+}
+
+TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+                                     uint32_t arg_count, uint32_t *record, tb_error *err) {
+    uint32_t rec, best = UINT32_MAX, general = UINT32_MAX, counted = 0;
+    if (!t || !key || !record) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
+    if (args == NULL && arg_count) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "args is NULL");
+    rec = t->by_key[tb__index_find(t, t->by_key, 0, key)];
+    if (rec == UINT32_MAX) {
+        /* by name: the specializations, most specialized first */
+        rec = t->by_name[tb__index_find(t, t->by_name, 1, key)];
+        if (rec == UINT32_MAX)
+            return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this cache key or kernel name");
+        for (; rec != UINT32_MAX; rec = t->spec[rec].next) {
+            if (cfg >= t->bundle->records[rec].config_count) continue;
+            if (!args) {
+                general = rec; /* the chain ends with the fewest assumptions */
+                continue;
+            }
+            if (t->spec[rec].arg_count != arg_count) continue;
+            counted++;
+            general = rec;
+            if (best == UINT32_MAX && tb__spec_fits(t, rec, args)) best = rec;
+        }
+        if (!args) best = general;
+        if (best == UINT32_MAX) {
+            const tb__spec *sp;
+            uint32_t i;
+            if (!args)
+                return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "no record of this name has a config %u",
+                                cfg);
+            if (!counted)
+                return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0,
+                                "no specialization of this name takes %u arguments (with a config %u)", arg_count, cfg);
+            /* even the least specialized assumes something these arguments break: name it */
+            sp = &t->spec[general];
+            for (i = 0; i < sp->div_count; i++) {
+                uint16_t a = t->div_args[sp->div_at + i];
+                if (args[a].u & 15u)
+                    return tb__fail(err, tb_err_misaligned, key, NULL, -1, 0,
+                                    "no specialization fits: argument %u (0x%llx) is not divisible by 16 (or 16-byte "
+                                    "aligned), which each of the %u compiled for this name assumes",
+                                    (unsigned)a, (unsigned long long)args[a].u, counted);
+            }
+        }
+        rec = best;
+    } else if (args && t->spec[rec].arg_count != arg_count) {
+        return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0, "%u arguments given, the record takes %u", arg_count,
+                        t->spec[rec].arg_count);
+    }
+    if (cfg >= t->bundle->records[rec].config_count)
         return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "config %u asked, the record has %u", cfg,
-                        t->bundle->records[found].config_count);
-    k = TB__LOAD_ACQ(t->slots[t->first[found] + cfg]);
-    if (!k) {
-        if ((r = tb__table_load(t, found, cfg, err)) != tb_ok) return r;
-        k = t->slots[t->first[found] + cfg];
+                        t->bundle->records[rec].config_count);
+    *record = rec;
+    return tb_ok;
+}
+
+static tb_result tb__table_kernel(tb_kernel_table *t, uint32_t rec, uint32_t cfg, const tb_loaded_kernel **out,
+                                  tb_error *err) {
+    tb_loaded_kernel *k = TB__LOAD_ACQ(t->slots[t->first[rec] + cfg]);
+    tb_result r;
+    if (TB__UNLIKELY(!k)) {
+        if ((r = tb__table_load(t, rec, cfg, err)) != tb_ok) return r;
+        k = TB__LOAD_ACQ(t->slots[t->first[rec] + cfg]);
     }
     *out = k;
     return tb_ok;
+}
+
+TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_loaded_kernel **out,
+                                    tb_error *err) {
+    uint32_t rec;
+    tb_result r;
+    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
+    *out = NULL;
+    if ((r = tb_kernel_table_find(t, key, cfg, NULL, 0, &rec, err)) != tb_ok) return r;
+    return tb__table_kernel(t, rec, cfg, out, err);
+}
+
+TBDEF tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+                                       uint32_t arg_count, const tb_loaded_kernel **out, tb_error *err) {
+    uint32_t rec;
+    tb_result r;
+    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
+    *out = NULL;
+    if ((r = tb_kernel_table_find(t, key, cfg, args, arg_count, &rec, err)) != tb_ok) return r;
+    return tb__table_kernel(t, rec, cfg, out, err);
+}
+
+TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
+                                       tb_error *err) {
+    const tb_loaded_kernel *k;
+    tb_result r;
+    if (TB__UNLIKELY(!p)) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "params is NULL");
+    if ((r = tb_kernel_table_select(t, key, cfg, p->args, p->arg_count, &k, err)) != tb_ok) return r;
+    return tb_launch(k, p, err);
 }
 #endif /* TB_NO_LAUNCHER */
 

@@ -291,15 +291,16 @@ static void test_arg_codes(void) {
     char code;
     tb_error e;
     CHECK_OK(tb_arg_types_from_signature(sig, sizeof sig / sizeof sig[0], out, sizeof out, &e), &e);
-    CHECK(strcmp(out, "OOibhilIBHIKeyfd") == 0);
+    CHECK(strcmp(out, "OO?bhil?BHIKeyfd") == 0); /* i1 and u1: a 1-byte bool */
     CHECK(tb_arg_code_from_triton_type("nvTmaDesc", &code, &e) == tb_err_unsupported_type);
     CHECK(strstr(e.message, "TMA") != NULL);
     CHECK(tb_arg_code_from_triton_type("tensordesc<fp16[128, 32]>", &code, &e) == tb_err_unsupported_type);
     CHECK(tb_arg_code_from_triton_type("fp8e4nv", &code, &e) == tb_err_unsupported_type);
+    CHECK(strstr(e.message, "fp8e4nv") != NULL && strstr(e.message, "fp8 scalar") != NULL);
     CHECK(tb_arg_code_from_triton_type("*", &code, &e) == tb_err_unsupported_type);
     CHECK(tb_arg_types_from_signature(sig, 4, out, 3, &e) == tb_err_limit);
     CHECK(tb_arg_code_size('O') == 8 && tb_arg_code_size('b') == 1 && tb_arg_code_size('y') == 2 &&
-          tb_arg_code_size('I') == 4 && tb_arg_code_size('x') == 0);
+          tb_arg_code_size('I') == 4 && tb_arg_code_size('?') == 1 && tb_arg_code_size('x') == 0);
 }
 
 /* ---------------------------------------------------------------- format */
@@ -895,6 +896,26 @@ static void test_ttfunc_fixture(void) {
         CHECK(tb_parse_ttfunc("tt.func public @k(%a: i32, %b: i32, %c: i32, %d: i32, %e: i32, %f: i32, %g: i32, %h: i32) {",
                               80, "k", types, div, 4, &e) != tb_ok);
     }
+    {
+        /* Triton 3.6 compiles a bool (i1 or u1) to a 1-byte parameter: '?' */
+        const char *b = "tt.func public @k(%flag: i1 loc(\"f\"), %x: i8, %p: !tt.ptr<f32> {tt.divisibility = 16 : i32}) {";
+        char types[8], div[8];
+        tb_error e;
+        CHECK_OK(tb_parse_ttfunc(b, strlen(b), "k", types, div, sizeof types, &e), &e);
+        CHECK(strcmp(types, "?bO") == 0 && strcmp(div, "001") == 0);
+    }
+}
+
+/* Records derived from the IR say so: checked mode then takes either
+   reading of an integer (u8 reads as i8 there). */
+static void test_derived_records_flag_ir_types(void) {
+    tb_bundle *b = u_fixture_bundle(1);
+    uint32_t i;
+    REQUIRE(b);
+    CHECK(tb_bundle_launch_record_count(b) == FIXTURE_KERNELS);
+    for (i = 0; i < tb_bundle_launch_record_count(b); i++)
+        CHECK(tb_bundle_launch_record(b, i)->configs[0].flags & TB_CONFIG_TYPES_FROM_IR);
+    tb_bundle_free(b);
 }
 
 /* ----------------------------------------------------------- conversions */
@@ -940,12 +961,28 @@ static void test_pack_args(void) {
     CHECK(p[0] == 0xF9 && p[1] == 0);
     CHECK_OK(tb_pack_arg('B', tb_arg_u(200), 1, &s, &e), &e);
     CHECK(p[0] == 200);
-    CHECK(tb_pack_arg('b', tb_arg_i(200), 1, &s, &e) == tb_err_arg_range);
-    CHECK(strstr(e.message, "200") != NULL);
-    CHECK_OK(tb_pack_arg('b', tb_arg_i(200), 0, &s, &e), &e); /* unchecked: the bits */
+    /* checked mode takes what Triton 3.6's launcher takes (i8 0..255 with
+       Python's "b"), and what the bits can hold, no more */
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(200), 1, &s, &e), &e);
     CHECK(p[0] == 200);
-    CHECK(tb_pack_arg('B', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('b', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(strstr(e.message, "256") != NULL);
+    CHECK(tb_pack_arg('b', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(256), 0, &s, &e), &e); /* unchecked: the low bits */
+    CHECK(p[0] == 0);
+    CHECK(tb_pack_arg('B', tb_arg_i(-1), 1, &s, &e) == tb_ok && p[0] == 0xFF);
+    CHECK(tb_pack_arg('B', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('B', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('?', tb_arg_i(1), 1, &s, &e) == tb_ok && p[0] == 1 && p[1] == 0);
+    CHECK(tb_pack_arg('?', tb_arg_i(0), 1, &s, &e) == tb_ok && p[0] == 0);
+    CHECK(tb_pack_arg('?', tb_arg_i(2), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('?', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
     CHECK(tb_pack_arg('h', tb_arg_i(-32769), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('h', tb_arg_i(32768), 1, &s, &e) == tb_err_arg_range); /* Triton refuses it too */
+    CHECK(tb_pack_arg('H', tb_arg_i(-32768), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x80);
+    CHECK(tb_pack_arg('H', tb_arg_u(65536), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('I', tb_arg_i(-1), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 0xffffffffu);
+    CHECK(tb_pack_arg('I', tb_arg_u(0x100000000ULL), 1, &s, &e) == tb_err_arg_range);
     CHECK(tb_pack_arg('H', tb_arg_u(60000), 1, &s, &e) == tb_ok && p[0] == 0x60 && p[1] == 0xEA);
     CHECK(tb_pack_arg('i', tb_arg_i((int64_t)1 << 31), 1, &s, &e) == tb_err_arg_range);
     CHECK(tb_pack_arg('i', tb_arg_i(-70000), 1, &s, &e) == tb_ok && *(int32_t *)(void *)p == -70000);
@@ -1946,6 +1983,119 @@ static void test_append_to_read_bundle(void) {
     free(buf);
 }
 
+#ifndef TB_NO_LAUNCHER
+/* A record by hand: name, key, arg types and divisibility. */
+static tb_result add_spec(tb_bundle *b, const char *key, const char *name, const char *types, const char *div,
+                          uint32_t configs) {
+    tb_launch_config cfg[2];
+    tb_launch_record rec;
+    tb_error e;
+    memset(cfg, 0, sizeof cfg);
+    cfg[0].kernel_hash = key;
+    cfg[0].function_name = name;
+    cfg[0].binary_name = "k.cubin";
+    cfg[0].arg_types = types;
+    cfg[0].arg_divisibility = div;
+    cfg[0].num_warps = cfg[0].num_ctas = 1;
+    cfg[1] = cfg[0];
+    cfg[1].num_warps = 8;
+    rec.cache_key = key;
+    rec.kernel_name = name;
+    rec.config_count = configs;
+    rec.configs = cfg;
+    return tb_bundle_add_launch_record(b, &rec, &e);
+}
+
+/* Launch by name chooses among a kernel's specializations from the
+   arguments: the most specialized whose assumptions hold. No GPU: find
+   names the record that select would load. */
+static void test_table_specialization_choice(void) {
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    uint32_t rec = 99, i;
+    tb_arg a[3];
+    const char *names[] = {"k_mid", "k_general", "k_all", "k_other", "k_three"};
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(add_spec(b, "k_mid", "k", "OOi", "100", 1), &e);
+    CHECK_OK(add_spec(b, "k_general", "k", "OOi", "000", 2), &e);
+    CHECK_OK(add_spec(b, "k_all", "k", "OOi", "111", 1), &e);
+    CHECK_OK(add_spec(b, "k_other", "other", "O", "1", 1), &e);
+    CHECK_OK(add_spec(b, "k_three", "only_aligned", "OOi", "110", 1), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 2); /* all three assumptions hold */
+    a[2] = tb_arg_i(100);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 0); /* n not divisible by 16 */
+    a[1] = tb_arg_u(0x2004);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 0);
+    a[0] = tb_arg_u(0x1004);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 1); /* a misaligned first pointer: the general one */
+    CHECK_OK(tb_kernel_table_find(t, "k", 1, a, 3, &rec, &e), &e);
+    CHECK(rec == 1); /* config 1 exists only there */
+    a[0] = tb_arg_u(0x1000), a[2] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_find(t, "k", 1, a, 3, &rec, &e), &e);
+    CHECK(rec == 1);
+    /* no arguments (tb_kernel_table_get): the fewest assumptions */
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, NULL, 0, &rec, &e), &e);
+    CHECK(rec == 1);
+    /* a cache key is one record, whatever the arguments */
+    for (i = 0; i < 5; i++) {
+        CHECK_OK(tb_kernel_table_find(t, names[i], 0, NULL, 0, &rec, &e), &e);
+        CHECK(rec == i);
+    }
+    /* none fits: the error names the argument */
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2008);
+    CHECK(tb_kernel_table_find(t, "only_aligned", 0, a, 3, &rec, &e) == tb_err_misaligned);
+    CHECK(strstr(e.message, "argument 1") != NULL && strstr(e.message, "0x2008") != NULL);
+    CHECK(tb_kernel_table_find(t, "k", 0, a, 2, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k_mid", 0, a, 2, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k", 2, a, 3, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k", 2, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    CHECK(tb_kernel_table_find(t, "nope", 0, a, 3, &rec, &e) == tb_err_not_found);
+    CHECK(tb_kernel_table_find(t, "k_mid", 5, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+
+/* Thousands of records and names: every key and name is found, each
+   name's specializations chained in order. */
+static void test_table_index_large(void) {
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    uint32_t i, rec, n = 5000;
+    char key[32], name[32];
+    tb_arg a[1];
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    for (i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        snprintf(name, sizeof name, "name%u", i / 2);
+        CHECK_OK(add_spec(b, key, name, "O", i % 2 ? "1" : "0", 1), &e);
+    }
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    for (i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        CHECK(tb_kernel_table_find(t, key, 0, NULL, 0, &rec, &e) == tb_ok && rec == i);
+        if (i % 2) continue;
+        snprintf(name, sizeof name, "name%u", i / 2);
+        a[0] = tb_arg_u(0x100);
+        CHECK(tb_kernel_table_find(t, name, 0, a, 1, &rec, &e) == tb_ok && rec == i + 1);
+        a[0] = tb_arg_u(0x104);
+        CHECK(tb_kernel_table_find(t, name, 0, a, 1, &rec, &e) == tb_ok && rec == i);
+        if (th_failed_now) break;
+    }
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+#endif
+
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(test_result_strings);
@@ -1972,6 +2122,11 @@ int main(int argc, char **argv) {
     RUN(test_metadata_json_fixture);
     RUN(test_metadata_json_errors);
     RUN(test_ttfunc_fixture);
+    RUN(test_derived_records_flag_ir_types);
+#ifndef TB_NO_LAUNCHER
+    RUN(test_table_specialization_choice);
+    RUN(test_table_index_large);
+#endif
     RUN(test_fp16_vectors);
     RUN(test_bf16_triton_packing);
     RUN(test_pack_args);
