@@ -105,7 +105,7 @@
 #define TB_VERSION_PATCH 0
 #define TB_VERSION_STRING "1.1.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 0
+#define TB_FORMAT_VERSION_MINOR 1
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -394,7 +394,9 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
    if another process truncates the file meanwhile, those give tb_err_io,
    never SIGBUS. A caller reading artifact data itself, or a file truncated
    during this call, can still fault as with any mapping: pass TB_READ_COPY
-   for files that others may truncate (tbundle does). */
+   for files that others may truncate (tbundle does). Writing a mapped
+   bundle copies from the mapping (refused at once if the file is already
+   shorter). Each mapped bundle holds one file descriptor until freed. */
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags,
                                     tb_bundle **out, tb_error *err);
 /* The format's checksum of size bytes, what the trailer of a format 2
@@ -775,15 +777,15 @@ static void tb__free(const tb__ctx *c, void *p) {
     else TB_FREE(c->a.user, p);
 }
 
-/* Copies src into dst (cap bytes, NUL-terminated), each control byte
-   written as \xNN: names come from files and bundles, and a hash holding
+/* Copies src into dst (cap bytes, NUL-terminated), each control byte and
+   the backslash written as \xNN (so that no name can look escaped): names come from files and bundles, and a hash holding
    "\n" or an ESC sequence must not forge lines or reach a terminal. */
 static void tb__escape_into(char *dst, size_t cap, const char *src) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
     for (; *src && o + 1 < cap; src++) {
         unsigned char ch = (unsigned char)*src;
-        if (ch >= 0x20 && ch != 0x7f) {
+        if (ch >= 0x20 && ch != 0x7f && ch != '\\') {
             dst[o++] = (char)ch;
         } else {
             if (o + 5 >= cap) break;
@@ -1153,17 +1155,24 @@ TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *k, const char 
 }
 
 /* An artifact's bytes for the library's own reading (parsing JSON, loading
-   a cubin): a->data, or for a mapped bundle a copy read from the file,
-   which the caller frees with tb__free(&b->ctx, *copy). A file truncated
-   under the mapping then gives tb_err_io here rather than SIGBUS. */
-static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, const void **data,
-                                    void **copy, tb_error *err) {
+   a cubin): a->data, or a copy that the caller frees with
+   tb__free(&b->ctx, *copy). A mapped bundle's payloads are copied from
+   the file with pread, so that a file truncated under the mapping gives
+   tb_err_io here rather than SIGBUS (artifacts added after the read are
+   not in the file, and are used as they are). stable: also copy a view's
+   bytes, for a reader that reads them twice (the sentinel's count, then
+   its replacement) and must see the same bytes both times. */
+static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, int stable,
+                                    const void **data, void **copy, tb_error *err) {
+    uintptr_t at = (uintptr_t)a->data, base = (uintptr_t)b->map_base;
+    int mapped = b->read_at && at >= base && at - base <= b->map_size && a->size <= b->map_size - (at - base);
     *copy = NULL;
     *data = a->data;
-    if (!b || !b->read_at || !a->size) return tb_ok;
+    if (!a->size || !(mapped || (stable && b->storage == TB_STORAGE_VIEW))) return tb_ok;
     if (!(*copy = tb__alloc(&b->ctx, (size_t)a->size))) return TB__OOM(err);
-    if (b->read_at(b, (size_t)((const unsigned char *)a->data - (const unsigned char *)b->map_base), *copy,
-                   (size_t)a->size) != 0) {
+    if (!mapped) {
+        memcpy(*copy, a->data, (size_t)a->size);
+    } else if (b->read_at(b, (size_t)(at - base), *copy, (size_t)a->size) != 0) {
         int e = errno;
         tb__free(&b->ctx, *copy);
         *copy = NULL;
@@ -1172,6 +1181,18 @@ static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, cons
     }
     *data = *copy;
     return tb_ok;
+}
+
+/* Writing a mapped bundle copies its payloads from the mapping in this
+   process: refuse at once when the file no longer covers the mapping
+   (truncated since it was read) instead of faulting on the way. A file
+   truncated while the write runs can still fault: read files that others
+   may truncate with TB_READ_COPY. */
+static tb_result tb__check_source(const tb_bundle *b, tb_error *err) {
+    unsigned char last;
+    if (!b->read_at || !b->map_size || b->read_at(b, b->map_size - 1, &last, 1) == 0) return tb_ok;
+    return tb__fail(err, tb_err_io, NULL, NULL, -1, errno,
+                    "the mapped bundle file was truncated since it was read; its files cannot be copied from it");
 }
 
 static tb_result tb__add_kernel(tb_bundle *b, const char *hash, size_t hash_len, int32_t device,
@@ -1351,7 +1372,7 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
    would compare long common prefixes (replicated hashes share 44 bytes)
    n log n times. */
 static int tb__find_duplicate(const tb__ctx *c, const char *(*get)(const tb_bundle *, uint32_t), const tb_bundle *b,
-                              uint32_t n, const char **dup) {
+                              uint32_t n, uint32_t *dup) {
     uint32_t cap = 16, i, *slots;
     uint64_t *hashes;
     while (cap < 2u * n) cap *= 2;
@@ -1366,7 +1387,7 @@ static int tb__find_duplicate(const tb__ctx *c, const char *(*get)(const tb_bund
         for (; *q; q++) h = (h ^ *q) * 1099511628211ULL;
         for (at = (uint32_t)(h ^ (h >> 32)) & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
             if (hashes[at] == h && strcmp(get(b, slots[at]), get(b, i)) == 0) {
-                *dup = get(b, i);
+                *dup = i; /* the later one */
                 tb__free(c, slots);
                 return 1;
             }
@@ -1383,15 +1404,37 @@ static const char *tb__record_key_at(const tb_bundle *b, uint32_t i) { return b-
    copy emit would write, or a lookup would find, would otherwise depend on
    thread counts and order. */
 static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, tb_error *err) {
-    const char *dup = NULL;
+    uint32_t dup = 0;
     int found = 0;
+    const char *s;
     if (kernels && b->kernel_count > 1 &&
-        (found = tb__find_duplicate(&b->ctx, tb__kernel_hash_at, b, b->kernel_count, &dup)) > 0)
-        return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "two kernels have the hash \"%.80s\"", dup);
+        (found = tb__find_duplicate(&b->ctx, tb__kernel_hash_at, b, b->kernel_count, &dup)) > 0) {
+        s = b->kernels[dup].hash;
+        return tb__fail(err, tb_err_malformed, s, NULL, -1, 0, "two kernels have the hash \"%.80s\"", s);
+    }
     if (found == 0 && records && b->record_count > 1 &&
-        (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) > 0)
-        return tb__fail(err, tb_err_malformed, dup, NULL, -1, 0, "two launch records have the cache key \"%.80s\"", dup);
+        (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) > 0) {
+        s = b->records[dup].cache_key;
+        return tb__fail(err, tb_err_malformed, s, NULL, -1, 0, "two launch records have the cache key \"%.80s\"", s);
+    }
     return found < 0 ? TB__OOM(err) : tb_ok;
+}
+
+/* Files of format 2.0 and 1.0 may hold two records of one key: their
+   writers keyed every cubin of a kernel directory by its hash. Such a file
+   still reads; the first record of a key is kept, the others dropped and
+   logged, so that lookups and a rewrite see unique keys. */
+static tb_result tb__drop_duplicate_records(tb_bundle *b, tb_error *err) {
+    uint32_t dup;
+    int found;
+    while (b->record_count > 1 && (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) != 0) {
+        if (found < 0) return TB__OOM(err);
+        tb__log(&b->ctx, TB_LOG_WARN, "bundle format %u.%u: a second launch record keyed \"%.80s\" is dropped",
+                b->format_major, b->format_minor, b->records[dup].cache_key);
+        memmove(&b->records[dup], &b->records[dup + 1], (size_t)(b->record_count - dup - 1) * sizeof *b->records);
+        b->record_count--;
+    }
+    return tb_ok;
 }
 
 /* Names metadata: one block holding the two pointer arrays and strings. */
@@ -2287,6 +2330,7 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
     if (out_size) *out_size = total;
+    if (buffer && (r = tb__check_source(b, err)) != tb_ok) return r;
     if (!buffer) return tb_ok;
     if (cap < total)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
@@ -2306,6 +2350,7 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, voi
     tb_result r;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
     if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
+    if ((r = tb__check_source(b, err)) != tb_ok) return r;
     if (!tb__sizes(b, &klen, &rlen, &total))
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
     tb__sink_init(&k, 0, total);
@@ -2633,7 +2678,9 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     if (c.pos != size - TB__TRAILER_SIZE)
         return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
                         "%zu unexplained bytes after the last section", size - TB__TRAILER_SIZE - c.pos);
-    return tb__check_unique(b, 1, 1, err);
+    if ((r = tb__check_unique(b, 1, 0, err)) != tb_ok) return r;
+    if (maj > 2 || (maj == 2 && b->format_minor >= 1)) return tb__check_unique(b, 0, 1, err);
+    return tb__drop_duplicate_records(b, err);
 }
 
 static tb_result tb__read_view(const void *data, size_t size, const tb_options *options, unsigned flags,
@@ -2796,7 +2843,15 @@ static tb_result tb__temp_open(const char *path, char *tmp, size_t cap, int *fd,
         else if (slash == path) memcpy(dir, "/", 2);
         else memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
         *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-        if (*fd >= 0) return tb_ok;
+        if (*fd >= 0) {
+            /* naming it at the end goes through /proc/self/fd, which a
+               chroot or a small container may lack: then a named file */
+            char proc[64];
+            snprintf(proc, sizeof proc, "/proc/self/fd/%d", *fd);
+            if (access(proc, F_OK) == 0) return tb_ok;
+            close(*fd);
+            *fd = -1;
+        }
         /* the kernel or filesystem has no unnamed files: a named one */
     }
 #endif
@@ -2861,10 +2916,14 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
        refused as not a regular file); reads of a regular file ignore it */
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return tb__fail(err, tb_err_io, NULL, path, -1, S_ISREG(st.st_mode) ? e : 0, "not a readable regular file");
+        return tb__fail(err, tb_err_io, NULL, path, -1, e, "fstat failed");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tb__fail(err, tb_err_io, NULL, path, -1, 0, "not a regular file");
     }
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
         close(fd);
@@ -3110,14 +3169,14 @@ oom:
 /* 1 if the listing's entry (a name of it) is known not to be a regular
    file from readdir's d_type, so that it need not be opened: opening a
    device node can act on the device, and a FIFO's open can block. */
-static int tb__list_not_regular(const char *listed_name) {
+static int tb__list_not_regular(int dfd, const char *listed_name) {
+    struct stat st;
 #if defined(_DIRENT_HAVE_D_TYPE)
     unsigned char t = (unsigned char)listed_name[-1];
-    return t != 0 /* DT_UNKNOWN */ && t != 8 /* DT_REG */;
-#else
-    (void)listed_name;
-    return 0;
+    if (t != 0 /* DT_UNKNOWN */) return t != 8 /* DT_REG */;
 #endif
+    /* the filesystem did not say: one lstat, still no open */
+    return fstatat(dfd, listed_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode);
 }
 
 /* Reads <dfd>/<name> (a name of a listing) into arena memory if it is a
@@ -3131,7 +3190,7 @@ static int tb__read_regular(tb_bundle *b, int dfd, const char *name, const char 
     int fd;
     size_t got = 0;
     char *buf;
-    if (tb__list_not_regular(name)) return 0;
+    if (tb__list_not_regular(dfd, name)) return 0;
     fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ELOOP || errno == ENXIO) return 0; /* a symlink, a socket */
@@ -3769,17 +3828,36 @@ static int tb__temp_dir_create(int cfd, char *tmp, size_t cap) {
     int tries, fd = -1;
     for (tries = 0; tries < 16; tries++) {
         struct stat a, b;
+        int e;
         tb__temp_name(tmp, cap, "tmp.");
         if (mkdirat(cfd, tmp, 0755) != 0) return -1;
         fd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             if (errno == ENOENT) continue; /* a cleaner took it already */
+            e = errno;
+            unlinkat(cfd, tmp, AT_REMOVEDIR);
+            errno = e;
             return -1;
         }
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 &&
-            fstatat(cfd, tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK || e == EAGAIN) continue; /* a cleaner holds it: it removes it */
+            /* no flock here (some network filesystems): write unlocked, as
+               writers before 1.2 did; the cleaner judges such directories by
+               age alone */
+            fd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd >= 0) return fd;
+            if (errno == ENOENT) continue;
+            e = errno;
+            unlinkat(cfd, tmp, AT_REMOVEDIR);
+            errno = e;
+            return -1;
+        }
+        if (fstat(fd, &a) == 0 && fstatat(cfd, tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev)
             return fd;
-        close(fd); /* a cleaner holds it or removed it: it removes what is left */
+        close(fd); /* a cleaner removed it between our open and our lock */
     }
     errno = EAGAIN;
     return -1;
@@ -3819,7 +3897,7 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
             /* read in this process: a mapped bundle's bytes come through its
                descriptor, so a truncated file is an error, not SIGBUS */
             int found;
-            if (tb__artifact_bytes(b, k, a, &data, &copy, err) != tb_ok) goto fail;
+            if (tb__artifact_bytes(b, k, a, 1, &data, &copy, err) != tb_ok) goto fail;
             found = tb__replace_size((const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
             if (found > 0 && (rep = (unsigned char *)tb__alloc(&b->ctx, size)) != NULL)
                 tb__replace_into(rep, (const unsigned char *)data, (size_t)a->size, TB_REPLACE_SENTINEL, target);
@@ -3834,7 +3912,7 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
                 TB__OOM(err);
                 goto fail;
             }
-            data = rep ? (const void *)rep : a->data; /* the copy is gone: write(2) reads the original */
+            data = rep ? (const void *)rep : a->data; /* no sentinel, the copy is gone: write(2) reads the original */
         }
         fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -4050,7 +4128,7 @@ TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_ag
     if ((r = tb__list_open_top(&c, cache_dir, &l, err)) != tb_ok) return r;
     for (i = 0; i < l.count; i++) {
         struct stat st, held;
-        int fd;
+        int fd, locked;
         if (strncmp(l.names[i], "tmp.", 4) != 0) continue;
         if (fstatat(dirfd(l.dir), l.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
         if (difftime(now, st.st_mtime) < min_age) continue;
@@ -4058,7 +4136,14 @@ TBDEF tb_result tb_remove_stale_temporaries(const char *cache_dir, double min_ag
            never remove what it is writing, at any age */
         fd = openat(dirfd(l.dir), l.names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &held) != 0 ||
+        locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (!locked && errno != EWOULDBLOCK && errno != EAGAIN) {
+            /* no flock on this filesystem: age alone decides, as before 1.2 */
+            close(fd);
+            if (tb__remove_tree_at(&c, dirfd(l.dir), l.names[i], 2) == 0) n++;
+            continue;
+        }
+        if (!locked || fstat(fd, &held) != 0 ||
             fstatat(dirfd(l.dir), l.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_ino != held.st_ino ||
             st.st_dev != held.st_dev) {
             close(fd); /* locked by a writer, or renamed into place meanwhile */
@@ -4714,7 +4799,7 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     snprintf(fname, sizeof fname, "%.*s.json", (int)stem_len, stem);
     json = tb_kernel_find_artifact(k, fname);
     if (!json) return tb__fail(err, tb_err_not_found, k->hash, fname, -1, 0, "the kernel has no metadata file");
-    if ((r = tb__artifact_bytes(b, k, json, &bytes, &copy, err)) != tb_ok) return r;
+    if ((r = tb__artifact_bytes(b, k, json, 0, &bytes, &copy, err)) != tb_ok) return r;
     r = tb_parse_metadata_json((const char *)bytes, (size_t)json->size, &d->md, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
@@ -4726,7 +4811,7 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
         ir = tb_kernel_find_artifact(k, fname);
     }
     if (!ir) return tb__fail(err, tb_err_not_found, k->hash, NULL, -1, 0, "the kernel has no .source or .ttir file");
-    if ((r = tb__artifact_bytes(b, k, ir, &bytes, &copy, err)) != tb_ok) return r;
+    if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
     r = tb_parse_ttfunc((const char *)bytes, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
@@ -5290,7 +5375,7 @@ TBDEF tb_result tb_load_config(const tb_bundle *b, const tb_launch_config *cfg, 
     if (!a) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, cfg->binary_name, -1, 0, "the kernel has no such binary");
     /* a mapped bundle's cubin is copied through the descriptor: the driver
        reads it in this process, where a truncated file would fault */
-    if ((r = tb__artifact_bytes(b, k, a, &bytes, &copy, err)) != tb_ok) return r;
+    if ((r = tb__artifact_bytes(b, k, a, 0, &bytes, &copy, err)) != tb_ok) return r;
     r = tb_load_cubin(bytes, (size_t)a->size, cfg, options, load, out, err);
     tb__free(&b->ctx, copy);
     return r;

@@ -216,7 +216,7 @@ static int cmd_pack(int argc, char **argv) {
     /* the whole cache: read and written in one streaming pass */
     if (tb_pack_cache(pos[0], out, &po, NULL, &rep, &e) != tb_ok) {
         st = fail(&e);
-        if (!keep_going && e.code != tb_err_invalid_argument && e.code != tb_err_not_found)
+        if (!keep_going && rep.collect.failed) /* a kernel was refused, not the pack itself */
             fprintf(stderr, "%s: %s left as it was (--keep-going packs the kernels that can be read)\n", prog, out);
         goto done;
     }

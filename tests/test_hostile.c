@@ -11,11 +11,26 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <time.h>
 
 static const char *filter;
+
+/* flock as some network filesystems give it: always failing (EBADF for a
+   directory opened read-only, as Linux's emulation over fcntl locks does).
+   The test program defines flock, so the library compiled into it calls
+   this one; fake_flock_errno 0 passes through to the system's. */
+static int fake_flock_errno;
+#include <sys/syscall.h>
+int flock(int fd, int op) {
+    if (fake_flock_errno) {
+        errno = fake_flock_errno;
+        return -1;
+    }
+    return (int)syscall(SYS_flock, fd, op);
+}
 
 static int torture_rounds(int dflt) {
     const char *s = getenv("TB_TORTURE_ROUNDS");
@@ -795,6 +810,180 @@ static void test_ttfunc_null_text(void) {
     CHECK(tb_parse_ttfunc(NULL, 0, NULL, t, d, sizeof t, &e) == tb_err_invalid_argument);
 }
 
+/* Review findings of 1.2: a view whose sentinels change between emit's
+   count and its copy (a heap overflow before), a file added after a mapped
+   read, flock missing, a 2.0 file with two records of one key, writing a
+   mapped bundle whose file shrank. */
+typedef struct {
+    unsigned char *buf;
+    size_t size;
+    volatile int stop;
+} flipper;
+
+static void *flip_sentinels(void *arg) {
+    flipper *f = (flipper *)arg;
+    while (!f->stop) {
+        size_t i;
+        for (i = 0; i < f->size; i++)
+            if (f->buf[i] == ']') f->buf[i] = 'X';
+            else if (f->buf[i] == 'X') f->buf[i] = ']';
+    }
+    return NULL;
+}
+
+static void test_emit_view_changing_sentinels(void) {
+    tb_bundle *b = NULL, *v = NULL;
+    tb_error e;
+    uint32_t k;
+    size_t size, n = 9 * 200, i;
+    unsigned char *buf;
+    char *json = (char *)malloc(n), *dir = u_tempdir("flip");
+    pthread_t th;
+    flipper f;
+    int round;
+    for (i = 0; i < n; i += 9) memcpy(json + i, i % 18 ? "[REPLACEX" : TB_REPLACE_SENTINEL, 9);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "FLIP", 0, &k, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "__grp__f.json", json, n, TB_COPY, &e), &e);
+    buf = u_serialize(b, &size);
+    REQUIRE(buf);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, TB_READ_NO_CHECKSUM, &v, &e), &e);
+    REQUIRE(v);
+    f.buf = (unsigned char *)(uintptr_t)tb_bundle_kernel(v, 0)->artifacts[0].data;
+    f.size = n;
+    f.stop = 0;
+    pthread_create(&th, NULL, flip_sentinels, &f);
+    for (round = 0; round < torture_rounds(20); round++) {
+        char cache[700];
+        tb_emit_report rep;
+        snprintf(cache, sizeof cache, "%s/c%d", dir, round);
+        tb_emit(v, cache, NULL, &rep, NULL, &e); /* the bytes change: any count, never past the buffer */
+        CHECK(u_count_entries(cache, "tmp.") == 0);
+    }
+    f.stop = 1;
+    pthread_join(th, NULL);
+    tb_bundle_free(v);
+    tb_bundle_free(b);
+    free(buf);
+    free(json);
+    u_rmtree(dir);
+    free(dir);
+}
+
+static void test_mapped_bundle_with_added_files(void) {
+    char *dir = u_tempdir("added"), cache[700], p[900];
+    char *path = fixture_file(dir, 0);
+    tb_bundle *b = NULL;
+    tb_error e;
+    tb_emit_report rep;
+    size_t n;
+    unsigned char *got;
+    REQUIRE(path);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &b, &e), &e);
+    REQUIRE(b);
+    CHECK_OK(tb_bundle_add_artifact(b, 0, "meta.json", "{\"p\": \"[REPLACE]/x\"}", 20, TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    CHECK_OK(tb_emit(b, cache, NULL, &rep, NULL, &e), &e);
+    CHECK(rep.written == FIXTURE_KERNELS);
+    snprintf(p, sizeof p, "%s/%s/meta.json", cache, tb_bundle_kernel(b, 0)->hash);
+    got = u_read(p, &n);
+    CHECK(got && strstr((const char *)got, tb_bundle_kernel(b, 0)->hash) && !strstr((const char *)got, "[REPLACE]"));
+    free(got);
+    /* and the file shrinks: writing the mapped bundle is refused, not a fault */
+    CHECK(truncate(path, 100) == 0);
+    {
+        char out[800];
+        snprintf(out, sizeof out, "%s/again.tbundle", dir);
+        CHECK(tb_bundle_write_file(b, out, 0, &e) == tb_err_io && strstr(e.message, "truncated"));
+        CHECK(u_count_entries(dir, "again") == 0);
+    }
+    tb_bundle_free(b);
+    free(path);
+    u_rmtree(dir);
+    free(dir);
+}
+
+/* Where flock always fails, emit still writes (unlocked, as before 1.2)
+   and leaves nothing behind, and the cleaner falls back to age alone. */
+static void test_emit_without_flock(void) {
+    tb_bundle *b = u_fixture_bundle(0);
+    char *dir = u_tempdir("noflock"), cache[700], old[800];
+    tb_error e;
+    tb_emit_report rep;
+    uint32_t removed = 0;
+    struct timespec ts[2];
+    REQUIRE(b);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    fake_flock_errno = EBADF;
+    CHECK_OK(tb_emit(b, cache, NULL, &rep, NULL, &e), &e);
+    CHECK(rep.written == FIXTURE_KERNELS && partial_kernels(b, cache) == 0);
+    CHECK(u_count_entries(cache, "tmp.") == 0);
+    snprintf(old, sizeof old, "%s/tmp.crashed", cache);
+    CHECK(mkdir(old, 0755) == 0);
+    ts[0].tv_sec = ts[1].tv_sec = time(NULL) - 7200;
+    ts[0].tv_nsec = ts[1].tv_nsec = 0;
+    CHECK(utimensat(AT_FDCWD, old, ts, 0) == 0);
+    CHECK_OK(tb_remove_stale_temporaries(cache, 60, &removed, &e), &e);
+    CHECK(removed == 1 && u_count_entries(cache, "tmp.") == 0);
+    fake_flock_errno = 0;
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
+/* 2.0 writers keyed every cubin of a directory by its hash: such a file
+   reads, keeping the first record of a key; a 2.1 file with two is refused. */
+static void log_count(void *user, tb_log_level level, const char *message) {
+    (void)level;
+    if (strstr(message, "dropped")) ++*(int *)user;
+}
+
+static void test_old_files_with_duplicate_keys(void) {
+    tb_bundle *b = NULL, *r = NULL;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    tb_options o;
+    size_t size;
+    unsigned char *buf;
+    int warned = 0;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "f";
+    cfg.binary_name = "f.cubin";
+    cfg.arg_types = "O";
+    cfg.num_warps = cfg.num_ctas = 1;
+    rec.kernel_name = "first";
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    rec.cache_key = "KEYA";
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    rec.cache_key = "KEYB";
+    rec.kernel_name = "later";
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    buf = u_serialize(b, &size);
+    tb_bundle_free(b);
+    REQUIRE(buf);
+    CHECK(patch_all(buf, size, "KEYB", "KEYA") == 1);
+    buf[10] = 0; /* format 2.0 */
+    reseal(buf, size);
+    memset(&o, 0, sizeof o);
+    o.log = log_count;
+    o.log_user = &warned;
+    CHECK_OK(tb_bundle_read_memory(buf, size, &o, 0, &r, &e), &e);
+    REQUIRE(r);
+    CHECK(tb_bundle_launch_record_count(r) == 1 && !strcmp(tb_bundle_launch_record(r, 0)->kernel_name, "first"));
+    CHECK(warned == 1);
+    tb_bundle_free(r);
+    r = NULL;
+    buf[10] = 1; /* format 2.1: refused */
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed && r == NULL);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(test_mapped_names_rewritten_after_read);
@@ -811,6 +1000,10 @@ int main(int argc, char **argv) {
     RUN(test_collect_does_not_open_fifo);
     RUN(test_symlinked_cache_dir);
     RUN(test_ttfunc_null_text);
+    RUN(test_mapped_bundle_with_added_files);
+    RUN(test_emit_without_flock);
+    RUN(test_old_files_with_duplicate_keys);
+    RUN(test_emit_view_changing_sentinels);
     RUN(test_emit_clean_race_fixture);
     RUN(test_emit_clean_race_200);
     RUN(test_emit_mapped_file_mutated_fixture);

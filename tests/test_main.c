@@ -108,7 +108,7 @@ static void test_threads_block_checksum(void) {
 
 /* A file the 1.0 writer produced (triton_bundle.h 1.0.0, one fixture
    kernel) still reads, with its whole-file XXH3-64 checked; its contents
-   written again come out as format 2.0 with the same sections. */
+   written again come out as format 2.1 with the same sections. */
 static void test_format_1_0_compatibility(void) {
     size_t n = 0, n2 = 0;
     unsigned char *old = u_read("tests/fixtures/format-1.0.tbundle", &n), *again;
@@ -127,13 +127,13 @@ static void test_format_1_0_compatibility(void) {
     }
     CHECK(tb_bundle_launch_record_count(b) == 1);
     again = u_serialize(b, &n2);
-    CHECK(again && n2 == n && tb__le16(again + 8) == 2);
-    CHECK(again && memcmp(again + 10, old + 10, n - 18) == 0 && memcmp(again, old, 8) == 0);
+    CHECK(again && n2 == n && tb__le16(again + 8) == 2 && tb__le16(again + 10) == 1);
+    CHECK(again && memcmp(again + 12, old + 12, n - 20) == 0 && memcmp(again, old, 8) == 0);
     CHECK(again && tb__le64(again + n - 8) == tb_bundle_checksum(again, n - 8));
     tb_bundle_free(b);
     b = NULL;
     CHECK_OK(tb_bundle_read_memory(again, n2, NULL, 0, &b, &e), &e);
-    CHECK(tb_bundle_format_version(b) == 0x20000u);
+    CHECK(tb_bundle_format_version(b) == 0x20001u);
     tb_bundle_free(b);
     b = NULL;
     /* a 1.0 file is checked with the 1.0 checksum: a flipped byte fails */
@@ -546,7 +546,7 @@ static void test_header_errors(void) {
     buf[8] = 3;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
-    CHECK(strstr(e.message, "3.0") != NULL);
+    CHECK(strstr(e.message, "3.1") != NULL);
     buf[8] = 0;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);

@@ -136,5 +136,14 @@ if command -v flock >/dev/null; then
 else
   skip=$((skip + 2)); echo "skip clean and a locked directory (no flock command)"
 fi
+# no /proc (a chroot, a small container): bundle files are still written
+if unshare -rm true 2>/dev/null; then
+  check "pack without /proc mounted (the unnamed temporary file falls back to a named one)" \
+    unshare -rm sh -c "mount -t tmpfs none /proc && $TA pack -o '$W/noproc.tbundle' --as /tmp/triton_cache $FIX"
+  check "... the same bytes" cmp -s "$W/f.tbundle" "$W/noproc.tbundle"
+  check "... and nothing left beside it" sh -c "! ls '$W'/noproc.tbundle.tmp.* 2>/dev/null"
+else
+  skip=$((skip + 3)); echo "skip pack without /proc (no user namespaces here)"
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
