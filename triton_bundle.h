@@ -1,4 +1,4 @@
-/* triton_bundle.h - v1.1.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v1.2.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file.
 
@@ -36,16 +36,17 @@
        tb_bundle_free(b);  // (tb_pack_cache does these steps in one pass)
 
        tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e); // mmap, zero-copy
-       tb_kernel_table *t; const tb_loaded_kernel *k;
-       tb_kernel_table_create(b, NULL, NULL, 0, &t, &e);
-       if (tb_kernel_table_get(t, "tb_add", 0, &k, &e) == tb_ok) {
-           tb_arg a[4] = { tb_arg_p(x), tb_arg_p(y), tb_arg_p(out), tb_arg_i(n) };
-           tb_launch_params p;
-           memset(&p, 0, sizeof p);           // zero means default
-           p.grid[0] = (uint32_t)(n + 1023) / 1024; p.grid[1] = p.grid[2] = 1;
-           p.args = a; p.arg_count = 4;
-           if (tb_launch(k, &p, &e)) fprintf(stderr, "%s\n", e.message);
-       }
+       tb_kernel_table *t;
+       tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e);
+       tb_arg a[4] = { tb_arg_p(x), tb_arg_p(y), tb_arg_p(out), tb_arg_i(n) };
+       tb_launch_params p;
+       memset(&p, 0, sizeof p);               // zero means default
+       p.grid[0] = (uint32_t)(n + 1023) / 1024; p.grid[1] = p.grid[2] = 1;
+       p.args = a; p.arg_count = 4;
+       // by name: of the specializations Triton compiled for tb_add (x, y,
+       // out 16-byte aligned or not, n divisible by 16 or not), the most
+       // specialized one these arguments satisfy
+       if (tb_kernel_table_launch(t, "tb_add", 0, &p, &e)) fprintf(stderr, "%s\n", e.message);
        tb_kernel_table_free(t); tb_bundle_free(b);
 
    OPTIONS (define before including the implementation)
@@ -73,10 +74,10 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.0, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.1, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads format 1.0 (triton_bundle.h 1.0.0), whose checksum is one
-   XXH3-64 over the file. Writers write 2.0.
+   still reads formats 2.0 and 1.0 (triton_bundle.h 1.1.0 and 1.0.0; the
+   checksum of 1.0 is one XXH3-64 over the file). Writers write 2.1.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -101,9 +102,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 1
-#define TB_VERSION_MINOR 1
+#define TB_VERSION_MINOR 2
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "1.1.0"
+#define TB_VERSION_STRING "1.2.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 1
 
