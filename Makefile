@@ -12,7 +12,7 @@ TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
-.PHONY: all test test-gpu demo sanitize tsan fuzz torture bench check-compile corpus clean
+.PHONY: all test test-gpu test-gpu-corpus lib demo sanitize tsan fuzz torture bench check-compile corpus clean
 
 all: $(B)/tbundle $(B)/launch
 
@@ -66,6 +66,21 @@ test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/tes
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
+
+# The library as a shared object, for ctypes (the GPU corpus) and other
+# languages' bindings.
+lib: $(B)/libtriton_bundle.so
+$(B)/libtriton_bundle.so: $(HDR) | $(B)
+	printf '#define TRITON_BUNDLE_IMPLEMENTATION\n#include "../triton_bundle.h"\n' > $(B)/libtb.c
+	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $(B)/libtb.c $(LIBS)
+
+# The GPU differential corpus: real Triton and Inductor kernels launched by
+# Triton and by this library from identical memory, compared bit for bit.
+# Needs a GPU, PyTorch and Triton; skips cleanly elsewhere. Writes the
+# coverage table to docs/GPU_CORPUS.md.
+PYTHON ?= python3
+test-gpu-corpus: $(B)/libtriton_bundle.so
+	$(PYTHON) tests/corpus/corpus.py --lib $(B)/libtriton_bundle.so --table docs/GPU_CORPUS.md
 
 demo: $(B)/tbundle $(B)/launch
 	@sh examples/demo.sh $(INPUT)

@@ -50,7 +50,9 @@ static struct {
 #define BATCH 256
 #define BATCHES 400
 
-/* One kernel: bare, tb_launch and tb_launch_raw, interleaved batch by batch. */
+/* One kernel: bare, tb_launch, tb_launch_raw and the launch by name
+   (tb_kernel_table_launch choosing among the name's specializations from
+   the arguments), interleaved batch by batch. */
 static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_config *cfg, void *stream) {
     const tb_artifact *cubin = tb_kernel_find_artifact(tb_bundle_find_kernel(b, cfg->kernel_hash), cfg->binary_name);
     tb_loaded_kernel *k = NULL;
@@ -61,8 +63,10 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
     tb_arg *args = (tb_arg *)calloc(nargs + 1, sizeof *args), *slots = (tb_arg *)calloc(nargs + 2, sizeof *slots);
     void **params = (void **)calloc(nargs + 2, sizeof *params);
     tb_launch_params lp;
-    double t[3][BATCHES];
-    unsigned long long allocs[3] = {0, 0, 0};
+    tb_kernel_table *table = NULL;
+    uint32_t specs = 0;
+    double t[4][BATCHES];
+    unsigned long long allocs[4] = {0, 0, 0, 0};
     devptr buf = 0;
     int v, bt, j;
     if (!cubin || tb_load_config(b, cfg, NULL, NULL, &k, &e) != tb_ok) {
@@ -70,6 +74,12 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
         return;
     }
     tb_loaded_kernel_info(k, &info);
+    if (tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &table, &e) != tb_ok) {
+        printf("  %s: no table: %s\n", label, e.message);
+        return;
+    }
+    for (i = 0; i < tb_bundle_launch_record_count(b); i++)
+        specs += strcmp(tb_bundle_launch_record(b, i)->kernel_name, cfg->function_name) == 0;
     cu.module_load(&module, cubin->data);
     cu.get_function(&fn, module, cfg->function_name);
     cu.mem_alloc(&buf, 1 << 20);
@@ -91,11 +101,16 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
     for (bt = 0; bt < 20; bt++) { /* warm-up */
         for (j = 0; j < BATCH; j++) cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
         for (j = 0; j < BATCH; j++) tb_launch(k, &lp, NULL);
+        for (j = 0; j < BATCH; j++)
+            if (tb_kernel_table_launch(table, cfg->function_name, 0, &lp, &e) != tb_ok) {
+                printf("  %s: by name: %s\n", label, e.message);
+                return;
+            }
         cu.stream_sync(stream);
     }
     for (bt = 0; bt < BATCHES; bt++)
-        for (v = 0; v < 3; v++) {
-            int which = (v + bt) % 3; /* rotate the order */
+        for (v = 0; v < 4; v++) {
+            int which = (v + bt) % 4; /* rotate the order */
             double t0;
             int rc = 0;
             unsigned long long a0 = allocations;
@@ -106,8 +121,10 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
                     rc |= cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
             else if (which == 1)
                 for (j = 0; j < BATCH; j++) rc |= (int)tb_launch(k, &lp, NULL);
-            else
+            else if (which == 2)
                 for (j = 0; j < BATCH; j++) rc |= (int)tb_launch_raw(k, 1, 1, 1, stream, params, NULL);
+            else
+                for (j = 0; j < BATCH; j++) rc |= (int)tb_kernel_table_launch(table, cfg->function_name, 0, &lp, NULL);
             t[which][bt] = (now() - t0) / BATCH;
             counting = 0;
             allocs[which] += allocations - a0;
@@ -119,12 +136,17 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
         }
     {
         double bare = median(t[0], BATCHES), ours = median(t[1], BATCHES), raw = median(t[2], BATCHES);
+        double byname = median(t[3], BATCHES);
         double per = (double)BATCH * BATCHES;
         printf("  %-34s bare %6.2f us | tb_launch %6.2f us %.3fx | tb_launch_raw %6.2f us %.3fx | heap allocations "
                "per launch: bare %.3f, tb_launch %.3f, raw %.3f\n",
                label, bare * 1e6, ours * 1e6, ours / bare, raw * 1e6, raw / bare, allocs[0] / per, allocs[1] / per,
                allocs[2] / per);
+        printf("  %-34s by name, choosing among %u specializations: %6.2f us %.3fx bare (goal <= 1.05), heap "
+               "allocations per launch %.3f\n",
+               "", specs, byname * 1e6, byname / bare, allocs[3] / per);
     }
+    tb_kernel_table_free(table);
     tb_unload(k);
     cu.module_unload(module);
     free(args);

@@ -180,6 +180,49 @@ static void gpu_tb_add(void) {
     CHECK(sum == 31243750.0);
 }
 
+/* tb_add has two specializations in the fixture: n divisible by 16
+   (H_ADD16, "1111") and not (H_ADD, "1110"); both assume 16-byte aligned
+   pointers. By name, the arguments choose. */
+static int add_by_name(int n, int misalign, tb_result *r, tb_error *e, const tb_loaded_kernel **chosen) {
+    devptr dx = dalloc(4096 * 4 + 64), dy = dalloc(4096 * 4), dout = dalloc(4096 * 4);
+    float x[4096], y[4096], out[4096];
+    tb_arg a[4];
+    tb_launch_params p;
+    int i, ok = 1;
+    for (i = 0; i < n; i++) x[i] = 0.25f * i, y[i] = 3.0f * i;
+    cu.htod(dx + (misalign ? 4 : 0), x, (size_t)n * 4);
+    cu.htod(dy, y, (size_t)n * 4);
+    cu.memset8(dout, 0, 4096 * 4);
+    a[0] = tb_arg_u(dx + (misalign ? 4 : 0)), a[1] = tb_arg_u(dy), a[2] = tb_arg_u(dout), a[3] = tb_arg_i(n);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = (uint32_t)(n + 1023) / 1024, p.grid[1] = p.grid[2] = 1;
+    p.args = a, p.arg_count = 4;
+    *chosen = NULL;
+    *r = tb_kernel_table_select(table, "tb_add", 0, a, 4, chosen, e);
+    if (*r == tb_ok) *r = tb_kernel_table_launch(table, "tb_add", 0, &p, e);
+    if (*r == tb_ok && cu.ctx_sync() != 0) ok = 0;
+    cu.dtoh(out, dout, (size_t)n * 4);
+    for (i = 0; *r == tb_ok && i < n && ok; i++) ok = out[i] == x[i] + y[i];
+    cu.mem_free(dx);
+    cu.mem_free(dy);
+    cu.mem_free(dout);
+    return ok;
+}
+
+static void gpu_launch_by_name(void) {
+    const tb_loaded_kernel *k;
+    tb_error e;
+    tb_result r;
+    NEED_GPU();
+    CHECK(add_by_name(4096, 0, &r, &e, &k) && r == tb_ok);
+    CHECK(k == get(H_ADD16)); /* n % 16 == 0: the more specialized cubin */
+    CHECK(add_by_name(4000 + 7, 0, &r, &e, &k) && r == tb_ok);
+    CHECK(k == get(H_ADD)); /* not divisible: the general one */
+    CHECK(get("tb_add") == get(H_ADD)); /* no arguments: the fewest assumptions */
+    add_by_name(1024, 1, &r, &e, &k); /* x 4 bytes off: every tb_add cubin assumes alignment */
+    CHECK(r == tb_err_misaligned && strstr(e.message, "argument 0") != NULL && k == NULL);
+}
+
 static void gpu_tb_add_n16(void) {
     const tb_loaded_kernel *k;
     tb_error e;
@@ -197,6 +240,8 @@ static const double scalar_values_expected[12] = {-7.0, -300.0, -70000.0, -10995
                                                    4000000000.0, 9.223372036854779904e18, 1.5, -2.25,
                                                    3.141590118408203, 2.718281828459045};
 
+static int64_t scalar_u8 = 200; /* the u8 argument */
+
 static int run_scalars(const tb_loaded_kernel *k, unsigned flags, double *out, tb_error *e, tb_result *r) {
     devptr d = dalloc(12 * 8);
     tb_arg a[13];
@@ -207,7 +252,7 @@ static int run_scalars(const tb_loaded_kernel *k, unsigned flags, double *out, t
     a[2] = tb_arg_i(-300);
     a[3] = tb_arg_i(-70000);
     a[4] = tb_arg_i(-1099511627776LL);
-    a[5] = tb_arg_u(200);
+    a[5] = tb_arg_i(scalar_u8);
     a[6] = tb_arg_u(60000);
     a[7] = tb_arg_u(4000000000ULL);
     a[8] = tb_arg_u(9223372036854779904ULL);
@@ -248,9 +293,18 @@ static void gpu_tb_scalars(void) {
     REQUIRE(kir);
     CHECK(run_scalars(kir, 0, out, &e, &r) && r == tb_ok);
     for (i = 0; i < 12; i++) CHECK(out[i] == scalar_values_expected[i]);
-    /* ... and checked mode says that 200 does not fit the i8 it sees */
+    /* ... and checked mode, knowing the IR has no signedness
+       (TB_CONFIG_TYPES_FROM_IR), takes 200, 60000 and 4e9 as the unsigned
+       values they are */
+    CHECK(run_scalars(kir, TB_LAUNCH_CHECKED, out, &e, &r) && r == tb_ok);
+    for (i = 0; i < 12; i++) CHECK(out[i] == scalar_values_expected[i]);
+    /* but 256 fits neither reading of a byte */
+    scalar_u8 = 256;
     run_scalars(kir, TB_LAUNCH_CHECKED, out, &e, &r);
     CHECK(r == tb_err_arg_range && strstr(e.message, "argument 5") != NULL);
+    run_scalars(k, TB_LAUNCH_CHECKED, out, &e, &r);
+    CHECK(r == tb_err_arg_range);
+    scalar_u8 = 200;
     tb_unload(k);
     tb_unload(kir);
 }
@@ -697,6 +751,7 @@ int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     RUN(gpu_tb_add);
     RUN(gpu_tb_add_n16);
+    RUN(gpu_launch_by_name);
     RUN(gpu_tb_scalars);
     RUN(gpu_tb_matmul);
     RUN(gpu_tb_noargs);
