@@ -272,10 +272,42 @@ typedef struct tb_config_param {
    value in the signed or the unsigned range of the width. */
 #define TB_CONFIG_TYPES_FROM_IR 4u
 
+/* How a Triton tensor descriptor argument (tensordesc<...> in the
+   signature, 'T' in arg_types) becomes kernel parameters, from the kernel's
+   tensordesc_meta. tma 1: the kernel reads through the TMA unit; the
+   launcher encodes a CUtensorMap (cuTensorMapEncodeTiled) from the
+   caller's tb_tensor_desc and passes it (128 bytes), then the shape (i32
+   each) and the strides (i64 each). tma 0 (Triton lowered the descriptor
+   to plain loads): the base pointer, shape and strides as i64, the padding
+   flag (1 byte), then shape as i32 and strides as i64 again, as Triton 3.6
+   passes them. */
+#define TB_MAX_TENSOR_RANK 5u
+#define TB_MAX_TENSORDESCS 16u   /* per config */
+typedef struct tb_tensordesc_meta {
+    uint32_t tma;                /* 1: lowered to TMA (Triton's tensordesc_meta entry) */
+    uint32_t rank;               /* 1..TB_MAX_TENSOR_RANK */
+    uint32_t swizzle;            /* CU_TENSOR_MAP_SWIZZLE_*: 0 none .. 3 128B */
+    uint32_t elem_size;          /* bytes: 1, 2, 4 or 8 */
+    uint32_t elem_type;          /* Triton's device-side TMA dtype number */
+    uint32_t fp4_padded;
+    uint32_t block[TB_MAX_TENSOR_RANK]; /* the block shape, outermost first */
+} tb_tensordesc_meta;
+
+/* What a caller passes for a 'T' argument: tb_arg_p(&desc). The host-side
+   counterpart of Triton's TensorDescriptor. */
+typedef struct tb_tensor_desc {
+    const void *base;            /* device pointer, 16-byte aligned */
+    uint32_t rank;               /* as the kernel was compiled for */
+    int64_t shape[TB_MAX_TENSOR_RANK];   /* elements, outermost first */
+    int64_t strides[TB_MAX_TENSOR_RANK]; /* elements, outermost first; the last is 1 */
+    int padding_nan;             /* 1: reads out of bounds give NaN (padding="nan"), 0: zero */
+} tb_tensor_desc;
+
 /* One compiled config of a statically launchable kernel. arg_types holds
-   one code per non-constexpr argument, PyTorch's codes plus '?':
+   one code per non-constexpr argument, PyTorch's codes plus '?' and 'T':
      O pointer  ? bool (i1, u1: 1 byte)  b i8  h i16  i i32  l i64
      B u8  H u16  I u32  K u64  f fp32  d fp64  e fp16  y bf16
+     T tensor descriptor (a tb_tensor_desc *, see tb_tensordesc_meta)
    PyTorch writes i1 as 'i' and u1 as 'I'; loading with the parameter check
    sees the cubin's 1-byte parameter and passes a bool there.
    arg_divisibility, when not empty, is as long as arg_types: '1' where the
@@ -295,6 +327,8 @@ typedef struct tb_launch_config {
     tb_scratch profile_scratch;
     uint32_t param_count;
     const tb_config_param *params;
+    uint32_t tensordesc_count;   /* one per 'T' in arg_types, in order */
+    const tb_tensordesc_meta *tensordescs;
 } tb_launch_config;
 
 /* PyTorch's StaticallyLaunchedAutotuner: a cache key, a kernel name and
@@ -542,6 +576,8 @@ typedef struct tb_kernel_metadata {
     uint32_t cluster_dims[3];
     tb_scratch global_scratch;
     tb_scratch profile_scratch;
+    uint32_t tensordesc_count;   /* entries of "tensordesc_meta" */
+    tb_tensordesc_meta tensordescs[TB_MAX_TENSORDESCS];
 } tb_kernel_metadata;
 
 TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_metadata *out,
@@ -1023,6 +1059,7 @@ struct tb_bundle {
     tb_artifact *artifact_block;
     tb_launch_config *config_block;
     tb_config_param *param_block;
+    tb_tensordesc_meta *desc_block;
     void *buffer_copy;          /* TB_READ_COPY: the copy the views point into */
     void *map_base;             /* TB_STORAGE_MAPPED */
     size_t map_size;
@@ -1059,7 +1096,7 @@ static tb_result tb__check_name(const char *s, const char *what, const char *ker
 
 TBDEF uint32_t tb_arg_code_size(char code) {
     switch (code) {
-    case 'O': case 'l': case 'K': case 'd': return 8;
+    case 'O': case 'l': case 'K': case 'd': case 'T': return 8; /* T: the slot holds a tb_tensor_desc * */
     case 'i': case 'I': case 'f': return 4;
     case 'h': case 'H': case 'e': case 'y': return 2;
     case 'b': case 'B': case '?': return 1;
@@ -1120,6 +1157,7 @@ TBDEF void tb_bundle_free(tb_bundle *b) {
     tb__free(&c, b->artifact_block);
     tb__free(&c, b->config_block);
     tb__free(&c, b->param_block);
+    tb__free(&c, b->desc_block);
     tb__free(&c, b->buffer_copy);
     if (b->release) b->release(b);
     tb__arena_free(&c, &b->arena);
@@ -1283,6 +1321,40 @@ static const char *tb__dup_opt(tb_bundle *b, const char *s) {
     return tb__arena_strdup(&b->ctx, &b->arena, s ? s : "", s ? strlen(s) : 0);
 }
 
+static tb_result tb__check_tensordesc(const tb_tensordesc_meta *m, uint32_t i, const char *key, long long offset,
+                                      tb_error *err) {
+    uint32_t d;
+    if (m->tma > 1 || m->rank < 1 || m->rank > TB_MAX_TENSOR_RANK || m->fp4_padded > 1)
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                        "tensor descriptor %u: rank %u (1..%u) or a flag other than 0/1", i, m->rank,
+                        (unsigned)TB_MAX_TENSOR_RANK);
+    if (!m->tma) return tb_ok;
+    if ((m->elem_size != 1 && m->elem_size != 2 && m->elem_size != 4 && m->elem_size != 8) || m->swizzle > 3 ||
+        m->elem_type > 15)
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                        "tensor descriptor %u: element size %u, swizzle %u or element type %u is not one TMA takes", i,
+                        m->elem_size, m->swizzle, m->elem_type);
+    for (d = 0; d < m->rank; d++)
+        if (m->block[d] < 1 || m->block[d] > 256) /* the TMA box holds at most 256 elements a dimension */
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "tensor descriptor %u: block dimension %u is %u, not in 1..256", i, d, m->block[d]);
+    return tb_ok;
+}
+
+/* descs 0: the tensor descriptors are checked later (a reader sees them in
+   a section after the records). */
+static tb_result tb__check_config_descs(const tb_launch_config *cf, const char *key, long long offset, tb_error *err) {
+    uint32_t n = 0, i;
+    tb_result r;
+    for (i = 0; cf->arg_types[i]; i++) n += cf->arg_types[i] == 'T';
+    if (n != cf->tensordesc_count || (n && !cf->tensordescs))
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                        "%u tensor descriptor arguments ('T') and %u descriptions of them", n, cf->tensordesc_count);
+    for (i = 0; i < n; i++)
+        if ((r = tb__check_tensordesc(&cf->tensordescs[i], i, key, offset, err)) != tb_ok) return r;
+    return tb_ok;
+}
+
 static tb_result tb__check_config(const tb_launch_config *cf, const char *key, long long offset, tb_error *err) {
     tb_result r;
     uint32_t j;
@@ -1303,6 +1375,9 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     for (j = 0; j < cf->param_count; j++)
         if (!cf->params[j].name || !*cf->params[j].name || strlen(cf->params[j].name) > TB_MAX_NAME_LENGTH)
             return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "config param %u has no usable name", j);
+    if (cf->tensordesc_count > TB_MAX_TENSORDESCS)
+        return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%u tensor descriptors, over TB_MAX_TENSORDESCS",
+                        cf->tensordesc_count);
     return tb_ok;
 }
 
@@ -1329,7 +1404,9 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     if (b->record_count >= TB_MAX_RECORDS)
         return tb__fail(err, tb_err_limit, rec->cache_key, NULL, -1, 0, "more than TB_MAX_RECORDS records");
     for (i = 0; i < rec->config_count; i++)
-        if ((r = tb__check_config(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok) return r;
+        if ((r = tb__check_config(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok ||
+            (r = tb__check_config_descs(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok)
+            return r;
     if (!tb__grow(&b->ctx, (void **)&b->records, &b->record_cap, b->record_count + 1, sizeof(tb_launch_record)))
         return TB__OOM(err);
     cfs = (tb_launch_config *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)rec->config_count * sizeof *cfs);
@@ -1356,6 +1433,14 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
             }
         }
         d->params = ps;
+        d->tensordescs = NULL;
+        if (src->tensordesc_count) {
+            tb_tensordesc_meta *m = (tb_tensordesc_meta *)tb__arena_alloc(&b->ctx, &b->arena,
+                                                                          (size_t)src->tensordesc_count * sizeof *m);
+            if (!m) return TB__OOM(err);
+            memcpy(m, src->tensordescs, (size_t)src->tensordesc_count * sizeof *m);
+            d->tensordescs = m;
+        }
     }
     nr = &b->records[b->record_count];
     nr->cache_key = tb__dup_opt(b, rec->cache_key);
@@ -1533,9 +1618,14 @@ TBDEF tb_result tb_arg_code_from_triton_type(const char *ty, char *code, tb_erro
     if (ty[0] == '*' && ty[1]) { *code = 'O'; return tb_ok; }
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(ty, map[i].name) == 0) { *code = map[i].code; return tb_ok; }
-    if (strcmp(ty, "nvTmaDesc") == 0 || strncmp(ty, "tensordesc", 10) == 0)
+    if (strncmp(ty, "tensordesc<", 11) == 0) { /* passed as a tb_tensor_desc; its meta comes from the kernel */
+        *code = 'T';
+        return tb_ok;
+    }
+    if (strcmp(ty, "nvTmaDesc") == 0)
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
-                        "\"%.60s\": TMA descriptors are built per launch on the host and cannot be passed statically", ty);
+                        "\"%.60s\": a host-built TMA descriptor (Triton's deprecated experimental API); pass a "
+                        "tensordesc argument instead", ty);
     if (strncmp(ty, "fp8", 3) == 0)
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
                         "\"%.60s\": an fp8 scalar argument, which Triton 3.6's own launcher cannot pass either", ty);
@@ -2125,6 +2215,21 @@ static size_t tb__blob_size(size_t pos, uint64_t n) {
     return tb__pad8(at + (size_t)n) - pos;
 }
 
+/* Section 3: the tensor descriptors of configs that take them, 64 bytes
+   each; written only when there is one. */
+#define TB__SEC_TENSORDESCS 3u
+#define TB__DESC_ENTRY 64u
+static uint32_t tb__count_descs(const tb_bundle *b) {
+    uint32_t i, j, n = 0;
+    for (i = 0; i < b->record_count; i++)
+        for (j = 0; j < b->records[i].config_count; j++) n += b->records[i].configs[j].tensordesc_count;
+    return n;
+}
+static size_t tb__descs_size(const tb_bundle *b) {
+    uint32_t n = tb__count_descs(b);
+    return n ? TB__SECTION_HEADER + 8 + (size_t)n * TB__DESC_ENTRY : 0;
+}
+
 /* Walks the bundle once to size it; fails on sizes that overflow. */
 static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_len, size_t *total) {
     size_t pos = TB__HEADER_SIZE + TB__SECTION_HEADER + 8, start = pos, s;
@@ -2154,6 +2259,7 @@ static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_le
         }
     }
     *records_len = pos - start;
+    pos += tb__descs_size(b);
     if (!tb__add(pos, TB__TRAILER_SIZE, &s)) return 0;
     *total = s;
     return 1;
@@ -2172,13 +2278,14 @@ static uint32_t tb__count_configs(const tb_bundle *b, uint32_t *params) {
 /* The header and section 1's header and counts: the first bytes of a
    bundle, which a streaming writer patches once the counts are known. */
 #define TB__HEAD_SIZE (TB__HEADER_SIZE + TB__SECTION_HEADER + 8)
-static void tb__head_bytes(unsigned char *h, size_t total, size_t klen, uint32_t kernels, uint32_t artifacts) {
+static void tb__head_bytes(unsigned char *h, size_t total, size_t klen, uint32_t kernels, uint32_t artifacts,
+                           uint32_t sections) {
     memset(h, 0, TB__HEAD_SIZE);
     memcpy(h, tb__magic, 8);
     h[8] = TB_FORMAT_VERSION_MAJOR;
     h[10] = TB_FORMAT_VERSION_MINOR;
     tb__put64(h + 16, total);
-    tb__put32(h + 24, 2);
+    tb__put32(h + 24, sections);
     tb__put32(h + 32, TB__SEC_KERNELS);
     tb__put32(h + 36, TB__SEC_REQUIRED);
     tb__put64(h + 40, klen);
@@ -2244,6 +2351,34 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
             }
         }
     }
+    {
+        uint32_t n = tb__count_descs(b), g = 0, d;
+        if (!n) return;
+        tb__sink_u32(k, TB__SEC_TENSORDESCS);
+        tb__sink_u32(k, TB__SEC_REQUIRED);
+        tb__sink_u64(k, 8 + (uint64_t)n * TB__DESC_ENTRY);
+        tb__sink_u32(k, n);
+        tb__sink_u32(k, 0);
+        for (i = 0; i < b->record_count; i++)
+            for (j = 0; j < b->records[i].config_count; j++, g++) {
+                const tb_launch_config *c = &b->records[i].configs[j];
+                uint32_t at = 0, q;
+                for (d = 0; d < c->tensordesc_count; d++, at++) {
+                    const tb_tensordesc_meta *m = &c->tensordescs[d];
+                    while (c->arg_types[at] != 'T') at++;
+                    tb__sink_u32(k, g);
+                    tb__sink_u32(k, at);
+                    tb__sink_u32(k, m->tma);
+                    tb__sink_u32(k, m->rank);
+                    tb__sink_u32(k, m->swizzle);
+                    tb__sink_u32(k, m->elem_size);
+                    tb__sink_u32(k, m->elem_type);
+                    tb__sink_u32(k, m->fp4_padded);
+                    for (q = 0; q < TB_MAX_TENSOR_RANK; q++) tb__sink_u32(k, q < m->rank ? m->block[q] : 0);
+                    tb__sink_zeros(k, 12);
+                }
+            }
+    }
 }
 
 /* Everything before the trailer. */
@@ -2251,7 +2386,7 @@ static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t 
     unsigned char head[TB__HEAD_SIZE];
     uint32_t i, artifacts = 0;
     for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
-    tb__head_bytes(head, total, klen, b->kernel_count, artifacts);
+    tb__head_bytes(head, total, klen, b->kernel_count, artifacts, tb__count_descs(b) ? 3 : 2);
     tb__sink_put(k, head, sizeof head);
     for (i = 0; i < b->kernel_count; i++) tb__write_kernel(k, &b->kernels[i]);
     tb__write_records(b, k, rlen);
@@ -2582,6 +2717,8 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
                 (r = tb__rd_count(c, &cf->param_count, TB_MAX_PARAMS_PER_CONFIG, 16, "param count")) ||
                 (r = tb__rd_scratch(c, &cf->global_scratch)) || (r = tb__rd_scratch(c, &cf->profile_scratch)))
                 return r;
+            cf->tensordesc_count = 0; /* section 3, if any, fills these in */
+            cf->tensordescs = NULL;
             if (cf->param_count > np - pu)
                 return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
                                 "configs hold more params than the total %u", np);
@@ -2602,6 +2739,54 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
     if (cu != nc || pu != np)
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, -1, 0, "config or param totals do not match the records");
     c->kernel = NULL;
+    return tb_ok;
+}
+
+/* Section 3: one entry per 'T' argument of every config, in config order
+   and then argument order, so that each config's descriptors are one
+   slice of the block. */
+static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
+    uint32_t n, pad, i, q, v, r = 0, j = 0, arg = 0, gbase = 0;
+    tb_result res = tb_ok;
+    if ((res = tb__rd_count(c, &n, 0xffffffffu, TB__DESC_ENTRY, "tensor descriptor count")) != tb_ok) return res;
+    if ((res = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return res;
+    if (n && !(b->desc_block = (tb_tensordesc_meta *)tb__alloc(&b->ctx, (size_t)n * sizeof *b->desc_block)))
+        return TB__OOM(c->err);
+    for (i = 0; i < n; i++) {
+        tb_tensordesc_meta *m = &b->desc_block[i];
+        uint32_t cfg, at_arg;
+        size_t at = c->pos;
+        tb_launch_config *cf = NULL;
+        if ((res = tb__rd_u32(c, &cfg, "config index")) || (res = tb__rd_u32(c, &at_arg, "argument index")) ||
+            (res = tb__rd_u32(c, &m->tma, "tma")) || (res = tb__rd_u32(c, &m->rank, "rank")) ||
+            (res = tb__rd_u32(c, &m->swizzle, "swizzle")) || (res = tb__rd_u32(c, &m->elem_size, "element size")) ||
+            (res = tb__rd_u32(c, &m->elem_type, "element type")) || (res = tb__rd_u32(c, &m->fp4_padded, "fp4")))
+            return res;
+        for (q = 0; q < TB_MAX_TENSOR_RANK; q++)
+            if ((res = tb__rd_u32(c, &m->block[q], "block")) != tb_ok) return res;
+        for (q = 0; q < 3; q++) {
+            if ((res = tb__rd_u32(c, &v, "reserved")) != tb_ok) return res;
+            if (v) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+        }
+        /* the next 'T' of the configs, from where the last entry stopped */
+        for (; r < b->record_count; gbase += b->records[r].config_count, r++, j = 0, arg = 0) {
+            for (; j < b->records[r].config_count; j++, arg = 0) {
+                cf = (tb_launch_config *)&b->records[r].configs[j];
+                while (cf->arg_types[arg] && cf->arg_types[arg] != 'T') arg++;
+                if (cf->arg_types[arg]) break;
+            }
+            if (j < b->records[r].config_count) break;
+        }
+        if (r >= b->record_count || cfg != gbase + j || at_arg != arg)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                            "tensor descriptor entry %u names config %u, argument %u, where the next 'T' argument is "
+                            "elsewhere (entries go in config and argument order, one per 'T')", i, cfg, at_arg);
+        if (!cf->tensordesc_count) cf->tensordescs = m;
+        if (cf->tensordesc_count >= TB_MAX_TENSORDESCS)
+            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "more than TB_MAX_TENSORDESCS descriptors");
+        cf->tensordesc_count++;
+        arg++;
+    }
     return tb_ok;
 }
 
@@ -2658,11 +2843,15 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
                             "section %u of %llu bytes, %zu remain", i, (unsigned long long)len, c.end - c.pos);
         body_end = c.pos + (size_t)len;
         c.end = body_end;
-        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS) {
+        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS || type == TB__SEC_TENSORDESCS) {
             if (seen & (1u << type))
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice", type);
+            if (type == TB__SEC_TENSORDESCS && !(seen & (1u << TB__SEC_RECORDS)))
+                return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                                "section 3 (tensor descriptors) comes before section 2 (launch records)");
             seen |= 1u << type;
-            r = type == TB__SEC_KERNELS ? tb__rd_kernels(b, &c) : tb__rd_records(b, &c);
+            r = type == TB__SEC_KERNELS ? tb__rd_kernels(b, &c)
+                : type == TB__SEC_RECORDS ? tb__rd_records(b, &c) : tb__rd_descs(b, &c);
             if (r) return r;
             if (c.pos != body_end)
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
@@ -2679,6 +2868,12 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     if (c.pos != size - TB__TRAILER_SIZE)
         return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
                         "%zu unexplained bytes after the last section", size - TB__TRAILER_SIZE - c.pos);
+    for (i = 0; i < b->record_count; i++) {
+        uint32_t j;
+        for (j = 0; j < b->records[i].config_count; j++)
+            if ((r = tb__check_config_descs(&b->records[i].configs[j], b->records[i].cache_key, -1, err)) != tb_ok)
+                return r;
+    }
     if ((r = tb__check_unique(b, 1, 0, err)) != tb_ok) return r;
     if (maj > 2 || (maj == 2 && b->format_minor >= 1)) return tb__check_unique(b, 0, 1, err);
     return tb__drop_duplicate_records(b, err);
@@ -3729,7 +3924,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         if (k.failed) r = tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
     }
     if (r == tb_ok) {
-        tb__head_bytes(head, total, klen, kernels, (uint32_t)artifacts);
+        tb__head_bytes(head, total, klen, kernels, (uint32_t)artifacts, tb__count_descs(recs) ? 3 : 2);
         if (pwrite(w.fd, head, TB__HEAD_SIZE, 0) != (ssize_t)TB__HEAD_SIZE)
             r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "writing the header failed");
         else if ((e = tb__file_checksum(&c, w.fd, total - TB__TRAILER_SIZE, &sum)) != 0)
@@ -4471,6 +4666,72 @@ static tb_result tb__juint(tb__json *j, const char *key, uint64_t max, uint64_t 
     return tb_ok;
 }
 
+/* "tensordesc_meta": [{"swizzle": 3, "elem_size": 4, "elem_type": 7,
+   "block_size": [32, 32], "fp4_padded": false}, ...]: one entry per
+   tensor descriptor argument that Triton lowered to TMA. */
+static tb_result tb__jtensordescs(tb__json *j, tb_kernel_metadata *md) {
+    tb_result r;
+    if (j->p >= j->end || *j->p != '[') return tb__jfail(j, "tensordesc_meta is not an array");
+    j->p++;
+    tb__jws(j);
+    if (j->p < j->end && *j->p == ']') {
+        j->p++;
+        return tb_ok;
+    }
+    for (;;) {
+        tb_tensordesc_meta *m;
+        tb__jws(j);
+        if (md->tensordesc_count >= TB_MAX_TENSORDESCS) return tb__jfail(j, "more than TB_MAX_TENSORDESCS tensordesc_meta entries");
+        m = &md->tensordescs[md->tensordesc_count++];
+        memset(m, 0, sizeof *m);
+        m->tma = 1;
+        if (j->p >= j->end || *j->p != '{') return tb__jfail(j, "a tensordesc_meta entry is not an object");
+        j->p++;
+        for (;;) {
+            char key[32];
+            uint64_t v;
+            tb__jws(j);
+            if ((r = tb__jstring(j, key, sizeof key)) != tb_ok) return r;
+            tb__jws(j);
+            if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
+            j->p++;
+            tb__jws(j);
+            if (strcmp(key, "block_size") == 0) {
+                if (j->p >= j->end || *j->p != '[') return tb__jfail(j, "block_size is not an array");
+                j->p++;
+                for (;;) {
+                    tb__jws(j);
+                    if (m->rank >= TB_MAX_TENSOR_RANK) return tb__jfail(j, "block_size has more than 5 entries");
+                    if ((r = tb__juint(j, key, 256, &v)) != tb_ok) return r;
+                    m->block[m->rank++] = (uint32_t)v;
+                    tb__jws(j);
+                    if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+                    if (j->p < j->end && *j->p == ']') { j->p++; break; }
+                    return tb__jfail(j, "block_size: expected ',' or ']'");
+                }
+            } else if (strcmp(key, "fp4_padded") == 0) {
+                if (tb__jlit(j, "true")) m->fp4_padded = 1;
+                else if (!tb__jlit(j, "false")) return tb__jfail(j, "fp4_padded is not a boolean");
+            } else if (strcmp(key, "swizzle") == 0 || strcmp(key, "elem_size") == 0 || strcmp(key, "elem_type") == 0) {
+                if ((r = tb__juint(j, key, 255, &v)) != tb_ok) return r;
+                if (key[0] == 's') m->swizzle = (uint32_t)v;
+                else if (key[5] == 's') m->elem_size = (uint32_t)v;
+                else m->elem_type = (uint32_t)v;
+            } else if ((r = tb__jskip(j, 2)) != tb_ok) {
+                return r;
+            }
+            tb__jws(j);
+            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+            if (j->p < j->end && *j->p == '}') { j->p++; break; }
+            return tb__jfail(j, "tensordesc_meta entry: expected ',' or '}'");
+        }
+        tb__jws(j);
+        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == ']') { j->p++; return tb_ok; }
+        return tb__jfail(j, "tensordesc_meta: expected ',' or ']'");
+    }
+}
+
 TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_metadata *md, tb_error *err) {
     tb__json j;
     tb_result r;
@@ -4530,6 +4791,8 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
                 uint32_t bit = key[7] == 'c' ? TB_LAUNCH_COOPERATIVE : TB_LAUNCH_PDL;
                 if (tb__jlit(&j, "true")) md->flags |= bit;
                 else if (!tb__jlit(&j, "false")) return tb__jfail(&j, "launch flag is not a boolean");
+            } else if (strcmp(key, "tensordesc_meta") == 0) {
+                if ((r = tb__jtensordescs(&j, md)) != tb_ok) return r;
             } else if (strcmp(key, "cluster_dims") == 0) {
                 int k;
                 if (j.p >= j.end || *j.p != '[') return tb__jfail(&j, "cluster_dims is not an array");
@@ -4576,15 +4839,41 @@ static char tb__mlir_code(const char *t, size_t n) {
     };
     size_t i;
     if (n >= 8 && memcmp(t, "!tt.ptr<", 8) == 0) return 'O';
+    if (n >= 15 && memcmp(t, "!tt.tensordesc<", 15) == 0) return 'T';
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strlen(map[i].name) == n && memcmp(t, map[i].name, n) == 0) return map[i].code;
     return 0;
 }
 
+/* The rank of "!tt.tensordesc<tensor<32x64xf16, ...>>": how many sizes
+   stand before the element type; 0 if the text is not that. */
+static uint32_t tb__tensordesc_rank(const char *t, size_t n) {
+    const char *p = (const char *)tb__memmem(t, n, "tensor<"), *end = t + n;
+    uint32_t rank = 0;
+    if (!p) return 0;
+    for (p += 7; p < end && *p >= '0' && *p <= '9';) {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || *p != 'x') return 0;
+        rank++;
+        p++;
+    }
+    return rank <= TB_MAX_TENSOR_RANK ? rank : 0;
+}
+
+static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
+                                     uint8_t *ranks, tb_error *err);
+
 TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
                                 tb_error *err) {
+    return tb__parse_ttfunc_ex(text, size, fn, types, div, cap, NULL, err);
+}
+
+/* ranks (TB_MAX_ARGS entries, may be NULL): each 'T' argument's rank. */
+static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
+                                     uint8_t *ranks, tb_error *err) {
     const char *p, *end, *found = NULL;
     size_t nargs = 0, fl = fn ? strlen(fn) : 0;
+    uint32_t skip = 0, skip_i64 = 0;
     static const char pat[] = "tt.func public @";
     if (!text || !types || !div || cap == 0)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "text or buffers are NULL");
@@ -4651,7 +4940,27 @@ TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, c
         if (nargs + 1 >= cap || nargs >= TB_MAX_ARGS)
             return tb__fail(err, tb_err_limit, fn, NULL, (long long)(arg - text), 0, "more than %u arguments",
                             (unsigned)(cap - 1 < TB_MAX_ARGS ? cap - 1 : TB_MAX_ARGS));
+        if (skip) {
+            /* the shape (i32) and strides (i64) that Triton's IR lists after
+               a tensor descriptor: the launcher passes them from the
+               descriptor, so they are no arguments of their own */
+            char c = tb__mlir_code(t, (size_t)(te - t));
+            if (c != (skip > skip_i64 ? 'i' : 'l'))
+                return tb__fail(err, tb_err_parse, fn, NULL, (long long)(t - text), 0,
+                                "a tensor descriptor's shape and strides (i32, then i64) expected in the IR");
+            skip--;
+            if (*p == ')') break;
+            p++;
+            continue;
+        }
         types[nargs] = tb__mlir_code(t, (size_t)(te - t));
+        if (types[nargs] == 'T') {
+            uint32_t rank = tb__tensordesc_rank(t, (size_t)(te - t));
+            if (!rank) types[nargs] = 0;
+            else if (ranks) ranks[nargs] = (uint8_t)rank;
+            skip = 2 * rank;
+            skip_i64 = rank;
+        }
         if (!types[nargs])
             return tb__fail(err, tb_err_unsupported_type, fn, NULL, (long long)(t - text), 0,
                             "argument %u has type %.*s, which a static launch cannot pass", (unsigned)nargs,
@@ -4661,6 +4970,9 @@ TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, c
         if (*p == ')') break;
         p++;
     }
+    if (skip)
+        return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0,
+                        "the IR ends before a tensor descriptor's shape and strides");
     types[nargs] = 0;
     div[nargs] = 0;
     return tb_ok;
@@ -4782,6 +5094,8 @@ typedef struct tb__derived {
     char binary[TB_MAX_NAME_LENGTH + 1];
     char types[TB_MAX_ARGS + 1];
     char div[TB_MAX_ARGS + 1];
+    uint8_t ranks[TB_MAX_ARGS + 1];
+    tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
 } tb__derived;
 
 /* stem: NAME (NAME.cubin, NAME.json, NAME.source|NAME.ttir). */
@@ -4813,7 +5127,8 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     }
     if (!ir) return tb__fail(err, tb_err_not_found, k->hash, NULL, -1, 0, "the kernel has no .source or .ttir file");
     if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
-    r = tb_parse_ttfunc((const char *)bytes, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types, err);
+    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types,
+                            d->ranks, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
         if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
@@ -4832,6 +5147,30 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     memcpy(d->cfg.cluster_dims, d->md.cluster_dims, sizeof d->cfg.cluster_dims);
     d->cfg.global_scratch = d->md.global_scratch;
     d->cfg.profile_scratch = d->md.profile_scratch;
+    /* tensor descriptors: the IR gives each one's rank; the metadata's
+       tensordesc_meta, when it has entries, says they go through TMA */
+    for (i = 0; d->types[i]; i++) {
+        tb_tensordesc_meta *m;
+        if (d->types[i] != 'T') continue;
+        if (d->cfg.tensordesc_count >= TB_MAX_TENSORDESCS)
+            return tb__fail(err, tb_err_limit, k->hash, NULL, -1, 0, "more than TB_MAX_TENSORDESCS tensor descriptors");
+        m = &d->descs[d->cfg.tensordesc_count];
+        if (d->md.tensordesc_count) {
+            if (d->cfg.tensordesc_count >= d->md.tensordesc_count || d->md.tensordescs[d->cfg.tensordesc_count].rank != d->ranks[i])
+                return tb__fail(err, tb_err_parse, k->hash, NULL, -1, 0,
+                                "tensordesc_meta of NAME.json does not match the tensor descriptors of the IR");
+            *m = d->md.tensordescs[d->cfg.tensordesc_count];
+        } else {
+            memset(m, 0, sizeof *m);
+            m->rank = d->ranks[i];
+        }
+        d->cfg.tensordesc_count++;
+    }
+    if (d->md.tensordesc_count && d->md.tensordesc_count != d->cfg.tensordesc_count)
+        return tb__fail(err, tb_err_parse, k->hash, NULL, -1, 0,
+                        "NAME.json describes %u tensor descriptors, the IR has %u", d->md.tensordesc_count,
+                        d->cfg.tensordesc_count);
+    d->cfg.tensordescs = d->cfg.tensordesc_count ? d->descs : NULL;
     return tb_ok;
 }
 
@@ -4963,6 +5302,10 @@ typedef struct tb__driver {
                                    void **, void **);
     tb__CUresult (*cuLaunchKernelEx)(const tb__cu_config *, void *, void **, void **);
     tb__CUresult (*cuFuncGetParamInfo)(void *, size_t, size_t *, size_t *);
+    /* (map, dtype, rank, base, dims, strides, box, element strides,
+       interleave, swizzle, L2 promotion, out-of-bounds fill) */
+    tb__CUresult (*cuTensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
+                                           const uint32_t *, const uint32_t *, int, int, int, int);
     tb__CUresult (*cuGetErrorName)(tb__CUresult, const char **);
     tb__CUresult (*cuGetErrorString)(tb__CUresult, const char **);
 } tb__driver;
@@ -5011,6 +5354,7 @@ static void tb__driver_init(void) {
     TB__SYM(cuLaunchKernel, "cuLaunchKernel", 1);
     TB__SYM(cuLaunchKernelEx, "cuLaunchKernelEx", 0);
     TB__SYM(cuFuncGetParamInfo, "cuFuncGetParamInfo", 0);
+    TB__SYM(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 0);
     TB__SYM(cuGetErrorName, "cuGetErrorName", 1);
     TB__SYM(cuGetErrorString, "cuGetErrorString", 1);
     cr = tb__drv.cuInit(0);
@@ -5100,6 +5444,9 @@ struct tb_loaded_kernel {
     int global_present, profile_present;
     int sign_unknown;           /* TB_CONFIG_TYPES_FROM_IR: checked mode takes either reading */
     uint64_t global_size, profile_size;
+    uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
+    uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
+    tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
     uint32_t conv_count;
     uint16_t conv_idx[TB_MAX_ARGS];
     char codes[TB_MAX_ARGS + 1];
@@ -5150,33 +5497,62 @@ TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info
 }
 
 /* The cubin's parameter list must be ours: count first, then every size. */
+/* The sizes of the parameters the arguments become, and which argument
+   each belongs to: one per argument, except a tensor descriptor ('T'):
+   TMA: the CUtensorMap (128 bytes), shape i32 x rank, strides i64 x rank;
+   not TMA: base pointer, shape and strides i64, padding (1 byte), shape i32,
+   strides i64 (Triton 3.6's make_launcher). */
+static uint32_t tb__param_layout(const tb_loaded_kernel *k, uint16_t *size, uint16_t *owner) {
+    uint32_t i, j = 0, d = 0, q;
+    for (i = 0; i < k->info.arg_count; i++) {
+        if (k->codes[i] != 'T') {
+            size[j] = (uint16_t)tb_arg_code_size(k->codes[i]), owner[j++] = (uint16_t)i;
+            continue;
+        }
+        {
+            const tb_tensordesc_meta *m = &k->descs[d++];
+            static const uint16_t tma[] = {4, 8}, plain[] = {8, 8, 1, 4, 8};
+            uint32_t parts = m->tma ? 2 : 5, pt;
+            size[j] = m->tma ? 128 : 8, owner[j++] = (uint16_t)i;
+            for (pt = m->tma ? 0 : 1; pt < parts; pt++) {
+                uint16_t sz = m->tma ? tma[pt] : plain[pt];
+                uint32_t reps = sz == 1 ? 1 : m->rank;
+                for (q = 0; q < reps; q++) size[j] = sz, owner[j++] = (uint16_t)i;
+            }
+        }
+    }
+    return j;
+}
+
 static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     uint32_t total = k->info.param_count, i, count = 0;
     size_t off, size;
     tb__CUresult cr;
+    uint16_t want_size[TB_MAX_ARGS + 2], owner[TB_MAX_ARGS + 2];
     if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
+    tb__param_layout(k, want_size, owner);
     while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0) count++;
     if (cr != TB__CUDA_ERROR_INVALID_VALUE && cr != 0)
         return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
     if (count != total)
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                        "the cubin takes %u parameters; the config gives %u arguments + %u scratch pointers", count,
-                        k->info.arg_count, total - k->info.arg_count);
+                        "the cubin takes %u parameters; the config gives %u arguments (%u parameters) + %u scratch "
+                        "pointers", count, k->info.arg_count, k->expanded, total - k->expanded);
     for (i = 0; i < total; i++) {
-        uint32_t want = i < k->info.arg_count ? tb_arg_code_size(k->codes[i]) : 8;
+        uint32_t want = i < k->expanded ? want_size[i] : 8;
         if ((cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size)) != 0)
             return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
         if (size == want) continue;
         /* PyTorch's codes say 'i' for i1 and 'I' for u1, which Triton 3.6
            compiles to a 1-byte parameter: pass it as the bool it is */
-        if (size == 1 && i < k->info.arg_count && (k->codes[i] == 'i' || k->codes[i] == 'I')) {
-            k->codes[i] = '?';
+        if (size == 1 && i < k->expanded && (k->codes[owner[i]] == 'i' || k->codes[owner[i]] == 'I')) {
+            k->codes[owner[i]] = '?';
             continue;
         }
-        if (i < k->info.arg_count)
+        if (i < k->expanded)
             return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                            "the cubin's parameter %u is %zu bytes; arg_types says '%c' (%u bytes)", i, size,
-                            k->codes[i], want);
+                            "the cubin's parameter %u is %zu bytes; argument %u ('%c') gives %u", i, size,
+                            (unsigned)owner[i], k->codes[owner[i]], want);
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
                         "the cubin's parameter %u is %zu bytes where a scratch pointer (8) was expected", i, size);
     }
@@ -5200,7 +5576,8 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     if (!cubin || size == 0 || !cfg)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
     key = cfg->function_name ? cfg->function_name : "?";
-    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok) return r;
+    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok)
+        return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
     if (!k) return TB__OOM(err);
@@ -5228,7 +5605,25 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     k->block_x = 32u * cfg->num_warps;
     k->shared = cfg->shared_mem;
     k->info.arg_count = n;
-    k->info.param_count = n + (uint32_t)k->global_present + (uint32_t)k->profile_present;
+    k->expanded = n;
+    for (i = 0; i < n; i++)
+        if (k->codes[i] == 'T') {
+            const tb_tensordesc_meta *m = &cfg->tensordescs[k->desc_count];
+            k->descs[k->desc_count++] = *m;
+            k->expanded += m->tma ? 2 * m->rank : 1 + 4 * m->rank;
+        }
+    if (k->expanded > TB_MAX_ARGS) {
+        r = tb__fail(err, tb_err_limit, k->name, NULL, -1, 0, "the arguments make %u parameters, over TB_MAX_ARGS (%u)",
+                     k->expanded, (unsigned)TB_MAX_ARGS);
+        goto fail;
+    }
+    for (i = 0; i < k->desc_count; i++)
+        if (k->descs[i].tma && !tb__drv.cuTensorMapEncodeTiled) {
+            r = tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
+                         "the kernel takes a TMA tensor descriptor and the driver has no cuTensorMapEncodeTiled");
+            goto fail;
+        }
+    k->info.param_count = k->expanded + (uint32_t)k->global_present + (uint32_t)k->profile_present;
 
     /* context: the current one, else the device's primary context */
     cr = tb__drv.cuCtxGetCurrent(&cur);
@@ -5444,7 +5839,7 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
         if (!tb__in_range(code, v, k->sign_unknown))
             return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0,
                             "argument %u (%lld, %g) does not fit its type '%c'", i, (long long)v.i, v.f, code);
-        if (k->div[0] == 0 || k->div[i] != '1') continue;
+        if (k->div[0] == 0 || k->div[i] != '1' || code == 'T') continue;
         if (code == 'O' && (v.u & 15u))
             return tb__fail(err, tb_err_misaligned, k->name, NULL, -1, 0,
                             "argument %u: pointer 0x%llx is not 16-byte aligned, which the cubin assumes", i,
@@ -5500,6 +5895,96 @@ static tb_result tb__check_cluster_grid(const tb_loaded_kernel *k, uint32_t gx, 
     return tb_ok;
 }
 
+/* Triton's device-side TMA data type numbers to the driver's
+   CUtensorMapDataType: the same but for 8, 9 and 10 (its
+   TMA_DTYPE_DEVICE_TO_HOST). */
+static int tb__tma_dtype(uint32_t t) { return t == 8 ? 10 : t == 9 ? 8 : t == 10 ? 9 : (int)t; }
+
+/* A launch with tensor descriptors: each 'T' argument (a tb_tensor_desc *)
+   becomes the parameters tb__param_layout lists, a CUtensorMap encoded here
+   for a TMA one, as Triton's launcher does per launch. Still no heap: the
+   maps, slots and parameter list live on the stack (about 14 KiB). */
+static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_params *p, uint64_t gs, uint64_t ps,
+                                  tb_error *err) {
+    void *params[TB_MAX_ARGS + 2];
+    uint64_t slots[TB_MAX_ARGS];
+    unsigned char maps_raw[TB_MAX_TENSORDESCS * 128 + 64];
+    unsigned char *maps = maps_raw + ((64 - ((uintptr_t)maps_raw & 63u)) & 63u); /* the driver wants 64-byte alignment */
+    uint32_t i, j = 0, d = 0, q;
+    tb__CUresult cr;
+    for (i = 0; i < k->info.arg_count; i++) {
+        const tb_tensor_desc *t;
+        const tb_tensordesc_meta *m;
+        uint32_t r;
+        if (k->codes[i] != 'T') {
+            tb__convert(k->codes[i], p->args[i], (tb_arg *)&slots[j]);
+            params[j] = &slots[j];
+            j++;
+            continue;
+        }
+        t = (const tb_tensor_desc *)p->args[i].p;
+        m = &k->descs[d];
+        r = m->rank;
+        if (TB__UNLIKELY(!t || t->rank != r || t->strides[r - 1] != 1 || !t->base))
+            return tb__fail(err, tb_err_invalid_argument, k->name, NULL, -1, 0,
+                            "argument %u: a tensor descriptor of rank %u with a base and a last stride of 1 is needed"
+                            " (got %s)", i, r, !t ? "NULL" : t->rank != r ? "another rank" : !t->base ? "no base" :
+                            "a last stride other than 1");
+        for (q = 0; q < r; q++)
+            if (TB__UNLIKELY(t->shape[q] <= 0 || t->shape[q] > INT32_MAX || t->strides[q] <= 0))
+                return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0,
+                                "argument %u: dimension %u has shape %lld and stride %lld", i, q,
+                                (long long)t->shape[q], (long long)t->strides[q]);
+        if (m->tma) {
+            uint64_t dims[TB_MAX_TENSOR_RANK], strides[TB_MAX_TENSOR_RANK];
+            uint32_t box[TB_MAX_TENSOR_RANK], estr[TB_MAX_TENSOR_RANK];
+            int64_t shape_last = t->shape[r - 1] * (m->fp4_padded ? 2 : 1);
+            void *map = maps + 128u * d;
+            /* the driver counts dimensions innermost first, strides in bytes */
+            for (q = 0; q < r; q++) {
+                dims[r - 1 - q] = (uint64_t)(q == r - 1 ? shape_last : t->shape[q]);
+                box[r - 1 - q] = m->block[q];
+                estr[q] = 1;
+            }
+            for (q = 0; q + 1 < r; q++) strides[r - 2 - q] = (uint64_t)t->strides[q] * m->elem_size;
+            strides[r - 1] = dims[r - 1] * (r == 1 ? m->elem_size : strides[r - 2]);
+            cr = tb__drv.cuTensorMapEncodeTiled(map, tb__tma_dtype(m->elem_type), r, (void *)(uintptr_t)t->base, dims,
+                                                strides, box, estr, 0 /* no interleave */, (int)m->swizzle,
+                                                2 /* L2 promotion 128B */, t->padding_nan ? 1 : 0);
+            if (TB__UNLIKELY(cr != 0))
+                return tb__cufail(err, cr, tb_err_cuda, k->name, "cuTensorMapEncodeTiled",
+                                  "argument %u: rank %u, element size %u (base, shape and strides must suit TMA: "
+                                  "16-byte aligned, strides multiples of 16 bytes)", i, r, m->elem_size);
+            params[j++] = map;
+            for (q = 0; q < r; q++) {
+                int32_t v = (int32_t)(q == r - 1 ? shape_last : t->shape[q]);
+                memcpy(&slots[j], &v, 4);
+                params[j] = &slots[j], j++;
+            }
+            for (q = 0; q < r; q++) slots[j] = (uint64_t)t->strides[q], params[j] = &slots[j], j++;
+        } else {
+            /* the base, shape and strides as i64, padding, shape as i32,
+               strides as i64 */
+            slots[j] = (uint64_t)(uintptr_t)t->base, params[j] = &slots[j], j++;
+            for (q = 0; q < r; q++) slots[j] = (uint64_t)t->shape[q], params[j] = &slots[j], j++;
+            for (q = 0; q < r; q++) slots[j] = (uint64_t)t->strides[q], params[j] = &slots[j], j++;
+            slots[j] = t->padding_nan ? 1u : 0u, params[j] = &slots[j], j++;
+            for (q = 0; q < r; q++) {
+                int32_t v = (int32_t)t->shape[q];
+                memcpy(&slots[j], &v, 4);
+                params[j] = &slots[j], j++;
+            }
+            for (q = 0; q < r; q++) slots[j] = (uint64_t)t->strides[q], params[j] = &slots[j], j++;
+        }
+        d++;
+    }
+    if (k->global_present) params[j++] = &gs;
+    if (k->profile_present) params[j++] = &ps;
+    cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
+    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    return tb_ok;
+}
+
 TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
@@ -5527,6 +6012,7 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
         return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
                         "the kernel needs scratch memory (global %llu, profile %llu bytes): pass device buffers",
                         (unsigned long long)k->global_size, (unsigned long long)k->profile_size);
+    if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, gs, ps, err);
     if (k->global_present) params[n++] = &gs;
     if (k->profile_present) params[n++] = &ps;
     cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
@@ -5657,7 +6143,7 @@ static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
         sp->div_at = ndiv;
         sp->div_count = 0;
         for (j = 0; c->arg_divisibility[j]; j++)
-            if (c->arg_divisibility[j] == '1') t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
+            if (c->arg_divisibility[j] == '1' && c->arg_types[j] != 'T') t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
         ndiv += sp->div_count;
         at = tb__index_find(t, t->by_key, 0, b->records[i].cache_key);
         if (t->by_key[at] == UINT32_MAX) t->by_key[at] = i; /* keys are unique in a bundle read or written */

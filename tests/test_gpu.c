@@ -223,6 +223,57 @@ static void gpu_launch_by_name(void) {
     CHECK(r == tb_err_misaligned && strstr(e.message, "argument 0") != NULL && k == NULL);
 }
 
+/* A Triton kernel that reads through TMA, launched from C: the launcher
+   encodes the CUtensorMap from a tb_tensor_desc (PyTorch's static launcher
+   refuses these kernels). tests/fixtures/triton-3.6-sm90-tma: y = 2 x. */
+static void gpu_tensor_descriptor(void) {
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_tensor_desc d;
+    tb_arg a[4];
+    tb_launch_params p;
+    enum { M = 128, N = 96 };
+    static float x[M * N], y[M * N];
+    devptr dx, dy;
+    int i, ok = 1, pass;
+    NEED_GPU();
+    CHECK_OK(tb_load_from_cache("tests/fixtures/triton-3.6-sm90-tma/cache",
+                                "JZQUXZY7ARWO7SZIR25X6L27FELGDGH5636DHBE27S4JRUSHV7WQ", NULL, NULL, NULL, NULL, &k, &e),
+             &e);
+    REQUIRE(k);
+    for (i = 0; i < M * N; i++) x[i] = (float)((i * 37) % 1001) * 0.125f - 40.0f;
+    dx = dalloc(sizeof x), dy = dalloc(sizeof y);
+    cu.htod(dx, x, sizeof x);
+    for (pass = 0; pass < 2; pass++) { /* unchecked, then checked */
+        cu.memset8(dy, 0, sizeof y);
+        memset(&d, 0, sizeof d);
+        d.base = (const void *)(uintptr_t)dx;
+        d.rank = 2;
+        d.shape[0] = M, d.shape[1] = N;
+        d.strides[0] = N, d.strides[1] = 1;
+        a[0] = tb_arg_p(&d), a[1] = tb_arg_u(dy), a[2] = tb_arg_i(M), a[3] = tb_arg_i(N);
+        memset(&p, 0, sizeof p);
+        p.grid[0] = 4, p.grid[1] = 3, p.grid[2] = 1;
+        p.args = a, p.arg_count = 4;
+        p.flags = pass ? TB_LAUNCH_CHECKED : 0;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+        CHECK(cu.ctx_sync() == 0);
+        cu.dtoh(y, dy, sizeof y);
+        for (i = 0; i < M * N && ok; i++) ok = y[i] == 2 * x[i];
+        CHECK(ok);
+    }
+    /* a descriptor of the wrong rank, or a last stride other than 1 */
+    d.rank = 3;
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "rank 2"));
+    d.rank = 2, d.strides[1] = 2;
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument);
+    d.strides[1] = 1, d.base = (const void *)(uintptr_t)(dx + 4); /* TMA wants 16-byte aligned bases */
+    CHECK(tb_launch(k, &p, &e) == tb_err_cuda && strstr(e.message, "cuTensorMapEncodeTiled"));
+    cu.mem_free(dx);
+    cu.mem_free(dy);
+    tb_unload(k);
+}
+
 static void gpu_tb_add_n16(void) {
     const tb_loaded_kernel *k;
     tb_error e;
@@ -752,6 +803,7 @@ int main(int argc, char **argv) {
     RUN(gpu_tb_add);
     RUN(gpu_tb_add_n16);
     RUN(gpu_launch_by_name);
+    RUN(gpu_tensor_descriptor);
     RUN(gpu_tb_scalars);
     RUN(gpu_tb_matmul);
     RUN(gpu_tb_noargs);

@@ -294,7 +294,8 @@ static void test_arg_codes(void) {
     CHECK(strcmp(out, "OO?bhil?BHIKeyfd") == 0); /* i1 and u1: a 1-byte bool */
     CHECK(tb_arg_code_from_triton_type("nvTmaDesc", &code, &e) == tb_err_unsupported_type);
     CHECK(strstr(e.message, "TMA") != NULL);
-    CHECK(tb_arg_code_from_triton_type("tensordesc<fp16[128, 32]>", &code, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_code_from_triton_type("tensordesc<fp16[128, 32]>", &code, &e) == tb_ok && code == 'T');
+    CHECK(tb_arg_code_size('T') == 8);
     CHECK(tb_arg_code_from_triton_type("fp8e4nv", &code, &e) == tb_err_unsupported_type);
     CHECK(strstr(e.message, "fp8e4nv") != NULL && strstr(e.message, "fp8 scalar") != NULL);
     CHECK(tb_arg_code_from_triton_type("*", &code, &e) == tb_err_unsupported_type);
@@ -886,12 +887,17 @@ static void test_ttfunc_fixture(void) {
         free(s);
     }
     {
-        const char *tma = "tt.func public @k(%a: !tt.tensordesc<tensor<128x32xf16, #shared>> loc(\"a\"), %n: i32) {";
+        /* a tensor descriptor: Triton's IR lists its shape (i32) and strides
+           (i64) after it, which the launcher takes from the descriptor */
+        const char *tma = "tt.func public @k(%a: !tt.tensordesc<tensor<128x32xf16>> loc(\"a\"), %a_0: i32, %a_1: i32, "
+                          "%a_2: i64, %a_3: i64, %n: i32 {tt.divisibility = 16 : i32}) {";
+        const char *cut = "tt.func public @k(%a: !tt.tensordesc<tensor<128x32xf16>> loc(\"a\"), %a_0: i32, %n: i32) {";
         const char *fp8 = "tt.func public @k(%a: f8E4M3FN) {";
         char types[8], div[8];
         tb_error e;
-        CHECK(tb_parse_ttfunc(tma, strlen(tma), "k", types, div, sizeof types, &e) == tb_err_unsupported_type);
-        CHECK(strstr(e.message, "tensordesc") != NULL);
+        CHECK_OK(tb_parse_ttfunc(tma, strlen(tma), "k", types, div, sizeof types, &e), &e);
+        CHECK(strcmp(types, "Ti") == 0 && strcmp(div, "01") == 0);
+        CHECK(tb_parse_ttfunc(cut, strlen(cut), "k", types, div, sizeof types, &e) == tb_err_parse);
         CHECK(tb_parse_ttfunc(fp8, strlen(fp8), "k", types, div, sizeof types, &e) == tb_err_unsupported_type);
         CHECK(tb_parse_ttfunc("tt.func public @k(%a: i32, %b: i32, %c: i32, %d: i32, %e: i32, %f: i32, %g: i32, %h: i32) {",
                               80, "k", types, div, 4, &e) != tb_ok);
@@ -1983,6 +1989,82 @@ static void test_append_to_read_bundle(void) {
     free(buf);
 }
 
+/* The TMA fixture: its record takes a tensor descriptor ('T') that the
+   kernel reads through TMA; the description survives the format (section
+   3), and damaged descriptions are refused. */
+#define TMA_CACHE "tests/fixtures/triton-3.6-sm90-tma/cache"
+static void test_tensordesc_records(void) {
+    tb_bundle *b = NULL, *r = NULL;
+    tb_error e;
+    tb_collect_options o;
+    tb_collect_report rep;
+    const tb_launch_config *c;
+    size_t size;
+    unsigned char *buf, *sec3;
+    memset(&o, 0, sizeof o);
+    o.recorded_cache_dir = "/tmp/probe_cache";
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_collect_cache(b, TMA_CACHE, &o, &rep, &e), &e);
+    CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+    REQUIRE(tb_bundle_launch_record_count(b) == 1);
+    c = &tb_bundle_launch_record(b, 0)->configs[0];
+    CHECK(strcmp(c->arg_types, "TOii") == 0 && strcmp(c->arg_divisibility, "0111") == 0);
+    REQUIRE(c->tensordesc_count == 1 && c->tensordescs);
+    CHECK(c->tensordescs[0].tma == 1 && c->tensordescs[0].rank == 2 && c->tensordescs[0].swizzle == 3 &&
+          c->tensordescs[0].elem_size == 4 && c->tensordescs[0].elem_type == 7 && c->tensordescs[0].block[0] == 32 &&
+          c->tensordescs[0].block[1] == 32 && c->tensordescs[0].fp4_padded == 0);
+    buf = u_serialize(b, &size);
+    REQUIRE(buf);
+    CHECK(tb__le32(buf + 24) == 3); /* kernels, records, tensor descriptors */
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e), &e);
+    REQUIRE(r);
+    c = &tb_bundle_launch_record(r, 0)->configs[0];
+    CHECK(c->tensordesc_count == 1 && memcmp(c->tensordescs, tb_bundle_launch_record(b, 0)->configs[0].tensordescs,
+                                             sizeof(tb_tensordesc_meta)) == 0);
+    tb_bundle_free(r);
+    r = NULL;
+    /* section 3 is the last 8 + 64 bytes before the trailer, after its 16-byte header */
+    sec3 = buf + size - 8 - 72;
+    CHECK(tb__le32(sec3 - 16) == 3 && tb__le32(sec3) == 1);
+    sec3[8 + 4] = 2; /* the entry names argument 2, which is no 'T' */
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "tensor descriptor"));
+    sec3[8 + 4] = 0;
+    sec3[8 + 12] = 6; /* rank 6 */
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed);
+    sec3[8 + 12] = 2;
+    sec3[8 + 52] = 1; /* a reserved field */
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed);
+    sec3[8 + 52] = 0;
+    sec3[8 + 32] = 0; /* block 0 */
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "block"));
+    sec3[8 + 32] = 32;
+    reseal(buf, size);
+    CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e), &e);
+    tb_bundle_free(r);
+    r = NULL;
+    /* without section 3 the 'T' has no description: refused */
+    tb__put32(buf + 24, 2);
+    reseal(buf, size);
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed);
+    free(buf);
+    /* a builder's record must describe each 'T' */
+    {
+        tb_launch_record rec = *tb_bundle_launch_record(b, 0);
+        tb_launch_config cf = rec.configs[0];
+        rec.cache_key = "other";
+        rec.configs = &cf;
+        cf.tensordesc_count = 0;
+        CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_malformed);
+        cf.tensordesc_count = 1;
+        CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    }
+    tb_bundle_free(b);
+}
+
 #ifndef TB_NO_LAUNCHER
 /* A record by hand: name, key, arg types and divisibility. */
 static tb_result add_spec(tb_bundle *b, const char *key, const char *name, const char *types, const char *div,
@@ -2123,6 +2205,7 @@ int main(int argc, char **argv) {
     RUN(test_metadata_json_errors);
     RUN(test_ttfunc_fixture);
     RUN(test_derived_records_flag_ir_types);
+    RUN(test_tensordesc_records);
 #ifndef TB_NO_LAUNCHER
     RUN(test_table_specialization_choice);
     RUN(test_table_index_large);
