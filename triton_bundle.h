@@ -14,7 +14,10 @@
         and tb_pack_cache, which streams a whole cache into a bundle file;
      4. a static launcher: libcuda loaded with dlopen at run time, cubins loaded
         from memory, launches with fixed-size argument arrays (no allocation),
-        every Triton scalar type passed bit-exactly.
+        every parameter type of a Triton 3.6 signature passed right (bools,
+        signed and unsigned integers, fp16/bf16, tensor descriptors encoded
+        for TMA), and a kernel table that launches by name, choosing the
+        specialization that the arguments fit.
 
    USING IT
    In exactly one C or C++ file:

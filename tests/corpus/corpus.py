@@ -295,12 +295,26 @@ class Corpus:
         if ir_err:
             self.sig_diffs.append((self.case, name, f"the IR could not be read: {ir_err}"))
             return
+        diffs = []
         if ir_codes != exact:
             diffs = [f"arg {i}: Triton {a!r} ({t}), IR {b!r}"
                      for i, (a, b, t) in enumerate(zip(exact, ir_codes, [t for t in sig if t != 'constexpr']))
                      if a != b]
             if len(exact) != len(ir_codes):
                 diffs.append(f"{len(exact)} codes from Triton, {len(ir_codes)} from the IR")
+        # the specialization: Triton's attrs say which arguments it assumed divisible by 16
+        attrs = getattr(src, "attrs", {}) or {}
+        names = list(src.signature.keys())
+        want = []
+        for i, t in enumerate(sig):
+            if t == "constexpr":
+                continue
+            props = attrs.get((i,), attrs.get(names[i], [])) if isinstance(attrs, dict) else []
+            want.append("1" if any(p[0] == "tt.divisibility" and p[1] == 16 for p in props) else "0")
+        want = "".join(want)
+        if ir_div is not None and len(want) == len(ir_div) and want != ir_div:
+            diffs.append(f"divisibility: Triton {want}, IR {ir_div}")
+        if diffs:
             self.sig_diffs.append((self.case, name, "; ".join(diffs)))
 
 
