@@ -10,6 +10,11 @@ for h in 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A AMSGNCXN7ROJH32VHM
 done
 cp tests/fixtures/format-1.0.tbundle fuzz/corpus/read/format-1.0.tbundle  # written by the 1.0 writer
 $T pack -o fuzz/corpus/read/norecords.tbundle --no-records $FIX 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A >/dev/null
+# a kernel that takes a tensor descriptor: section 3, tensordesc_meta, the IR's expanded descriptor
+TMA=tests/fixtures/triton-3.6-sm90-tma/cache
+$T pack -o fuzz/corpus/read/tma.tbundle --as /tmp/probe_cache $TMA >/dev/null
+cp $TMA/*/k_desc.json fuzz/corpus/json/tma_k_desc.json
+grep -m1 'tt.func public' $TMA/*/k_desc.source > fuzz/corpus/ttfunc/k_desc.source.txt
 for f in $FIX/*/*.json; do cp "$f" fuzz/corpus/json/$(basename "$(dirname "$f")" | cut -c1-8)_$(basename "$f"); done
 for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc/$(basename "$f").txt; done
 ls fuzz/corpus/* | wc -l
