@@ -389,9 +389,13 @@ def write_table(corpus, path):
               "compared; these are not failures.", ""]
     lines += [f"- `{k}`" for k in nd] or ["None."]
     lines += ["", "## Derived records against Triton's signature", "",
-              "`tbundle pack` reads argument types from the `tt.func` line of the IR. Where they differ",
-              "from the codes of Triton's own signature:", ""]
-    lines += [f"- {c}: `{k}`: {d}" for c, k, d in corpus.sig_diffs] or ["No difference."]
+              "`tbundle pack` reads argument types and divisibility from the `tt.func` line of the IR. The",
+              "divisibility string is compared with Triton's specialization (its `attrs`), the codes with",
+              "those of Triton's signature. The IR has no signedness, so an unsigned integer argument reads",
+              "as the signed one of its width: such records carry `TB_CONFIG_TYPES_FROM_IR`, checked mode",
+              "then takes either range, and the bits passed are the same (the `derived` replays above are",
+              "identical). Every difference found:", ""]
+    lines += [f"- {c}: `{k}`: {d}" for c, k, d in sorted(set(corpus.sig_diffs))] or ["No difference."]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
