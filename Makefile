@@ -43,8 +43,9 @@ $(B)/test_gpu: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
 $(B)/test_gpu_cpp: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
 	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
-# The header alone, as users compile it: C99 and C++11, gcc and clang, no
-# CUDA include path, with and without TB_STATIC and custom allocators.
+# The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,
+# 17 and 20, gcc and clang, -Werror, no CUDA include path, with and without
+# TB_STATIC, custom allocators and TB_NO_LAUNCHER; and the docs' examples.
 check-compile: | $(B)
 	@printf '#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl.c
 	@printf '#define TB_STATIC\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n#include "triton_bundle.h"\nint tb_use(void){return tb_version()[0];}\n' > $(B)/impl_static.c
@@ -53,13 +54,21 @@ check-compile: | $(B)
 	@printf '#define TB_NO_LAUNCHER\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl_nolauncher.c
 	@cp $(B)/impl.c $(B)/impl.cc
 	@for cc in gcc clang; do command -v $$cc >/dev/null || continue; \
-	  for f in impl impl_static impl_alloc user; do \
-	    $$cc -std=c99 $(WARN) -I. -c $(B)/$$f.c -o $(B)/$$f.$$cc.o || exit 1; done; done
+	  for std in c99 c11 c17 c2x; do for f in impl impl_static impl_alloc impl_nolauncher user; do \
+	    $$cc -std=$$std $(WARN) -I. -c $(B)/$$f.c -o $(B)/$$f.$$cc.o || exit 1; done; \
+	    $$cc -std=$$std $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done; done
 	@for cxx in g++ clang++; do command -v $$cxx >/dev/null || continue; \
-	  $$cxx -std=c++11 $(WARN) -I. -c $(B)/impl.cc -o $(B)/impl.$$cxx.o || exit 1; done
-	@for cc in "gcc -std=c99" "g++ -x c++ -std=c++11"; do $$cc $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done
+	  for std in c++11 c++14 c++17 c++20; do \
+	    $$cxx -std=$$std $(WARN) -I. -c $(B)/impl.cc -o $(B)/impl.$$cxx.o || exit 1; \
+	    $$cxx -x c++ -std=$$std $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done; done
 	@! grep -n '#include *<cuda' $(HDR)
-	@echo "check-compile: C99 and C++11 clean with gcc and clang"
+	@printf '#include <stdio.h>\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/order.c
+	@$(CC) -std=c99 -I. -c $(B)/order.c -o /dev/null 2>&1 | grep -m1 'error' | grep -q 'POSIX 2008' || \
+	  { echo "check-compile: a system header first must stop at the header's #error, first"; exit 1; }
+	@printf '#define TB_NO_LAUNCHER\n#include "triton_bundle.h"\nint f(void){return (int)tb_launch(0,0,0);}\n' > $(B)/nolauncher_use.c
+	@! $(CC) -std=c99 -Werror -I. -c $(B)/nolauncher_use.c -o /dev/null 2>/dev/null || \
+	  { echo "check-compile: TB_NO_LAUNCHER must leave tb_launch undeclared"; exit 1; }
+	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
 test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu $(B)/tbundle
 	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu tests/test_tbundle.sh

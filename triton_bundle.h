@@ -58,7 +58,9 @@
      TB_MALLOC(u,sz) TB_REALLOC(u,p,sz) TB_FREE(u,p)
                            all three or none; u is tb_allocator.user
      TB_MAX_*              sanity limits applied to every input (see below)
-     TB_NO_LAUNCHER        leave out the CUDA driver / launcher section
+     TB_NO_LAUNCHER        leave out the CUDA driver / launcher section and its
+                           declarations (define it alike in every file)
+     TB_LIBCUDA_NAME       the driver library dlopen opens, default "libcuda.so.1"
    Runtime options are structs in which zero means "default": tb_options
    (allocator, logger), tb_collect_options, tb_pack_options, tb_emit_options,
    tb_load_options, tb_launch_params.
@@ -268,8 +270,13 @@ typedef struct tb_config_param {
     int64_t value;
 } tb_config_param;
 
-#define TB_LAUNCH_COOPERATIVE 1u
-#define TB_LAUNCH_PDL 2u
+/* Config flags (tb_launch_config.flags), a field of their own: launch
+   flags (tb_launch_params.flags) are TB_LAUNCH_*. */
+#define TB_CONFIG_COOPERATIVE 1u  /* cooperative grid launch */
+#define TB_CONFIG_PDL 2u          /* programmatic dependent launch */
+/* the names of 1.1 and before, kept so that code using them builds */
+#define TB_LAUNCH_COOPERATIVE TB_CONFIG_COOPERATIVE
+#define TB_LAUNCH_PDL TB_CONFIG_PDL
 /* arg_types were read from the IR (tbundle pack on a bare cache), which
    has no signedness: u8 reads as i8, and so on. Checked mode then takes a
    value in the signed or the unsigned range of the width. */
@@ -324,7 +331,7 @@ typedef struct tb_launch_config {
     uint32_t num_warps;
     uint32_t num_ctas;
     uint32_t shared_mem;         /* dynamic shared memory in bytes */
-    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL | TB_CONFIG_TYPES_FROM_IR */
+    uint32_t flags;              /* TB_CONFIG_COOPERATIVE | TB_CONFIG_PDL | TB_CONFIG_TYPES_FROM_IR */
     uint32_t cluster_dims[3];    /* 0,0,0: (num_ctas,1,1) when num_ctas > 1 */
     tb_scratch global_scratch;
     tb_scratch profile_scratch;
@@ -575,7 +582,7 @@ typedef struct tb_kernel_metadata {
     uint32_t num_warps;
     uint32_t num_ctas;
     uint32_t shared;
-    uint32_t flags;              /* TB_LAUNCH_COOPERATIVE | TB_LAUNCH_PDL */
+    uint32_t flags;              /* TB_CONFIG_COOPERATIVE | TB_CONFIG_PDL */
     uint32_t cluster_dims[3];
     tb_scratch global_scratch;
     tb_scratch profile_scratch;
@@ -621,6 +628,10 @@ TBDEF double tb_bf16_to_double(uint16_t bits);
    bytes of *slot). checked: range errors for narrowing. */
 TBDEF tb_result tb_pack_arg(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
 
+#ifndef TB_NO_LAUNCHER
+/* TB_NO_LAUNCHER (defined the same in every file that includes this
+   header) leaves the launcher out: its declarations too, so that a call
+   fails at compile time, not at link time. */
 typedef struct tb_loaded_kernel tb_loaded_kernel;
 
 #define TB_LOAD_NO_PARAM_CHECK 1u   /* skip the cuFuncGetParamInfo check (not advised) */
@@ -719,6 +730,7 @@ TBDEF tb_result tb_driver_load(tb_error *err);
    streams) without linking it. NULL if absent or the driver is not loaded. */
 TBDEF void *tb_driver_symbol(const char *name);
 TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
+#endif /* TB_NO_LAUNCHER */
 
 #endif /* TRITON_BUNDLE_H */
 
@@ -742,6 +754,13 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 #include <string.h>
 #include <unistd.h>
 #include <math.h>
+
+/* Checked first, before any code that needs POSIX 2008 would fail on an
+   implicit declaration: a system header included before this one fixed the
+   feature macros without it. */
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
+#error "triton_bundle.h needs POSIX 2008 (openat, pread, fdopendir): in the implementation file include it before any system header, or compile that file with -D_POSIX_C_SOURCE=200809L"
+#endif
 
 #ifndef TB_ASSERT
 #include <assert.h>
@@ -2934,9 +2953,6 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
-#error "triton_bundle.h needs POSIX 2008 (openat, fdopendir): include it before any system header in the implementation file, or compile that file with -D_POSIX_C_SOURCE=200809L"
-#endif
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
 #endif
@@ -3607,7 +3623,7 @@ typedef struct tb__collect_part {
     tb_collect_report report;
     tb_result first;
     tb_error error;
-    volatile unsigned *done;   /* directories looked at, all readers */
+    unsigned *done;            /* directories looked at, all readers (under done_mu) */
     pthread_mutex_t *done_mu;
     int report_progress;       /* the calling thread's part reports */
 } tb__collect_part;
@@ -3635,7 +3651,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     tb__collect_part parts[TB__MAX_THREADS];
     pthread_t tids[TB__MAX_THREADS];
     pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
-    volatile unsigned done = 0;
+    unsigned done = 0;
     tb__listing l;
     unsigned t, nt, started = 1;
     tb_result r = tb_ok, first = tb_ok;
@@ -4791,7 +4807,7 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
                 if ((r = tb__juint(&j, key, 1u << 20, &v)) != tb_ok) return r;
                 s->align = (uint32_t)v;
             } else if (strcmp(key, "launch_cooperative_grid") == 0 || strcmp(key, "launch_pdl") == 0) {
-                uint32_t bit = key[7] == 'c' ? TB_LAUNCH_COOPERATIVE : TB_LAUNCH_PDL;
+                uint32_t bit = key[7] == 'c' ? TB_CONFIG_COOPERATIVE : TB_CONFIG_PDL;
                 if (tb__jlit(&j, "true")) md->flags |= bit;
                 else if (!tb__jlit(&j, "false")) return tb__jfail(&j, "launch flag is not a boolean");
             } else if (strcmp(key, "tensordesc_meta") == 0) {
@@ -5712,11 +5728,11 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
 
     /* launch attributes, as Triton's own launcher sets them */
     k->cluster[0] = k->cluster[1] = k->cluster[2] = 1;
-    if (cfg->flags & TB_LAUNCH_PDL) {
+    if (cfg->flags & TB_CONFIG_PDL) {
         k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
         k->attrs[k->num_attrs++].value.programmatic = 1;
     }
-    if (cfg->flags & TB_LAUNCH_COOPERATIVE) {
+    if (cfg->flags & TB_CONFIG_COOPERATIVE) {
         k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
         k->attrs[k->num_attrs++].value.cooperative = 1;
     }

@@ -279,8 +279,8 @@ static int cmd_list(int argc, char **argv) {
                    c->shared_mem);
             print_scratch("global_scratch", &c->global_scratch);
             print_scratch("profile_scratch", &c->profile_scratch);
-            if (c->flags & TB_LAUNCH_COOPERATIVE) printf(" cooperative");
-            if (c->flags & TB_LAUNCH_PDL) printf(" pdl");
+            if (c->flags & TB_CONFIG_COOPERATIVE) printf(" cooperative");
+            if (c->flags & TB_CONFIG_PDL) printf(" pdl");
             for (q = 0; q < c->param_count; q++)
                 printf(" %s=%lld", esc(c->params[q].name, e1, sizeof e1), (long long)c->params[q].value);
             printf("\n");

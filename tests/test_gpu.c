@@ -673,7 +673,7 @@ static void gpu_launch_attributes(void) {
     cfg = *config_of(H_NOARGS);
     memset(&p, 0, sizeof p);
     p.grid[0] = 2, p.grid[1] = p.grid[2] = 1;
-    cfg.flags = TB_LAUNCH_PDL | TB_LAUNCH_COOPERATIVE;
+    cfg.flags = TB_CONFIG_PDL | TB_CONFIG_COOPERATIVE;
     CHECK_OK(tb_load_config(bundle, &cfg, NULL, NULL, &k, &e), &e);
     if (k) CHECK_OK(tb_launch(k, &p, &e), &e);
     CHECK(cu.ctx_sync() == 0);

@@ -838,7 +838,7 @@ static void test_metadata_json_errors(void) {
     }
     CHECK_OK(tb_parse_metadata_json(good, strlen(good), &md, &e), &e);
     CHECK(strcmp(md.name, "k\xc3\xa9") == 0);
-    CHECK(md.flags == TB_LAUNCH_PDL && md.cluster_dims[0] == 2);
+    CHECK(md.flags == TB_CONFIG_PDL && md.cluster_dims[0] == 2);
     CHECK(!md.global_scratch.present);
     /* nesting beyond TB_MAX_JSON_DEPTH */
     strcpy(deep, "{\"x\": ");
