@@ -53,14 +53,15 @@ check-compile: | $(B)
 	@printf '#include "triton_bundle.h"\nint main(void){return tb_version()[0] == 0;}\n' > $(B)/user.c
 	@printf '#define TB_NO_LAUNCHER\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/impl_nolauncher.c
 	@cp $(B)/impl.c $(B)/impl.cc
+	@sh tests/doc_examples.sh $(CC) $(CXX) $(B)
 	@for cc in gcc clang; do command -v $$cc >/dev/null || continue; \
 	  for std in c99 c11 c17 c2x; do for f in impl impl_static impl_alloc impl_nolauncher user; do \
 	    $$cc -std=$$std $(WARN) -I. -c $(B)/$$f.c -o $(B)/$$f.$$cc.o || exit 1; done; \
-	    $$cc -std=$$std $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done; done
+	    $$cc -std=$$std $(WARN) -c $(B)/doc_examples.c -o $(B)/doc_examples.o || exit 1; done; done
 	@for cxx in g++ clang++; do command -v $$cxx >/dev/null || continue; \
 	  for std in c++11 c++14 c++17 c++20; do \
 	    $$cxx -std=$$std $(WARN) -I. -c $(B)/impl.cc -o $(B)/impl.$$cxx.o || exit 1; \
-	    $$cxx -x c++ -std=$$std $(WARN) -c tests/doc_example.c -o $(B)/doc_example.o || exit 1; done; done
+	    $$cxx -x c++ -std=$$std $(WARN) -c $(B)/doc_examples.c -o $(B)/doc_examples.o || exit 1; done; done
 	@! grep -n '#include *<cuda' $(HDR)
 	@printf '#include <stdio.h>\n#define TRITON_BUNDLE_IMPLEMENTATION\n#include "triton_bundle.h"\n' > $(B)/order.c
 	@$(CC) -std=c99 -I. -c $(B)/order.c -o /dev/null 2>&1 | grep -m1 'error' | grep -q 'POSIX 2008' || \

@@ -29,6 +29,24 @@
    No CUDA headers or toolkit are needed to build; libcuda.so.1 is opened on
    the first launcher call.
 
+   API AT A GLANCE (every fallible call returns tb_result, tb_ok == 0)
+     pack      tb_pack_cache (a whole cache, streaming) | tb_bundle_create,
+               tb_collect_cache / tb_collect_kernel, tb_bundle_derive_launch_records,
+               tb_bundle_write_file / _write_memory / _write_callback, tb_bundle_free
+     read      tb_bundle_read_file (mapped) / tb_bundle_read_memory (a view or a copy)
+     inspect   tb_bundle_kernel_count, tb_bundle_kernel (hash, device, files),
+               tb_kernel_find_artifact, tb_bundle_launch_record_count,
+               tb_bundle_launch_record (key, name, configs), tb_bundle_names
+     unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
+     build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
+     launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key),
+               tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
+               tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
+     arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_pack_arg,
+               tb_arg_types_from_signature (Triton's signature to codes)
+     errors    tb_error (code, message, kernel, file, offset, errno, CUresult),
+               tb_result_string
+
    EXAMPLE (pack a cache, then launch a kernel out of the bundle)
        tb_bundle *b = NULL; tb_error e;
        tb_bundle_create(NULL, &b, &e);
@@ -51,6 +69,32 @@
        // specialized one these arguments satisfy
        if (tb_kernel_table_launch(t, "tb_add", 0, &p, &e)) fprintf(stderr, "%s\n", e.message);
        tb_kernel_table_free(t); tb_bundle_free(b);
+
+   EXAMPLE (list a bundle's kernels, files and launch records)
+       tb_bundle *b; tb_error e; uint32_t i, j;
+       if (tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e) != tb_ok) {
+           fprintf(stderr, "%s\n", e.message);      // says what, where and why
+           return;
+       }
+       for (i = 0; i < tb_bundle_kernel_count(b); i++) {
+           const tb_kernel *k = tb_bundle_kernel(b, i);  // a cache directory
+           printf("%s (%u files)\n", k->hash, k->artifact_count);
+           for (j = 0; j < k->artifact_count; j++)
+               printf("  %s %llu bytes\n", k->artifacts[j].name,
+                      (unsigned long long)k->artifacts[j].size);
+       }
+       for (i = 0; i < tb_bundle_launch_record_count(b); i++) {
+           const tb_launch_record *r = tb_bundle_launch_record(b, i);
+           // the kernel's name; several records may share it (specializations)
+           printf("%s: %s, %u config(s), args \"%s\"\n", r->cache_key, r->kernel_name,
+                  r->config_count, r->configs[0].arg_types);
+       }
+       tb_bundle_free(b);
+
+   STRINGS
+   Every string a bundle hands out is NUL-terminated and never NULL; an
+   optional one that is absent is "" (arg_divisibility). Builders may pass
+   NULL for arg_divisibility; the bundle stores "".
 
    OPTIONS (define before including the implementation)
      TB_STATIC             all functions static (private copy per file)
@@ -1533,15 +1577,36 @@ static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, 
    still reads; the first record of a key is kept, the others dropped and
    logged, so that lookups and a rewrite see unique keys. */
 static tb_result tb__drop_duplicate_records(tb_bundle *b, tb_error *err) {
-    uint32_t dup;
-    int found;
-    while (b->record_count > 1 && (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) != 0) {
-        if (found < 0) return TB__OOM(err);
-        tb__log(&b->ctx, TB_LOG_WARN, "bundle format %u.%u: a second launch record keyed \"%.80s\" is dropped",
-                b->format_major, b->format_minor, b->records[dup].cache_key);
-        memmove(&b->records[dup], &b->records[dup + 1], (size_t)(b->record_count - dup - 1) * sizeof *b->records);
-        b->record_count--;
+    uint32_t n = b->record_count, cap = 16, i, kept = 0, *slots;
+    const char *first = NULL;
+    if (n < 2) return tb_ok;
+    while (cap < 2u * n) cap *= 2;
+    if (!(slots = (uint32_t *)tb__alloc(&b->ctx, (size_t)cap * sizeof *slots))) return TB__OOM(err);
+    memset(slots, 0xff, (size_t)cap * sizeof *slots);
+    /* one pass: a key already kept drops the record; the others move down */
+    for (i = 0; i < n; i++) {
+        const char *key = b->records[i].cache_key;
+        uint32_t h = 2166136261u, at;
+        const unsigned char *q;
+        int dup = 0;
+        for (q = (const unsigned char *)key; *q; q++) h = (h ^ *q) * 16777619u;
+        for (at = h & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
+            if (strcmp(b->records[slots[at]].cache_key, key) == 0) {
+                dup = 1;
+                break;
+            }
+        if (dup) {
+            if (!first) first = key;
+            continue;
+        }
+        b->records[kept] = b->records[i];
+        slots[at] = kept++;
     }
+    tb__free(&b->ctx, slots);
+    if (kept < n)
+        tb__log(&b->ctx, TB_LOG_WARN, "bundle format %u.%u: %u launch records repeat a cache key (the first: \"%.80s\") and are dropped",
+                b->format_major, b->format_minor, n - kept, first);
+    b->record_count = kept;
     return tb_ok;
 }
 
@@ -2772,6 +2837,7 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
     tb_result res = tb_ok;
     if ((res = tb__rd_count(c, &n, 0xffffffffu, TB__DESC_ENTRY, "tensor descriptor count")) != tb_ok) return res;
     if ((res = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return res;
+    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
     if (n && !(b->desc_block = (tb_tensordesc_meta *)tb__alloc(&b->ctx, (size_t)n * sizeof *b->desc_block)))
         return TB__OOM(c->err);
     for (i = 0; i < n; i++) {
@@ -2786,6 +2852,10 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
             return res;
         for (q = 0; q < TB_MAX_TENSOR_RANK; q++)
             if ((res = tb__rd_u32(c, &m->block[q], "block")) != tb_ok) return res;
+        for (q = m->rank; q < TB_MAX_TENSOR_RANK; q++)
+            if (m->block[q])
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                                "tensor descriptor entry %u: block entries past its rank are not zero", i);
         for (q = 0; q < 3; q++) {
             if ((res = tb__rd_u32(c, &v, "reserved")) != tb_ok) return res;
             if (v) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
@@ -4710,7 +4780,12 @@ static tb_result tb__jtensordescs(tb__json *j, tb_kernel_metadata *md) {
             char key[32];
             uint64_t v;
             tb__jws(j);
-            if ((r = tb__jstring(j, key, sizeof key)) != tb_ok) return r;
+            if (j->p < j->end && *j->p == '"' && (size_t)(j->end - j->p) > 32 && memchr(j->p + 1, '"', 31) == NULL) {
+                if ((r = tb__jstring(j, NULL, 0)) != tb_ok) return r; /* a long key: not ours */
+                key[0] = 0;
+            } else if ((r = tb__jstring(j, key, sizeof key)) != tb_ok) {
+                return r;
+            }
             tb__jws(j);
             if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
             j->p++;
@@ -5097,6 +5172,9 @@ TBDEF tb_result tb_pack_arg(char code, tb_arg v, int checked, tb_arg *slot, tb_e
     if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
     if (!tb_arg_code_size(code))
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x", (unsigned char)code);
+    if (code == 'T')
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
+                        "a tensor descriptor becomes several parameters; tb_launch builds them");
     if (checked && !tb__in_range(code, v, 0))
         return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "value %lld (%g) does not fit type '%c'",
                         (long long)v.i, v.f, code);
@@ -5529,14 +5607,16 @@ static uint32_t tb__param_layout(const tb_loaded_kernel *k, uint16_t *size, uint
             continue;
         }
         {
-            const tb_tensordesc_meta *m = &k->descs[d++];
+            /* groups after the first parameter: each is rank parameters of
+               that size, but the padding flag (1 byte), which is one */
             static const uint16_t tma[] = {4, 8}, plain[] = {8, 8, 1, 4, 8};
-            uint32_t parts = m->tma ? 2 : 5, pt;
-            size[j] = m->tma ? 128 : 8, owner[j++] = (uint16_t)i;
-            for (pt = m->tma ? 0 : 1; pt < parts; pt++) {
-                uint16_t sz = m->tma ? tma[pt] : plain[pt];
-                uint32_t reps = sz == 1 ? 1 : m->rank;
-                for (q = 0; q < reps; q++) size[j] = sz, owner[j++] = (uint16_t)i;
+            const tb_tensordesc_meta *m = &k->descs[d++];
+            const uint16_t *groups = m->tma ? tma : plain;
+            uint32_t ngroups = m->tma ? 2 : 5, gi;
+            size[j] = m->tma ? 128 : 8, owner[j++] = (uint16_t)i; /* the CUtensorMap, or the base pointer */
+            for (gi = 0; gi < ngroups; gi++) {
+                uint32_t reps = groups[gi] == 1 ? 1 : m->rank;
+                for (q = 0; q < reps; q++) size[j] = groups[gi], owner[j++] = (uint16_t)i;
             }
         }
     }
@@ -5549,7 +5629,8 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     tb__CUresult cr;
     uint16_t want_size[TB_MAX_ARGS + 2], owner[TB_MAX_ARGS + 2];
     if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
-    tb__param_layout(k, want_size, owner);
+    if (tb__param_layout(k, want_size, owner) != k->expanded)
+        return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0, "internal: the parameter layout and its count disagree");
     while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0) count++;
     if (cr != TB__CUDA_ERROR_INVALID_VALUE && cr != 0)
         return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
@@ -5922,7 +6003,8 @@ static int tb__tma_dtype(uint32_t t) { return t == 8 ? 10 : t == 9 ? 8 : t == 10
 /* A launch with tensor descriptors: each 'T' argument (a tb_tensor_desc *)
    becomes the parameters tb__param_layout lists, a CUtensorMap encoded here
    for a TMA one, as Triton's launcher does per launch. Still no heap: the
-   maps, slots and parameter list live on the stack (about 14 KiB). */
+   maps, slots and parameter list live on the stack (about 10 KiB here,
+   18 KiB with tb_launch's arrays). */
 static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_params *p, uint64_t gs, uint64_t ps,
                                   tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
@@ -6069,6 +6151,7 @@ typedef struct tb__spec {
     uint32_t arg_count;         /* of config 0 */
     uint32_t div_count;         /* assumptions (tt.divisibility 16) */
     uint32_t div_at;            /* its divisible arguments: div_args[div_at .. div_at + div_count) */
+    uint32_t rank;              /* chain order: div_count + 1, or 0 when arg_divisibility is "" (unknown) */
 } tb__spec;
 
 struct tb_kernel_table {
@@ -6164,12 +6247,13 @@ static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
         for (j = 0; c->arg_divisibility[j]; j++)
             if (c->arg_divisibility[j] == '1' && c->arg_types[j] != 'T') t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
         ndiv += sp->div_count;
+        sp->rank = c->arg_divisibility[0] ? sp->div_count + 1 : 0;
         at = tb__index_find(t, t->by_key, 0, b->records[i].cache_key);
         if (t->by_key[at] == UINT32_MAX) t->by_key[at] = i; /* keys are unique in a bundle read or written */
         /* into its name's chain, most assumptions first (stable: ties keep bundle order) */
         at = tb__index_find(t, t->by_name, 1, b->records[i].kernel_name);
         head = &t->by_name[at];
-        for (cur = *head; cur != UINT32_MAX && t->spec[cur].div_count >= sp->div_count; cur = t->spec[cur].next) prev = cur;
+        for (cur = *head; cur != UINT32_MAX && t->spec[cur].rank >= sp->rank; cur = t->spec[cur].next) prev = cur;
         sp->next = cur;
         if (prev == UINT32_MAX) *head = i;
         else t->spec[prev].next = i;
@@ -6221,42 +6305,68 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     return tb_ok;
 }
 
-/* 1 if every tt.divisibility assumption of record rec holds for args. */
-static int tb__spec_fits(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
+/* The first argument of record rec whose assumption args break, or -1. */
+static int tb__spec_breaks(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
     const tb__spec *sp = &t->spec[rec];
-    const uint16_t *d = t->div_args + sp->div_at;
     uint32_t i;
     for (i = 0; i < sp->div_count; i++)
-        if (args[d[i]].u & 15u) return 0;
-    return 1;
+        if (args[t->div_args[sp->div_at + i]].u & 15u) return t->div_args[sp->div_at + i];
+    return -1;
 }
 
 TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
                                      uint32_t arg_count, uint32_t *record, tb_error *err) {
-    uint32_t rec, best = UINT32_MAX, general = UINT32_MAX, counted = 0;
+    uint32_t rec, first, best = UINT32_MAX, tie = UINT32_MAX, general = UINT32_MAX, counted = 0;
+    int bad;
     if (!t || !key || !record) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
     if (args == NULL && arg_count) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "args is NULL");
     rec = t->by_key[tb__index_find(t, t->by_key, 0, key)];
-    if (rec == UINT32_MAX) {
-        /* by name: the specializations, most specialized first */
+    if (rec != UINT32_MAX) {
+        /* a cache key is one record: the arguments must fit it */
+        if (args && t->spec[rec].arg_count != arg_count)
+            return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0, "%u arguments given, the record takes %u",
+                            arg_count, t->spec[rec].arg_count);
+        if (args && (bad = tb__spec_breaks(t, rec, args)) >= 0)
+            return tb__fail(err, tb_err_misaligned, key, NULL, -1, 0,
+                            "argument %d (0x%llx) is not divisible by 16 (or 16-byte aligned), which this record's "
+                            "cubin assumes", bad, (unsigned long long)args[bad].u);
+    } else {
+        /* by name: the specializations, most assumptions first, unknown
+           ones ("" divisibility) last. The first that fits is the most
+           specialized; another of the same assumptions that fits too is a
+           different compilation (another dtype, block size, num_warps) that
+           arguments cannot tell apart: ambiguous, not a guess. */
         rec = t->by_name[tb__index_find(t, t->by_name, 1, key)];
         if (rec == UINT32_MAX)
             return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this cache key or kernel name");
-        for (; rec != UINT32_MAX; rec = t->spec[rec].next) {
-            if (cfg >= t->bundle->records[rec].config_count) continue;
+        for (first = rec; rec != UINT32_MAX; rec = t->spec[rec].next) /* how many could serve */
+            counted += cfg < t->bundle->records[rec].config_count && (!args || t->spec[rec].arg_count == arg_count);
+        for (rec = first; rec != UINT32_MAX; rec = t->spec[rec].next) {
+            const tb__spec *sp = &t->spec[rec];
+            if (cfg >= t->bundle->records[rec].config_count || (args && sp->arg_count != arg_count)) continue;
+            if (!sp->rank && counted > 1) continue; /* unknown assumptions: only a record that stands alone */
             if (!args) {
-                general = rec; /* the chain ends with the fewest assumptions */
+                /* tb_kernel_table_get: the fewest assumptions, the chain's last */
+                tie = general != UINT32_MAX && t->spec[general].rank == sp->rank ? rec : UINT32_MAX;
+                general = rec;
                 continue;
             }
-            if (t->spec[rec].arg_count != arg_count) continue;
-            counted++;
             general = rec;
-            if (best == UINT32_MAX && tb__spec_fits(t, rec, args)) best = rec;
+            if (tb__spec_breaks(t, rec, args) >= 0) continue;
+            if (best == UINT32_MAX) best = rec;
+            else if (tie == UINT32_MAX && sp->rank == t->spec[best].rank) tie = rec;
         }
         if (!args) best = general;
+        if (best != UINT32_MAX && tie != UINT32_MAX)
+            return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
+                            "records \"%.60s\" and \"%.60s\" both fit, with the same assumptions: different "
+                            "compilations of this name; launch one by its cache key",
+                            t->bundle->records[best].cache_key, t->bundle->records[tie].cache_key);
         if (best == UINT32_MAX) {
-            const tb__spec *sp;
-            uint32_t i;
+            if (!args && counted)
+                return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
+                                "%u records of this name have unknown assumptions (no arg_divisibility): get one by "
+                                "its cache key", counted);
             if (!args)
                 return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "no record of this name has a config %u",
                                 cfg);
@@ -6264,20 +6374,16 @@ TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, 
                 return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0,
                                 "no specialization of this name takes %u arguments (with a config %u)", arg_count, cfg);
             /* even the least specialized assumes something these arguments break: name it */
-            sp = &t->spec[general];
-            for (i = 0; i < sp->div_count; i++) {
-                uint16_t a = t->div_args[sp->div_at + i];
-                if (args[a].u & 15u)
-                    return tb__fail(err, tb_err_misaligned, key, NULL, -1, 0,
-                                    "no specialization fits: argument %u (0x%llx) is not divisible by 16 (or 16-byte "
-                                    "aligned), which each of the %u compiled for this name assumes",
-                                    (unsigned)a, (unsigned long long)args[a].u, counted);
-            }
+            if (general != UINT32_MAX && (bad = tb__spec_breaks(t, general, args)) >= 0)
+                return tb__fail(err, tb_err_misaligned, key, NULL, -1, 0,
+                                "no specialization fits: argument %d (0x%llx) is not divisible by 16 (or 16-byte "
+                                "aligned), which each of the %u compiled for this name assumes",
+                                bad, (unsigned long long)args[bad].u, counted);
+            return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
+                            "%u records of this name take %u arguments and their assumptions are unknown (no "
+                            "arg_divisibility): launch one by its cache key", counted, arg_count);
         }
         rec = best;
-    } else if (args && t->spec[rec].arg_count != arg_count) {
-        return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0, "%u arguments given, the record takes %u", arg_count,
-                        t->spec[rec].arg_count);
     }
     if (cfg >= t->bundle->records[rec].config_count)
         return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "config %u asked, the record has %u", cfg,

@@ -2141,6 +2141,38 @@ static void test_table_specialization_choice(void) {
     CHECK(tb_kernel_table_find(t, "k", 2, NULL, 0, &rec, &e) == tb_err_invalid_argument);
     CHECK(tb_kernel_table_find(t, "nope", 0, a, 3, &rec, &e) == tb_err_not_found);
     CHECK(tb_kernel_table_find(t, "k_mid", 5, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    /* by key, the arguments must still fit the one record */
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(100);
+    CHECK(tb_kernel_table_find(t, "k_all", 0, a, 3, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 2"));
+    CHECK_OK(tb_kernel_table_find(t, "k_mid", 0, a, 3, &rec, &e), &e);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    /* two compilations of one name with the same assumptions (another dtype,
+       block size...): the arguments cannot tell them apart, so no guess */
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(add_spec(b, "fp16", "same", "OOi", "110", 1), &e);
+    CHECK_OK(add_spec(b, "fp32", "same", "OOi", "110", 1), &e);
+    CHECK_OK(add_spec(b, "general", "same", "OOi", "000", 1), &e);
+    CHECK_OK(add_spec(b, "unknown", "alone", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "unknown1", "twice", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "unknown2", "twice", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "known", "mixed", "O", "1", 1), &e);
+    CHECK_OK(add_spec(b, "unknown3", "mixed", "O", "", 1), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(7);
+    CHECK(tb_kernel_table_find(t, "same", 0, a, 3, &rec, &e) == tb_err_invalid_argument);
+    CHECK(strstr(e.message, "fp16") && strstr(e.message, "fp32") && strstr(e.message, "cache key"));
+    a[0] = tb_arg_u(0x1004); /* only the general one fits */
+    CHECK(tb_kernel_table_find(t, "same", 0, a, 3, &rec, &e) == tb_ok && rec == 2);
+    CHECK(tb_kernel_table_find(t, "same", 0, NULL, 0, &rec, &e) == tb_ok && rec == 2);
+    CHECK(tb_kernel_table_find(t, "alone", 0, a, 1, &rec, &e) == tb_ok && rec == 3); /* unknown, but alone */
+    CHECK(tb_kernel_table_find(t, "twice", 0, a, 1, &rec, &e) == tb_err_invalid_argument);
+    CHECK(tb_kernel_table_find(t, "twice", 0, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    a[0] = tb_arg_u(0x1000);
+    CHECK(tb_kernel_table_find(t, "mixed", 0, a, 1, &rec, &e) == tb_ok && rec == 6);
+    a[0] = tb_arg_u(0x1004); /* the known one does not fit; the unknown one is no safe fallback */
+    CHECK(tb_kernel_table_find(t, "mixed", 0, a, 1, &rec, &e) == tb_err_misaligned);
     tb_kernel_table_free(t);
     tb_bundle_free(b);
 }
