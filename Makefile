@@ -37,6 +37,17 @@ $(B)/test_hostile: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
 $(B)/test_hostile_cpp: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
 	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
+# the launcher against a stand-in driver (tests/fake_cuda.c), for machines
+# without a GPU
+$(B)/libfakecuda.so: tests/fake_cuda.c | $(B)
+	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
+
+$(B)/test_launcher: tests/test_launcher.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
+$(B)/test_launcher_cpp: tests/test_launcher.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)
+	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+
 $(B)/test_gpu: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
@@ -71,8 +82,10 @@ check-compile: | $(B)
 	  { echo "check-compile: TB_NO_LAUNCHER must leave tb_launch undeclared"; exit 1; }
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
-test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu $(B)/tbundle
-	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_gpu tests/test_tbundle.sh
+test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_launcher \
+      $(B)/test_launcher_cpp $(B)/test_gpu $(B)/tbundle
+	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_launcher \
+	  $(B)/test_launcher_cpp $(B)/test_gpu tests/test_tbundle.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
@@ -101,7 +114,11 @@ sanitize: | $(B)
 	  -fno-omit-frame-pointer -o $(B)/test_main_asan tests/test_main.c $(LIBS)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	  -fno-omit-frame-pointer -o $(B)/test_hostile_asan tests/test_hostile.c $(LIBS)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan $(B)/test_hostile_asan
+	$(MAKE) $(B)/libfakecuda.so
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	  -fno-omit-frame-pointer -o $(B)/test_launcher_asan tests/test_launcher.c $(LIBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan $(B)/test_hostile_asan \
+	  $(B)/test_launcher_asan
 
 # ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler).
 tsan: | $(B)

@@ -1,0 +1,304 @@
+/* The launcher without a GPU: the library opens tests/fake_cuda.c's
+   build/libfakecuda.so instead of libcuda.so.1 (TB_LIBCUDA_NAME), which
+   answers with fixed values and records what each launch was given. So the
+   parameter layouts (bools, tensor descriptors with and without TMA), the
+   CUtensorMap encoding's arguments, the launch by name and the launch
+   attributes are checked on every CI run, and the GPU suite checks the same
+   against a real driver. Run from the repository root after
+   `make build/libfakecuda.so`: build/test_launcher [name-filter] */
+#define TB_LIBCUDA_NAME "build/libfakecuda.so"
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "harness.h"
+
+#include <dlfcn.h>
+
+static const char *filter;
+
+typedef struct fake_encode {
+    int dtype, interleave, swizzle, l2, fill, aligned;
+    uint32_t rank, box[5], estr[5];
+    uint64_t dims[5], strides[5];
+    uintptr_t base;
+} fake_encode;
+
+static struct {
+    void (*set_params)(const size_t *, int);
+    int (*launches)(void);
+    const void *(*param)(int);
+    uintptr_t (*function)(void);
+    void (*grid)(unsigned *, unsigned *, unsigned *, unsigned *);
+    const fake_encode *(*encode)(void);
+} fake;
+
+static int fake_ready(void) {
+    void *h;
+    tb_error e;
+    if (fake.set_params) return 1;
+    if (tb_driver_load(&e) != tb_ok) {
+        printf("    %s\n", e.message);
+        return 0;
+    }
+    h = dlopen(TB_LIBCUDA_NAME, RTLD_NOW); /* the same instance the library opened */
+    if (!h) return 0;
+    *(void **)&fake.set_params = dlsym(h, "fake_set_params");
+    *(void **)&fake.launches = dlsym(h, "fake_launches");
+    *(void **)&fake.param = dlsym(h, "fake_param");
+    *(void **)&fake.function = dlsym(h, "fake_function");
+    *(void **)&fake.grid = dlsym(h, "fake_grid");
+    *(void **)&fake.encode = dlsym(h, "fake_last_encode");
+    return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode;
+}
+
+#define NEED_FAKE() \
+    do { if (!fake_ready()) SKIP("build/libfakecuda.so did not load: make build/libfakecuda.so"); } while (0)
+
+static tb_launch_config config(const char *types, const char *div) {
+    tb_launch_config c;
+    memset(&c, 0, sizeof c);
+    c.kernel_hash = "H";
+    c.function_name = "k";
+    c.binary_name = "k.cubin";
+    c.arg_types = types;
+    c.arg_divisibility = div;
+    c.num_warps = 4;
+    c.num_ctas = 1;
+    return c;
+}
+
+static tb_result load(const tb_launch_config *c, const size_t *sizes, int n, tb_loaded_kernel **k, tb_error *e) {
+    static const char cubin[16] = "fake cubin";
+    fake.set_params(sizes, n);
+    return tb_load_cubin(cubin, sizeof cubin, c, NULL, NULL, k, e);
+}
+
+static tb_result launch(const tb_loaded_kernel *k, tb_arg *a, uint32_t n, unsigned flags, tb_error *e) {
+    tb_launch_params p;
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 3, p.grid[1] = 2, p.grid[2] = 1;
+    p.args = a, p.arg_count = n, p.flags = flags;
+    return tb_launch(k, &p, e);
+}
+
+static int64_t param_i64(int i) { int64_t v; memcpy(&v, fake.param(i), 8); return v; }
+static int32_t param_i32(int i) { int32_t v; memcpy(&v, fake.param(i), 4); return v; }
+static unsigned param_u8(int i) { return *(const unsigned char *)fake.param(i); }
+
+/* A 1-byte bool: '?', or PyTorch's 'i' for an i1 parameter. */
+static void test_bools(void) {
+    static const size_t sizes[] = {1, 4, 8, 8};
+    tb_launch_config c;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_arg a[2];
+    int pass;
+    NEED_FAKE();
+    for (pass = 0; pass < 2; pass++) {
+        c = config(pass ? "ii" : "?i", "");
+        c.global_scratch.present = c.profile_scratch.present = 1;
+        CHECK_OK(load(&c, sizes, 4, &k, &e), &e);
+        REQUIRE(k);
+        a[0] = tb_arg_i(1), a[1] = tb_arg_i(-5);
+        CHECK_OK(launch(k, a, 2, TB_LAUNCH_CHECKED, &e), &e);
+        CHECK(param_u8(0) == 1 && param_i32(1) == -5);
+        a[0] = tb_arg_i(2);
+        CHECK(launch(k, a, 2, TB_LAUNCH_CHECKED, &e) == tb_err_arg_range);
+        tb_unload(k);
+        k = NULL;
+    }
+    /* a 4-byte parameter where the record says bool: refused, with both sizes */
+    {
+        static const size_t wrong[] = {4, 4, 8, 8};
+        c = config("?i", "");
+        c.global_scratch.present = c.profile_scratch.present = 1;
+        CHECK(load(&c, wrong, 4, &k, &e) == tb_err_arg_mismatch && strstr(e.message, "4 bytes") && k == NULL);
+    }
+}
+
+/* A tensor descriptor Triton lowered to TMA: the map is encoded from the
+   tb_tensor_desc as Triton's launcher does, then shape (i32) and strides (i64). */
+static void test_tensordesc_tma(void) {
+    static const size_t sizes[] = {128, 4, 4, 8, 8, 8, 4};
+    tb_launch_config c = config("TOi", "011");
+    tb_tensordesc_meta m;
+    tb_tensor_desc d;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_arg a[3];
+    const fake_encode *en;
+    NEED_FAKE();
+    memset(&m, 0, sizeof m);
+    m.tma = 1, m.rank = 2, m.swizzle = 3, m.elem_size = 4, m.elem_type = 7, m.block[0] = 32, m.block[1] = 16;
+    c.tensordesc_count = 1, c.tensordescs = &m;
+    CHECK_OK(load(&c, sizes, 7, &k, &e), &e);
+    REQUIRE(k);
+    memset(&d, 0, sizeof d);
+    d.base = (const void *)(uintptr_t)0x7000100, d.rank = 2;
+    d.shape[0] = 128, d.shape[1] = 96, d.strides[0] = 100, d.strides[1] = 1, d.padding_nan = 1;
+    a[0] = tb_arg_p(&d), a[1] = tb_arg_u(0x8000), a[2] = tb_arg_i(96);
+    CHECK_OK(launch(k, a, 3, TB_LAUNCH_CHECKED, &e), &e);
+    en = fake.encode();
+    CHECK(en->dtype == 7 && en->rank == 2 && en->base == 0x7000100 && en->aligned);
+    CHECK(en->dims[0] == 96 && en->dims[1] == 128);          /* innermost first */
+    CHECK(en->strides[0] == 400);                            /* bytes: 100 elements of 4 */
+    CHECK(en->box[0] == 16 && en->box[1] == 32 && en->estr[0] == 1 && en->estr[1] == 1);
+    CHECK(en->swizzle == 3 && en->fill == 1 && en->l2 == 2 && en->interleave == 0);
+    CHECK(*(const uint32_t *)fake.param(0) == 2);            /* the encoded map itself went in */
+    CHECK(param_i32(1) == 128 && param_i32(2) == 96 && param_i64(3) == 100 && param_i64(4) == 1);
+    CHECK(param_i64(5) == 0x8000 && param_i32(6) == 96);
+    /* fp4_padded doubles the innermost size; elem_type 8 is the driver's 10 */
+    tb_unload(k);
+    m.fp4_padded = 1, m.elem_type = 8, m.elem_size = 1;
+    CHECK_OK(load(&c, sizes, 7, &k, &e), &e);
+    REQUIRE(k);
+    d.padding_nan = 0;
+    CHECK_OK(launch(k, a, 3, 0, &e), &e);
+    en = fake.encode();
+    CHECK(en->dtype == 10 && en->dims[0] == 192 && en->strides[0] == 100 && en->fill == 0);
+    CHECK(param_i32(2) == 192);
+    /* a descriptor that does not suit: rank, last stride, an unaligned base */
+    d.rank = 3;
+    CHECK(launch(k, a, 3, 0, &e) == tb_err_invalid_argument);
+    d.rank = 2, d.strides[1] = 2;
+    CHECK(launch(k, a, 3, 0, &e) == tb_err_invalid_argument);
+    d.strides[1] = 1, d.base = (const void *)(uintptr_t)0x7000104;
+    CHECK(launch(k, a, 3, 0, &e) == tb_err_cuda && strstr(e.message, "cuTensorMapEncodeTiled"));
+    a[0] = tb_arg_p(NULL);
+    CHECK(launch(k, a, 3, 0, &e) == tb_err_invalid_argument);
+    tb_unload(k);
+    /* rank 1 */
+    {
+        static const size_t one[] = {128, 4, 8, 8, 4};
+        m.fp4_padded = 0, m.elem_type = 5, m.elem_size = 2, m.rank = 1, m.block[0] = 64, m.block[1] = 0;
+        CHECK_OK(load(&c, one, 5, &k, &e), &e);
+        REQUIRE(k);
+        d.base = (const void *)(uintptr_t)0x7000100, d.rank = 1, d.shape[0] = 1000, d.strides[0] = 1;
+        a[0] = tb_arg_p(&d);
+        CHECK_OK(launch(k, a, 3, 0, &e), &e);
+        en = fake.encode();
+        CHECK(en->rank == 1 && en->dims[0] == 1000 && en->box[0] == 64 && param_i32(1) == 1000 && param_i64(2) == 1);
+        tb_unload(k);
+    }
+}
+
+/* A descriptor Triton did not lower to TMA: base, shape and strides as i64,
+   the padding byte, shape as i32, strides as i64. */
+static void test_tensordesc_plain(void) {
+    static const size_t sizes[] = {8, 8, 8, 8, 8, 1, 4, 4, 8, 8, 4};
+    tb_launch_config c = config("Ti", "");
+    tb_tensordesc_meta m;
+    tb_tensor_desc d;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_arg a[2];
+    int before;
+    NEED_FAKE();
+    memset(&m, 0, sizeof m);
+    m.rank = 2;
+    c.tensordesc_count = 1, c.tensordescs = &m;
+    CHECK_OK(load(&c, sizes, 11, &k, &e), &e);
+    REQUIRE(k);
+    memset(&d, 0, sizeof d);
+    d.base = (const void *)(uintptr_t)0x5000, d.rank = 2;
+    d.shape[0] = 7, d.shape[1] = 9, d.strides[0] = 9, d.strides[1] = 1, d.padding_nan = 1;
+    a[0] = tb_arg_p(&d), a[1] = tb_arg_i(-3);
+    before = fake.launches();
+    CHECK_OK(launch(k, a, 2, 0, &e), &e);
+    CHECK(fake.launches() == before + 1);
+    CHECK(param_i64(0) == 0x5000 && param_i64(1) == 7 && param_i64(2) == 9 && param_i64(3) == 9 && param_i64(4) == 1);
+    CHECK(param_u8(5) == 1 && param_i32(6) == 7 && param_i32(7) == 9 && param_i64(8) == 9 && param_i64(9) == 1);
+    CHECK(param_i32(10) == -3);
+    tb_unload(k);
+    /* the same cubin seen as TMA: the parameter check names the mismatch */
+    m.tma = 1, m.elem_size = 4, m.block[0] = m.block[1] = 8;
+    CHECK(load(&c, sizes, 11, &k, &e) == tb_err_arg_mismatch && k == NULL);
+}
+
+/* The launch by name runs the cubin that the arguments choose. */
+static void test_launch_by_name(void) {
+    static const size_t sizes[] = {8, 4};
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_launch_params p;
+    tb_arg a[2];
+    const tb_loaded_kernel *aligned = NULL, *general = NULL;
+    uint32_t kk;
+    uintptr_t fa, fg;
+    NEED_FAKE();
+    fake.set_params(sizes, 2);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "HA", 0, &kk, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", "cubin A", 7, TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "HG", 0, &kk, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", "cubin G", 7, TB_COPY, &e), &e);
+    c[0] = config("Oi", "11"), c[0].kernel_hash = "HA";
+    c[1] = config("Oi", "00"), c[1].kernel_hash = "HG";
+    r.kernel_name = "k", r.config_count = 1;
+    r.cache_key = "HA", r.configs = &c[0];
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    r.cache_key = "HG", r.configs = &c[1];
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, 0, &t, &e), &e);
+    REQUIRE(t);
+    CHECK_OK(tb_kernel_table_get(t, "HA", 0, &aligned, &e), &e);
+    CHECK_OK(tb_kernel_table_get(t, "HG", 0, &general, &e), &e);
+    REQUIRE(aligned && general && aligned != general);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    p.args = a, p.arg_count = 2;
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
+    fa = fake.function();
+    a[1] = tb_arg_i(65);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
+    fg = fake.function();
+    CHECK(fa != fg);
+    a[0] = tb_arg_u(0x1008), a[1] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
+    CHECK(fake.function() == fg);
+    a[0] = tb_arg_u(0x2000);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
+    CHECK(fake.function() == fa);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+
+/* Launch attributes, grid arithmetic, and sizes that wrapped in 1.1. */
+static void test_attributes_and_sizes(void) {
+    static const size_t none[] = {8, 8};
+    tb_launch_config c = config("", "");
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_launch_params p;
+    unsigned g[3], block, shared, attrs;
+    NEED_FAKE();
+    c.global_scratch.present = c.profile_scratch.present = 1;
+    c.num_ctas = 2, c.flags = TB_CONFIG_COOPERATIVE | TB_CONFIG_PDL, c.shared_mem = 100000;
+    CHECK_OK(load(&c, none, 2, &k, &e), &e);
+    REQUIRE(k);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = 5, p.grid[1] = 2, p.grid[2] = 1;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    fake.grid(g, &block, &shared, &attrs);
+    CHECK(g[0] == 10 && g[1] == 2 && g[2] == 1 && block == 128 && shared == 100000 && attrs == 4);
+    p.grid[0] = 0x80000000u;
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "exceeds"));
+    tb_unload(k);
+    c.shared_mem = 0xffffff00u;
+    CHECK(load(&c, none, 2, &k, &e) == tb_err_shared_memory && k == NULL);
+    c.shared_mem = 0, c.cluster_dims[0] = 65536, c.cluster_dims[1] = 65536, c.cluster_dims[2] = 1;
+    CHECK(load(&c, none, 2, &k, &e) == tb_err_malformed && k == NULL);
+}
+
+int main(int argc, char **argv) {
+    filter = argc > 1 ? argv[1] : NULL;
+    RUN(test_bools);
+    RUN(test_tensordesc_tma);
+    RUN(test_tensordesc_plain);
+    RUN(test_launch_by_name);
+    RUN(test_attributes_and_sizes);
+    return th_finish();
+}
