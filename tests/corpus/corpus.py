@@ -374,7 +374,9 @@ def write_table(corpus, path):
              "Written by `make test-gpu-corpus` (`tests/corpus/corpus.py`) on a GPU machine. Each real",
              "launch is replayed by Triton and by triton_bundle.h (`exact`: Triton's own codes, flags 0;",
              "`checked`: TB_LAUNCH_CHECKED; `derived`: the record `tbundle pack` derives from the IR, checked)",
-             "from identical copies of every buffer, and the buffers are compared bit for bit.", "",
+             "from identical copies of every buffer, and the buffers are compared bit for bit. Each",
+             "kernel is replayed at its first launch of each grid; how many mm template configs max-autotune",
+             "benchmarks, and so the count of those rows, varies a little from run to run.", "",
              "| kernel kind | " + " | ".join(outcomes) + " |", "|---|" + "---:|" * len(outcomes)]
     for kind, c in by_kind.items():
         lines.append(f"| {kind} | " + " | ".join(str(c.get(o, 0)) for o in outcomes) + " |")
