@@ -1444,6 +1444,13 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     if (cf->tensordesc_count > TB_MAX_TENSORDESCS)
         return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%u tensor descriptors, over TB_MAX_TENSORDESCS",
                         cf->tensordesc_count);
+    if (cf->global_scratch.present > 1 || cf->profile_scratch.present > 1)
+        return tb__fail(err, tb_err_malformed, key, NULL, offset, 0, "a scratch_present value other than 0 or 1");
+    if (cf->flags & ~(uint32_t)(TB_CONFIG_COOPERATIVE | TB_CONFIG_PDL | TB_CONFIG_TYPES_FROM_IR))
+        /* a launch that ignored a flag it does not know could go wrong */
+        return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
+                        "config flags 0x%x hold a bit this version does not know (written by a newer version?)",
+                        cf->flags);
     return tb_ok;
 }
 
@@ -2759,6 +2766,7 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
     if ((r = tb__rd_count(c, &nc, 0xffffffffu, 104, "config total")) != tb_ok) return r;
     if ((r = tb__rd_count(c, &np, 0xffffffffu, 16, "param total")) != tb_ok) return r;
     if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
+    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
     if (nr) {
         b->records = (tb_launch_record *)tb__alloc(&b->ctx, (size_t)nr * sizeof(tb_launch_record));
         if (!b->records) return TB__OOM(c->err);
@@ -2783,6 +2791,9 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
         at = c->pos;
         if ((r = tb__rd_count(c, &ncf, TB_MAX_CONFIGS_PER_RECORD, 104, "config count")) != tb_ok) return r;
         if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
+        if (pad)
+            return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)c->pos - 4, 0,
+                            "a reserved field is not zero");
         if (!*rec->cache_key || !*rec->kernel_name || ncf == 0 || ncf > nc - cu)
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
                             "record has an empty key or name, no configs, or more configs than the total");

@@ -1989,6 +1989,55 @@ static void test_append_to_read_bundle(void) {
     free(buf);
 }
 
+/* FORMAT.md's reading rules for section 2's fixed fields: reserved fields
+   are zero, scratch_present is 0 or 1, and a config flag this version does
+   not know is refused as a newer version's (a launch that ignored it could
+   go wrong). A one-record bundle, patched at the offsets the spec gives. */
+static void test_format_rules_records(void) {
+    tb_bundle *b = NULL, *r = NULL;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    size_t size;
+    unsigned char *buf;
+    static const struct { size_t at; uint32_t value; tb_result want; } cases[] = {
+        {84, 1, tb_err_malformed},             /* section 2's reserved field */
+        {108, 7, tb_err_malformed},            /* the record's reserved field */
+        {204, 2, tb_err_malformed},            /* global_scratch_present 2 */
+        {220, 3, tb_err_malformed},            /* profile_scratch_present 3 */
+        {172, 8, tb_err_unsupported_version},  /* config flag bit 3 */
+        {172, 7, tb_ok},                       /* the three known flags */
+    };
+    size_t i;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H", cfg.function_name = "f", cfg.binary_name = "f.cubin", cfg.arg_types = "O";
+    cfg.num_warps = cfg.num_ctas = 1;
+    rec.cache_key = "K", rec.kernel_name = "f", rec.config_count = 1, rec.configs = &cfg;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    buf = u_serialize(b, &size);
+    REQUIRE(buf && size == 232);
+    /* the layout the offsets assume: section 2 at 56, "K" at 88, num_warps at 160 */
+    CHECK(tb__le32(buf + 56) == 2 && tb__le32(buf + 88) == 1 && buf[92] == 'K' && tb__le32(buf + 160) == 1);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *p = (unsigned char *)malloc(size);
+        memcpy(p, buf, size);
+        tb__put32(p + cases[i].at, cases[i].value);
+        reseal(p, size);
+        r = NULL;
+        CHECK(tb_bundle_read_memory(p, size, NULL, 0, &r, &e) == cases[i].want);
+        tb_bundle_free(r);
+        free(p);
+    }
+    /* a builder cannot add them either */
+    cfg.flags = 8;
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_unsupported_version);
+    cfg.flags = 0, cfg.global_scratch.present = 2;
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_malformed);
+    tb_bundle_free(b);
+    free(buf);
+}
+
 /* The TMA fixture: its record takes a tensor descriptor ('T') that the
    kernel reads through TMA; the description survives the format (section
    3), and damaged descriptions are refused. */
@@ -2238,6 +2287,7 @@ int main(int argc, char **argv) {
     RUN(test_ttfunc_fixture);
     RUN(test_derived_records_flag_ir_types);
     RUN(test_tensordesc_records);
+    RUN(test_format_rules_records);
 #ifndef TB_NO_LAUNCHER
     RUN(test_table_specialization_choice);
     RUN(test_table_index_large);
