@@ -4122,9 +4122,18 @@ static int tb__mkdirs(const char *path) {
    lock refused or its name gone, and starts again under a new name. */
 static int tb__temp_dir_create(int cfd, char *tmp, size_t cap) {
     int tries, fd = -1;
-    for (tries = 0; tries < 16; tries++) {
+    for (tries = 0; tries < 64; tries++) {
         struct stat a, b;
         int e;
+        if (tries >= 4) {
+            /* a cleaner at age 0 keeps taking our directories before we lock
+               them (a tight loop can, on a busy machine): step out of its
+               rhythm, a little longer each time */
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = (long)(tb__unique_seq() % 97u + 1u) * 1000L * tries;
+            nanosleep(&ts, NULL);
+        }
         tb__temp_name(tmp, cap, "tmp.");
         if (mkdirat(cfd, tmp, 0755) != 0) return -1;
         fd = openat(cfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

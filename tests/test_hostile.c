@@ -486,6 +486,7 @@ static int race_round(const unsigned char *buf, size_t size, const tb_bundle *re
             if (tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) != tb_ok) _exit(3);
             if (tb_emit(b, cache, &eo, &rep, NULL, &e) != tb_ok) {
                 printf("    writer %d: %s\n", i, e.message);
+                fflush(stdout); /* _exit does not */
                 _exit(4);
             }
             _exit(rep.written + rep.present == tb_bundle_kernel_count(b) ? 0 : 5);
@@ -493,7 +494,10 @@ static int race_round(const unsigned char *buf, size_t size, const tb_bundle *re
     }
     for (i = 0; i < 8; i++) {
         waitpid(writers[i], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("    writer %d ended with status 0x%x\n", i, st);
+            bad++;
+        }
     }
     kill(cleaner, SIGKILL);
     waitpid(cleaner, &st, 0);
@@ -502,9 +506,10 @@ static int race_round(const unsigned char *buf, size_t size, const tb_bundle *re
         uint32_t removed;
         tb_remove_stale_temporaries(cache, 0, &removed, &e); /* the killed cleaner's debris, if any */
     }
-    bad += partial_kernels(ref, cache);
-    if (u_count_entries(cache, NULL) != (int)tb_bundle_kernel_count(ref)) bad++;
-    if (u_count_entries(cache, "tmp.") != 0) bad++;
+    if ((st = partial_kernels(ref, cache)) != 0) printf("    %d partial kernel directories\n", st), bad += st;
+    if (u_count_entries(cache, NULL) != (int)tb_bundle_kernel_count(ref))
+        printf("    %d entries for %u kernels\n", u_count_entries(cache, NULL), tb_bundle_kernel_count(ref)), bad++;
+    if (u_count_entries(cache, "tmp.") != 0) printf("    %d temporaries left\n", u_count_entries(cache, "tmp.")), bad++;
     return bad;
 }
 
