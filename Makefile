@@ -8,7 +8,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 LIBS    := -ldl -lpthread
 B       := build
 HDR     := triton_bundle.h
-TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h
+TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
@@ -39,7 +39,7 @@ $(B)/test_hostile_cpp: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
 
 # the launcher against a stand-in driver (tests/fake_cuda.c), for machines
 # without a GPU
-$(B)/libfakecuda.so: tests/fake_cuda.c | $(B)
+$(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
 $(B)/test_launcher: tests/test_launcher.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)

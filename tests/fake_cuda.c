@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fake_cuda.h"
+
 #define FAKE_MAX 1100
 
 static size_t param_sizes[FAKE_MAX];
@@ -19,12 +21,6 @@ static unsigned char last_params[FAKE_MAX][128];
 static uintptr_t last_function;
 static unsigned last_grid[3], last_block, last_shared, last_attrs;
 
-typedef struct fake_encode {
-    int dtype, interleave, swizzle, l2, fill, aligned;
-    uint32_t rank, box[5], estr[5];
-    uint64_t dims[5], strides[5];
-    uintptr_t base;
-} fake_encode;
 static fake_encode last_encode;
 
 /* the parameter sizes the next loaded function reports */

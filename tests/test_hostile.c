@@ -365,6 +365,33 @@ static void test_add_own_record(void) {
     free(buf);
 }
 
+/* A bundle of two records, key1/name1 and key2/name2, serialized. */
+static unsigned char *two_records(const char *key1, const char *name1, const char *key2, const char *name2,
+                                  size_t *size) {
+    tb_bundle *b = NULL;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    unsigned char *buf;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "f";
+    cfg.binary_name = "f.cubin";
+    cfg.arg_types = "O";
+    cfg.num_warps = cfg.num_ctas = 1;
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
+    rec.cache_key = key1, rec.kernel_name = name1;
+    buf = NULL;
+    if (tb_bundle_add_launch_record(b, &rec, &e) == tb_ok) {
+        rec.cache_key = key2, rec.kernel_name = name2;
+        if (tb_bundle_add_launch_record(b, &rec, &e) == tb_ok) buf = u_serialize(b, size);
+    }
+    tb_bundle_free(b);
+    return buf;
+}
+
 /* --------------------------------------------------------- 5: duplicates */
 static void test_duplicates_refused(void) {
     tb_bundle *b = NULL, *r = NULL, *fix;
@@ -400,24 +427,7 @@ static void test_duplicates_refused(void) {
     tb_bundle_free(b);
     /* two records of one cache key */
     {
-        tb_launch_config cfg;
-        tb_launch_record rec;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.kernel_hash = "H";
-        cfg.function_name = "f";
-        cfg.binary_name = "f.cubin";
-        cfg.arg_types = "O";
-        cfg.num_warps = cfg.num_ctas = 1;
-        rec.kernel_name = "f";
-        rec.config_count = 1;
-        rec.configs = &cfg;
-        CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
-        rec.cache_key = "KEY1";
-        CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
-        rec.cache_key = "KEY2";
-        CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
-        buf = u_serialize(b, &size);
-        tb_bundle_free(b);
+        buf = two_records("KEY1", "f", "KEY2", "f", &size);
         REQUIRE(buf);
         CHECK(patch_all(buf, size, "KEY2", "KEY1") == 1);
         reseal(buf, size);
@@ -945,31 +955,12 @@ static void log_count(void *user, tb_log_level level, const char *message) {
 }
 
 static void test_old_files_with_duplicate_keys(void) {
-    tb_bundle *b = NULL, *r = NULL;
+    tb_bundle *r = NULL;
     tb_error e;
-    tb_launch_config cfg;
-    tb_launch_record rec;
     tb_options o;
     size_t size;
-    unsigned char *buf;
+    unsigned char *buf = two_records("KEYA", "first", "KEYB", "later", &size);
     int warned = 0;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.kernel_hash = "H";
-    cfg.function_name = "f";
-    cfg.binary_name = "f.cubin";
-    cfg.arg_types = "O";
-    cfg.num_warps = cfg.num_ctas = 1;
-    rec.kernel_name = "first";
-    rec.config_count = 1;
-    rec.configs = &cfg;
-    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
-    rec.cache_key = "KEYA";
-    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
-    rec.cache_key = "KEYB";
-    rec.kernel_name = "later";
-    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
-    buf = u_serialize(b, &size);
-    tb_bundle_free(b);
     REQUIRE(buf);
     CHECK(patch_all(buf, size, "KEYB", "KEYA") == 1);
     buf[10] = 0; /* format 2.0 */

@@ -10,17 +10,12 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "harness.h"
+#include "fake_cuda.h"
 
 #include <dlfcn.h>
 
 static const char *filter;
 
-typedef struct fake_encode {
-    int dtype, interleave, swizzle, l2, fill, aligned;
-    uint32_t rank, box[5], estr[5];
-    uint64_t dims[5], strides[5];
-    uintptr_t base;
-} fake_encode;
 
 static struct {
     void (*set_params)(const size_t *, int);
