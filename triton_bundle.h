@@ -130,7 +130,8 @@
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
-   tb_bundler_put, tb_launch and tb_kernel_table_get are thread-safe.
+   tb_bundler_put, tb_launch and the kernel table's lookups and launches
+   (tb_kernel_table_get, _select, _find, _launch) are thread-safe.
    tb_collect_cache, tb_pack_cache and tb_emit use worker threads of their
    own (options .threads; the result does not depend on their number), and
    writing or verifying a bundle of 16 MiB or more hashes its 1 MiB blocks
@@ -986,6 +987,14 @@ static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, con
 
 #define TB__OOM(err) tb__fail(err, tb_err_out_of_memory, NULL, NULL, -1, 0, "allocation failed")
 
+/* FNV-1a of a string: the hash of the library's string sets (duplicate
+   checks, the kernel table's indexes). */
+static uint32_t tb__str_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 static int tb__add(size_t a, size_t b, size_t *out) {
     if (a > SIZE_MAX - b) return 0;
@@ -1525,36 +1534,39 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     return tb_ok;
 }
 
-/* 1 if two of the n strings that get(i) gives are equal (*dup: one of
-   them), 0 if none, -1 out of memory. Open addressing on a 64-bit FNV-1a
-   hash of each string, strcmp only where hashes meet: O(n) where sorting
-   would compare long common prefixes (replicated hashes share 44 bytes)
-   n log n times. */
-static int tb__find_duplicate(const tb__ctx *c, const char *(*get)(const tb_bundle *, uint32_t), const tb_bundle *b,
-                              uint32_t n, uint32_t *dup) {
-    uint32_t cap = 16, i, *slots;
-    uint64_t *hashes;
+/* Which of n strings (get(b, i), in order) repeat an earlier one, in O(n):
+   open addressing on tb__str_hash, strcmp only where hashes meet (sorting
+   would compare the long common prefixes of replicated hashes n log n
+   times). Returns how many repeat, or -1 out of memory; *first gets the
+   index of the first that does; repeats (n bytes, may be NULL) a 1 for
+   each. With repeats NULL it stops at the first. */
+static long tb__repeats(const tb__ctx *c, const char *(*get)(const tb_bundle *, uint32_t), const tb_bundle *b,
+                        uint32_t n, unsigned char *repeats, uint32_t *first) {
+    uint32_t cap = 16, i, *slots, *hashes;
+    long count = 0;
     while (cap < 2u * n) cap *= 2;
-    slots = (uint32_t *)tb__alloc(c, (size_t)cap * (sizeof *slots + sizeof *hashes));
-    if (!slots) return -1;
-    hashes = (uint64_t *)(void *)(slots + cap + (cap & 1));
+    if (!(slots = (uint32_t *)tb__alloc(c, (size_t)cap * 2 * sizeof *slots))) return -1;
+    hashes = slots + cap;
     memset(slots, 0xff, (size_t)cap * sizeof *slots);
     for (i = 0; i < n; i++) {
-        const unsigned char *q = (const unsigned char *)get(b, i);
-        uint64_t h = 14695981039346656037ULL;
-        uint32_t at;
-        for (; *q; q++) h = (h ^ *q) * 1099511628211ULL;
-        for (at = (uint32_t)(h ^ (h >> 32)) & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
-            if (hashes[at] == h && strcmp(get(b, slots[at]), get(b, i)) == 0) {
-                *dup = i; /* the later one */
-                tb__free(c, slots);
-                return 1;
+        const char *s = get(b, i);
+        uint32_t h = tb__str_hash(s), at;
+        int again = 0;
+        for (at = h & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
+            if (hashes[at] == h && strcmp(get(b, slots[at]), s) == 0) {
+                again = 1;
+                break;
             }
-        slots[at] = i;
-        hashes[at] = h;
+        if (repeats) repeats[i] = (unsigned char)again;
+        if (!again) {
+            slots[at] = i, hashes[at] = h;
+            continue;
+        }
+        if (!count++) *first = i;
+        if (!repeats) break;
     }
     tb__free(c, slots);
-    return 0;
+    return count;
 }
 static const char *tb__kernel_hash_at(const tb_bundle *b, uint32_t i) { return b->kernels[i].hash; }
 static const char *tb__record_key_at(const tb_bundle *b, uint32_t i) { return b->records[i].cache_key; }
@@ -1564,15 +1576,15 @@ static const char *tb__record_key_at(const tb_bundle *b, uint32_t i) { return b-
    thread counts and order. */
 static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, tb_error *err) {
     uint32_t dup = 0;
-    int found = 0;
     const char *s;
+    long found = 0;
     if (kernels && b->kernel_count > 1 &&
-        (found = tb__find_duplicate(&b->ctx, tb__kernel_hash_at, b, b->kernel_count, &dup)) > 0) {
+        (found = tb__repeats(&b->ctx, tb__kernel_hash_at, b, b->kernel_count, NULL, &dup)) > 0) {
         s = b->kernels[dup].hash;
         return tb__fail(err, tb_err_malformed, s, NULL, -1, 0, "two kernels have the hash \"%.80s\"", s);
     }
     if (found == 0 && records && b->record_count > 1 &&
-        (found = tb__find_duplicate(&b->ctx, tb__record_key_at, b, b->record_count, &dup)) > 0) {
+        (found = tb__repeats(&b->ctx, tb__record_key_at, b, b->record_count, NULL, &dup)) > 0) {
         s = b->records[dup].cache_key;
         return tb__fail(err, tb_err_malformed, s, NULL, -1, 0, "two launch records have the cache key \"%.80s\"", s);
     }
@@ -1584,36 +1596,23 @@ static tb_result tb__check_unique(const tb_bundle *b, int kernels, int records, 
    still reads; the first record of a key is kept, the others dropped and
    logged, so that lookups and a rewrite see unique keys. */
 static tb_result tb__drop_duplicate_records(tb_bundle *b, tb_error *err) {
-    uint32_t n = b->record_count, cap = 16, i, kept = 0, *slots;
-    const char *first = NULL;
+    uint32_t n = b->record_count, i, kept = 0, first = 0;
+    unsigned char *repeats;
+    long dropped;
     if (n < 2) return tb_ok;
-    while (cap < 2u * n) cap *= 2;
-    if (!(slots = (uint32_t *)tb__alloc(&b->ctx, (size_t)cap * sizeof *slots))) return TB__OOM(err);
-    memset(slots, 0xff, (size_t)cap * sizeof *slots);
-    /* one pass: a key already kept drops the record; the others move down */
-    for (i = 0; i < n; i++) {
-        const char *key = b->records[i].cache_key;
-        uint32_t h = 2166136261u, at;
-        const unsigned char *q;
-        int dup = 0;
-        for (q = (const unsigned char *)key; *q; q++) h = (h ^ *q) * 16777619u;
-        for (at = h & (cap - 1); slots[at] != 0xffffffffu; at = (at + 1) & (cap - 1))
-            if (strcmp(b->records[slots[at]].cache_key, key) == 0) {
-                dup = 1;
-                break;
-            }
-        if (dup) {
-            if (!first) first = key;
-            continue;
-        }
-        b->records[kept] = b->records[i];
-        slots[at] = kept++;
+    if (!(repeats = (unsigned char *)tb__alloc(&b->ctx, n))) return TB__OOM(err);
+    if ((dropped = tb__repeats(&b->ctx, tb__record_key_at, b, n, repeats, &first)) < 0) {
+        tb__free(&b->ctx, repeats);
+        return TB__OOM(err);
     }
-    tb__free(&b->ctx, slots);
-    if (kept < n)
-        tb__log(&b->ctx, TB_LOG_WARN, "bundle format %u.%u: %u launch records repeat a cache key (the first: \"%.80s\") and are dropped",
-                b->format_major, b->format_minor, n - kept, first);
+    if (dropped)
+        tb__log(&b->ctx, TB_LOG_WARN,
+                "bundle format %u.%u: %ld launch records repeat a cache key (the first: \"%.80s\") and are dropped",
+                b->format_major, b->format_minor, dropped, b->records[first].cache_key);
+    for (i = 0; i < n; i++)
+        if (!repeats[i]) b->records[kept++] = b->records[i];
     b->record_count = kept;
+    tb__free(&b->ctx, repeats);
     return tb_ok;
 }
 
@@ -3386,8 +3385,8 @@ static void tb__list_close(const tb__ctx *c, tb__listing *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* Opens <parent>/<name> (never through a symlink) and lists it. A missing
-   directory, a file or a link gives tb_err_not_found. */
+/* Opens <parent>/<name> and lists it; nofollow O_NOFOLLOW or 0. A missing
+   directory, a file or (with O_NOFOLLOW) a link gives tb_err_not_found. */
 static tb_result tb__list_open_flags(const tb__ctx *c, int parent, const char *name, const char *kernel, int nofollow,
                                      tb__listing *l, tb_error *err);
 /* Opens <parent>/<name> (never through a symlink) and lists it. */
@@ -6121,19 +6120,19 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
     if (p->grid[0] == 0 || p->grid[1] == 0 || p->grid[2] == 0) return tb_ok;
     if (TB__UNLIKELY(p->flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(k, p, err)) != tb_ok) return r;
     if (k->use_ex && (r = tb__check_cluster_grid(k, p->grid[0], p->grid[1], p->grid[2], err)) != tb_ok) return r;
-    for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
-    for (i = 0; i < k->conv_count; i++) {
-        uint16_t at = k->conv_idx[i];
-        tb__convert(k->codes[at], p->args[at], &conv[i]);
-        params[at] = &conv[i];
-    }
     gs = (uint64_t)(uintptr_t)p->global_scratch;
     ps = (uint64_t)(uintptr_t)p->profile_scratch;
     if (TB__UNLIKELY((k->global_size && !gs) || (k->profile_size && !ps)))
         return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
                         "the kernel needs scratch memory (global %llu, profile %llu bytes): pass device buffers",
                         (unsigned long long)k->global_size, (unsigned long long)k->profile_size);
-    if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, gs, ps, err);
+    if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, gs, ps, err); /* builds its own list */
+    for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
+    for (i = 0; i < k->conv_count; i++) {
+        uint16_t at = k->conv_idx[i];
+        tb__convert(k->codes[at], p->args[at], &conv[i]);
+        params[at] = &conv[i];
+    }
     if (k->global_present) params[n++] = &gs;
     if (k->profile_present) params[n++] = &ps;
     cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
@@ -6225,12 +6224,6 @@ static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, 
     }
     pthread_mutex_unlock(&t->mu);
     return res;
-}
-
-static uint32_t tb__str_hash(const char *s) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
 }
 
 /* The slot of index ix where str (a key or a name, per record) is, or the

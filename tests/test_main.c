@@ -2095,6 +2095,27 @@ static void test_tensordesc_records(void) {
     CHECK_OK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e), &e);
     tb_bundle_free(r);
     r = NULL;
+    /* section 3 before section 2: refused (its entries name configs) */
+    {
+        size_t at = 32, span[3][2], q, o = 32;
+        unsigned char *sw = (unsigned char *)malloc(size);
+        for (q = 0; q < 3; q++) {
+            size_t len = (size_t)tb__le64(buf + at + 8);
+            span[q][0] = at, span[q][1] = 16 + ((len + 7) & ~(size_t)7);
+            at += span[q][1];
+        }
+        memcpy(sw, buf, 32);
+        for (q = 0; q < 3; q++) { /* 1, 3, 2 */
+            size_t which = q == 0 ? 0 : q == 1 ? 2 : 1;
+            memcpy(sw + o, buf + span[which][0], span[which][1]);
+            o += span[which][1];
+        }
+        memcpy(sw + o, buf + o, size - o);
+        CHECK(o == size - 8);
+        reseal(sw, size);
+        CHECK(tb_bundle_read_memory(sw, size, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "before section 2"));
+        free(sw);
+    }
     /* without section 3 the 'T' has no description: refused */
     tb__put32(buf + 24, 2);
     reseal(buf, size);
