@@ -25,16 +25,13 @@ $(B)/tbundle: examples/tbundle.c $(HDR) | $(B)
 $(B)/launch: examples/launch.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
-$(B)/test_main: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
+# The CPU tests, one program per layer, each built as C99 and as C++11.
+CPUTESTS := format parsers args fs hostile launcher
+
+$(B)/test_%: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
-$(B)/test_main_cpp: tests/test_main.c $(HDR) $(TESTHDR) | $(B)
-	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
-
-$(B)/test_hostile: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
-	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
-
-$(B)/test_hostile_cpp: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
+$(B)/test_%_cpp: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 # the launcher against a stand-in driver (tests/fake_cuda.c), for machines
@@ -42,17 +39,7 @@ $(B)/test_hostile_cpp: tests/test_hostile.c $(HDR) $(TESTHDR) | $(B)
 $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
-$(B)/test_launcher: tests/test_launcher.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)
-	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
-
-$(B)/test_launcher_cpp: tests/test_launcher.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)
-	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
-
-$(B)/test_gpu: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
-	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
-
-$(B)/test_gpu_cpp: tests/test_gpu.c $(HDR) $(TESTHDR) | $(B)
-	$(CXX) -x c++ -std=c++11 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
+$(B)/test_launcher $(B)/test_launcher_cpp: $(B)/libfakecuda.so
 
 # The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,
 # 17 and 20, gcc and clang, -Werror, no CUDA include path, with and without
@@ -82,10 +69,9 @@ check-compile: | $(B)
 	  { echo "check-compile: TB_NO_LAUNCHER must leave tb_launch undeclared"; exit 1; }
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
-test: check-compile $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_launcher \
-      $(B)/test_launcher_cpp $(B)/test_gpu $(B)/tbundle
-	tests/run.sh $(B)/test_main $(B)/test_main_cpp $(B)/test_hostile $(B)/test_hostile_cpp $(B)/test_launcher \
-	  $(B)/test_launcher_cpp $(B)/test_gpu tests/test_tbundle.sh
+CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
+test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle
+	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
@@ -109,21 +95,17 @@ demo: $(B)/tbundle $(B)/launch
 	@sh examples/demo.sh $(INPUT)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer over the CPU suite.
-sanitize: | $(B)
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  -fno-omit-frame-pointer -o $(B)/test_main_asan tests/test_main.c $(LIBS)
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  -fno-omit-frame-pointer -o $(B)/test_hostile_asan tests/test_hostile.c $(LIBS)
-	$(MAKE) $(B)/libfakecuda.so
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  -fno-omit-frame-pointer -o $(B)/test_launcher_asan tests/test_launcher.c $(LIBS)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(B)/test_main_asan $(B)/test_hostile_asan \
-	  $(B)/test_launcher_asan
+sanitize: $(B)/libfakecuda.so | $(B)
+	for t in $(CPUTESTS); do \
+	  $(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	    -fno-omit-frame-pointer -o $(B)/test_$${t}_asan tests/test_$$t.c $(LIBS) || exit 1; done
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(foreach t,$(CPUTESTS),$(B)/test_$(t)_asan)
 
 # ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler).
 tsan: | $(B)
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_main_tsan tests/test_main.c $(LIBS)
-	tests/run.sh "$(B)/test_main_tsan thread"
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_fs_tsan tests/test_fs.c $(LIBS)
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_format_tsan tests/test_format.c $(LIBS)
+	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread"
 
 # libFuzzer targets over the bundle reader and the two text parsers.
 $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)
@@ -145,8 +127,8 @@ fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc $(B)/fuzz_mutate
 
 # concurrent writers, SIGKILL, a cleaner racing unpacks, a bundle file
 # rewritten and truncated under emit
-torture: $(B)/test_main $(B)/test_hostile
-	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_main emit" "$(B)/test_hostile emit"
+torture: $(B)/test_fs $(B)/test_hostile
+	TB_TORTURE_ROUNDS=$(TORTURE_ROUNDS) tests/run.sh "$(B)/test_fs emit" "$(B)/test_hostile emit"
 
 $(B)/bench_format: bench/bench_format.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)

@@ -2128,24 +2128,20 @@ static uint64_t tb__chunk_root(const uint64_t *digests, size_t count) {
     return tb__xxh_digest(&h);
 }
 
+/* Reads n bytes at offset `at` of an output into buf: 0, or an errno. The
+   filesystem section supplies one for files (pread). */
+typedef int (*tb__read_fn)(void *user, size_t at, void *buf, size_t n);
+
 typedef struct tb__chunk_job {
-    const unsigned char *data;  /* the bytes, or NULL: read them from fd into buf */
-    int fd, err;                /* err: errno of a failed read */
+    const unsigned char *data;  /* the bytes, or NULL: read them with read into buf */
+    tb__read_fn read;
+    void *user;
+    int err;                    /* errno of a failed read */
     unsigned char *buf;         /* TB__CHUNK bytes */
     size_t size, first, end;    /* blocks [first, end) */
     uint64_t *digests;          /* digests[0] is block `base` */
     size_t base;
 } tb__chunk_job;
-
-static int tb__pread_full(int fd, unsigned char *buf, size_t n, size_t at) {
-    while (n) {
-        ssize_t got = pread(fd, buf, n, (off_t)at);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return got < 0 ? errno : EIO; /* EIO: the file is shorter than it was */
-        buf += got, at += (size_t)got, n -= (size_t)got;
-    }
-    return 0;
-}
 
 static void *tb__chunk_hash(void *arg) {
     tb__chunk_job *j = (tb__chunk_job *)arg;
@@ -2153,18 +2149,18 @@ static void *tb__chunk_hash(void *arg) {
     for (i = j->first; i < j->end && !j->err; i++) {
         size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK;
         const unsigned char *p = j->data ? j->data + at : j->buf;
-        if (!j->data && (j->err = tb__pread_full(j->fd, j->buf, n, at)) != 0) break;
+        if (!j->data && (j->err = j->read(j->user, at, j->buf, n)) != 0) break;
         j->digests[i - j->base] = n ? tb_xxh3_64(p, n) : tb_xxh3_64("", 0);
     }
     return NULL;
 }
 
 /* The block checksum of data[0, size), or (data NULL) of the first size
-   bytes of file fd, read into bufs[t], one block buffer per thread, at most
+   bytes that read gives, into bufs[t], one block buffer per thread, at most
    max_threads. Rounds of up to 256 blocks, each round's blocks split among
    threads, so no allocation whatever the size. 0, or a read's errno. */
-static int tb__checksum_blocks(const unsigned char *data, int fd, unsigned char *const *bufs, unsigned max_threads,
-                               size_t size, uint64_t *out) {
+static int tb__checksum_blocks(const unsigned char *data, tb__read_fn read, void *user, unsigned char *const *bufs,
+                               unsigned max_threads, size_t size, uint64_t *out) {
     uint64_t digests[256];
     tb__chunk_job jobs[TB__MAX_THREADS];
     tb__team team;
@@ -2177,7 +2173,8 @@ static int tb__checksum_blocks(const unsigned char *data, int fd, unsigned char 
         unsigned t, nt = tb__thread_count(0, batch, TB__CHUNKS_PER_THREAD, max_threads);
         for (t = 0; t < nt; t++) {
             jobs[t].data = data;
-            jobs[t].fd = fd;
+            jobs[t].read = read;
+            jobs[t].user = user;
             jobs[t].err = 0;
             jobs[t].buf = bufs ? bufs[t] : NULL;
             jobs[t].size = size;
@@ -2203,7 +2200,7 @@ static int tb__checksum_blocks(const unsigned char *data, int fd, unsigned char 
 
 TBDEF uint64_t tb_bundle_checksum(const void *data, size_t size) {
     uint64_t sum = 0;
-    tb__checksum_blocks((const unsigned char *)data, -1, NULL, TB__MAX_THREADS, size, &sum);
+    tb__checksum_blocks((const unsigned char *)data, NULL, NULL, NULL, TB__MAX_THREADS, size, &sum);
     return sum;
 }
 
@@ -2474,7 +2471,7 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
     }
 }
 
-/* Everything before the trailer. */
+/* Everything before the trailer, in one walk: the helper threads' walk. */
 static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
     unsigned char head[TB__HEAD_SIZE];
     uint32_t i, artifacts = 0;
@@ -2506,22 +2503,22 @@ static void *tb__block_writer(void *arg) {
 }
 
 /* The bytes before the trailer, split into windows of whole blocks, one
-   sink and (from `first` on) one thread each. */
+   sink each, windows [first, threads) on threads of their own. */
 typedef struct tb__blocks {
     tb__block_job jobs[TB__MAX_THREADS];
     tb__team team;
     uint64_t *digests;
     size_t count;
-    unsigned threads, first;    /* windows [0, first) run in tb__blocks_finish */
+    unsigned threads, first;
 } tb__blocks;
 
-static tb_result tb__blocks_start(tb__blocks *w, const tb_bundle *b, unsigned char *mem, size_t klen, size_t rlen,
-                                  size_t total, unsigned first, tb_error *err) {
+static tb_result tb__blocks_start(tb__blocks *w, const tb__ctx *c, const tb_bundle *b, unsigned char *mem,
+                                  size_t klen, size_t rlen, size_t total, unsigned first, tb_error *err) {
     size_t body = total - TB__TRAILER_SIZE;
     unsigned t;
     w->count = tb__chunk_count(body);
     w->threads = tb__thread_count(0, w->count, TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
-    w->digests = (uint64_t *)tb__alloc(&b->ctx, w->count * sizeof(uint64_t));
+    w->digests = (uint64_t *)tb__alloc(c, w->count * sizeof(uint64_t));
     if (!w->digests) return TB__OOM(err);
     for (t = 0; t < w->threads; t++) {
         tb__block_job *j = &w->jobs[t];
@@ -2537,22 +2534,174 @@ static tb_result tb__blocks_start(tb__blocks *w, const tb_bundle *b, unsigned ch
     return tb_ok;
 }
 
-/* Runs the windows kept for this thread, waits for the others; the
-   checksum. */
-static uint64_t tb__blocks_finish(tb__blocks *w, const tb_bundle *b) {
-    unsigned t;
-    uint64_t sum;
-    for (t = 0; t < w->first; t++) tb__block_writer(&w->jobs[t]);
-    tb__join(&w->team);
-    sum = tb__chunk_root(w->digests, w->count);
-    tb__free(&b->ctx, w->digests);
-    return sum;
+/* ---- the writer: the one owner of a bundle's bytes ---- */
+/* Every writer of a bundle (write_memory, write_callback, write_file and
+   tb_pack_cache) goes through begin, one kernel call per kernel in order,
+   and finish, which writes the records, the tensor descriptors and the
+   trailer with its checksum. Two ways to the checksum:
+   - a whole bundle (tb__writer_begin's `whole`): sizes and counts are known
+     before the first byte, so the header is final at once, and other
+     threads walk the same bundle, each hashing (and for memory, copying)
+     its own window of blocks while this thread writes;
+   - a stream (whole NULL, tb_pack_cache): kernels arrive in batches and
+     counts are known only at the end, so the header goes out as zeros and
+     finish patches it, then hashes the output read back (from the page
+     cache) on several threads and patches the trailer. The output must
+     then be able to patch and read back (a file). */
+typedef struct tb__out {
+    unsigned char *mem;         /* the whole bundle's memory (whole only), or: */
+    tb_write_fn write;          /* the bytes, in order */
+    void *user;
+    /* a stream's: overwrite n bytes at `at`; 0 or an errno */
+    int (*patch)(void *user, size_t at, const void *data, size_t n);
+    tb__read_fn read;           /* a stream's: read back */
+    const char *name;           /* for errors: the file, or NULL */
+    const int *write_errno;     /* where write leaves its errno, or NULL */
+} tb__out;
+
+typedef struct tb__writer {
+    const tb__ctx *c;
+    const tb__out *out;
+    const tb_bundle *whole;
+    tb__sink k;                 /* this thread's walk */
+    tb__blocks blocks;          /* whole: the windows hashed elsewhere */
+    size_t klen, rlen, total;   /* whole: known at begin */
+    uint32_t kernels;
+    uint64_t artifacts;
+    int io;                     /* errno of a failed patch or read back */
+} tb__writer;
+
+/* Ends a writer that will not finish (its output is thrown away). */
+static void tb__writer_end(tb__writer *w) {
+    if (w->whole) {
+        tb__join(&w->blocks.team);
+        tb__free(w->c, w->blocks.digests);
+    }
+    tb__free(w->c, w->k.stage);
+}
+
+/* whole: the bundle the kernel calls will come from, checked unique and
+   complete by the caller; NULL: a stream. On failure nothing is left to
+   end. */
+static tb_result tb__writer_begin(tb__writer *w, const tb__ctx *c, const tb__out *out, const tb_bundle *whole,
+                                  tb_error *err) {
+    unsigned char head[TB__HEAD_SIZE];
+    tb_result r;
+    memset(w, 0, sizeof *w);
+    w->c = c, w->out = out, w->whole = whole;
+    if (whole && !tb__sizes(whole, &w->klen, &w->rlen, &w->total))
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
+    tb__sink_init(&w->k, 0, whole ? w->total : (size_t)-1);
+    if (!out->mem) {
+        w->k.fn = out->write, w->k.user = out->user;
+        if (!(w->k.stage = (unsigned char *)tb__alloc(c, TB__STAGE))) return TB__OOM(err);
+    }
+    if (whole) {
+        /* memory: this thread copies and hashes window 0, threads the rest;
+           a callback: this thread writes everything, threads hash */
+        r = tb__blocks_start(&w->blocks, c, whole, out->mem, w->klen, w->rlen, w->total, out->mem ? 1 : 0, err);
+        if (r != tb_ok) {
+            tb__free(c, w->k.stage);
+            return r;
+        }
+        if (out->mem) w->k = w->blocks.jobs[0].k, w->blocks.first = 0; /* window 0 is this walk */
+    }
+    {
+        uint32_t i, artifacts = 0;
+        if (whole) for (i = 0; i < whole->kernel_count; i++) artifacts += whole->kernels[i].artifact_count;
+        if (whole) tb__head_bytes(head, w->total, w->klen, whole->kernel_count, artifacts, tb__count_descs(whole) ? 3 : 2);
+        else memset(head, 0, sizeof head); /* placeholders until the counts are known */
+    }
+    tb__sink_put(&w->k, head, sizeof head);
+    return tb_ok;
+}
+
+static void tb__writer_kernel(tb__writer *w, const tb_kernel *k) {
+    tb__write_kernel(&w->k, k);
+    w->kernels++;
+    w->artifacts += k->artifact_count;
+}
+
+/* A stream's checksum: the body read back on up to TB__MAX_THREADS threads. */
+static int tb__writer_readback(tb__writer *w, size_t size, uint64_t *sum) {
+    unsigned char *bufs[TB__MAX_THREADS];
+    unsigned t, n = tb__thread_count(0, tb__chunk_count(size), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+    int e;
+    for (t = 0; t < n; t++)
+        if (!(bufs[t] = (unsigned char *)tb__alloc(w->c, TB__CHUNK))) break;
+    e = t ? tb__checksum_blocks(NULL, w->out->read, w->out->user, bufs, t, size, sum) : ENOMEM;
+    while (t) tb__free(w->c, bufs[--t]);
+    return e;
+}
+
+/* Writes recs' records (a stream's, or the whole bundle itself), the
+   tensor descriptors and the trailer, and ends the writer whatever
+   happens. *total: the bundle's size. tb_err_io with w->io (or 0: the
+   write callback failed) when the output failed. */
+static tb_result tb__writer_finish(tb__writer *w, const tb_bundle *recs, size_t *total, tb_error *err) {
+    unsigned char b[TB__HEAD_SIZE];
+    uint64_t sum = 0;
+    size_t klen = 0, rlen = w->rlen, dummy;
+    tb_result r = tb_ok;
+    if (!w->whole) {
+        if (w->kernels > TB_MAX_KERNELS || w->artifacts > 0xffffffffu)
+            r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "%u kernels or %llu files: over the format's limits",
+                         w->kernels, (unsigned long long)w->artifacts);
+        else if ((r = tb__check_unique(recs, 0, 1, err)) != tb_ok) {
+        } else if (!tb__sizes(recs, &dummy, &rlen, &dummy))
+            r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the launch records' size overflows size_t");
+        klen = w->k.pos - TB__HEADER_SIZE - TB__SECTION_HEADER;
+    }
+    if (r == tb_ok) tb__write_records(recs, &w->k, rlen);
+    *total = w->k.pos + TB__TRAILER_SIZE;
+    if (r == tb_ok && w->whole) {
+        TB_ASSERT(w->k.failed || *total == w->total);
+        tb__join(&w->blocks.team);
+        if (w->blocks.first) tb__block_writer(&w->blocks.jobs[0]); /* a callback's single window */
+        w->blocks.team.n = 0;   /* joined */
+        sum = tb__chunk_root(w->blocks.digests, w->blocks.count);
+        tb__put64(b, sum);
+        if (w->out->mem) memcpy(w->out->mem + *total - TB__TRAILER_SIZE, b, TB__TRAILER_SIZE);
+        else tb__sink_put(&w->k, b, TB__TRAILER_SIZE);
+    } else if (r == tb_ok) {
+        memset(b, 0, TB__TRAILER_SIZE);
+        tb__sink_put(&w->k, b, TB__TRAILER_SIZE);
+    }
+    if (w->k.stage) tb__sink_flush(&w->k);
+    if (r == tb_ok && w->k.failed)
+        r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->out->write_errno ? *w->out->write_errno : 0,
+                     "writing the bundle failed");
+    if (r == tb_ok && !w->whole) {
+        tb__head_bytes(b, *total, klen, w->kernels, (uint32_t)w->artifacts, tb__count_descs(recs) ? 3 : 2);
+        if ((w->io = w->out->patch(w->out->user, 0, b, TB__HEAD_SIZE)) != 0)
+            r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "writing the header failed");
+        else if ((w->io = tb__writer_readback(w, *total - TB__TRAILER_SIZE, &sum)) != 0)
+            r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "reading the bundle back for its checksum failed");
+        else {
+            tb__put64(b, sum);
+            if ((w->io = w->out->patch(w->out->user, *total - TB__TRAILER_SIZE, b, TB__TRAILER_SIZE)) != 0)
+                r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "writing the checksum failed");
+        }
+    }
+    tb__writer_end(w);
+    return r;
+}
+
+/* The whole bundle b through out. */
+static tb_result tb__write_whole(const tb_bundle *b, const tb__out *out, tb_error *err) {
+    tb__writer w;
+    size_t total;
+    uint32_t i;
+    tb_result r;
+    if ((r = tb__writer_begin(&w, &b->ctx, out, b, err)) != tb_ok) return r;
+    for (i = 0; i < b->kernel_count; i++) tb__writer_kernel(&w, &b->kernels[i]);
+    return tb__writer_finish(&w, b, &total, err);
 }
 
 TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t cap, size_t *out_size,
                                        tb_error *err) {
     size_t klen, rlen, total;
-    tb__blocks w;
+    tb__out out;
     tb_result r;
     if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
     if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
@@ -2563,40 +2712,26 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
     if (!buffer) return tb_ok;
     if (cap < total)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "buffer of %zu bytes, %zu needed", cap, total);
-    if ((r = tb__blocks_start(&w, b, (unsigned char *)buffer, klen, rlen, total, 1, err)) != tb_ok) return r;
-    tb__put64((unsigned char *)buffer + total - TB__TRAILER_SIZE, tb__blocks_finish(&w, b));
-    return tb_ok;
+    memset(&out, 0, sizeof out);
+    out.mem = (unsigned char *)buffer;
+    return tb__write_whole(b, &out, err);
 }
 
 /* The callback gets the bytes in order on the calling thread while other
    threads hash the blocks, so writing costs max(write, hash), not their
    sum (a bundle of one thread's worth of blocks is hashed first, here). */
 TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, void *user, tb_error *err) {
-    size_t klen, rlen, total;
-    tb__blocks w;
-    tb__sink k;
-    unsigned char trailer[TB__TRAILER_SIZE];
+    tb__out out;
     tb_result r;
     if (!b || !fn) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or callback is NULL");
     if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
     if ((r = tb__check_source(b, err)) != tb_ok) return r;
-    if (!tb__sizes(b, &klen, &rlen, &total))
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle's size overflows size_t");
-    tb__sink_init(&k, 0, total);
-    k.fn = fn;
-    k.user = user;
-    if (!(k.stage = (unsigned char *)tb__alloc(&b->ctx, TB__STAGE))) return TB__OOM(err);
-    if ((r = tb__blocks_start(&w, b, NULL, klen, rlen, total, 0, err)) != tb_ok) {
-        tb__free(&b->ctx, k.stage);
-        return r;
-    }
-    tb__write_body(b, &k, klen, rlen, total);
-    tb__put64(trailer, tb__blocks_finish(&w, b));
-    tb__sink_put(&k, trailer, sizeof trailer);
-    tb__sink_flush(&k);
-    tb__free(&b->ctx, k.stage);
-    if (k.failed) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
-    return tb_ok;
+    memset(&out, 0, sizeof out);
+    out.write = fn;
+    out.user = user;
+    r = tb__write_whole(b, &out, err);
+    if (r == tb_err_io) return tb__fail(err, tb_err_io, NULL, NULL, -1, 0, "the write callback reported a failure");
+    return r;
 }
 
 /* ---- reader ---- */
@@ -3112,6 +3247,29 @@ static int tb__fd_write_cb(void *user, const void *data, size_t size) {
     return 0;
 }
 
+static int tb__fd_patch_cb(void *user, size_t at, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    int fd = ((tb__fd_writer *)user)->fd;
+    while (n) {
+        ssize_t put = pwrite(fd, p, n, (off_t)at);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) return put < 0 ? errno : EIO;
+        p += put, at += (size_t)put, n -= (size_t)put;
+    }
+    return 0;
+}
+static int tb__fd_read_cb(void *user, size_t at, void *buf, size_t n) {
+    unsigned char *p = (unsigned char *)buf;
+    int fd = ((tb__fd_writer *)user)->fd;
+    while (n) {
+        ssize_t got = pread(fd, p, n, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got < 0 ? errno : EIO; /* EIO: the file is shorter than it was */
+        p += got, at += (size_t)got, n -= (size_t)got;
+    }
+    return 0;
+}
+
 /* Linux's unnamed temporary files (3.11+), which _POSIX_C_SOURCE hides:
    the value is the generic one, on the architectures that use it. */
 #if defined(__linux__) && !defined(O_TMPFILE) && \
@@ -3189,11 +3347,18 @@ TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsig
     char tmp[4096 + 64];
     tb__fd_writer w;
     tb_result r;
+    tb__out out;
     if (!b || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "bundle or path is NULL");
+    if ((r = tb__check_unique(b, 1, 1, err)) != tb_ok) return r;
+    if ((r = tb__check_source(b, err)) != tb_ok) return r;
     if ((r = tb__temp_open(path, tmp, sizeof tmp, &w.fd, err)) != tb_ok) return r;
     w.err = 0;
-    r = tb_bundle_write_callback(b, tb__fd_write_cb, &w, err);
-    if (r == tb_err_io && w.err) tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
+    memset(&out, 0, sizeof out);
+    out.write = tb__fd_write_cb;
+    out.user = &w;
+    out.name = path;
+    out.write_errno = &w.err;
+    r = tb__write_whole(b, &out, err);
     return tb__temp_finish(w.fd, tmp, sizeof tmp, path, flags, r, err);
 }
 
@@ -3873,33 +4038,14 @@ static void *tb__pack_reader(void *arg) {
     }
 }
 
-/* Writes batch bt's kernels to k and copies its records into recs. */
-static tb_result tb__pack_write(tb__pack_batch *bt, tb__sink *k, tb_bundle *recs, uint32_t *kernels,
-                                uint64_t *artifacts, tb_error *err) {
+/* Writes batch bt's kernels and copies its records into recs. */
+static tb_result tb__pack_write(tb__pack_batch *bt, tb__writer *w, tb_bundle *recs, tb_error *err) {
     uint32_t i;
     tb_result r;
-    for (i = 0; i < bt->bundle->kernel_count; i++) {
-        tb__write_kernel(k, &bt->bundle->kernels[i]);
-        *artifacts += bt->bundle->kernels[i].artifact_count;
-    }
-    *kernels += bt->bundle->kernel_count;
+    for (i = 0; i < bt->bundle->kernel_count; i++) tb__writer_kernel(w, &bt->bundle->kernels[i]);
     for (i = 0; i < bt->bundle->record_count; i++)
         if ((r = tb_bundle_add_launch_record(recs, &bt->bundle->records[i], err)) != tb_ok) return r;
     return tb_ok;
-}
-
-/* The block checksum of the file's first size bytes, read back on up to
-   TB__MAX_THREADS threads; 0 or an errno. */
-static int tb__file_checksum(const tb__ctx *c, int fd, size_t size, uint64_t *sum) {
-    unsigned char *bufs[TB__MAX_THREADS];
-    unsigned t, n = tb__thread_count(0, tb__chunk_count(size), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
-    int e = 0;
-    for (t = 0; t < n; t++)
-        if (!(bufs[t] = (unsigned char *)tb__alloc(c, TB__CHUNK))) break;
-    if (t == 0) e = ENOMEM;
-    else e = tb__checksum_blocks(NULL, fd, bufs, t, size, sum);
-    while (t) tb__free(c, bufs[--t]);
-    return e;
 }
 
 TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_pack_options *o,
@@ -3909,18 +4055,16 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     tb_pack_report local;
     tb__listing l;
     tb__pack p;
-    tb__sink k;
+    tb__writer wr;
+    tb__out out;
     tb__fd_writer w;
     tb_bundle *recs = NULL;
     pthread_t tids[TB__MAX_THREADS];
     unsigned t, nt, started = 0;
-    unsigned char head[TB__HEAD_SIZE];
     char tmp[4096 + 64];
-    uint32_t kernels = 0;
-    uint64_t artifacts = 0, sum = 0;
-    size_t i, klen = 0, rlen = 0, total = 0, dummy;
+    size_t i, total = 0;
+    int begun = 0;
     tb_result r;
-    int e;
     if (!report) report = &local;
     memset(report, 0, sizeof *report);
     if (!o) {
@@ -3932,7 +4076,6 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
     if ((r = tb__list_open_top(&c, cache_dir, &l, err)) != tb_ok) return r;
     memset(&p, 0, sizeof p);
-    tb__sink_init(&k, 0, (size_t)-1);
     p.l = &l;
     p.cache_dir = cache_dir;
     p.co = &o->collect;
@@ -3950,17 +4093,21 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     w.err = 0;
     p.slots = (tb__pack_batch *)tb__alloc(&c, p.window * sizeof *p.slots);
     if (p.slots) memset(p.slots, 0, p.window * sizeof *p.slots);
-    k.stage = (unsigned char *)tb__alloc(&c, TB__STAGE);
-    if (!p.slots || !k.stage) {
+    if (!p.slots) {
         r = TB__OOM(err);
         goto done;
     }
     if ((r = tb_bundle_create(options, &recs, err)) != tb_ok) goto done;
     if ((r = tb__temp_open(path, tmp, sizeof tmp, &w.fd, err)) != tb_ok) goto done;
-    k.fn = tb__fd_write_cb;
-    k.user = &w;
-    memset(head, 0, sizeof head); /* placeholders until the counts are known */
-    tb__sink_put(&k, head, sizeof head);
+    memset(&out, 0, sizeof out);
+    out.write = tb__fd_write_cb;
+    out.patch = tb__fd_patch_cb;
+    out.read = tb__fd_read_cb;
+    out.user = &w;
+    out.name = path;
+    out.write_errno = &w.err;
+    if ((r = tb__writer_begin(&wr, &c, &out, NULL, err)) != tb_ok) goto done;
+    begun = 1;
     for (t = 0; t < nt; t++)
         if (pthread_create(&tids[started], NULL, tb__pack_reader, &p) == 0) started++;
     for (i = 0; i < p.batches && r == tb_ok; i++) {
@@ -3988,8 +4135,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
             if (err) *err = bt->error;
         } else {
             if (bt->first != tb_ok && report->first_failure.code == tb_ok) report->first_failure = bt->error;
-            r = tb__pack_write(bt, &k, recs, &kernels, &artifacts, err);
-            if (r == tb_ok && k.failed)
+            r = tb__pack_write(bt, &wr, recs, err);
+            if (r == tb_ok && wr.k.failed) /* stop early; the output failed */
                 r = tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
         }
         tb_bundle_free(bt->bundle);
@@ -4005,35 +4152,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
             o->collect.progress(o->collect.user, (uint32_t)((i + 1) * TB__PACK_BATCH < l.count ? (i + 1) * TB__PACK_BATCH : l.count),
                                 (uint32_t)l.count);
     }
-    if (r == tb_ok && (kernels > TB_MAX_KERNELS || artifacts > 0xffffffffu))
-        r = tb__fail(err, tb_err_limit, NULL, cache_dir, -1, 0, "%u kernels or %llu files: over the format's limits",
-                     kernels, (unsigned long long)artifacts);
-    if (r == tb_ok) {
-        klen = k.pos - TB__HEADER_SIZE - TB__SECTION_HEADER;
-        if ((r = tb__check_unique(recs, 0, 1, err)) != tb_ok) {
-        } else if (!tb__sizes(recs, &dummy, &rlen, &dummy))
-            r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the launch records' size overflows size_t");
-    }
-    if (r == tb_ok) {
-        tb__write_records(recs, &k, rlen);
-        total = k.pos + TB__TRAILER_SIZE;
-        memset(head, 0, TB__TRAILER_SIZE);
-        tb__sink_put(&k, head, TB__TRAILER_SIZE);
-        tb__sink_flush(&k);
-        if (k.failed) r = tb__fail(err, tb_err_io, NULL, path, -1, w.err, "writing the bundle failed");
-    }
-    if (r == tb_ok) {
-        tb__head_bytes(head, total, klen, kernels, (uint32_t)artifacts, tb__count_descs(recs) ? 3 : 2);
-        if (pwrite(w.fd, head, TB__HEAD_SIZE, 0) != (ssize_t)TB__HEAD_SIZE)
-            r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "writing the header failed");
-        else if ((e = tb__file_checksum(&c, w.fd, total - TB__TRAILER_SIZE, &sum)) != 0)
-            r = tb__fail(err, tb_err_io, NULL, path, -1, e, "reading the bundle back for its checksum failed");
-    }
-    if (r == tb_ok) {
-        tb__put64(head, sum);
-        if (pwrite(w.fd, head, TB__TRAILER_SIZE, (off_t)(total - TB__TRAILER_SIZE)) != (ssize_t)TB__TRAILER_SIZE)
-            r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "writing the checksum failed");
-    }
+    if (begun && r == tb_ok) r = tb__writer_finish(&wr, recs, &total, err);
+    else if (begun) tb__writer_end(&wr);
 done:
     pthread_mutex_lock(&p.mu);
     p.stop = 1;
@@ -4047,7 +4167,6 @@ done:
         report->bytes = total;
     }
     tb_bundle_free(recs);
-    tb__free(&c, k.stage);
     tb__free(&c, p.slots);
     pthread_cond_destroy(&p.cv);
     pthread_mutex_destroy(&p.mu);

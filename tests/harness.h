@@ -1,6 +1,10 @@
-/* Minimal test harness shared by the test programs: each TEST is run in
-   order, counted as passed, failed or skipped, and the runner ends with the
-   line "N passed, N failed, N skipped". */
+/* Minimal test harness shared by the test programs. A test registers
+   itself where it is defined:
+       TEST(test_name) { CHECK(...); }
+   and th_main runs every registered test in the order of the file (or those
+   whose names hold argv[1]), counts each as passed, failed or skipped, and
+   ends with the line "N passed, N failed, N skipped". Registration runs
+   before main through a constructor (GCC and Clang, C and C++). */
 #ifndef TB_TEST_HARNESS_H
 #define TB_TEST_HARNESS_H
 
@@ -69,11 +73,55 @@ static void th_run(const char *name, th_fn fn, const char *filter) {
     fflush(stdout);
 }
 
-#define RUN(fn) th_run(#fn, fn, filter)
+typedef struct th_test {
+    const char *name;
+    th_fn fn;
+    int line;
+} th_test;
+static th_test th_tests[256];
+static int th_count;
+static const char *filter; /* argv[1]: run only the tests whose names hold it */
+
+static void th_register(const char *name, th_fn fn, int line) {
+    if (th_count == (int)(sizeof th_tests / sizeof th_tests[0])) {
+        fprintf(stderr, "harness: too many tests\n");
+        exit(2);
+    }
+    th_tests[th_count].name = name;
+    th_tests[th_count].fn = fn;
+    th_tests[th_count].line = line;
+    th_count++;
+}
+
+#define TEST(fn)                                                                 \
+    static void fn(void);                                                        \
+    static void th_reg_##fn(void) __attribute__((constructor));                  \
+    static void th_reg_##fn(void) { th_register(#fn, fn, __LINE__); }            \
+    static void fn(void)
 
 static int th_finish(void) {
     printf("%d passed, %d failed, %d skipped\n", th_pass, th_fail, th_skip);
     return th_fail ? 1 : 0;
+}
+
+/* Runs the registered tests in the order of their lines (constructors run
+   in no promised order). */
+static int th_run_all(int argc, char **argv) {
+    int i, j;
+    filter = argc > 1 ? argv[1] : NULL;
+    for (i = 1; i < th_count; i++)
+        for (j = i; j > 0 && th_tests[j - 1].line > th_tests[j].line; j--) {
+            th_test t = th_tests[j];
+            th_tests[j] = th_tests[j - 1];
+            th_tests[j - 1] = t;
+        }
+    for (i = 0; i < th_count; i++) th_run(th_tests[i].name, th_tests[i].fn, filter);
+    return th_count;
+}
+
+static __attribute__((unused)) int th_main(int argc, char **argv) {
+    if (th_run_all(argc, argv) == 0) printf("no tests registered\n");
+    return th_finish();
 }
 
 #endif

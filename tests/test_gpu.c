@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <time.h>
 
-static const char *filter;
 
 #define H_ADD "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ"
 #define H_ADD16 "JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA"
@@ -167,7 +166,7 @@ static int run_add(const tb_loaded_kernel *k, int n, unsigned flags, tb_error *e
     return run_add_sum(k, n, flags, e, res, NULL);
 }
 
-static void gpu_tb_add(void) {
+TEST(gpu_tb_add) {
     const tb_loaded_kernel *k;
     tb_error e;
     tb_result r;
@@ -209,7 +208,7 @@ static int add_by_name(int n, int misalign, tb_result *r, tb_error *e, const tb_
     return ok;
 }
 
-static void gpu_launch_by_name(void) {
+TEST(gpu_launch_by_name) {
     const tb_loaded_kernel *k;
     tb_error e;
     tb_result r;
@@ -226,7 +225,7 @@ static void gpu_launch_by_name(void) {
 /* A Triton kernel that reads through TMA, launched from C: the launcher
    encodes the CUtensorMap from a tb_tensor_desc (PyTorch's static launcher
    refuses these kernels). tests/fixtures/triton-3.6-sm90-tma: y = 2 x. */
-static void gpu_tensor_descriptor(void) {
+TEST(gpu_tensor_descriptor) {
     tb_loaded_kernel *k = NULL;
     tb_error e;
     tb_tensor_desc d;
@@ -274,7 +273,7 @@ static void gpu_tensor_descriptor(void) {
     tb_unload(k);
 }
 
-static void gpu_tb_add_n16(void) {
+TEST(gpu_tb_add_n16) {
     const tb_loaded_kernel *k;
     tb_error e;
     tb_result r;
@@ -324,7 +323,7 @@ static int run_scalars(const tb_loaded_kernel *k, unsigned flags, double *out, t
     return ok;
 }
 
-static void gpu_tb_scalars(void) {
+TEST(gpu_tb_scalars) {
     tb_loaded_kernel *k = NULL, *kir = NULL;
     tb_error e;
     tb_result r;
@@ -360,7 +359,7 @@ static void gpu_tb_scalars(void) {
     tb_unload(kir);
 }
 
-static void gpu_tb_matmul(void) {
+TEST(gpu_tb_matmul) {
     const tb_loaded_kernel *k;
     tb_kernel_info info;
     tb_error e;
@@ -416,7 +415,7 @@ static void gpu_tb_matmul(void) {
     free(a), free(b), free(c), free(ad), free(bd);
 }
 
-static void gpu_tb_noargs(void) {
+TEST(gpu_tb_noargs) {
     const tb_loaded_kernel *k;
     tb_launch_params p;
     tb_error e;
@@ -436,7 +435,7 @@ static const tb_launch_config *config_of(const char *hash) {
     return NULL;
 }
 
-static void gpu_wrong_argument_lists(void) {
+TEST(gpu_wrong_argument_lists) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_error e;
@@ -473,7 +472,7 @@ static void gpu_wrong_argument_lists(void) {
     CHECK(tb_launch(good, &p, &e) == tb_err_arg_mismatch);
 }
 
-static void gpu_zero_grid(void) {
+TEST(gpu_zero_grid) {
     const tb_loaded_kernel *k;
     tb_launch_params p;
     tb_arg args[4];
@@ -519,7 +518,7 @@ static void *launch_thread(void *p) {
     return NULL;
 }
 
-static void gpu_threads(void) {
+TEST(gpu_threads) {
     thread_arg ta[8];
     pthread_t th[8];
     int i;
@@ -536,7 +535,7 @@ static void gpu_threads(void) {
     }
 }
 
-static void gpu_load_unload_cycles(void) {
+TEST(gpu_load_unload_cycles) {
     const tb_launch_config *cfg;
     tb_error e;
     int i, n = 10000;
@@ -566,7 +565,7 @@ static void gpu_load_unload_cycles(void) {
            ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / (i ? i : 1));
 }
 
-static void gpu_checked_mode(void) {
+TEST(gpu_checked_mode) {
     const tb_loaded_kernel *k;
     tb_launch_params p;
     tb_arg args[4];
@@ -594,7 +593,7 @@ static void gpu_checked_mode(void) {
     cu.mem_free(d);
 }
 
-static void gpu_shared_memory_limit(void) {
+TEST(gpu_shared_memory_limit) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_error e;
@@ -608,7 +607,7 @@ static void gpu_shared_memory_limit(void) {
 
 /* Sizes that wrapped 32-bit arithmetic in 1.1.0: a shared_mem near 2^32
    passed the opt-in check, huge cluster dimensions overflowed the grid. */
-static void gpu_hostile_sizes(void) {
+TEST(gpu_hostile_sizes) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_launch_params p;
@@ -639,7 +638,7 @@ static void gpu_hostile_sizes(void) {
     tb_unload(k);
 }
 
-static void gpu_raw_launch(void) {
+TEST(gpu_raw_launch) {
     const tb_loaded_kernel *k;
     tb_kernel_info info;
     tb_error e;
@@ -664,7 +663,7 @@ static void gpu_raw_launch(void) {
     cu.mem_free(dx), cu.mem_free(dout);
 }
 
-static void gpu_launch_attributes(void) {
+TEST(gpu_launch_attributes) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_launch_params p;
@@ -687,7 +686,7 @@ static void gpu_launch_attributes(void) {
     tb_unload(k);
 }
 
-static void gpu_scratch_required(void) {
+TEST(gpu_scratch_required) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_launch_params p;
@@ -711,7 +710,7 @@ static void gpu_scratch_required(void) {
     tb_unload(k);
 }
 
-static void gpu_kernel_table_lookup(void) {
+TEST(gpu_kernel_table_lookup) {
     tb_kernel_table *t = NULL;
     const tb_loaded_kernel *k = NULL, *k2 = NULL;
     tb_error e;
@@ -728,7 +727,7 @@ static void gpu_kernel_table_lookup(void) {
 
 /* A kernel loaded for device 1 launches on device 1, whatever context the
    launching thread has current. Skipped with fewer than two GPUs. */
-static void gpu_second_device(void) {
+TEST(gpu_second_device) {
     tb_load_options lo;
     tb_loaded_kernel *k = NULL;
     tb_kernel_info info;
@@ -786,7 +785,7 @@ static void gpu_second_device(void) {
     free(out);
 }
 
-static void gpu_device_out_of_range(void) {
+TEST(gpu_device_out_of_range) {
     tb_load_options lo;
     tb_loaded_kernel *k = NULL;
     tb_error e;
@@ -799,27 +798,7 @@ static void gpu_device_out_of_range(void) {
 }
 
 int main(int argc, char **argv) {
-    filter = argc > 1 ? argv[1] : NULL;
-    RUN(gpu_tb_add);
-    RUN(gpu_tb_add_n16);
-    RUN(gpu_launch_by_name);
-    RUN(gpu_tensor_descriptor);
-    RUN(gpu_tb_scalars);
-    RUN(gpu_tb_matmul);
-    RUN(gpu_tb_noargs);
-    RUN(gpu_wrong_argument_lists);
-    RUN(gpu_zero_grid);
-    RUN(gpu_threads);
-    RUN(gpu_load_unload_cycles);
-    RUN(gpu_checked_mode);
-    RUN(gpu_shared_memory_limit);
-    RUN(gpu_hostile_sizes);
-    RUN(gpu_raw_launch);
-    RUN(gpu_launch_attributes);
-    RUN(gpu_scratch_required);
-    RUN(gpu_kernel_table_lookup);
-    RUN(gpu_device_out_of_range);
-    RUN(gpu_second_device);
+    th_run_all(argc, argv);
     tb_kernel_table_free(table);
     tb_bundle_free(bundle);
     if (workdir) u_rmtree(workdir);

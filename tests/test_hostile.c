@@ -16,7 +16,6 @@
 #include <sys/file.h>
 #include <time.h>
 
-static const char *filter;
 
 /* flock as some network filesystems give it: always failing (EBADF for a
    directory opened read-only, as Linux's emulation over fcntl locks does).
@@ -52,12 +51,6 @@ static int in_child(int (*fn)(void *), void *arg) {
         return 128 + WTERMSIG(st);
     }
     return WEXITSTATUS(st);
-}
-
-static void reseal(unsigned char *buf, size_t size) {
-    uint64_t v = tb_bundle_checksum(buf, size - 8);
-    int i;
-    for (i = 0; i < 8; i++) buf[size - 8 + i] = (unsigned char)(v >> (8 * i));
 }
 
 /* Replaces every occurrence of from by to (the same length) in buf. */
@@ -106,7 +99,7 @@ static char *fixture_file(const char *dir, int records) {
 
 /* Names validated at read time and then rewritten in the file: emit must
    use the names it checked, never "../" from the file. */
-static void test_mapped_names_rewritten_after_read(void) {
+TEST(test_mapped_names_rewritten_after_read) {
     char *dir = u_tempdir("rewrite"), cache[700];
     char *path = fixture_file(dir, 0);
     tb_bundle *b = NULL;
@@ -149,7 +142,7 @@ static void test_mapped_names_rewritten_after_read(void) {
 }
 
 /* The same through read_memory: the caller's buffer changes after the read. */
-static void test_view_names_rewritten_after_read(void) {
+TEST(test_view_names_rewritten_after_read) {
     char *dir = u_tempdir("view"), cache[700];
     tb_bundle *fix = u_fixture_bundle(1), *b = NULL;
     tb_error e;
@@ -230,7 +223,7 @@ static int truncate_then_use(void *arg) {
 /* The file truncated under a mapped bundle: emit, derive and load give a
    clear error, never SIGBUS, and emit leaves no partial kernel and no
    temporary directory. */
-static void test_mapped_truncated_under_use(void) {
+TEST(test_mapped_truncated_under_use) {
     char *dir = u_tempdir("trunc");
     int op;
     for (op = 0; op < 3; op++) {
@@ -253,7 +246,7 @@ static void test_mapped_truncated_under_use(void) {
 }
 
 /* tbundle's way: TB_READ_COPY, then the file truncated: all still there. */
-static void test_copied_bundle_survives_truncation(void) {
+TEST(test_copied_bundle_survives_truncation) {
     char *dir = u_tempdir("copy"), cache[700];
     char *path = fixture_file(dir, 1);
     tb_bundle *b = NULL;
@@ -315,7 +308,7 @@ static int add_to_empty_kernel(void *arg) {
 }
 
 /* The 208-byte bundle of the report: EMPTYK with no files, then FULLK. */
-static void test_add_artifact_to_empty_kernel_of_read_bundle(void) {
+TEST(test_add_artifact_to_empty_kernel_of_read_bundle) {
     size_t size = 0;
     unsigned char *buf = empty_then_full(&size);
     REQUIRE(buf);
@@ -344,7 +337,7 @@ static int add_own_records(void *arg) {
 
 /* tb_bundle_add_launch_record(b, tb_bundle_launch_record(b, i)): on a read
    bundle (every add grows the array) and on a built one (the 9th add). */
-static void test_add_own_record(void) {
+TEST(test_add_own_record) {
     tb_bundle *fix = u_fixture_bundle(1), *b = NULL, *built = NULL;
     tb_error e;
     size_t size;
@@ -393,7 +386,7 @@ static unsigned char *two_records(const char *key1, const char *name1, const cha
 }
 
 /* --------------------------------------------------------- 5: duplicates */
-static void test_duplicates_refused(void) {
+TEST(test_duplicates_refused) {
     tb_bundle *b = NULL, *r = NULL, *fix;
     tb_error e;
     uint32_t k;
@@ -448,7 +441,7 @@ static void test_duplicates_refused(void) {
 
 /* A temporary directory held by a live writer (its flock) survives a
    cleaner at age 0, however old; once released, it goes. */
-static void test_cleaner_skips_locked_temporaries(void) {
+TEST(test_cleaner_skips_locked_temporaries) {
     char *dir = u_tempdir("lock"), p[700];
     struct timespec ts[2];
     uint32_t removed = 9;
@@ -549,8 +542,8 @@ static void clean_race(uint32_t kernels, int rounds) {
     tb_bundle_free(fix);
 }
 
-static void test_emit_clean_race_fixture(void) { clean_race(FIXTURE_KERNELS, torture_rounds(10)); }
-static void test_emit_clean_race_200(void) { clean_race(200, torture_rounds(10) / 5 + 1); }
+TEST(test_emit_clean_race_fixture) { clean_race(FIXTURE_KERNELS, torture_rounds(10)); }
+TEST(test_emit_clean_race_200) { clean_race(200, torture_rounds(10) / 5 + 1); }
 
 /* The mapped file rewritten and truncated while emits run on it: no
    escape, no partial directory, no leftover, no crash. */
@@ -631,13 +624,13 @@ static void mutate_race(uint32_t kernels, int rounds) {
     tb_bundle_free(fix);
 }
 
-static void test_emit_mapped_file_mutated_fixture(void) { mutate_race(FIXTURE_KERNELS, torture_rounds(10)); }
-static void test_emit_mapped_file_mutated_200(void) { mutate_race(200, torture_rounds(10) / 5 + 1); }
+TEST(test_emit_mapped_file_mutated_fixture) { mutate_race(FIXTURE_KERNELS, torture_rounds(10)); }
+TEST(test_emit_mapped_file_mutated_200) { mutate_race(200, torture_rounds(10) / 5 + 1); }
 
 /* ------------------------------------------------------- 8: the smaller */
 
 /* A .json of sentinels: emit refuses it instead of writing gigabytes. */
-static void test_sentinel_expansion_bounded(void) {
+TEST(test_sentinel_expansion_bounded) {
     char *dir = u_tempdir("expand"), cache[700];
     tb_bundle *b = NULL;
     tb_error e;
@@ -667,7 +660,7 @@ static void test_sentinel_expansion_bounded(void) {
 }
 
 /* Control bytes in names never reach a message raw. */
-static void test_messages_escape_names(void) {
+TEST(test_messages_escape_names) {
     tb_error e;
     tb_bundle *b = NULL;
     uint32_t k;
@@ -681,7 +674,7 @@ static void test_messages_escape_names(void) {
 }
 
 /* A FIFO given as a bundle path is refused at once, not waited on. */
-static void test_fifo_bundle_path(void) {
+TEST(test_fifo_bundle_path) {
     char *dir = u_tempdir("fifo"), p[700];
     tb_bundle *b = NULL;
     tb_error e;
@@ -698,7 +691,7 @@ static void test_fifo_bundle_path(void) {
 
 /* Collect never opens a FIFO in a kernel directory: a writer blocked on
    opening it stays blocked. */
-static void test_collect_does_not_open_fifo(void) {
+TEST(test_collect_does_not_open_fifo) {
     char *dir = u_tempdir("fifo2"), p[700], q[700];
     tb_bundle *b = NULL;
     tb_error e;
@@ -733,7 +726,7 @@ static void test_collect_does_not_open_fifo(void) {
 }
 
 /* A cache directory named through a symlink is followed; links inside are not. */
-static void test_symlinked_cache_dir(void) {
+TEST(test_symlinked_cache_dir) {
     char *dir = u_tempdir("symcache"), link[700], out[4200], inner[700];
     tb_bundle *b = NULL;
     tb_error e;
@@ -772,7 +765,7 @@ static void test_symlinked_cache_dir(void) {
 }
 
 /* A writer of a bundle file killed at any moment leaves nothing beside it. */
-static void test_emit_killed_bundle_writer_leaves_nothing(void) {
+TEST(test_emit_killed_bundle_writer_leaves_nothing) {
     tb_bundle *fix = u_fixture_bundle(1), *big;
     int round, rounds = torture_rounds(10), left = 0;
     REQUIRE(fix);
@@ -819,7 +812,7 @@ static void test_emit_killed_bundle_writer_leaves_nothing(void) {
     tb_bundle_free(fix);
 }
 
-static void test_ttfunc_null_text(void) {
+TEST(test_ttfunc_null_text) {
     char t[8], d[8];
     tb_error e;
     CHECK(tb_parse_ttfunc(NULL, 0, NULL, t, d, sizeof t, &e) == tb_err_invalid_argument);
@@ -846,7 +839,7 @@ static void *flip_sentinels(void *arg) {
     return NULL;
 }
 
-static void test_emit_view_changing_sentinels(void) {
+TEST(test_emit_view_changing_sentinels) {
     tb_bundle *b = NULL, *v = NULL;
     tb_error e;
     uint32_t k;
@@ -885,7 +878,7 @@ static void test_emit_view_changing_sentinels(void) {
     free(dir);
 }
 
-static void test_mapped_bundle_with_added_files(void) {
+TEST(test_mapped_bundle_with_added_files) {
     char *dir = u_tempdir("added"), cache[700], p[900];
     char *path = fixture_file(dir, 0);
     tb_bundle *b = NULL;
@@ -921,7 +914,7 @@ static void test_mapped_bundle_with_added_files(void) {
 
 /* Where flock always fails, emit still writes (unlocked, as before 1.2)
    and leaves nothing behind, and the cleaner falls back to age alone. */
-static void test_emit_without_flock(void) {
+TEST(test_emit_without_flock) {
     tb_bundle *b = u_fixture_bundle(0);
     char *dir = u_tempdir("noflock"), cache[700], old[800];
     tb_error e;
@@ -954,7 +947,7 @@ static void log_count(void *user, tb_log_level level, const char *message) {
     if (strstr(message, "dropped")) ++*(int *)user;
 }
 
-static void test_old_files_with_duplicate_keys(void) {
+TEST(test_old_files_with_duplicate_keys) {
     tb_bundle *r = NULL;
     tb_error e;
     tb_options o;
@@ -980,30 +973,4 @@ static void test_old_files_with_duplicate_keys(void) {
     free(buf);
 }
 
-int main(int argc, char **argv) {
-    filter = argc > 1 ? argv[1] : NULL;
-    RUN(test_mapped_names_rewritten_after_read);
-    RUN(test_view_names_rewritten_after_read);
-    RUN(test_mapped_truncated_under_use);
-    RUN(test_copied_bundle_survives_truncation);
-    RUN(test_add_artifact_to_empty_kernel_of_read_bundle);
-    RUN(test_add_own_record);
-    RUN(test_duplicates_refused);
-    RUN(test_cleaner_skips_locked_temporaries);
-    RUN(test_sentinel_expansion_bounded);
-    RUN(test_messages_escape_names);
-    RUN(test_fifo_bundle_path);
-    RUN(test_collect_does_not_open_fifo);
-    RUN(test_symlinked_cache_dir);
-    RUN(test_ttfunc_null_text);
-    RUN(test_mapped_bundle_with_added_files);
-    RUN(test_emit_without_flock);
-    RUN(test_old_files_with_duplicate_keys);
-    RUN(test_emit_view_changing_sentinels);
-    RUN(test_emit_clean_race_fixture);
-    RUN(test_emit_clean_race_200);
-    RUN(test_emit_mapped_file_mutated_fixture);
-    RUN(test_emit_mapped_file_mutated_200);
-    RUN(test_emit_killed_bundle_writer_leaves_nothing);
-    return th_finish();
-}
+int main(int argc, char **argv) { return th_main(argc, argv); }

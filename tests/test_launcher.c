@@ -14,7 +14,6 @@
 
 #include <dlfcn.h>
 
-static const char *filter;
 
 
 static struct {
@@ -80,7 +79,7 @@ static int32_t param_i32(int i) { int32_t v; memcpy(&v, fake.param(i), 4); retur
 static unsigned param_u8(int i) { return *(const unsigned char *)fake.param(i); }
 
 /* A 1-byte bool: '?', or PyTorch's 'i' for an i1 parameter. */
-static void test_bools(void) {
+TEST(test_bools) {
     static const size_t sizes[] = {1, 4, 8, 8};
     tb_launch_config c;
     tb_loaded_kernel *k = NULL;
@@ -112,7 +111,7 @@ static void test_bools(void) {
 
 /* A tensor descriptor Triton lowered to TMA: the map is encoded from the
    tb_tensor_desc as Triton's launcher does, then shape (i32) and strides (i64). */
-static void test_tensordesc_tma(void) {
+TEST(test_tensordesc_tma) {
     static const size_t sizes[] = {128, 4, 4, 8, 8, 8, 4};
     tb_launch_config c = config("TOi", "011");
     tb_tensordesc_meta m;
@@ -178,7 +177,7 @@ static void test_tensordesc_tma(void) {
 
 /* A descriptor Triton did not lower to TMA: base, shape and strides as i64,
    the padding byte, shape as i32, strides as i64. */
-static void test_tensordesc_plain(void) {
+TEST(test_tensordesc_plain) {
     static const size_t sizes[] = {8, 8, 8, 8, 8, 1, 4, 4, 8, 8, 4};
     tb_launch_config c = config("Ti", "");
     tb_tensordesc_meta m;
@@ -210,7 +209,7 @@ static void test_tensordesc_plain(void) {
 }
 
 /* The launch by name runs the cubin that the arguments choose. */
-static void test_launch_by_name(void) {
+TEST(test_launch_by_name) {
     static const size_t sizes[] = {8, 4};
     tb_bundle *b = NULL;
     tb_kernel_table *t = NULL;
@@ -262,7 +261,7 @@ static void test_launch_by_name(void) {
 }
 
 /* Launch attributes, grid arithmetic, and sizes that wrapped in 1.1. */
-static void test_attributes_and_sizes(void) {
+TEST(test_attributes_and_sizes) {
     static const size_t none[] = {8, 8};
     tb_launch_config c = config("", "");
     tb_loaded_kernel *k = NULL;
@@ -288,12 +287,4 @@ static void test_attributes_and_sizes(void) {
     CHECK(load(&c, none, 2, &k, &e) == tb_err_malformed && k == NULL);
 }
 
-int main(int argc, char **argv) {
-    filter = argc > 1 ? argv[1] : NULL;
-    RUN(test_bools);
-    RUN(test_tensordesc_tma);
-    RUN(test_tensordesc_plain);
-    RUN(test_launch_by_name);
-    RUN(test_attributes_and_sizes);
-    return th_finish();
-}
+int main(int argc, char **argv) { return th_main(argc, argv); }

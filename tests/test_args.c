@@ -1,0 +1,309 @@
+/* The launcher without a driver: argument codes and their conversions
+   (fp16/bf16 bits, checked ranges), the fixed-size argument arrays, the
+   kernel table's choice of specialization, and the errors when no libcuda
+   can be opened. (tests/test_launcher.c covers what needs a driver, with a
+   stand-in one.) Compiled as C99 and as C++11; run from the repository
+   root: build/test_args [name-filter] */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "harness.h"
+#include "util.h"
+#include "fp16_vectors.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
+
+/* A record by hand: name, key, arg types and divisibility. */
+static tb_result add_spec(tb_bundle *b, const char *key, const char *name, const char *types, const char *div,
+                          uint32_t configs) {
+    tb_launch_config cfg[2];
+    tb_launch_record rec;
+    tb_error e;
+    memset(cfg, 0, sizeof cfg);
+    cfg[0].kernel_hash = key;
+    cfg[0].function_name = name;
+    cfg[0].binary_name = "k.cubin";
+    cfg[0].arg_types = types;
+    cfg[0].arg_divisibility = div;
+    cfg[0].num_warps = cfg[0].num_ctas = 1;
+    cfg[1] = cfg[0];
+    cfg[1].num_warps = 8;
+    rec.cache_key = key;
+    rec.kernel_name = name;
+    rec.config_count = configs;
+    rec.configs = cfg;
+    return tb_bundle_add_launch_record(b, &rec, &e);
+}
+
+TEST(test_arg_codes) {
+    static const char *sig[] = {"*fp32", "*i8", "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16",
+                                "u32", "u64", "fp16", "bf16", "fp32", "fp64", "constexpr"};
+    char out[64];
+    char code;
+    tb_error e;
+    CHECK_OK(tb_arg_types_from_signature(sig, sizeof sig / sizeof sig[0], out, sizeof out, &e), &e);
+    CHECK(strcmp(out, "OO?bhil?BHIKeyfd") == 0); /* i1 and u1: a 1-byte bool */
+    CHECK(tb_arg_code_from_triton_type("nvTmaDesc", &code, &e) == tb_err_unsupported_type);
+    CHECK(strstr(e.message, "TMA") != NULL);
+    CHECK(tb_arg_code_from_triton_type("tensordesc<fp16[128, 32]>", &code, &e) == tb_ok && code == 'T');
+    CHECK(tb_arg_code_size('T') == 8);
+    CHECK(tb_arg_code_from_triton_type("fp8e4nv", &code, &e) == tb_err_unsupported_type);
+    CHECK(strstr(e.message, "fp8e4nv") != NULL && strstr(e.message, "fp8 scalar") != NULL);
+    CHECK(tb_arg_code_from_triton_type("*", &code, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_types_from_signature(sig, 4, out, 3, &e) == tb_err_limit);
+    CHECK(tb_arg_code_size('O') == 8 && tb_arg_code_size('b') == 1 && tb_arg_code_size('y') == 2 &&
+          tb_arg_code_size('I') == 4 && tb_arg_code_size('?') == 1 && tb_arg_code_size('x') == 0);
+}
+
+/* Launch by name chooses among a kernel's specializations from the
+   arguments: the most specialized whose assumptions hold. No GPU: find
+   names the record that select would load. */
+TEST(test_table_specialization_choice) {
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    uint32_t rec = 99, i;
+    tb_arg a[3];
+    const char *names[] = {"k_mid", "k_general", "k_all", "k_other", "k_three"};
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(add_spec(b, "k_mid", "k", "OOi", "100", 1), &e);
+    CHECK_OK(add_spec(b, "k_general", "k", "OOi", "000", 2), &e);
+    CHECK_OK(add_spec(b, "k_all", "k", "OOi", "111", 1), &e);
+    CHECK_OK(add_spec(b, "k_other", "other", "O", "1", 1), &e);
+    CHECK_OK(add_spec(b, "k_three", "only_aligned", "OOi", "110", 1), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 2); /* all three assumptions hold */
+    a[2] = tb_arg_i(100);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 0); /* n not divisible by 16 */
+    a[1] = tb_arg_u(0x2004);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 0);
+    a[0] = tb_arg_u(0x1004);
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, a, 3, &rec, &e), &e);
+    CHECK(rec == 1); /* a misaligned first pointer: the general one */
+    CHECK_OK(tb_kernel_table_find(t, "k", 1, a, 3, &rec, &e), &e);
+    CHECK(rec == 1); /* config 1 exists only there */
+    a[0] = tb_arg_u(0x1000), a[2] = tb_arg_i(64);
+    CHECK_OK(tb_kernel_table_find(t, "k", 1, a, 3, &rec, &e), &e);
+    CHECK(rec == 1);
+    /* no arguments (tb_kernel_table_get): the fewest assumptions */
+    CHECK_OK(tb_kernel_table_find(t, "k", 0, NULL, 0, &rec, &e), &e);
+    CHECK(rec == 1);
+    /* a cache key is one record, whatever the arguments */
+    for (i = 0; i < 5; i++) {
+        CHECK_OK(tb_kernel_table_find(t, names[i], 0, NULL, 0, &rec, &e), &e);
+        CHECK(rec == i);
+    }
+    /* none fits: the error names the argument */
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2008);
+    CHECK(tb_kernel_table_find(t, "only_aligned", 0, a, 3, &rec, &e) == tb_err_misaligned);
+    CHECK(strstr(e.message, "argument 1") != NULL && strstr(e.message, "0x2008") != NULL);
+    CHECK(tb_kernel_table_find(t, "k", 0, a, 2, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k_mid", 0, a, 2, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k", 2, a, 3, &rec, &e) == tb_err_arg_mismatch);
+    CHECK(tb_kernel_table_find(t, "k", 2, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    CHECK(tb_kernel_table_find(t, "nope", 0, a, 3, &rec, &e) == tb_err_not_found);
+    CHECK(tb_kernel_table_find(t, "k_mid", 5, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    /* by key, the arguments must still fit the one record */
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(100);
+    CHECK(tb_kernel_table_find(t, "k_all", 0, a, 3, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 2"));
+    CHECK_OK(tb_kernel_table_find(t, "k_mid", 0, a, 3, &rec, &e), &e);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    /* two compilations of one name with the same assumptions (another dtype,
+       block size...): the arguments cannot tell them apart, so no guess */
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(add_spec(b, "fp16", "same", "OOi", "110", 1), &e);
+    CHECK_OK(add_spec(b, "fp32", "same", "OOi", "110", 1), &e);
+    CHECK_OK(add_spec(b, "general", "same", "OOi", "000", 1), &e);
+    CHECK_OK(add_spec(b, "unknown", "alone", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "unknown1", "twice", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "unknown2", "twice", "O", "", 1), &e);
+    CHECK_OK(add_spec(b, "known", "mixed", "O", "1", 1), &e);
+    CHECK_OK(add_spec(b, "unknown3", "mixed", "O", "", 1), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_u(0x2000), a[2] = tb_arg_i(7);
+    CHECK(tb_kernel_table_find(t, "same", 0, a, 3, &rec, &e) == tb_err_invalid_argument);
+    CHECK(strstr(e.message, "fp16") && strstr(e.message, "fp32") && strstr(e.message, "cache key"));
+    a[0] = tb_arg_u(0x1004); /* only the general one fits */
+    CHECK(tb_kernel_table_find(t, "same", 0, a, 3, &rec, &e) == tb_ok && rec == 2);
+    CHECK(tb_kernel_table_find(t, "same", 0, NULL, 0, &rec, &e) == tb_ok && rec == 2);
+    CHECK(tb_kernel_table_find(t, "alone", 0, a, 1, &rec, &e) == tb_ok && rec == 3); /* unknown, but alone */
+    CHECK(tb_kernel_table_find(t, "twice", 0, a, 1, &rec, &e) == tb_err_invalid_argument);
+    CHECK(tb_kernel_table_find(t, "twice", 0, NULL, 0, &rec, &e) == tb_err_invalid_argument);
+    a[0] = tb_arg_u(0x1000);
+    CHECK(tb_kernel_table_find(t, "mixed", 0, a, 1, &rec, &e) == tb_ok && rec == 6);
+    a[0] = tb_arg_u(0x1004); /* the known one does not fit; the unknown one is no safe fallback */
+    CHECK(tb_kernel_table_find(t, "mixed", 0, a, 1, &rec, &e) == tb_err_misaligned);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+
+/* Thousands of records and names: every key and name is found, each
+   name's specializations chained in order. */
+TEST(test_table_index_large) {
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    uint32_t i, rec, n = 5000;
+    char key[32], name[32];
+    tb_arg a[1];
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    for (i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        snprintf(name, sizeof name, "name%u", i / 2);
+        CHECK_OK(add_spec(b, key, name, "O", i % 2 ? "1" : "0", 1), &e);
+    }
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    for (i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        CHECK(tb_kernel_table_find(t, key, 0, NULL, 0, &rec, &e) == tb_ok && rec == i);
+        if (i % 2) continue;
+        snprintf(name, sizeof name, "name%u", i / 2);
+        a[0] = tb_arg_u(0x100);
+        CHECK(tb_kernel_table_find(t, name, 0, a, 1, &rec, &e) == tb_ok && rec == i + 1);
+        a[0] = tb_arg_u(0x104);
+        CHECK(tb_kernel_table_find(t, name, 0, a, 1, &rec, &e) == tb_ok && rec == i);
+        if (th_failed_now) break;
+    }
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+
+/* ----------------------------------------------------------- conversions */
+TEST(test_fp16_vectors) {
+    size_t i;
+    unsigned bad = 0;
+    for (i = 0; i < sizeof fp16_vectors / sizeof fp16_vectors[0]; i++) {
+        double d;
+        uint64_t bits = fp16_vectors[i].d;
+        memcpy(&d, &bits, 8);
+        if (tb_fp16_from_double(d) != fp16_vectors[i].h) {
+            if (bad++ < 5) printf("    %.17g -> %04x, want %04x\n", d, tb_fp16_from_double(d), fp16_vectors[i].h);
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(tb_fp16_from_double(1.5) == 0x3E00);
+    CHECK(tb_fp16_from_double(-2.25) == 0xC080);
+    CHECK(tb_fp16_from_double(0.0 / 0.0) == 0x7E00 || tb_fp16_from_double(0.0 / 0.0) == 0xFE00);
+    /* every finite fp16 survives the round trip */
+    for (i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        if (((h >> 10) & 31) == 31) continue;
+        if (tb_fp16_from_double(tb_fp16_to_double(h)) != h) bad++;
+    }
+    CHECK(bad == 0);
+}
+
+TEST(test_bf16_triton_packing) {
+    CHECK(tb_bf16_from_double(-2.25) == 0xC010);
+    CHECK(tb_bf16_from_double(1.5) == 0x3FC0);
+    CHECK(tb_bf16_from_double(3.14159) == 0x4049);
+    /* float 0x3F80C000: Triton truncates to 0x3F80 (round-to-nearest would give 0x3F81) */
+    CHECK(tb_bf16_from_double(1.005859375) == 0x3F80);
+    CHECK(tb_bf16_to_double(0xC010) == -2.25);
+}
+
+TEST(test_pack_args) {
+    tb_arg s;
+    tb_error e;
+    unsigned char *p = (unsigned char *)&s;
+    CHECK(sizeof(tb_arg) == 8);
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(-7), 1, &s, &e), &e);
+    CHECK(p[0] == 0xF9 && p[1] == 0);
+    CHECK_OK(tb_pack_arg('B', tb_arg_u(200), 1, &s, &e), &e);
+    CHECK(p[0] == 200);
+    /* checked mode takes what Triton 3.6's launcher takes (i8 0..255 with
+       Python's "b"), and what the bits can hold, no more */
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(200), 1, &s, &e), &e);
+    CHECK(p[0] == 200);
+    CHECK(tb_pack_arg('b', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(strstr(e.message, "256") != NULL);
+    CHECK(tb_pack_arg('b', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK_OK(tb_pack_arg('b', tb_arg_i(256), 0, &s, &e), &e); /* unchecked: the low bits */
+    CHECK(p[0] == 0);
+    CHECK(tb_pack_arg('B', tb_arg_i(-1), 1, &s, &e) == tb_ok && p[0] == 0xFF);
+    CHECK(tb_pack_arg('B', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('B', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('?', tb_arg_i(1), 1, &s, &e) == tb_ok && p[0] == 1 && p[1] == 0);
+    CHECK(tb_pack_arg('?', tb_arg_i(0), 1, &s, &e) == tb_ok && p[0] == 0);
+    CHECK(tb_pack_arg('?', tb_arg_i(2), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('?', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('h', tb_arg_i(-32769), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('h', tb_arg_i(32768), 1, &s, &e) == tb_err_arg_range); /* Triton refuses it too */
+    CHECK(tb_pack_arg('H', tb_arg_i(-32768), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x80);
+    CHECK(tb_pack_arg('H', tb_arg_u(65536), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('I', tb_arg_i(-1), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 0xffffffffu);
+    CHECK(tb_pack_arg('I', tb_arg_u(0x100000000ULL), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('H', tb_arg_u(60000), 1, &s, &e) == tb_ok && p[0] == 0x60 && p[1] == 0xEA);
+    CHECK(tb_pack_arg('i', tb_arg_i((int64_t)1 << 31), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('i', tb_arg_i(-70000), 1, &s, &e) == tb_ok && *(int32_t *)(void *)p == -70000);
+    CHECK(tb_pack_arg('I', tb_arg_u(4000000000u), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 4000000000u);
+    CHECK(tb_pack_arg('K', tb_arg_u(9223372036854779904ULL), 1, &s, &e) == tb_ok && s.u == 9223372036854779904ULL);
+    CHECK(tb_pack_arg('e', tb_arg_f(1.5), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x3E && p[2] == 0);
+    CHECK(tb_pack_arg('e', tb_arg_f(70000.0), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_pack_arg('y', tb_arg_f(-2.25), 1, &s, &e) == tb_ok && p[0] == 0x10 && p[1] == 0xC0);
+    CHECK(tb_pack_arg('f', tb_arg_f(3.14159), 1, &s, &e) == tb_ok && *(float *)(void *)p == 3.14159f);
+    CHECK(tb_pack_arg('d', tb_arg_f(2.718281828459045), 1, &s, &e) == tb_ok && s.f == 2.718281828459045);
+    CHECK(tb_pack_arg('O', tb_arg_p((void *)0x1234), 1, &s, &e) == tb_ok && s.u == 0x1234);
+    CHECK(tb_pack_arg('x', tb_arg_i(0), 1, &s, &e) == tb_err_unsupported_type);
+}
+
+TEST(test_too_many_args) {
+    tb_bundle *b;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    char types[TB_MAX_ARGS + 2];
+    memset(types, 'i', sizeof types);
+    types[TB_MAX_ARGS + 1] = 0;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "k";
+    cfg.binary_name = "k.cubin";
+    cfg.arg_types = types;
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    rec.cache_key = "k";
+    rec.kernel_name = "k";
+    rec.config_count = 1;
+    rec.configs = &cfg;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_limit);
+    CHECK(strstr(e.message, "TB_MAX_ARGS") != NULL);
+    types[TB_MAX_ARGS] = 0;
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    tb_bundle_free(b);
+}
+
+/* The launcher's CPU-side behaviour where no GPU is present. */
+TEST(test_launcher_without_driver) {
+    tb_error e;
+    tb_loaded_kernel *k = (tb_loaded_kernel *)1;
+    tb_launch_config cfg;
+    tb_result r = tb_driver_load(&e);
+    if (r == tb_ok) SKIP("a CUDA driver is present here; the GPU suite covers loading");
+    CHECK(r == tb_err_no_driver || r == tb_err_no_device);
+    CHECK(strstr(e.message, "libcuda") != NULL);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H";
+    cfg.function_name = "k";
+    cfg.binary_name = "k.cubin";
+    cfg.arg_types = "";
+    cfg.num_warps = 4;
+    cfg.num_ctas = 1;
+    CHECK(tb_load_cubin("x", 1, &cfg, NULL, NULL, &k, &e) == r);
+    CHECK(k == NULL);
+    CHECK(tb_driver_symbol("cuMemAlloc_v2") == NULL);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv); }
