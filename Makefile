@@ -26,7 +26,7 @@ $(B)/launch: examples/launch.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
-CPUTESTS := format parsers args fs hostile launcher
+CPUTESTS := format parsers args fs hostile launcher limits
 
 $(B)/test_%: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
@@ -71,7 +71,7 @@ check-compile: | $(B)
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle
-	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh
+	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp

@@ -35,14 +35,14 @@
                tb_bundle_write_file / _write_memory / _write_callback, tb_bundle_free
      read      tb_bundle_read_file (mapped) / tb_bundle_read_memory (a view or a copy)
      inspect   tb_bundle_kernel_count, tb_bundle_kernel (hash, device, files),
-               tb_kernel_find_artifact, tb_bundle_launch_record_count,
+               tb_kernel_name, tb_kernel_find_artifact, tb_bundle_launch_record_count,
                tb_bundle_launch_record (key, name, configs), tb_bundle_names
      unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
      build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
      launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key),
                tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
                tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
-     arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_pack_arg,
+     arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
                tb_arg_types_from_signature (Triton's signature to codes)
      errors    tb_error (code, message, kernel, file, offset, errno, CUresult),
                tb_result_string
@@ -78,7 +78,9 @@
        }
        for (i = 0; i < tb_bundle_kernel_count(b); i++) {
            const tb_kernel *k = tb_bundle_kernel(b, i);  // a cache directory
-           printf("%s (%u files)\n", k->hash, k->artifact_count);
+           char name[256];
+           tb_kernel_name(k, name, sizeof name);          // NAME of NAME.cubin
+           printf("%s %s (%u files)\n", k->hash, name, k->artifact_count);
            for (j = 0; j < k->artifact_count; j++)
                printf("  %s %llu bytes\n", k->artifacts[j].name,
                       (unsigned long long)k->artifacts[j].size);
@@ -136,7 +138,9 @@
    own (options .threads; the result does not depend on their number), and
    writing or verifying a bundle of 16 MiB or more hashes its 1 MiB blocks
    on up to 8 threads.
-   The filesystem section needs POSIX (openat family, mmap).
+   POSIX: the library needs pthreads (the Core section sizes worker teams);
+   only the Filesystem section calls the file API (openat family, mmap,
+   pread, flock), and only the Driver section calls dlopen.
 */
 #if defined(TRITON_BUNDLE_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
     !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_XOPEN_SOURCE)
@@ -435,6 +439,11 @@ TBDEF const tb_launch_record *tb_bundle_launch_record(const tb_bundle *bundle, u
 TBDEF tb_storage tb_bundle_storage(const tb_bundle *bundle);
 TBDEF const tb_kernel *tb_bundle_find_kernel(const tb_bundle *bundle, const char *hash);
 TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *kernel, const char *name);
+/* The kernel's function name, as Triton names its files: NAME of the first
+   NAME.cubin, else of __grp__NAME.json. Written to out (cap bytes, always
+   NUL-terminated when cap > 0, cut short if it does not fit); returns its
+   full length, as snprintf does, and 0 when the kernel has neither file. */
+TBDEF size_t tb_kernel_name(const tb_kernel *kernel, char *out, size_t cap);
 TBDEF tb_result tb_bundle_names(const tb_bundle *bundle, tb_names **out, tb_error *err);
 TBDEF void tb_names_free(tb_names *names);
 
@@ -511,11 +520,16 @@ TBDEF uint32_t tb_bundle_format_version(const tb_bundle *bundle);
 TBDEF tb_result tb_cache_dir_resolve(const char *explicit_dir, char *out, size_t capacity,
                                      tb_error *err);
 
+/* In tb_collect_options.flags and tb_emit_options.flags alike: stop at the
+   first failing kernel instead of going on with the others (which is the
+   default: a kernel that fails is reported and skipped). */
+#define TB_STOP_ON_ERROR 2u
+
 typedef struct tb_collect_options {
     /* The cache path that the .json files name (where Triton wrote the
        cache). NULL: the cache directory's absolute path as given. */
     const char *recorded_cache_dir;
-    int stop_on_error;           /* stop at the first failing kernel */
+    unsigned flags;              /* TB_STOP_ON_ERROR */
     /* collect_cache: called after each directory looked at (done of total),
        pack_cache after each batch of 16 written; from the calling thread */
     void (*progress)(void *user, uint32_t done, uint32_t total);
@@ -539,7 +553,19 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *bundle, const char *cache_dir, cons
                                   int32_t device, const tb_collect_options *options,
                                   tb_error *err);
 /* Every kernel directory (one holding __grp__*.json) of a cache, in name
-   order. Returns the first failure (or tb_ok); see report for counts. */
+   order. Two kinds of failure:
+   - per kernel: a kernel directory that cannot be opened or read, a file
+     or a kernel over a TB_MAX_* limit, a name that is not safe, a .json
+     that already holds TB_REPLACE_SENTINEL or that would hold more than
+     TB_MAX_SENTINELS, a hash already in the bundle, memory for that
+     kernel. The kernel is left out whole, logged at TB_LOG_WARN and
+     counted in report->failed; collect goes on with the others (unless
+     TB_STOP_ON_ERROR) and returns the first such failure in the end, with
+     the kernels it could read added. Entries that are not kernel
+     directories only count in report->skipped.
+   - fatal: a NULL argument or a cache directory that cannot be opened or
+     listed (nothing is added), or memory for the workers or for merging
+     their kernels; it returns at once. */
 TBDEF tb_result tb_collect_cache(tb_bundle *bundle, const char *cache_dir,
                                  const tb_collect_options *options, tb_collect_report *report,
                                  tb_error *err);
@@ -550,7 +576,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *bundle, const char *cache_dir,
    batches in order, so reading and writing overlap and memory holds only
    the batches in flight, never the whole bundle. */
 typedef struct tb_pack_options {
-    tb_collect_options collect;  /* recorded_cache_dir, threads, progress, stop_on_error */
+    tb_collect_options collect;  /* recorded_cache_dir, threads, progress, flags */
     int no_launch_records;       /* 1: derive no launch records (an empty section 2) */
     unsigned write_flags;        /* TB_WRITE_FSYNC */
 } tb_pack_options;
@@ -564,7 +590,7 @@ typedef struct tb_pack_report {
 
 /* tb_ok: the file is in place, holding every kernel that could be read;
    refused kernels are left out, logged and counted (report->collect.failed)
-   unless collect.stop_on_error, which fails the pack at the first. On
+   unless TB_STOP_ON_ERROR is in collect.flags, which fails the pack at the first. On
    failure nothing is left at path or beside it. options: the allocator and
    logger (NULL: defaults). */
 TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_pack_options *pack_options,
@@ -573,7 +599,6 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
 typedef enum tb_emit_status { TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAILED } tb_emit_status;
 
 #define TB_EMIT_FSYNC 1u          /* fsync files and directories before and after the rename */
-#define TB_EMIT_STOP_ON_ERROR 2u  /* stop at the first failing kernel */
 
 typedef struct tb_emit_options {
     unsigned flags;
@@ -583,7 +608,7 @@ typedef struct tb_emit_options {
     void *user;
     /* writer threads; 0: one per online CPU, at most 4 (writers share one
        parent directory, so more contend), none for small bundles; 1: the
-       calling thread alone. TB_EMIT_STOP_ON_ERROR always writes alone. */
+       calling thread alone. TB_STOP_ON_ERROR always writes alone. */
     unsigned threads;
 } tb_emit_options;
 
@@ -671,7 +696,7 @@ TBDEF double tb_fp16_to_double(uint16_t bits);
 TBDEF double tb_bf16_to_double(uint16_t bits);
 /* Converts one argument to its parameter bytes (little-endian, in the low
    bytes of *slot). checked: range errors for narrowing. */
-TBDEF tb_result tb_pack_arg(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
+TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
 
 #ifndef TB_NO_LAUNCHER
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
@@ -1023,6 +1048,71 @@ static int tb__grow(const tb__ctx *c, void **array, uint32_t *cap, uint32_t need
     return 1;
 }
 
+/* ---- strings ----
+   Byte-string helpers that the filesystem, the parsers and the launcher
+   share. */
+static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
+    const char *p = (const char *)hay, *end = p + n;
+    size_t m = strlen(needle);
+    while ((size_t)(end - p) >= m && (p = (const char *)memchr(p, needle[0], (size_t)(end - p))) != NULL) {
+        if ((size_t)(end - p) >= m && memcmp(p, needle, m) == 0) return p;
+        p++;
+    }
+    return NULL;
+}
+
+static int tb__has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && memcmp(s + n - m, suf, m) == 0;
+}
+
+/* ---- threads ----
+   How many workers a job gets, and a team of them started and joined:
+   writing or verifying a large bundle hashes its blocks on several cores,
+   and collect, pack and emit size their workers here (they keep their own
+   queues under a mutex). */
+#define TB__MAX_THREADS 8
+
+/* asked 0: one thread per online CPU up to auto_cap, fewer for small jobs
+   (per_thread items each at least); never more threads than items or
+   TB__MAX_THREADS. */
+static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
+    long cpus;
+    size_t n;
+    if (!asked && items / per_thread <= 1) return 1; /* small: not even the CPU count is worth asking */
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
+    if (!asked && n > auto_cap) n = auto_cap;
+    if (!asked && n > items / per_thread) n = items / per_thread;
+    if (n > items) n = items;
+    if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
+    return n ? (unsigned)n : 1u;
+}
+
+/* Starts fn on jobs first..n-1 (each stride bytes apart) in threads; a job
+   whose thread cannot be had runs here and then. tb__join waits for them. */
+typedef struct tb__team {
+    pthread_t tids[TB__MAX_THREADS];
+    unsigned char started[TB__MAX_THREADS];
+    unsigned n;
+} tb__team;
+
+static void tb__spawn(tb__team *t, unsigned first, unsigned n, void *(*fn)(void *), void *jobs, size_t stride) {
+    unsigned i;
+    t->n = n;
+    for (i = 0; i < n; i++) t->started[i] = 0;
+    for (i = first; i < n; i++) {
+        void *job = (char *)jobs + (size_t)i * stride;
+        if (pthread_create(&t->tids[i], NULL, fn, job) == 0) t->started[i] = 1;
+        else fn(job);
+    }
+}
+static void tb__join(tb__team *t) {
+    unsigned i;
+    for (i = 0; i < t->n; i++)
+        if (t->started[i]) pthread_join(t->tids[i], NULL);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Arena: a bundle's strings and copied bytes, freed all at once.         */
 /* ---------------------------------------------------------------------- */
@@ -1268,6 +1358,28 @@ TBDEF const tb_artifact *tb_kernel_find_artifact(const tb_kernel *k, const char 
     return NULL;
 }
 
+TBDEF size_t tb_kernel_name(const tb_kernel *k, char *out, size_t cap) {
+    static const char *const pre[] = {"", "__grp__"}, *const suf[] = {".cubin", ".json"};
+    uint32_t i;
+    int p;
+    if (out && cap) out[0] = 0;
+    if (!k) return 0;
+    for (p = 0; p < 2; p++)
+        for (i = 0; i < k->artifact_count; i++) {
+            const char *n = k->artifacts[i].name;
+            size_t len = strlen(n), pl = strlen(pre[p]), sl = strlen(suf[p]);
+            if (len <= pl + sl || strncmp(n, pre[p], pl) != 0 || strcmp(n + len - sl, suf[p]) != 0) continue;
+            len -= pl + sl;
+            if (out && cap) {
+                size_t c = len < cap - 1 ? len : cap - 1;
+                memcpy(out, n + pl, c);
+                out[c] = 0;
+            }
+            return len;
+        }
+    return 0;
+}
+
 /* An artifact's bytes for the library's own reading (parsing JSON, loading
    a cubin): a->data, or a copy that the caller frees with
    tb__free(&b->ctx, *copy). A mapped bundle's payloads are copied from
@@ -1430,13 +1542,23 @@ static tb_result tb__check_config_descs(const tb_launch_config *cf, const char *
     return tb_ok;
 }
 
+/* A string field that is not a name (FORMAT.md's table): empty is a bad
+   name, longer than max a limit. */
+static tb_result tb__check_string(const char *s, size_t max, const char *what, const char *key, long long offset,
+                                  tb_error *err) {
+    if (!s || !*s) return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "%s is empty", what);
+    if (strlen(s) > max)
+        return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%s is %zu bytes long, limit %zu", what, strlen(s), max);
+    return tb_ok;
+}
+
 static tb_result tb__check_config(const tb_launch_config *cf, const char *key, long long offset, tb_error *err) {
     tb_result r;
     uint32_t j;
     if ((r = tb__check_name(cf->kernel_hash, "config kernel_hash", key, offset, err)) != tb_ok) return r;
     if ((r = tb__check_name(cf->binary_name, "config binary_name", key, offset, err)) != tb_ok) return r;
-    if (!cf->function_name || !*cf->function_name || strlen(cf->function_name) > TB_MAX_STRING_LENGTH)
-        return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "config function_name is empty or too long");
+    if ((r = tb__check_string(cf->function_name, TB_MAX_STRING_LENGTH, "config function_name", key, offset, err)) != tb_ok)
+        return r;
     if ((r = tb__check_arg_types(cf->arg_types, cf->arg_divisibility, key, offset, err)) != tb_ok) return r;
     if (cf->num_warps == 0 || cf->num_warps > 32)
         return tb__fail(err, tb_err_malformed, key, NULL, offset, 0, "num_warps %u is not in 1..32", cf->num_warps);
@@ -1448,8 +1570,8 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     if (cf->param_count && !cf->params)
         return tb__fail(err, tb_err_invalid_argument, key, NULL, offset, 0, "params is NULL");
     for (j = 0; j < cf->param_count; j++)
-        if (!cf->params[j].name || !*cf->params[j].name || strlen(cf->params[j].name) > TB_MAX_NAME_LENGTH)
-            return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "config param %u has no usable name", j);
+        if ((r = tb__check_string(cf->params[j].name, TB_MAX_NAME_LENGTH, "a config param's name", key, offset, err)) != tb_ok)
+            return r;
     if (cf->tensordesc_count > TB_MAX_TENSORDESCS)
         return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%u tensor descriptors, over TB_MAX_TENSORDESCS",
                         cf->tensordesc_count);
@@ -1474,10 +1596,9 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
        read blocks, which never move) */
     in = *rec;
     rec = &in;
-    if (!rec->cache_key || !*rec->cache_key || strlen(rec->cache_key) > TB_MAX_STRING_LENGTH)
-        return tb__fail(err, tb_err_bad_name, NULL, NULL, -1, 0, "record cache_key is empty or too long");
-    if (!rec->kernel_name || !*rec->kernel_name || strlen(rec->kernel_name) > TB_MAX_STRING_LENGTH)
-        return tb__fail(err, tb_err_bad_name, rec->cache_key, NULL, -1, 0, "record kernel_name is empty or too long");
+    if ((r = tb__check_string(rec->cache_key, TB_MAX_STRING_LENGTH, "record cache_key", NULL, -1, err)) != tb_ok) return r;
+    if ((r = tb__check_string(rec->kernel_name, TB_MAX_STRING_LENGTH, "record kernel_name", rec->cache_key, -1, err)) != tb_ok)
+        return r;
     if (rec->config_count == 0 || !rec->configs)
         return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "record has no configs");
     if (rec->config_count > TB_MAX_CONFIGS_PER_RECORD)
@@ -2061,49 +2182,6 @@ TBDEF uint64_t tb_xxh3_64(const void *data, size_t size) {
     tb__xxh_init(&h);
     tb__xxh_update(&h, data, size);
     return tb__xxh_digest(&h);
-}
-
-/* ---- threads ---- */
-#define TB__MAX_THREADS 8
-
-/* asked 0: one thread per online CPU up to auto_cap, fewer for small jobs
-   (per_thread items each at least); never more threads than items or
-   TB__MAX_THREADS. */
-static unsigned tb__thread_count(unsigned asked, size_t items, size_t per_thread, size_t auto_cap) {
-    long cpus;
-    size_t n;
-    if (!asked && items / per_thread <= 1) return 1; /* small: not even the CPU count is worth asking */
-    cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    n = asked ? asked : (cpus > 0 ? (size_t)cpus : 1);
-    if (!asked && n > auto_cap) n = auto_cap;
-    if (!asked && n > items / per_thread) n = items / per_thread;
-    if (n > items) n = items;
-    if (n > TB__MAX_THREADS) n = TB__MAX_THREADS;
-    return n ? (unsigned)n : 1u;
-}
-
-/* Starts fn on jobs first..n-1 (each stride bytes apart) in threads; a job
-   whose thread cannot be had runs here and then. tb__join waits for them. */
-typedef struct tb__team {
-    pthread_t tids[TB__MAX_THREADS];
-    unsigned char started[TB__MAX_THREADS];
-    unsigned n;
-} tb__team;
-
-static void tb__spawn(tb__team *t, unsigned first, unsigned n, void *(*fn)(void *), void *jobs, size_t stride) {
-    unsigned i;
-    t->n = n;
-    for (i = 0; i < n; i++) t->started[i] = 0;
-    for (i = first; i < n; i++) {
-        void *job = (char *)jobs + (size_t)i * stride;
-        if (pthread_create(&t->tids[i], NULL, fn, job) == 0) t->started[i] = 1;
-        else fn(job);
-    }
-}
-static void tb__join(tb__team *t) {
-    unsigned i;
-    for (i = 0; i < t->n; i++)
-        if (t->started[i]) pthread_join(t->tids[i], NULL);
 }
 
 /* ---- the block checksum (format 2) ---- */
@@ -3485,16 +3563,6 @@ static tb_result tb__absolute(const char *dir, char *out, size_t cap, tb_error *
     return tb_ok;
 }
 
-static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
-    const char *p = (const char *)hay, *end = p + n;
-    size_t m = strlen(needle);
-    while ((size_t)(end - p) >= m && (p = (const char *)memchr(p, needle[0], (size_t)(end - p))) != NULL) {
-        if ((size_t)(end - p) >= m && memcmp(p, needle, m) == 0) return p;
-        p++;
-    }
-    return NULL;
-}
-
 /* Replacing every occurrence of from by to, in two steps: the size of the
    result (returns 1 if there was any occurrence, 0 if none, -1 on size
    overflow, -2 over TB_MAX_SENTINELS occurrences), then the copy into a
@@ -3527,10 +3595,6 @@ static void tb__replace_into(unsigned char *dst, const unsigned char *src, size_
     memcpy(dst, p, (size_t)(end - p));
 }
 
-static int tb__has_suffix(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && memcmp(s + n - m, suf, m) == 0;
-}
 
 static int tb__cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
@@ -3886,7 +3950,7 @@ static void *tb__collect_range(void *arg) {
         done = ++*pt->done;
         pthread_mutex_unlock(pt->done_mu);
         if (pt->report_progress && o && o->progress) o->progress(o->user, done, (uint32_t)l->count);
-        if (tb__tally(&pt->report, r, &e, &pt->bundle->ctx, &pt->first, &pt->error) && o && o->stop_on_error) break;
+        if (tb__tally(&pt->report, r, &e, &pt->bundle->ctx, &pt->first, &pt->error) && o && (o->flags & TB_STOP_ON_ERROR)) break;
     }
     return NULL;
 }
@@ -3907,7 +3971,7 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     if ((r = tb__list_open_top(&b->ctx, cache_dir, &l, err)) != tb_ok) return r;
     /* readers split the listing into contiguous ranges and merge in order,
        so the bundle does not depend on the thread count */
-    nt = (o && o->stop_on_error) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64, TB__MAX_THREADS);
+    nt = (o && (o->flags & TB_STOP_ON_ERROR)) ? 1u : tb__thread_count(o ? o->threads : 0, l.count, 64, TB__MAX_THREADS);
     memset(&po, 0, sizeof po);
     po.allocator = b->ctx.a;
     po.log = b->ctx.log;
@@ -4000,7 +4064,7 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     bt->fatal = tb_bundle_create(&p->po, &bt->bundle, &bt->error);
     for (; bt->fatal == tb_ok && at < end; at++) {
         r = tb__collect_entry(bt->bundle, p->l, at, p->cache_dir, p->co, &e);
-        if (tb__tally(&bt->report, r, &e, &bt->bundle->ctx, &bt->first, &bt->error) && p->co->stop_on_error) break;
+        if (tb__tally(&bt->report, r, &e, &bt->bundle->ctx, &bt->first, &bt->error) && (p->co->flags & TB_STOP_ON_ERROR)) break;
     }
     if (bt->fatal == tb_ok && p->derive && (r = tb_bundle_derive_launch_records(bt->bundle, &e)) != tb_ok)
         bt->fatal = r, bt->error = e;
@@ -4130,7 +4194,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         if (bt->fatal != tb_ok) {
             r = bt->fatal;
             if (err) *err = bt->error;
-        } else if (bt->first != tb_ok && o->collect.stop_on_error) {
+        } else if (bt->first != tb_ok && (o->collect.flags & TB_STOP_ON_ERROR)) {
             r = bt->first;
             if (err) *err = bt->error;
         } else {
@@ -4462,7 +4526,7 @@ static void tb__emit_deliver(tb__emit_job *j) {
                 j->first = e->code;
                 j->first_error = *e;
             }
-            if (j->flags & TB_EMIT_STOP_ON_ERROR) {
+            if (j->flags & TB_STOP_ON_ERROR) {
                 pthread_mutex_lock(&j->mu);
                 j->next = j->b->kernel_count; /* claim nothing more */
                 pthread_mutex_unlock(&j->mu);
@@ -4512,7 +4576,7 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     }
     pthread_mutex_init(&j.mu, NULL);
     /* stop-on-error needs the exact order of one writer */
-    nt = (j.flags & TB_EMIT_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16, 4);
+    nt = (j.flags & TB_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16, 4);
     for (t = 1; t < nt; t++, started++)
         if (pthread_create(&tids[t], NULL, tb__emit_worker, &j) != 0) break;
     for (;;) {
@@ -4687,7 +4751,7 @@ TBDEF tb_result tb_bundler_collect(tb_bundler *z, const tb_collect_options *o, t
         } else {
             rep.failed++;
             tb__log(&z->ctx, TB_LOG_WARN, "bundler: %s", e.message);
-            if (o && o->stop_on_error) {
+            if (o && (o->flags & TB_STOP_ON_ERROR)) {
                 if (err) *err = e;
                 goto done;
             }
@@ -5306,7 +5370,7 @@ static int tb__in_range(char code, tb_arg v, int sign_unknown) {
     }
 }
 
-TBDEF tb_result tb_pack_arg(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
+TBDEF tb_result tb_arg_convert(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
     if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
     if (!tb_arg_code_size(code))
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x", (unsigned char)code);
@@ -5344,7 +5408,8 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     static const char *const ir_ext[] = {".source", ".ttir"};
     int i;
     memset(d, 0, sizeof *d);
-    if (stem_len > TB_MAX_NAME_LENGTH - 6)
+    /* NAME.cubin must be a name (a lowered limit may be under 6) */
+    if (stem_len > TB_MAX_NAME_LENGTH || TB_MAX_NAME_LENGTH - stem_len < 6)
         return tb__fail(err, tb_err_bad_name, k->hash, NULL, -1, 0, "kernel name too long");
     snprintf(fname, sizeof fname, "%.*s.json", (int)stem_len, stem);
     json = tb_kernel_find_artifact(k, fname);
@@ -5369,7 +5434,8 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
         if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
         return r;
     }
-    snprintf(d->binary, sizeof d->binary, "%.*s.cubin", (int)stem_len, stem);
+    memcpy(d->binary, stem, stem_len); /* fits: checked above */
+    memcpy(d->binary + stem_len, ".cubin", 7);
     d->cfg.kernel_hash = k->hash;
     d->cfg.function_name = d->md.name;
     d->cfg.binary_name = d->binary;

@@ -89,7 +89,7 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
         if (c == 'O') args[i] = tb_arg_u(buf);
         else if (c == 'f' || c == 'd' || c == 'e' || c == 'y') args[i] = tb_arg_f(1.5);
         else args[i] = tb_arg_i(i == 3 ? 16 : 3 + 2 * (int)i); /* tb_add's n: 16 */
-        tb_pack_arg(c, args[i], 0, &slots[i], &e);
+        tb_arg_convert(c, args[i], 0, &slots[i], &e);
         params[i] = &slots[i];
     }
     for (; i < info.param_count; i++) params[i] = &slots[nargs]; /* scratch: null */

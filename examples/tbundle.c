@@ -208,7 +208,7 @@ static int cmd_pack(int argc, char **argv) {
     pg.last = 0;
     po.collect.progress = collect_progress;
     po.collect.user = &pg;
-    po.collect.stop_on_error = !keep_going;
+    if (!keep_going) po.collect.flags |= TB_STOP_ON_ERROR;
     if (n > 1) {
         st = pack_named(pos[0], pos + 1, n - 1, &po.collect, !po.no_launch_records, po.write_flags, keep_going, out);
         goto done;

@@ -218,44 +218,44 @@ TEST(test_pack_args) {
     tb_error e;
     unsigned char *p = (unsigned char *)&s;
     CHECK(sizeof(tb_arg) == 8);
-    CHECK_OK(tb_pack_arg('b', tb_arg_i(-7), 1, &s, &e), &e);
+    CHECK_OK(tb_arg_convert('b', tb_arg_i(-7), 1, &s, &e), &e);
     CHECK(p[0] == 0xF9 && p[1] == 0);
-    CHECK_OK(tb_pack_arg('B', tb_arg_u(200), 1, &s, &e), &e);
+    CHECK_OK(tb_arg_convert('B', tb_arg_u(200), 1, &s, &e), &e);
     CHECK(p[0] == 200);
     /* checked mode takes what Triton 3.6's launcher takes (i8 0..255 with
        Python's "b"), and what the bits can hold, no more */
-    CHECK_OK(tb_pack_arg('b', tb_arg_i(200), 1, &s, &e), &e);
+    CHECK_OK(tb_arg_convert('b', tb_arg_i(200), 1, &s, &e), &e);
     CHECK(p[0] == 200);
-    CHECK(tb_pack_arg('b', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('b', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
     CHECK(strstr(e.message, "256") != NULL);
-    CHECK(tb_pack_arg('b', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
-    CHECK_OK(tb_pack_arg('b', tb_arg_i(256), 0, &s, &e), &e); /* unchecked: the low bits */
+    CHECK(tb_arg_convert('b', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK_OK(tb_arg_convert('b', tb_arg_i(256), 0, &s, &e), &e); /* unchecked: the low bits */
     CHECK(p[0] == 0);
-    CHECK(tb_pack_arg('B', tb_arg_i(-1), 1, &s, &e) == tb_ok && p[0] == 0xFF);
-    CHECK(tb_pack_arg('B', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('B', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('?', tb_arg_i(1), 1, &s, &e) == tb_ok && p[0] == 1 && p[1] == 0);
-    CHECK(tb_pack_arg('?', tb_arg_i(0), 1, &s, &e) == tb_ok && p[0] == 0);
-    CHECK(tb_pack_arg('?', tb_arg_i(2), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('?', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('h', tb_arg_i(-32769), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('h', tb_arg_i(32768), 1, &s, &e) == tb_err_arg_range); /* Triton refuses it too */
-    CHECK(tb_pack_arg('H', tb_arg_i(-32768), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x80);
-    CHECK(tb_pack_arg('H', tb_arg_u(65536), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('I', tb_arg_i(-1), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 0xffffffffu);
-    CHECK(tb_pack_arg('I', tb_arg_u(0x100000000ULL), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('H', tb_arg_u(60000), 1, &s, &e) == tb_ok && p[0] == 0x60 && p[1] == 0xEA);
-    CHECK(tb_pack_arg('i', tb_arg_i((int64_t)1 << 31), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('i', tb_arg_i(-70000), 1, &s, &e) == tb_ok && *(int32_t *)(void *)p == -70000);
-    CHECK(tb_pack_arg('I', tb_arg_u(4000000000u), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 4000000000u);
-    CHECK(tb_pack_arg('K', tb_arg_u(9223372036854779904ULL), 1, &s, &e) == tb_ok && s.u == 9223372036854779904ULL);
-    CHECK(tb_pack_arg('e', tb_arg_f(1.5), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x3E && p[2] == 0);
-    CHECK(tb_pack_arg('e', tb_arg_f(70000.0), 1, &s, &e) == tb_err_arg_range);
-    CHECK(tb_pack_arg('y', tb_arg_f(-2.25), 1, &s, &e) == tb_ok && p[0] == 0x10 && p[1] == 0xC0);
-    CHECK(tb_pack_arg('f', tb_arg_f(3.14159), 1, &s, &e) == tb_ok && *(float *)(void *)p == 3.14159f);
-    CHECK(tb_pack_arg('d', tb_arg_f(2.718281828459045), 1, &s, &e) == tb_ok && s.f == 2.718281828459045);
-    CHECK(tb_pack_arg('O', tb_arg_p((void *)0x1234), 1, &s, &e) == tb_ok && s.u == 0x1234);
-    CHECK(tb_pack_arg('x', tb_arg_i(0), 1, &s, &e) == tb_err_unsupported_type);
+    CHECK(tb_arg_convert('B', tb_arg_i(-1), 1, &s, &e) == tb_ok && p[0] == 0xFF);
+    CHECK(tb_arg_convert('B', tb_arg_i(256), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('B', tb_arg_i(-129), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('?', tb_arg_i(1), 1, &s, &e) == tb_ok && p[0] == 1 && p[1] == 0);
+    CHECK(tb_arg_convert('?', tb_arg_i(0), 1, &s, &e) == tb_ok && p[0] == 0);
+    CHECK(tb_arg_convert('?', tb_arg_i(2), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('?', tb_arg_i(-1), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('h', tb_arg_i(-32769), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('h', tb_arg_i(32768), 1, &s, &e) == tb_err_arg_range); /* Triton refuses it too */
+    CHECK(tb_arg_convert('H', tb_arg_i(-32768), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x80);
+    CHECK(tb_arg_convert('H', tb_arg_u(65536), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('I', tb_arg_i(-1), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 0xffffffffu);
+    CHECK(tb_arg_convert('I', tb_arg_u(0x100000000ULL), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('H', tb_arg_u(60000), 1, &s, &e) == tb_ok && p[0] == 0x60 && p[1] == 0xEA);
+    CHECK(tb_arg_convert('i', tb_arg_i((int64_t)1 << 31), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('i', tb_arg_i(-70000), 1, &s, &e) == tb_ok && *(int32_t *)(void *)p == -70000);
+    CHECK(tb_arg_convert('I', tb_arg_u(4000000000u), 1, &s, &e) == tb_ok && *(uint32_t *)(void *)p == 4000000000u);
+    CHECK(tb_arg_convert('K', tb_arg_u(9223372036854779904ULL), 1, &s, &e) == tb_ok && s.u == 9223372036854779904ULL);
+    CHECK(tb_arg_convert('e', tb_arg_f(1.5), 1, &s, &e) == tb_ok && p[0] == 0x00 && p[1] == 0x3E && p[2] == 0);
+    CHECK(tb_arg_convert('e', tb_arg_f(70000.0), 1, &s, &e) == tb_err_arg_range);
+    CHECK(tb_arg_convert('y', tb_arg_f(-2.25), 1, &s, &e) == tb_ok && p[0] == 0x10 && p[1] == 0xC0);
+    CHECK(tb_arg_convert('f', tb_arg_f(3.14159), 1, &s, &e) == tb_ok && *(float *)(void *)p == 3.14159f);
+    CHECK(tb_arg_convert('d', tb_arg_f(2.718281828459045), 1, &s, &e) == tb_ok && s.f == 2.718281828459045);
+    CHECK(tb_arg_convert('O', tb_arg_p((void *)0x1234), 1, &s, &e) == tb_ok && s.u == 0x1234);
+    CHECK(tb_arg_convert('x', tb_arg_i(0), 1, &s, &e) == tb_err_unsupported_type);
 }
 
 TEST(test_too_many_args) {

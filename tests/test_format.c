@@ -157,6 +157,7 @@ TEST(test_xxh3_vectors) {
     free(copy);
 }
 
+/* FORMAT.md [R-checksum] */
 TEST(test_threads_block_checksum) {
     size_t n = (size_t)40 << 20, i, bad = 0;
     size_t sizes[] = {0, 1, 100, 1048575, 1048576, 1048577, 3 * 1048576 + 5, 8 * 1048576, 17 * 1048576 + 3,
@@ -181,6 +182,7 @@ TEST(test_threads_block_checksum) {
 /* A file the 1.0 writer produced (triton_bundle.h 1.0.0, one fixture
    kernel) still reads, with its whole-file XXH3-64 checked; its contents
    written again come out as format 2.1 with the same sections. */
+/* FORMAT.md [R-format1] */
 TEST(test_format_1_0_compatibility) {
     size_t n = 0, n2 = 0;
     unsigned char *old = u_read("tests/fixtures/format-1.0.tbundle", &n), *again;
@@ -447,6 +449,7 @@ TEST(test_names_fixture) {
     tb_bundle_free(b);
 }
 
+/* FORMAT.md [R-remaining] */
 TEST(test_truncation_every_offset) {
     size_t size, i;
     unsigned char *buf = small_bundle(&size), *copy;
@@ -472,6 +475,7 @@ TEST(test_truncation_every_offset) {
     free(buf);
 }
 
+/* FORMAT.md [R-checksum] */
 TEST(test_every_bit_flip) {
     size_t size, i;
     int bit;
@@ -522,6 +526,7 @@ TEST(test_bit_flips_unchecked_structure) {
     free(buf);
 }
 
+/* FORMAT.md [R-magic] [R-version] [R-size] */
 TEST(test_header_errors) {
     size_t size;
     unsigned char *buf = small_bundle(&size), *big;
@@ -572,6 +577,7 @@ TEST(test_header_errors) {
 
 /* Inserts a section after the header: unknown optional ones are skipped,
    unknown required ones refused. */
+/* FORMAT.md [R-sections] */
 TEST(test_unknown_sections) {
     size_t size, nsize;
     unsigned char *buf = small_bundle(&size), *nb;
@@ -602,6 +608,7 @@ TEST(test_unknown_sections) {
     free(buf);
 }
 
+/* FORMAT.md [R-counts] */
 TEST(test_absurd_counts) {
     size_t size;
     unsigned char *buf = small_bundle(&size);
@@ -642,6 +649,7 @@ TEST(test_absurd_counts) {
 
 /* Patches names inside a serialized bundle (same length) and reseals it:
    the reader must refuse every unsafe name before anything could write. */
+/* FORMAT.md [R-names] */
 TEST(test_bad_names_in_bundle) {
     /* separators put into the first artifact name, its length unchanged */
     static const char *const bad[] = {"/", "\\"};
@@ -807,6 +815,7 @@ TEST(test_bundle_file_errors) {
    are zero, scratch_present is 0 or 1, and a config flag this version does
    not know is refused as a newer version's (a launch that ignored it could
    go wrong). A one-record bundle, patched at the offsets the spec gives. */
+/* FORMAT.md [R-reserved] [R-config-flags] [R-totals] */
 TEST(test_format_rules_records) {
     tb_bundle *b = NULL, *r = NULL;
     tb_error e;
@@ -816,6 +825,8 @@ TEST(test_format_rules_records) {
     unsigned char *buf;
     static const struct { size_t at; uint32_t value; tb_result want; } cases[] = {
         {84, 1, tb_err_malformed},             /* section 2's reserved field */
+        {76, 0, tb_err_malformed},             /* config_total, not the sum */
+        {80, 1, tb_err_malformed},             /* param_total, not the sum */
         {108, 7, tb_err_malformed},            /* the record's reserved field */
         {204, 2, tb_err_malformed},            /* global_scratch_present 2 */
         {220, 3, tb_err_malformed},            /* profile_scratch_present 3 */
@@ -839,7 +850,10 @@ TEST(test_format_rules_records) {
         u_put32(p + cases[i].at, cases[i].value);
         reseal(p, size);
         r = NULL;
-        CHECK(tb_bundle_read_memory(p, size, NULL, 0, &r, &e) == cases[i].want);
+        if (tb_bundle_read_memory(p, size, NULL, 0, &r, &e) != cases[i].want) {
+            printf("    case at %zu: %s\n", cases[i].at, e.message);
+            th_failed_now = 1;
+        }
         tb_bundle_free(r);
         free(p);
     }
@@ -880,6 +894,187 @@ TEST(test_threads_parallel_checksum) {
     free(mem);
     free(cb);
     free(blob);
+    tb_bundle_free(b);
+}
+
+/* ------------------------------------------------- FORMAT.md, rule by rule
+   Each test below names the rules of docs/FORMAT.md it pins ([R..]);
+   tests/format_rules.sh checks that every rule there is named by a test. */
+
+/* A bundle of sections that move freely (strings only, so every offset
+   stays a multiple of 8): kernel "HH" without files, one record. */
+static unsigned char *movable_bundle(size_t *size) {
+    tb_bundle *b;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    uint32_t k;
+    unsigned char *buf;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "HH", cfg.function_name = "f", cfg.binary_name = "f.cubin", cfg.arg_types = "O";
+    cfg.num_warps = cfg.num_ctas = 1;
+    rec.cache_key = "K", rec.kernel_name = "f", rec.config_count = 1, rec.configs = &cfg;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
+    if (tb_bundle_add_kernel(b, "HH", 0, &k, &e) != tb_ok || tb_bundle_add_launch_record(b, &rec, &e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    buf = u_serialize(b, size);
+    tb_bundle_free(b);
+    return buf;
+}
+
+/* The file made of src's sections in the order given (indexes into its
+   sections, 0-based), header and trailer fixed up; *size in and out. */
+static unsigned char *reorder_sections(const unsigned char *src, size_t *size, const int *order, int n) {
+    size_t at[8], len[8], pos = 32, out = 32;
+    int count = 0, i;
+    unsigned char *dst;
+    while (pos < *size - 8 && count < 8) {
+        at[count] = pos;
+        len[count] = (16 + (size_t)u_le64(src + pos + 8) + 7) & ~(size_t)7;
+        pos += len[count++];
+    }
+    dst = (unsigned char *)malloc(*size * 2);
+    memcpy(dst, src, 32);
+    for (i = 0; i < n; i++) {
+        memcpy(dst + out, src + at[order[i]], len[order[i]]);
+        out += len[order[i]];
+    }
+    out += 8;
+    u_put64(dst + 16, out);
+    u_put32(dst + 24, (uint32_t)n);
+    reseal(dst, out);
+    *size = out;
+    return dst;
+}
+
+static tb_result read_counts(const unsigned char *p, size_t n, uint32_t *kernels, uint32_t *records, tb_error *e) {
+    tb_bundle *r = NULL;
+    tb_result res = tb_bundle_read_memory(p, n, NULL, 0, &r, e);
+    *kernels = r ? tb_bundle_kernel_count(r) : 99;
+    *records = r ? tb_bundle_launch_record_count(r) : 99;
+    tb_bundle_free(r);
+    return res;
+}
+
+/* [R-order] sections 1 and 2 in either order, a missing one read as empty,
+   a known one twice refused; [R-flags] header flags and reserved field and
+   section flags other than bit 0 ignored; [R-padding] padding bytes and
+   inner zero bytes refused. */
+TEST(test_format_md_sections_and_fields) {
+    size_t size, n;
+    unsigned char *buf = movable_bundle(&size), *p;
+    uint32_t kn, rn;
+    tb_error e;
+    static const int swapped[] = {1, 0}, only1[] = {0}, only2[] = {1}, twice[] = {0, 1, 1};
+    REQUIRE(buf);
+    CHECK(u_le32(buf + 32) == 1 && u_le32(buf + 56) == 2 && buf[60] == 'H'); /* the layout assumed: "HH" at 56 */
+    n = size, p = reorder_sections(buf, &n, swapped, 2);
+    CHECK(read_counts(p, n, &kn, &rn, &e) == tb_ok && kn == 1 && rn == 1);
+    free(p);
+    n = size, p = reorder_sections(buf, &n, only1, 1);
+    CHECK(read_counts(p, n, &kn, &rn, &e) == tb_ok && kn == 1 && rn == 0);
+    free(p);
+    n = size, p = reorder_sections(buf, &n, only2, 1);
+    CHECK(read_counts(p, n, &kn, &rn, &e) == tb_ok && kn == 0 && rn == 1);
+    free(p);
+    n = size, p = reorder_sections(buf, &n, twice, 3);
+    CHECK(read_counts(p, n, &kn, &rn, &e) == tb_err_malformed && strstr(e.message, "twice"));
+    free(p);
+    p = (unsigned char *)malloc(size);
+    memcpy(p, buf, size);
+    u_put32(p + 12, 0x5u);  /* header flags */
+    u_put32(p + 28, 0x9u);  /* header reserved */
+    u_put32(p + 36, 0x3u);  /* section 1: required and an unknown bit */
+    reseal(p, size);
+    CHECK(read_counts(p, size, &kn, &rn, &e) == tb_ok && kn == 1 && rn == 1);
+    memcpy(p, buf, size);
+    p[61] = 0; /* the hash "HH" becomes "H\0" */
+    reseal(p, size);
+    CHECK(read_counts(p, size, &kn, &rn, &e) == tb_err_malformed && strstr(e.message, "NUL"));
+    memcpy(p, buf, size);
+    p[63] = 1; /* the padding after "HH\0" */
+    reseal(p, size);
+    CHECK(read_counts(p, size, &kn, &rn, &e) == tb_err_malformed && strstr(e.message, "padding"));
+    free(p);
+    free(buf);
+}
+
+/* [R-strings] the rules of every string field, as builders and readers
+   apply them. */
+TEST(test_format_md_string_fields) {
+    tb_bundle *b;
+    tb_error e;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    tb_config_param param;
+    char *longest = (char *)malloc(TB_MAX_STRING_LENGTH + 2);
+    REQUIRE(longest);
+    memset(longest, 'k', TB_MAX_STRING_LENGTH + 1);
+    longest[TB_MAX_STRING_LENGTH + 1] = 0;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kernel_hash = "H", cfg.function_name = "f", cfg.binary_name = "f.cubin", cfg.arg_types = "Oi";
+    cfg.num_warps = cfg.num_ctas = 1;
+    rec.cache_key = "K", rec.kernel_name = "f", rec.config_count = 1, rec.configs = &cfg;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    rec.cache_key = "";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) != tb_ok);
+    rec.cache_key = longest;
+    {
+        tb_result r = tb_bundle_add_launch_record(b, &rec, &e);
+        CHECK(r == tb_err_limit);
+        if (r != tb_err_limit) printf("    got %s: %s\n", tb_result_string(r), e.message);
+    }
+    longest[TB_MAX_STRING_LENGTH] = 0; /* exactly the limit */
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    rec.cache_key = "K2";
+    cfg.binary_name = "../f.cubin"; /* a name */
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_bad_name);
+    cfg.binary_name = "f.cubin";
+    cfg.arg_divisibility = "1"; /* one per code, or none */
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) != tb_ok);
+    cfg.arg_divisibility = "12";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) != tb_ok);
+    cfg.arg_divisibility = "10";
+    cfg.arg_types = "Oj"; /* not a code */
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) != tb_ok);
+    cfg.arg_types = "Oi";
+    param.name = "a/b"; /* never a path: '/' allowed */
+    param.value = 7;
+    cfg.params = &param, cfg.param_count = 1;
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    param.name = "";
+    rec.cache_key = "K3";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) != tb_ok);
+    {
+        size_t n;
+        unsigned char *buf = u_serialize(b, &n);
+        tb_bundle *r = NULL;
+        CHECK(buf && tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_ok && tb_bundle_launch_record_count(r) == 2);
+        if (r) CHECK(strcmp(tb_bundle_launch_record(r, 1)->configs[0].params[0].name, "a/b") == 0);
+        if (r) CHECK(strcmp(tb_bundle_launch_record(r, 0)->configs[0].arg_divisibility, "") == 0); /* absent: "" */
+        tb_bundle_free(r);
+        free(buf);
+    }
+    tb_bundle_free(b);
+    free(longest);
+}
+
+/* tb_kernel_name: NAME of NAME.cubin, else of __grp__NAME.json. */
+TEST(test_kernel_name) {
+    tb_bundle *b;
+    tb_error e;
+    uint32_t k;
+    char out[8];
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "A", 0, &k, &e), &e);
+    CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), out, sizeof out) == 0 && out[0] == 0);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "__grp__add_kernel.json", "{}", 2, TB_COPY, &e), &e);
+    CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), out, sizeof out) == 10 && strcmp(out, "add_ker") == 0);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "mm.cubin", "x", 1, TB_COPY, &e), &e);
+    CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), out, sizeof out) == 2 && strcmp(out, "mm") == 0);
+    CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), NULL, 0) == 2);
     tb_bundle_free(b);
 }
 

@@ -220,6 +220,7 @@ TEST(test_collect_emit_fixture) {
     free(dir);
 }
 
+/* FORMAT.md [R-kernel-dir] */
 TEST(test_collect_edge_cases) {
     char *dir = u_tempdir("coll"), *outside = u_tempdir("outside");
     char p[700];
@@ -368,6 +369,7 @@ TEST(test_emit_readonly_dir) {
 /* Write failure: a file-size limit makes large files fail mid-write. */
 /* The readers and writers in threads: the same bundle, the same cache, the
    same reports, callbacks in kernel order. */
+/* FORMAT.md [R-collect-order] */
 TEST(test_threads_collect_same_bundle) {
     unsigned threads[] = {1, 2, 3, 8};
     unsigned char *ref = NULL;
@@ -492,7 +494,7 @@ TEST(test_threads_pack_cache) {
     free(out);
 }
 
-/* stop_on_error fails the pack and leaves nothing; an output it cannot
+/* TB_STOP_ON_ERROR fails the pack and leaves nothing; an output it cannot
    create fails cleanly; a missing cache is not found. */
 TEST(test_pack_cache_failures) {
     char *cache = pack_test_cache(20), *out = u_tempdir("packfail"), path[700];
@@ -500,11 +502,11 @@ TEST(test_pack_cache_failures) {
     tb_pack_report rep;
     tb_error e;
     memset(&po, 0, sizeof po);
-    po.collect.stop_on_error = 1;
+    po.collect.flags = TB_STOP_ON_ERROR;
     snprintf(path, sizeof path, "%s/b.tbundle", out);
     CHECK(tb_pack_cache(cache, path, &po, NULL, &rep, &e) == tb_err_sentinel);
     CHECK(strcmp(e.kernel, "REFUSED") == 0 && u_count_entries(out, NULL) == 0);
-    po.collect.stop_on_error = 0;
+    po.collect.flags = 0;
     snprintf(path, sizeof path, "%s/no/such/dir/b.tbundle", out);
     CHECK(tb_pack_cache(cache, path, &po, NULL, &rep, &e) == tb_err_io && e.sys_errno == ENOENT);
     snprintf(path, sizeof path, "%s/b.tbundle", out);
@@ -854,6 +856,56 @@ TEST(test_bundler_threads) {
     tb_bundle_free(b);
     tb_bundler_put(z, fixture_hashes[0], 0, &e);
     tb_bundler_end(z); /* discards what was not collected */
+}
+
+/* [R-sentinel] exactly FORMAT.md's sentinel rule: a plain substring
+   replace of <cache>/<hash> in files whose names end in ".json" (so
+   <cache>/<hash>X/ too, and not a JSON-escaped path nor a ".JSON" file),
+   and on emit the target made absolute with trailing slashes dropped. */
+TEST(test_sentinel_rule_exact) {
+    char *dir = u_tempdir("sent"), cache[600], json[4096], esc[1300], want[4096], p[700];
+    tb_bundle *b = NULL;
+    tb_error e;
+    const tb_artifact *a;
+    size_t i, j, n;
+    unsigned char *s;
+    tb_emit_report rep;
+    snprintf(cache, sizeof cache, "%s/c", dir);
+    make_dir(dir, "c");
+    make_dir(cache, "HASH");
+    for (i = j = 0; cache[i] && j + 3 < sizeof esc; i++) { /* the JSON-escaped form: \/ */
+        if (cache[i] == '/') esc[j++] = '\\';
+        esc[j++] = cache[i];
+    }
+    esc[j] = 0;
+    snprintf(json, sizeof json, "{\"a\": \"%s/HASH/k.cubin\", \"b\": \"%s/HASHX/y\", \"c\": \"%s\\/HASH\"}", cache, cache, esc);
+    make_file(cache, "HASH/__grp__k.json", json);
+    snprintf(json, sizeof json, "%s/HASH/z", cache);
+    make_file(cache, "HASH/k.JSON", json);
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_collect_kernel(b, cache, "HASH", 0, NULL, &e), &e);
+    REQUIRE(tb_bundle_kernel_count(b) == 1);
+    a = tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "__grp__k.json");
+    snprintf(want, sizeof want, "{\"a\": \"[REPLACE]/k.cubin\", \"b\": \"[REPLACE]X/y\", \"c\": \"%s\\/HASH\"}", esc);
+    CHECK(a && a->size == strlen(want) && memcmp(a->data, want, strlen(want)) == 0);
+    a = tb_kernel_find_artifact(tb_bundle_kernel(b, 0), "k.JSON");
+    CHECK(a && a->size == strlen(json) && memcmp(a->data, json, strlen(json)) == 0); /* not a .json */
+    snprintf(p, sizeof p, "%s/out//", dir);
+    CHECK_OK(tb_emit(b, p, NULL, &rep, NULL, &e), &e);
+    snprintf(p, sizeof p, "%s/out/HASH/__grp__k.json", dir);
+    s = u_read(p, &n);
+    snprintf(want, sizeof want, "{\"a\": \"%s/out/HASH/k.cubin\", \"b\": \"%s/out/HASHX/y\", \"c\": \"%s\\/HASH\"}", dir, dir,
+             esc);
+    CHECK(s && n == strlen(want) && memcmp(s, want, n) == 0);
+    free(s);
+    tb_bundle_free(b);
+    /* a .json that already holds the sentinel cannot be restored: refused */
+    make_file(cache, "HASH/__grp__k.json", "[REPLACE]");
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK(tb_collect_kernel(b, cache, "HASH", 0, NULL, &e) == tb_err_sentinel);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

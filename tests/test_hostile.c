@@ -142,6 +142,7 @@ TEST(test_mapped_names_rewritten_after_read) {
 }
 
 /* The same through read_memory: the caller's buffer changes after the read. */
+/* FORMAT.md [R-copy] */
 TEST(test_view_names_rewritten_after_read) {
     char *dir = u_tempdir("view"), cache[700];
     tb_bundle *fix = u_fixture_bundle(1), *b = NULL;
@@ -386,6 +387,7 @@ static unsigned char *two_records(const char *key1, const char *name1, const cha
 }
 
 /* --------------------------------------------------------- 5: duplicates */
+/* FORMAT.md [R-duplicates] */
 TEST(test_duplicates_refused) {
     tb_bundle *b = NULL, *r = NULL, *fix;
     tb_error e;
@@ -630,6 +632,7 @@ TEST(test_emit_mapped_file_mutated_200) { mutate_race(200, torture_rounds(10) / 
 /* ------------------------------------------------------- 8: the smaller */
 
 /* A .json of sentinels: emit refuses it instead of writing gigabytes. */
+/* FORMAT.md [R-sentinel-bound] */
 TEST(test_sentinel_expansion_bounded) {
     char *dir = u_tempdir("expand"), cache[700];
     tb_bundle *b = NULL;
@@ -947,6 +950,7 @@ static void log_count(void *user, tb_log_level level, const char *message) {
     if (strstr(message, "dropped")) ++*(int *)user;
 }
 
+/* FORMAT.md [R-duplicates] */
 TEST(test_old_files_with_duplicate_keys) {
     tb_bundle *r = NULL;
     tb_error e;

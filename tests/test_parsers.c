@@ -102,6 +102,7 @@ TEST(test_metadata_json_errors) {
     }
 }
 
+/* FORMAT.md [R-derive] */
 TEST(test_ttfunc_fixture) {
     struct { const char *path, *fn, *types, *div; } cases[] = {
         {"WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A/tb_scalars.source", "tb_scalars", "Obhilbhileyfd",
@@ -161,6 +162,7 @@ TEST(test_ttfunc_fixture) {
 
 /* Records derived from the IR say so: checked mode then takes either
    reading of an integer (u8 reads as i8 there). */
+/* FORMAT.md [R-derive] */
 TEST(test_derived_records_flag_ir_types) {
     tb_bundle *b = u_fixture_bundle(1);
     uint32_t i;
@@ -171,6 +173,7 @@ TEST(test_derived_records_flag_ir_types) {
     tb_bundle_free(b);
 }
 
+/* FORMAT.md [R-tensordesc] [R-order] */
 TEST(test_tensordesc_records) {
     tb_bundle *b = NULL, *r = NULL;
     tb_error e;
