@@ -1,4 +1,4 @@
-/* triton_bundle.h - v1.2.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.0.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file.
 
@@ -39,7 +39,8 @@
                tb_bundle_launch_record (key, name, configs), tb_bundle_names
      unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
      build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
-     launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key),
+     launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key;
+               TB_LAUNCH_GRID_AUTO: the grid from the record's rule, tb_grid_compute),
                tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
                tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
      arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
@@ -125,10 +126,20 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.1, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.2, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads formats 2.0 and 1.0 (triton_bundle.h 1.1.0 and 1.0.0; the
-   checksum of 1.0 is one XXH3-64 over the file). Writers write 2.1.
+   still reads formats 2.1, 2.0 and 1.0 (triton_bundle.h 1.2.0, 1.1.0 and
+   1.0.0; the checksum of 1.0 is one XXH3-64 over the file). Writers write
+   2.2, whose section 4 (grid rules, call info) is optional, so 2.0 and
+   2.1 readers read its files.
+
+   CHANGES IN 2.0 (from 1.2)
+   tb_pack_arg is tb_arg_convert; tb_collect_options.stop_on_error is the
+   flag TB_STOP_ON_ERROR in .flags (as in tb_emit_options, whose
+   TB_EMIT_STOP_ON_ERROR it replaces); tb_launch_config has .grid and
+   tb_launch_record .call (2.2): zero whole structs before filling them
+   (memset), as the examples do. New: grid rules and TB_LAUNCH_GRID_AUTO,
+   tb_grid_compute, tb_call_info, tb_kernel_name.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -155,12 +166,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TB_VERSION_MAJOR 1
-#define TB_VERSION_MINOR 2
+#define TB_VERSION_MAJOR 2
+#define TB_VERSION_MINOR 0
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "1.2.0"
+#define TB_VERSION_STRING "2.0.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 1
+#define TB_FORMAT_VERSION_MINOR 2
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -362,6 +373,59 @@ typedef struct tb_tensor_desc {
     int padding_nan;             /* 1: reads out of bounds give NaN (padding="nan"), 0: zero */
 } tb_tensor_desc;
 
+/* Grid rules (format 2.2): how a config's grid follows from a launch's
+   arguments, so that a runtime can launch a kernel by name with its
+   arguments alone (TB_LAUNCH_GRID_AUTO). One small program per dimension,
+   in postfix order over 64-bit signed integers: operands push a value,
+   operators pop two (NEG: one) and push one. Division and modulo are
+   Python's (floor), as Inductor's and Triton's grid expressions are
+   written; an overflow, a division by zero or a grid out of CUDA's range
+   is an error, never a wrong launch. Records that the Python companion
+   exports carry them; records derived from a bare cache do not. */
+#define TB_GRID_CONST 1u     /* push value */
+#define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
+#define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
+#define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
+#define TB_GRID_ADD 16u
+#define TB_GRID_SUB 17u
+#define TB_GRID_MUL 18u
+#define TB_GRID_FLOORDIV 19u /* a // b, rounding toward minus infinity */
+#define TB_GRID_CEILDIV 20u  /* ceil(a / b): triton.cdiv, Inductor's -(a // -b) */
+#define TB_GRID_MOD 21u      /* a % b, the sign of b */
+#define TB_GRID_MIN 22u
+#define TB_GRID_MAX 23u
+#define TB_GRID_NEG 24u
+#ifndef TB_MAX_GRID_OPS
+#define TB_MAX_GRID_OPS 64u      /* per dimension */
+#endif
+#define TB_GRID_STACK 16u        /* deepest stack a program may reach */
+#define TB_MAX_GRID_EXTRA 8u     /* grid_args a rule may read */
+typedef struct tb_grid_op {
+    uint32_t op;                 /* TB_GRID_* */
+    uint32_t index;              /* ARG, PARAM, EXTRA: which; else 0 */
+    int64_t value;               /* CONST: the value; else 0 */
+} tb_grid_op;
+typedef struct tb_grid_rule {
+    uint32_t op_count[3];        /* x, y, z: each 1..TB_MAX_GRID_OPS */
+    const tb_grid_op *ops[3];
+} tb_grid_rule;
+
+/* What a caller of a record should know beyond the configs (format 2.2,
+   from the exporter): the launch arguments' names, and which ones the
+   kernel writes (an autotuner restores them between trials), which it
+   expects zeroed, and which the autotune choice is keyed on. Indexes are
+   positions in arg_types. */
+typedef struct tb_call_info {
+    uint32_t arg_count;          /* 0, or one name per code of arg_types */
+    const char *const *arg_names;
+    uint32_t mutated_count;
+    const uint32_t *mutated;
+    uint32_t reset_count;
+    const uint32_t *reset;
+    uint32_t key_count;
+    const uint32_t *key;
+} tb_call_info;
+
 /* One compiled config of a statically launchable kernel. arg_types holds
    one code per non-constexpr argument, PyTorch's codes plus '?' and 'T':
      O pointer  ? bool (i1, u1: 1 byte)  b i8  h i16  i i32  l i64
@@ -388,6 +452,7 @@ typedef struct tb_launch_config {
     const tb_config_param *params;
     uint32_t tensordesc_count;   /* one per 'T' in arg_types, in order */
     const tb_tensordesc_meta *tensordescs;
+    const tb_grid_rule *grid;    /* NULL: no rule; the caller gives the grid (2.2) */
 } tb_launch_config;
 
 /* PyTorch's StaticallyLaunchedAutotuner: a cache key, a kernel name and
@@ -397,6 +462,7 @@ typedef struct tb_launch_record {
     const char *kernel_name;
     uint32_t config_count;
     const tb_launch_config *configs;
+    const tb_call_info *call;    /* NULL: none (2.2) */
 } tb_launch_record;
 
 typedef struct tb_bundle tb_bundle;
@@ -697,6 +763,14 @@ TBDEF double tb_bf16_to_double(uint16_t bits);
 /* Converts one argument to its parameter bytes (little-endian, in the low
    bytes of *slot). checked: range errors for narrowing. */
 TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
+/* The grid config's rule gives for these launch arguments (arg_count =
+   strlen(config->arg_types)) and grid_args (Inductor's fixed grids pass
+   theirs: the EXTRA operands). tb_err_not_found: the config has no rule;
+   tb_err_arg_range: an overflow, a division by zero, a missing grid_arg,
+   or a grid past CUDA's limits (x < 2^31, y and z < 65536). */
+TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *args, uint32_t arg_count,
+                                const int64_t *grid_args, uint32_t grid_arg_count, uint32_t grid[3],
+                                tb_error *err);
 
 #ifndef TB_NO_LAUNCHER
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
@@ -742,6 +816,9 @@ TBDEF void tb_unload(tb_loaded_kernel *kernel);
 TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *kernel, tb_kernel_info *info);
 
 #define TB_LAUNCH_CHECKED 1u  /* range-check narrowing, check tt.divisibility assumptions */
+/* grid from the config's grid rule and the arguments (tb_grid_compute);
+   .grid is ignored. A config without a rule is refused (tb_err_not_found). */
+#define TB_LAUNCH_GRID_AUTO 2u
 
 /* grid: all three dimensions (a 0 launches nothing and succeeds). Scratch
    pointers are device pointers, required when the config's size is > 0. */
@@ -750,9 +827,11 @@ typedef struct tb_launch_params {
     void *stream;
     const tb_arg *args;
     uint32_t arg_count;
-    unsigned flags;
+    unsigned flags;              /* TB_LAUNCH_CHECKED | TB_LAUNCH_GRID_AUTO */
     void *global_scratch;
     void *profile_scratch;
+    const int64_t *grid_args;    /* TB_LAUNCH_GRID_AUTO: values a rule's EXTRA operands read */
+    uint32_t grid_arg_count;
 } tb_launch_params;
 
 TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params *params,
@@ -1585,6 +1664,114 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     return tb_ok;
 }
 
+/* A grid rule must run: every operand in range, the stack never short or
+   past TB_GRID_STACK, one value left per dimension, unused fields zero. An
+   operator this version does not know was written by a newer one. */
+static int tb__grid_int_code(char c) { return c && strchr("?bhilBHIK", c) != NULL; }
+static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
+                                tb_error *err) {
+    size_t nargs = strlen(cf->arg_types);
+    uint32_t d, i;
+    for (d = 0; d < 3; d++) {
+        uint32_t depth = 0;
+        if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
+            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
+        for (i = 0; i < g->op_count[d]; i++) {
+            const tb_grid_op *o = &g->ops[d][i];
+            int operand = o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA;
+            if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
+                return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
+                                "grid rule operation %u is unknown (written by a newer version?)", o->op);
+            if ((o->op != TB_GRID_CONST && o->value) || (!operand && o->index) ||
+                (o->op == TB_GRID_ARG && (o->index >= nargs || !tb__grid_int_code(cf->arg_types[o->index]))) ||
+                (o->op == TB_GRID_PARAM && o->index >= cf->param_count) ||
+                (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
+                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                                "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
+                                "param or a grid_arg of this config, or an unused field is not zero", d, i, o->index);
+            if (operand) depth++;
+            else if (depth < (o->op == TB_GRID_NEG ? 1u : 2u))
+                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                                "grid rule dimension %u, operation %u: too few values on the stack", d, i);
+            else if (o->op != TB_GRID_NEG) depth--;
+            if (depth > TB_GRID_STACK)
+                return tb__fail(err, tb_err_limit, key, NULL, offset, 0,
+                                "grid rule dimension %u needs more than %u stack entries", d, TB_GRID_STACK);
+        }
+        if (depth != 1)
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u leaves %u values, not one", d, depth);
+    }
+    return tb_ok;
+}
+
+/* Call info: names for all of the record's arguments or none, indexes of
+   arguments; every config of such a record takes the same arguments. */
+static tb_result tb__check_call(const tb_call_info *ci, const tb_launch_record *rec, long long offset, tb_error *err) {
+    size_t nargs = strlen(rec->configs[0].arg_types);
+    const uint32_t *lists[3];
+    uint32_t counts[3], i, j;
+    tb_result r;
+    for (i = 1; i < rec->config_count; i++)
+        if (strlen(rec->configs[i].arg_types) != nargs)
+            return tb__fail(err, tb_err_malformed, rec->cache_key, NULL, offset, 0,
+                            "a record with call info has configs of different argument counts");
+    if (ci->arg_count && ci->arg_count != nargs)
+        return tb__fail(err, tb_err_malformed, rec->cache_key, NULL, offset, 0, "%u argument names for %u arguments",
+                        ci->arg_count, (unsigned)nargs);
+    if (ci->arg_count && !ci->arg_names)
+        return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, offset, 0, "arg_names is NULL");
+    for (i = 0; i < ci->arg_count; i++)
+        if ((r = tb__check_string(ci->arg_names[i], TB_MAX_NAME_LENGTH, "an argument name", rec->cache_key, offset, err)) !=
+            tb_ok)
+            return r;
+    lists[0] = ci->mutated, lists[1] = ci->reset, lists[2] = ci->key;
+    counts[0] = ci->mutated_count, counts[1] = ci->reset_count, counts[2] = ci->key_count;
+    for (j = 0; j < 3; j++) {
+        if (counts[j] > TB_MAX_ARGS || (counts[j] && !lists[j]))
+            return tb__fail(err, counts[j] > TB_MAX_ARGS ? tb_err_limit : tb_err_invalid_argument, rec->cache_key, NULL,
+                            offset, 0, "an argument index list is too long or NULL");
+        for (i = 0; i < counts[j]; i++)
+            if (lists[j][i] >= nargs)
+                return tb__fail(err, tb_err_malformed, rec->cache_key, NULL, offset, 0,
+                                "argument index %u of %u arguments", lists[j][i], (unsigned)nargs);
+    }
+    return tb_ok;
+}
+
+static void *tb__arena_dup(tb_bundle *b, const void *src, size_t n) {
+    void *d = n ? tb__arena_alloc(&b->ctx, &b->arena, n) : NULL;
+    if (d) memcpy(d, src, n);
+    return d;
+}
+static const tb_grid_rule *tb__dup_grid(tb_bundle *b, const tb_grid_rule *g) {
+    tb_grid_rule *d = (tb_grid_rule *)tb__arena_dup(b, g, sizeof *g);
+    uint32_t k;
+    if (!d) return NULL;
+    for (k = 0; k < 3; k++)
+        if (!(d->ops[k] = (const tb_grid_op *)tb__arena_dup(b, g->ops[k], g->op_count[k] * sizeof(tb_grid_op)))) return NULL;
+    return d;
+}
+static const tb_call_info *tb__dup_call(tb_bundle *b, const tb_call_info *ci) {
+    tb_call_info *d = (tb_call_info *)tb__arena_dup(b, ci, sizeof *ci);
+    const char **names;
+    uint32_t i;
+    if (!d) return NULL;
+    d->arg_names = NULL, d->mutated = d->reset = d->key = NULL; /* none of the caller's pointers */
+    if (ci->arg_count) {
+        if (!(names = (const char **)tb__arena_alloc(&b->ctx, &b->arena, ci->arg_count * sizeof *names))) return NULL;
+        for (i = 0; i < ci->arg_count; i++)
+            if (!(names[i] = tb__dup_opt(b, ci->arg_names[i]))) return NULL;
+        d->arg_names = names;
+    }
+    if ((ci->mutated_count && !(d->mutated = (const uint32_t *)tb__arena_dup(b, ci->mutated, ci->mutated_count * 4u))) ||
+        (ci->reset_count && !(d->reset = (const uint32_t *)tb__arena_dup(b, ci->reset, ci->reset_count * 4u))) ||
+        (ci->key_count && !(d->key = (const uint32_t *)tb__arena_dup(b, ci->key, ci->key_count * 4u))))
+        return NULL;
+    return d;
+}
+
 TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record *rec, tb_error *err) {
     tb_launch_record *nr, in;
     tb_launch_config *cfs;
@@ -1608,8 +1795,10 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
         return tb__fail(err, tb_err_limit, rec->cache_key, NULL, -1, 0, "more than TB_MAX_RECORDS records");
     for (i = 0; i < rec->config_count; i++)
         if ((r = tb__check_config(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok ||
-            (r = tb__check_config_descs(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok)
+            (r = tb__check_config_descs(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok ||
+            (rec->configs[i].grid && (r = tb__check_grid(rec->configs[i].grid, &rec->configs[i], rec->cache_key, -1, err)) != tb_ok))
             return r;
+    if (rec->call && (r = tb__check_call(rec->call, rec, -1, err)) != tb_ok) return r;
     if (!tb__grow(&b->ctx, (void **)&b->records, &b->record_cap, b->record_count + 1, sizeof(tb_launch_record)))
         return TB__OOM(err);
     cfs = (tb_launch_config *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)rec->config_count * sizeof *cfs);
@@ -1644,8 +1833,11 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
             memcpy(m, src->tensordescs, (size_t)src->tensordesc_count * sizeof *m);
             d->tensordescs = m;
         }
+        if (src->grid && !(d->grid = tb__dup_grid(b, src->grid))) return TB__OOM(err);
     }
     nr = &b->records[b->record_count];
+    nr->call = NULL;
+    if (rec->call && !(nr->call = tb__dup_call(b, rec->call))) return TB__OOM(err);
     nr->cache_key = tb__dup_opt(b, rec->cache_key);
     nr->kernel_name = tb__dup_opt(b, rec->kernel_name);
     if (!nr->cache_key || !nr->kernel_name) return TB__OOM(err);
@@ -2398,6 +2590,102 @@ static size_t tb__descs_size(const tb_bundle *b) {
     return n ? TB__SECTION_HEADER + 8 + (size_t)n * TB__DESC_ENTRY : 0;
 }
 
+
+/* Section 4 (2.2, optional): call info and grid rules, one entry per
+   record that has either, in record order. */
+#define TB__SEC_CALLS 4u
+#define TB__CALL_ENTRY 32u
+#define TB__GRID_HEAD 16u
+#define TB__GRID_OP 16u
+static int tb__has_calls(const tb_launch_record *r) {
+    uint32_t j;
+    if (r->call) return 1;
+    for (j = 0; j < r->config_count; j++)
+        if (r->configs[j].grid) return 1;
+    return 0;
+}
+static int tb__rec_has_grids(const tb_launch_record *r) {
+    uint32_t j;
+    for (j = 0; j < r->config_count; j++)
+        if (r->configs[j].grid) return 1;
+    return 0;
+}
+/* The section's payload length, 0 when no record has call info or rules. */
+static size_t tb__calls_size(const tb_bundle *b, uint32_t *entries) {
+    size_t pos = 8;
+    uint32_t i, j, k;
+    *entries = 0;
+    for (i = 0; i < b->record_count; i++) {
+        const tb_launch_record *r = &b->records[i];
+        if (!tb__has_calls(r)) continue;
+        ++*entries;
+        pos += TB__CALL_ENTRY;
+        if (r->call) {
+            for (j = 0; j < r->call->arg_count; j++) pos += tb__str_size(r->call->arg_names[j]);
+            pos += tb__pad8(4 * ((size_t)r->call->mutated_count + r->call->reset_count + r->call->key_count));
+        }
+        if (tb__rec_has_grids(r))
+            for (j = 0; j < r->config_count; j++) {
+                pos += TB__GRID_HEAD;
+                if (r->configs[j].grid)
+                    for (k = 0; k < 3; k++) pos += (size_t)r->configs[j].grid->op_count[k] * TB__GRID_OP;
+            }
+    }
+    return *entries ? pos : 0;
+}
+static void tb__sink_u32s(tb__sink *k, const uint32_t *v, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++) tb__sink_u32(k, v[i]);
+}
+static void tb__write_calls(const tb_bundle *b, tb__sink *k) {
+    uint32_t n, i, j, d, q;
+    size_t len = tb__calls_size(b, &n);
+    if (!len) return;
+    tb__sink_u32(k, TB__SEC_CALLS);
+    tb__sink_u32(k, 0); /* optional: readers before 2.2 skip it and launch with the grids they are given */
+    tb__sink_u64(k, len);
+    tb__sink_u32(k, n);
+    tb__sink_u32(k, 0);
+    for (i = 0; i < b->record_count; i++) {
+        const tb_launch_record *r = &b->records[i];
+        const tb_call_info *ci = r->call;
+        int grids = tb__rec_has_grids(r);
+        if (!tb__has_calls(r)) continue;
+        tb__sink_u32(k, i);
+        tb__sink_u32(k, ci ? ci->arg_count : 0);
+        tb__sink_u32(k, ci ? ci->mutated_count : 0);
+        tb__sink_u32(k, ci ? ci->reset_count : 0);
+        tb__sink_u32(k, ci ? ci->key_count : 0);
+        tb__sink_u32(k, ci ? 1 : 0);
+        tb__sink_u32(k, grids ? 1 : 0);
+        tb__sink_u32(k, 0);
+        if (ci) {
+            for (j = 0; j < ci->arg_count; j++) tb__sink_str(k, ci->arg_names[j]);
+            tb__sink_u32s(k, ci->mutated, ci->mutated_count);
+            tb__sink_u32s(k, ci->reset, ci->reset_count);
+            tb__sink_u32s(k, ci->key, ci->key_count);
+            tb__sink_align(k, 8);
+        }
+        if (grids)
+            for (j = 0; j < r->config_count; j++) {
+                const tb_grid_rule *g = r->configs[j].grid;
+                for (d = 0; d < 3; d++) tb__sink_u32(k, g ? g->op_count[d] : 0);
+                tb__sink_u32(k, g ? 1 : 0);
+                if (g)
+                    for (d = 0; d < 3; d++)
+                        for (q = 0; q < g->op_count[d]; q++) {
+                            tb__sink_u32(k, g->ops[d][q].op);
+                            tb__sink_u32(k, g->ops[d][q].index);
+                            tb__sink_u64(k, (uint64_t)g->ops[d][q].value);
+                        }
+            }
+    }
+}
+static uint32_t tb__section_count(const tb_bundle *b) {
+    uint32_t n;
+    return 2u + (tb__count_descs(b) ? 1u : 0u) + (tb__calls_size(b, &n) ? 1u : 0u);
+}
+
 /* Walks the bundle once to size it; fails on sizes that overflow. */
 static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_len, size_t *total) {
     size_t pos = TB__HEADER_SIZE + TB__SECTION_HEADER + 8, start = pos, s;
@@ -2428,6 +2716,11 @@ static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_le
     }
     *records_len = pos - start;
     pos += tb__descs_size(b);
+    {
+        uint32_t n;
+        size_t cl = tb__calls_size(b, &n);
+        if (cl) pos += TB__SECTION_HEADER + cl;
+    }
     if (!tb__add(pos, TB__TRAILER_SIZE, &s)) return 0;
     *total = s;
     return 1;
@@ -2521,7 +2814,7 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
     }
     {
         uint32_t n = tb__count_descs(b), g = 0, d;
-        if (!n) return;
+        if (!n) goto calls;
         tb__sink_u32(k, TB__SEC_TENSORDESCS);
         tb__sink_u32(k, TB__SEC_REQUIRED);
         tb__sink_u64(k, 8 + (uint64_t)n * TB__DESC_ENTRY);
@@ -2547,6 +2840,8 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
                 }
             }
     }
+calls:
+    tb__write_calls(b, k);
 }
 
 /* Everything before the trailer, in one walk: the helper threads' walk. */
@@ -2554,7 +2849,7 @@ static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t 
     unsigned char head[TB__HEAD_SIZE];
     uint32_t i, artifacts = 0;
     for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
-    tb__head_bytes(head, total, klen, b->kernel_count, artifacts, tb__count_descs(b) ? 3 : 2);
+    tb__head_bytes(head, total, klen, b->kernel_count, artifacts, tb__section_count(b));
     tb__sink_put(k, head, sizeof head);
     for (i = 0; i < b->kernel_count; i++) tb__write_kernel(k, &b->kernels[i]);
     tb__write_records(b, k, rlen);
@@ -2687,7 +2982,7 @@ static tb_result tb__writer_begin(tb__writer *w, const tb__ctx *c, const tb__out
     {
         uint32_t i, artifacts = 0;
         if (whole) for (i = 0; i < whole->kernel_count; i++) artifacts += whole->kernels[i].artifact_count;
-        if (whole) tb__head_bytes(head, w->total, w->klen, whole->kernel_count, artifacts, tb__count_descs(whole) ? 3 : 2);
+        if (whole) tb__head_bytes(head, w->total, w->klen, whole->kernel_count, artifacts, tb__section_count(whole));
         else memset(head, 0, sizeof head); /* placeholders until the counts are known */
     }
     tb__sink_put(&w->k, head, sizeof head);
@@ -2750,7 +3045,7 @@ static tb_result tb__writer_finish(tb__writer *w, const tb_bundle *recs, size_t 
         r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->out->write_errno ? *w->out->write_errno : 0,
                      "writing the bundle failed");
     if (r == tb_ok && !w->whole) {
-        tb__head_bytes(b, *total, klen, w->kernels, (uint32_t)w->artifacts, tb__count_descs(recs) ? 3 : 2);
+        tb__head_bytes(b, *total, klen, w->kernels, (uint32_t)w->artifacts, tb__section_count(recs));
         if ((w->io = w->out->patch(w->out->user, 0, b, TB__HEAD_SIZE)) != 0)
             r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "writing the header failed");
         else if ((w->io = tb__writer_readback(w, *total - TB__TRAILER_SIZE, &sum)) != 0)
@@ -3010,6 +3305,7 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
                             "record has an empty key or name, no configs, or more configs than the total");
         rec->configs = b->config_block + cu;
+        rec->call = NULL;
         rec->config_count = ncf;
         for (j = 0; j < ncf; j++) {
             tb_launch_config *cf = &b->config_block[cu + j];
@@ -3029,6 +3325,7 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
                 return r;
             cf->tensordesc_count = 0; /* section 3, if any, fills these in */
             cf->tensordescs = NULL;
+            cf->grid = NULL; /* section 4, if any */
             if (cf->param_count > np - pu)
                 return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
                                 "configs hold more params than the total %u", np);
@@ -3105,6 +3402,107 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
     return tb_ok;
 }
 
+/* Section 4 (2.2): call info and grid rules, attached to the records of
+   section 2, which must come first. Everything it holds is checked as a
+   builder's would be (tb__check_call, tb__check_grid). */
+static tb_result tb__rd_u32_list(tb__cur *c, tb_bundle *b, uint32_t n, const uint32_t **out, const char *what) {
+    uint32_t *v, i;
+    tb_result r;
+    *out = NULL;
+    if (!n) return tb_ok;
+    if (!(v = (uint32_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n * 4))) return TB__OOM(c->err);
+    for (i = 0; i < n; i++)
+        if ((r = tb__rd_u32(c, &v[i], what)) != tb_ok) return r;
+    *out = v;
+    return tb_ok;
+}
+static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
+    uint32_t n, pad, e, prev = 0, i, j, d, q, v[8];
+    tb_result r;
+    if ((r = tb__rd_count(c, &n, TB_MAX_RECORDS, TB__CALL_ENTRY, "call info count")) != tb_ok) return r;
+    if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
+    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+    for (e = 0; e < n; e++) {
+        size_t at = c->pos;
+        tb_launch_record *rec;
+        for (i = 0; i < 8; i++)
+            if ((r = tb__rd_u32(c, &v[i], "call info entry")) != tb_ok) return r;
+        /* v: record, arg names, mutated, reset, key, has call, has grids, reserved */
+        if (v[0] >= b->record_count || (e && v[0] <= prev) || v[5] > 1 || v[6] > 1 || v[7] || (!v[5] && !v[6]) ||
+            (!v[5] && (v[1] || v[2] || v[3] || v[4])))
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                            "call info entry %u: record %u out of order or range, or flags or reserved fields wrong", e,
+                            v[0]);
+        if (v[1] > TB_MAX_ARGS || v[2] > TB_MAX_ARGS || v[3] > TB_MAX_ARGS || v[4] > TB_MAX_ARGS)
+            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "call info entry %u: a count over TB_MAX_ARGS", e);
+        prev = v[0];
+        rec = &b->records[v[0]];
+        c->kernel = rec->cache_key;
+        if (v[5]) {
+            tb_call_info *ci = (tb_call_info *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *ci);
+            const char **names = NULL;
+            size_t need;
+            if (!ci) return TB__OOM(c->err);
+            memset(ci, 0, sizeof *ci);
+            if (!tb__mul((size_t)v[1], 8, &need) || need > c->end - c->pos)
+                return tb__fail(c->err, tb_err_truncated, rec->cache_key, NULL, (long long)at, 0,
+                                "%u argument names cannot fit in the bytes that remain", v[1]);
+            if (v[1] && !(names = (const char **)tb__arena_alloc(&b->ctx, &b->arena, (size_t)v[1] * sizeof *names)))
+                return TB__OOM(c->err);
+            for (i = 0; i < v[1]; i++)
+                if ((r = tb__rd_str(c, &names[i], TB_MAX_NAME_LENGTH, "argument name")) != tb_ok) return r;
+            ci->arg_count = v[1], ci->arg_names = names;
+            ci->mutated_count = v[2], ci->reset_count = v[3], ci->key_count = v[4];
+            if ((r = tb__rd_u32_list(c, b, v[2], &ci->mutated, "mutated index")) ||
+                (r = tb__rd_u32_list(c, b, v[3], &ci->reset, "reset index")) ||
+                (r = tb__rd_u32_list(c, b, v[4], &ci->key, "key index")) || (r = tb__rd_zeros(c, 8, "index lists")))
+                return r;
+            if ((r = tb__check_call(ci, rec, (long long)at, c->err)) != tb_ok) return r;
+            rec->call = ci;
+        }
+        if (v[6])
+            for (j = 0; j < rec->config_count; j++) {
+                tb_launch_config *cf = (tb_launch_config *)&rec->configs[j];
+                uint32_t h[4];
+                tb_grid_rule *g;
+                size_t gat = c->pos, total = 0;
+                for (i = 0; i < 4; i++)
+                    if ((r = tb__rd_u32(c, &h[i], "grid rule head")) != tb_ok) return r;
+                if (h[3] > 1 || (!h[3] && (h[0] || h[1] || h[2])))
+                    return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)gat, 0,
+                                    "config %u: a grid rule head that is neither absent nor present", j);
+                if (!h[3]) continue;
+                for (d = 0; d < 3; d++) {
+                    if (h[d] == 0 || h[d] > TB_MAX_GRID_OPS)
+                        return tb__fail(c->err, h[d] ? tb_err_limit : tb_err_malformed, rec->cache_key, NULL,
+                                        (long long)gat, 0, "config %u: grid rule dimension %u has %u operations", j, d, h[d]);
+                    total += h[d];
+                }
+                if (total * TB__GRID_OP > c->end - c->pos)
+                    return tb__fail(c->err, tb_err_truncated, rec->cache_key, NULL, (long long)gat, 0,
+                                    "config %u: %zu grid operations cannot fit in the bytes that remain", j, total);
+                if (!(g = (tb_grid_rule *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *g + total * sizeof(tb_grid_op))))
+                    return TB__OOM(c->err);
+                for (d = 0; d < 3; d++) {
+                    tb_grid_op *ops = (tb_grid_op *)(void *)(g + 1) + (d ? g->op_count[0] : 0) + (d > 1 ? g->op_count[1] : 0);
+                    g->op_count[d] = h[d];
+                    g->ops[d] = ops;
+                    for (q = 0; q < h[d]; q++) {
+                        uint64_t val;
+                        if ((r = tb__rd_u32(c, &ops[q].op, "grid op")) || (r = tb__rd_u32(c, &ops[q].index, "grid op")) ||
+                            (r = tb__rd_u64(c, &val, "grid op")))
+                            return r;
+                        ops[q].value = (int64_t)val;
+                    }
+                }
+                if ((r = tb__check_grid(g, cf, rec->cache_key, (long long)gat, c->err)) != tb_ok) return r;
+                cf->grid = g;
+            }
+    }
+    c->kernel = NULL;
+    return tb_ok;
+}
+
 static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, unsigned flags, tb_error *err) {
     tb__cur c;
     uint64_t file_size;
@@ -3158,15 +3556,17 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
                             "section %u of %llu bytes, %zu remain", i, (unsigned long long)len, c.end - c.pos);
         body_end = c.pos + (size_t)len;
         c.end = body_end;
-        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS || type == TB__SEC_TENSORDESCS) {
+        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS || type == TB__SEC_TENSORDESCS || type == TB__SEC_CALLS) {
             if (seen & (1u << type))
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice", type);
-            if (type == TB__SEC_TENSORDESCS && !(seen & (1u << TB__SEC_RECORDS)))
+            if ((type == TB__SEC_TENSORDESCS || type == TB__SEC_CALLS) && !(seen & (1u << TB__SEC_RECORDS)))
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0,
-                                "section 3 (tensor descriptors) comes before section 2 (launch records)");
+                                "section %u comes before section 2 (launch records)", type);
             seen |= 1u << type;
-            r = type == TB__SEC_KERNELS ? tb__rd_kernels(b, &c)
-                : type == TB__SEC_RECORDS ? tb__rd_records(b, &c) : tb__rd_descs(b, &c);
+            r = type == TB__SEC_KERNELS   ? tb__rd_kernels(b, &c)
+                : type == TB__SEC_RECORDS ? tb__rd_records(b, &c)
+                : type == TB__SEC_CALLS   ? tb__rd_calls(b, &c)
+                                          : tb__rd_descs(b, &c);
             if (r) return r;
             if (c.pos != body_end)
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
@@ -5505,6 +5905,7 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
             size_t len = strlen(name);
             tb_error e;
             tb_launch_record rec;
+            memset(&rec, 0, sizeof rec);
             char key[2 * TB_MAX_NAME_LENGTH + 2];
             if (!tb__has_suffix(name, ".cubin") || len == 6) continue;
             if (tb__derive(b, k, name, len - 6, d, &e) != tb_ok) {
@@ -5525,6 +5926,128 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
     tb__free(&b->ctx, have);
     tb__free(&b->ctx, d);
     return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Grid rules: a config's grid from a launch's arguments (format 2.2)     */
+/* ---------------------------------------------------------------------- */
+/* The value launch argument i gives a rule: what the kernel reads, as a
+   signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
+static int tb__grid_arg(char code, tb_arg a, int64_t *v) {
+    switch (code) {
+    case '?': *v = a.u ? 1 : 0; return 0;
+    case 'b': *v = (int8_t)(uint8_t)a.u; return 0;
+    case 'B': *v = (uint8_t)a.u; return 0;
+    case 'h': *v = (int16_t)(uint16_t)a.u; return 0;
+    case 'H': *v = (uint16_t)a.u; return 0;
+    case 'i': *v = (int32_t)(uint32_t)a.u; return 0;
+    case 'I': *v = (uint32_t)a.u; return 0;
+    case 'l': *v = a.i; return 0;
+    default: /* 'K' */
+        if (a.u > (uint64_t)INT64_MAX) return 1;
+        *v = (int64_t)a.u;
+        return 0;
+    }
+}
+
+/* Python's floor division and modulo on int64; 1 on a zero divisor or
+   INT64_MIN / -1. */
+static int tb__floordiv(int64_t a, int64_t b, int64_t *q, int64_t *m) {
+    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
+    *q = a / b, *m = a % b;
+    if (*m != 0 && ((*m < 0) != (b < 0))) *q -= 1, *m += b;
+    return 0;
+}
+
+/* One dimension: the program's value, or an error naming what went wrong. */
+static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch_config *cf, const tb_arg *args,
+                              const int64_t *extra, uint32_t n_extra, uint32_t dim, int64_t *out, tb_error *err) {
+    int64_t st[TB_GRID_STACK], a, b, v, q, m;
+    uint32_t sp = 0, i;
+    static const char *const dims = "xyz";
+    for (i = 0; i < n; i++) {
+        const tb_grid_op *o = &ops[i];
+        int bad = 0;
+        if (o->op <= TB_GRID_EXTRA) {
+            switch (o->op) {
+            case TB_GRID_CONST: v = o->value; break;
+            case TB_GRID_ARG:
+                if (tb__grid_arg(cf->arg_types[o->index], args[o->index], &v))
+                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                                    "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim], o->index);
+                break;
+            case TB_GRID_PARAM: v = cf->params[o->index].value; break;
+            default:
+                if (o->index >= n_extra || !extra)
+                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                                    "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index, n_extra);
+                v = extra[o->index];
+            }
+            st[sp++] = v;
+            continue;
+        }
+        b = st[--sp];
+        if (o->op == TB_GRID_NEG) {
+            bad = b == INT64_MIN;
+            v = bad ? 0 : -b;
+        } else {
+            a = st[--sp];
+            switch (o->op) {
+            case TB_GRID_ADD: bad = (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b); v = bad ? 0 : a + b; break;
+            case TB_GRID_SUB: bad = (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b); v = bad ? 0 : a - b; break;
+            case TB_GRID_MUL:
+                if (a == 0 || b == 0) v = 0;
+                else if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) bad = 1, v = 0;
+                else if (a == -1 || b == -1) v = -(a == -1 ? b : a);
+                else {
+                    v = (int64_t)((uint64_t)a * (uint64_t)b);
+                    bad = v / b != a;
+                }
+                break;
+            case TB_GRID_FLOORDIV: bad = tb__floordiv(a, b, &v, &m); break;
+            case TB_GRID_MOD: bad = tb__floordiv(a, b, &q, &v); break;
+            case TB_GRID_CEILDIV: /* ceil(a / b) = -floor(-a / b) */
+                bad = a == INT64_MIN || tb__floordiv(-a, b, &q, &m) || q == INT64_MIN;
+                v = bad ? 0 : -q;
+                break;
+            case TB_GRID_MIN: v = a < b ? a : b; break;
+            default: v = a > b ? a : b; break; /* MAX */
+            }
+        }
+        if (bad)
+            return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                            "grid %c: operation %u of the rule overflows or divides by zero", dims[dim], i);
+        st[sp++] = v;
+    }
+    *out = st[0];
+    return tb_ok;
+}
+
+/* The rules come checked (tb__check_grid) from a builder or the reader, so
+   the stack and the operands are in range here. */
+TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, uint32_t arg_count,
+                                const int64_t *extra, uint32_t n_extra, uint32_t grid[3], tb_error *err) {
+    static const int64_t most[3] = {2147483647, 65535, 65535};
+    uint32_t d;
+    tb_result r;
+    if (!cf || !grid) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (!cf->grid)
+        return tb__fail(err, tb_err_not_found, cf->function_name, NULL, -1, 0,
+                        "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
+                        "writes them): give the grid");
+    if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
+        return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
+                        arg_count, (unsigned)strlen(cf->arg_types));
+    for (d = 0; d < 3; d++) {
+        int64_t v = 0;
+        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], cf, args, extra, n_extra, d, &v, err)) != tb_ok)
+            return r;
+        if (v < 0 || v > most[d])
+            return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                            "grid %c is %lld, outside 0..%lld", "xyz"[d], (long long)v, (long long)most[d]);
+        grid[d] = (uint32_t)v;
+    }
+    return tb_ok;
 }
 
 #ifndef TB_NO_LAUNCHER
@@ -5748,8 +6271,10 @@ struct tb_loaded_kernel {
     uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
     uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
     tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
+    uint32_t grid_count[3];     /* the config's grid rule, 0,0,0: none */
     uint32_t conv_count;
     uint16_t conv_idx[TB_MAX_ARGS];
+    tb_grid_op grid_ops[3][TB_MAX_GRID_OPS]; /* PARAM operands resolved to their values */
     char codes[TB_MAX_ARGS + 1];
     char div[TB_MAX_ARGS + 1];
     char name[128];
@@ -5880,7 +6405,8 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     if (!cubin || size == 0 || !cfg)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
     key = cfg->function_name ? cfg->function_name : "?";
-    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok)
+    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
+        (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok))
         return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
@@ -5902,6 +6428,17 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
         if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
+    if (cfg->grid) {
+        uint32_t d, q;
+        for (d = 0; d < 3; d++) {
+            k->grid_count[d] = cfg->grid->op_count[d];
+            for (q = 0; q < k->grid_count[d]; q++) {
+                tb_grid_op o = cfg->grid->ops[d][q];
+                if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
+                k->grid_ops[d][q] = o;
+            }
+        }
+    }
     k->global_present = cfg->global_scratch.present != 0;
     k->profile_present = cfg->profile_scratch.present != 0;
     k->global_size = cfg->global_scratch.size;
@@ -6290,6 +6827,24 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
     return tb_ok;
 }
 
+/* TB_LAUNCH_GRID_AUTO: the loaded config's rule over the arguments. */
+static tb_result tb__auto_grid(const tb_loaded_kernel *k, const tb_launch_params *p, tb_launch_params *q,
+                               tb_error *err) {
+    tb_launch_config view;
+    tb_grid_rule rule;
+    uint32_t d;
+    memset(&view, 0, sizeof view);
+    view.function_name = k->name;
+    view.arg_types = k->codes;
+    if (k->grid_count[0]) {
+        for (d = 0; d < 3; d++) rule.op_count[d] = k->grid_count[d], rule.ops[d] = k->grid_ops[d];
+        view.grid = &rule;
+    }
+    *q = *p;
+    q->flags &= ~TB_LAUNCH_GRID_AUTO;
+    return tb_grid_compute(&view, p->args, p->arg_count, p->grid_args, p->grid_arg_count, q->grid, err);
+}
+
 TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
@@ -6302,6 +6857,11 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
     if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
                         p->arg_count, n, k->codes);
+    if (p->flags & TB_LAUNCH_GRID_AUTO) {
+        tb_launch_params q;
+        if ((r = tb__auto_grid(k, p, &q, err)) != tb_ok) return r;
+        return tb_launch(k, &q, err);
+    }
     if (p->grid[0] == 0 || p->grid[1] == 0 || p->grid[2] == 0) return tb_ok;
     if (TB__UNLIKELY(p->flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(k, p, err)) != tb_ok) return r;
     if (k->use_ex && (r = tb__check_cluster_grid(k, p->grid[0], p->grid[1], p->grid[2], err)) != tb_ok) return r;

@@ -22,6 +22,8 @@ static tb_result add_spec(tb_bundle *b, const char *key, const char *name, const
     tb_launch_config cfg[2];
     tb_launch_record rec;
     tb_error e;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     memset(cfg, 0, sizeof cfg);
     cfg[0].kernel_hash = key;
     cfg[0].function_name = name;
@@ -263,6 +265,8 @@ TEST(test_too_many_args) {
     tb_error e;
     tb_launch_config cfg;
     tb_launch_record rec;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     char types[TB_MAX_ARGS + 2];
     memset(types, 'i', sizeof types);
     types[TB_MAX_ARGS + 1] = 0;
@@ -291,10 +295,10 @@ TEST(test_launcher_without_driver) {
     tb_loaded_kernel *k = (tb_loaded_kernel *)1;
     tb_launch_config cfg;
     tb_result r = tb_driver_load(&e);
+    memset(&cfg, 0, sizeof cfg);
     if (r == tb_ok) SKIP("a CUDA driver is present here; the GPU suite covers loading");
     CHECK(r == tb_err_no_driver || r == tb_err_no_device);
     CHECK(strstr(e.message, "libcuda") != NULL);
-    memset(&cfg, 0, sizeof cfg);
     cfg.kernel_hash = "H";
     cfg.function_name = "k";
     cfg.binary_name = "k.cubin";
@@ -304,6 +308,118 @@ TEST(test_launcher_without_driver) {
     CHECK(tb_load_cubin("x", 1, &cfg, NULL, NULL, &k, &e) == r);
     CHECK(k == NULL);
     CHECK(tb_driver_symbol("cuMemAlloc_v2") == NULL);
+}
+
+/* ------------------------------------------------------------ grid rules */
+#define OP(o, i, v) {TB_GRID_##o, i, v}
+static tb_launch_config grid_config(const char *types, const tb_grid_rule *g, const tb_config_param *ps, uint32_t np) {
+    tb_launch_config c;
+    memset(&c, 0, sizeof c);
+    c.kernel_hash = "H", c.function_name = "k", c.binary_name = "k.cubin", c.arg_types = types;
+    c.num_warps = c.num_ctas = 1;
+    c.params = ps, c.param_count = np;
+    c.grid = g;
+    return c;
+}
+static tb_result run1(const tb_grid_op *ops, uint32_t n, const tb_arg *a, uint32_t na, const char *types, int64_t *out,
+                      tb_error *e) {
+    static const tb_grid_op one[] = {OP(CONST, 0, 1)};
+    static const tb_config_param ps[] = {{"XBLOCK", 128}, {"R", -3}};
+    static const int64_t extra[] = {20, -7};
+    tb_grid_rule g;
+    tb_launch_config c;
+    uint32_t grid[3];
+    tb_result r;
+    tb_bundle *b;
+    tb_launch_record rec;
+    g.op_count[0] = n, g.ops[0] = ops;
+    g.op_count[1] = g.op_count[2] = 1, g.ops[1] = g.ops[2] = one;
+    c = grid_config(types, &g, ps, 2);
+    /* a builder refuses what a reader refuses */
+    memset(&rec, 0, sizeof rec);
+    rec.cache_key = "K", rec.kernel_name = "k", rec.config_count = 1, rec.configs = &c;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return tb_err_out_of_memory;
+    r = tb_bundle_add_launch_record(b, &rec, e);
+    tb_bundle_free(b);
+    if (r != tb_ok) return r;
+    r = tb_grid_compute(&c, a, na, extra, 2, grid, e);
+    *out = grid[0];
+    return r;
+}
+
+/* FORMAT.md [R-grid-program] [R-grid-eval]: Python's integer semantics, CUDA's limits, and every way to fail. */
+TEST(test_grid_rule_evaluation) {
+    tb_arg a[4];
+    int64_t v = 0;
+    tb_error e;
+    uint32_t grid[3];
+    /* cdiv(n, XBLOCK) with n = 1000 and 1024 */
+    const tb_grid_op cdiv[] = {OP(ARG, 1, 0), OP(PARAM, 0, 0), OP(CEILDIV, 0, 0)};
+    /* Inductor's python form: -((n) // -(128)) */
+    const tb_grid_op pyform[] = {OP(ARG, 1, 0), OP(CONST, 0, 128), OP(NEG, 0, 0), OP(FLOORDIV, 0, 0), OP(NEG, 0, 0)};
+    const tb_grid_op floors[] = {OP(CONST, 0, -7), OP(CONST, 0, 2), OP(FLOORDIV, 0, 0), OP(CONST, 0, 10), OP(ADD, 0, 0)};
+    const tb_grid_op mods[] = {OP(CONST, 0, -7), OP(CONST, 0, 3), OP(MOD, 0, 0)};  /* 2, Python's sign */
+    const tb_grid_op minmax[] = {OP(EXTRA, 0, 0), OP(ARG, 2, 0), OP(MAX, 0, 0), OP(CONST, 0, 40), OP(MIN, 0, 0)};
+    const tb_grid_op neg_param[] = {OP(PARAM, 1, 0), OP(NEG, 0, 0), OP(EXTRA, 1, 0), OP(NEG, 0, 0),
+                                    OP(MUL, 0, 0), OP(CONST, 0, 1), OP(SUB, 0, 0)};
+    const tb_grid_op big[] = {OP(CONST, 0, INT64_MAX), OP(CONST, 0, 1), OP(ADD, 0, 0)};
+    const tb_grid_op mulo[] = {OP(CONST, 0, (int64_t)1 << 62), OP(CONST, 0, 4), OP(MUL, 0, 0)};
+    const tb_grid_op div0[] = {OP(ARG, 1, 0), OP(CONST, 0, 0), OP(CEILDIV, 0, 0)};
+    const tb_grid_op minq[] = {OP(CONST, 0, INT64_MIN), OP(CONST, 0, -1), OP(FLOORDIV, 0, 0)};
+    const tb_grid_op toolarge[] = {OP(CONST, 0, (int64_t)1 << 31)};
+    const tb_grid_op negative[] = {OP(CONST, 0, -1)};
+    const tb_grid_op extra_missing[] = {OP(EXTRA, 5, 0)};
+    const tb_grid_op u64[] = {OP(ARG, 3, 0)};
+    const tb_grid_op ptr[] = {OP(ARG, 0, 0)};
+    const tb_grid_op under[] = {OP(CONST, 0, 1), OP(ADD, 0, 0)};
+    const tb_grid_op two_left[] = {OP(CONST, 0, 1), OP(CONST, 0, 1)};
+    const tb_grid_op future[] = {OP(CONST, 0, 1), {99, 0, 0}};
+    const tb_grid_op stray[] = {{TB_GRID_ADD, 0, 5}};
+    a[0] = tb_arg_p(NULL), a[1] = tb_arg_i(1000), a[2] = tb_arg_i(-3), a[3] = tb_arg_u(5);
+    CHECK(run1(cdiv, 3, a, 4, "OilK", &v, &e) == tb_ok && v == 8);
+    a[1] = tb_arg_i(1024);
+    CHECK(run1(cdiv, 3, a, 4, "OilK", &v, &e) == tb_ok && v == 8);
+    CHECK(run1(pyform, 5, a, 4, "OilK", &v, &e) == tb_ok && v == 8);
+    a[1] = tb_arg_i(1025);
+    CHECK(run1(pyform, 5, a, 4, "OilK", &v, &e) == tb_ok && v == 9);
+    CHECK(run1(floors, 5, a, 4, "OilK", &v, &e) == tb_ok && v == 6); /* -7 // 2 = -4 */
+    CHECK(run1(mods, 3, a, 4, "OilK", &v, &e) == tb_ok && v == 2);
+    CHECK(run1(minmax, 5, a, 4, "OilK", &v, &e) == tb_ok && v == 20);
+    CHECK(run1(neg_param, 7, a, 4, "OilK", &v, &e) == tb_ok && v == 20); /* -(-3) * -(-7) - 1 */
+    /* the argument's value is what the kernel reads: an i32 of 0xffffffff is -1, a u32 4294967295 */
+    a[1] = tb_arg_u(0xffffffffu);
+    {
+        const tb_grid_op neg1[] = {OP(ARG, 1, 0), OP(CONST, 0, 2), OP(ADD, 0, 0)};
+        CHECK(run1(neg1, 3, a, 4, "OilK", &v, &e) == tb_ok && v == 1);
+        CHECK(run1(neg1, 3, a, 4, "OIlK", &v, &e) == tb_err_arg_range); /* 4294967297 > 2^31 - 1 */
+    }
+    CHECK(run1(big, 3, a, 4, "OilK", &v, &e) == tb_err_arg_range && strstr(e.message, "overflows"));
+    CHECK(run1(mulo, 3, a, 4, "OilK", &v, &e) == tb_err_arg_range);
+    CHECK(run1(div0, 3, a, 4, "OilK", &v, &e) == tb_err_arg_range && strstr(e.message, "divides by zero"));
+    CHECK(run1(minq, 3, a, 4, "OilK", &v, &e) == tb_err_arg_range);
+    CHECK(run1(toolarge, 1, a, 4, "OilK", &v, &e) == tb_err_arg_range && strstr(e.message, "outside"));
+    CHECK(run1(negative, 1, a, 4, "OilK", &v, &e) == tb_err_arg_range);
+    CHECK(run1(extra_missing, 1, a, 4, "OilK", &v, &e) == tb_err_arg_range && strstr(e.message, "grid_args[5]"));
+    a[3] = tb_arg_u(0x8000000000000000ull);
+    CHECK(run1(u64, 1, a, 4, "OilK", &v, &e) == tb_err_arg_range);
+    /* refused when added, as when read */
+    CHECK(run1(ptr, 1, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    CHECK(run1(under, 2, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    CHECK(run1(two_left, 2, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    CHECK(run1(future, 2, a, 4, "OilK", &v, &e) == tb_err_unsupported_version);
+    CHECK(run1(stray, 1, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    CHECK(run1(cdiv, 0, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    {
+        tb_grid_op deep[TB_GRID_STACK + 1];
+        uint32_t i;
+        for (i = 0; i <= TB_GRID_STACK; i++) deep[i].op = TB_GRID_CONST, deep[i].index = 0, deep[i].value = 1;
+        CHECK(run1(deep, TB_GRID_STACK + 1, a, 4, "OilK", &v, &e) == tb_err_limit);
+    }
+    /* no rule */
+    {
+        tb_launch_config c = grid_config("Oi", NULL, NULL, 0);
+        CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_not_found && strstr(e.message, "no grid rule"));
+    }
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -201,13 +201,13 @@ TEST(test_format_1_0_compatibility) {
     }
     CHECK(tb_bundle_launch_record_count(b) == 1);
     again = u_serialize(b, &n2);
-    CHECK(again && n2 == n && u_le16(again + 8) == 2 && u_le16(again + 10) == 1);
+    CHECK(again && n2 == n && u_le16(again + 8) == TB_FORMAT_VERSION_MAJOR && u_le16(again + 10) == TB_FORMAT_VERSION_MINOR);
     CHECK(again && memcmp(again + 12, old + 12, n - 20) == 0 && memcmp(again, old, 8) == 0);
     CHECK(again && u_le64(again + n - 8) == tb_bundle_checksum(again, n - 8));
     tb_bundle_free(b);
     b = NULL;
     CHECK_OK(tb_bundle_read_memory(again, n2, NULL, 0, &b, &e), &e);
-    CHECK(tb_bundle_format_version(b) == 0x20001u);
+    CHECK(tb_bundle_format_version(b) == (TB_FORMAT_VERSION_MAJOR << 16 | TB_FORMAT_VERSION_MINOR));
     tb_bundle_free(b);
     b = NULL;
     /* a 1.0 file is checked with the 1.0 checksum: a flipped byte fails */
@@ -226,6 +226,8 @@ TEST(test_builder_and_names) {
     tb_names *nm = NULL;
     tb_launch_config cfg;
     tb_launch_record rec;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     tb_config_param params[1];
     static const unsigned char bytes[] = {1, 2, 3};
     static const char json[] = "{}";
@@ -544,7 +546,7 @@ TEST(test_header_errors) {
     buf[8] = 3;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
-    CHECK(strstr(e.message, "3.1") != NULL);
+    CHECK(strstr(e.message, "3.2") != NULL); /* the major and minor the file states */
     buf[8] = 0;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
@@ -823,6 +825,8 @@ TEST(test_format_rules_records) {
     tb_launch_record rec;
     size_t size;
     unsigned char *buf;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     static const struct { size_t at; uint32_t value; tb_result want; } cases[] = {
         {84, 1, tb_err_malformed},             /* section 2's reserved field */
         {76, 0, tb_err_malformed},             /* config_total, not the sum */
@@ -911,6 +915,7 @@ static unsigned char *movable_bundle(size_t *size) {
     uint32_t k;
     unsigned char *buf;
     memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     cfg.kernel_hash = "HH", cfg.function_name = "f", cfg.binary_name = "f.cubin", cfg.arg_types = "O";
     cfg.num_warps = cfg.num_ctas = 1;
     rec.cache_key = "K", rec.kernel_name = "f", rec.config_count = 1, rec.configs = &cfg;
@@ -1010,6 +1015,8 @@ TEST(test_format_md_string_fields) {
     tb_launch_record rec;
     tb_config_param param;
     char *longest = (char *)malloc(TB_MAX_STRING_LENGTH + 2);
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     REQUIRE(longest);
     memset(longest, 'k', TB_MAX_STRING_LENGTH + 1);
     longest[TB_MAX_STRING_LENGTH + 1] = 0;
@@ -1075,6 +1082,109 @@ TEST(test_kernel_name) {
     CHECK_OK(tb_bundle_add_artifact(b, k, "mm.cubin", "x", 1, TB_COPY, &e), &e);
     CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), out, sizeof out) == 2 && strcmp(out, "mm") == 0);
     CHECK(tb_kernel_name(tb_bundle_kernel(b, 0), NULL, 0) == 2);
+    tb_bundle_free(b);
+}
+
+/* [R-calls] [R-order] section 4: call info and grid rules round trip, the section is
+   optional (a reader that does not know it reads the rest), and it must
+   follow section 2. */
+TEST(test_call_info_and_grid_rules) {
+    static const tb_grid_op gx[] = {{TB_GRID_ARG, 1, 0}, {TB_GRID_PARAM, 0, 0}, {TB_GRID_CEILDIV, 0, 0}};
+    static const tb_grid_op gy[] = {{TB_GRID_EXTRA, 0, 0}};
+    static const tb_grid_op gz[] = {{TB_GRID_CONST, 0, 1}};
+    static const tb_config_param ps[] = {{"XBLOCK", 256}};
+    static const char *const names[] = {"in_out_ptr0", "xnumel"};
+    static const uint32_t mutated[] = {0}, key[] = {1};
+    tb_grid_rule g;
+    tb_call_info ci;
+    tb_launch_config cfg[2];
+    tb_launch_record rec;
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    unsigned char *buf;
+    size_t n, at;
+    const tb_launch_record *rr;
+    memset(&ci, 0, sizeof ci);
+    memset(&rec, 0, sizeof rec);
+    memset(cfg, 0, sizeof cfg);
+    g.op_count[0] = 3, g.op_count[1] = 1, g.op_count[2] = 1;
+    g.ops[0] = gx, g.ops[1] = gy, g.ops[2] = gz;
+    ci.arg_count = 2, ci.arg_names = names, ci.mutated_count = 1, ci.mutated = mutated, ci.key_count = 1, ci.key = key;
+    cfg[0].kernel_hash = "H", cfg[0].function_name = "k", cfg[0].binary_name = "k.cubin", cfg[0].arg_types = "Oi";
+    cfg[0].num_warps = cfg[0].num_ctas = 1, cfg[0].params = ps, cfg[0].param_count = 1, cfg[0].grid = &g;
+    cfg[1] = cfg[0], cfg[1].grid = NULL; /* a config without a rule */
+    rec.cache_key = "K", rec.kernel_name = "k", rec.config_count = 2, rec.configs = cfg, rec.call = &ci;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    rec.cache_key = "plain", rec.call = NULL, rec.config_count = 1, rec.configs = &cfg[1];
+    CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    buf = u_serialize(b, &n);
+    REQUIRE(buf);
+    CHECK(u_le32(buf + 24) == 3); /* sections 1, 2 and 4 */
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r && tb_bundle_launch_record_count(r) == 2);
+    rr = tb_bundle_launch_record(r, 0);
+    CHECK(rr->call && rr->call->arg_count == 2 && strcmp(rr->call->arg_names[1], "xnumel") == 0);
+    CHECK(rr->call && rr->call->mutated_count == 1 && rr->call->mutated[0] == 0 && rr->call->reset_count == 0 &&
+          rr->call->key_count == 1 && rr->call->key[0] == 1);
+    CHECK(rr->configs[0].grid && rr->configs[0].grid->op_count[0] == 3 && rr->configs[0].grid->ops[0][1].op == TB_GRID_PARAM);
+    CHECK(rr->configs[1].grid == NULL && tb_bundle_launch_record(r, 1)->call == NULL &&
+          tb_bundle_launch_record(r, 1)->configs[0].grid == NULL);
+    {
+        tb_arg a[2];
+        int64_t extra[1] = {3};
+        uint32_t grid[3];
+        a[0] = tb_arg_p(NULL), a[1] = tb_arg_i(1000);
+        CHECK_OK(tb_grid_compute(&rr->configs[0], a, 2, extra, 1, grid, &e), &e);
+        CHECK(grid[0] == 4 && grid[1] == 3 && grid[2] == 1);
+    }
+    tb_bundle_free(r);
+    r = NULL;
+    /* the same bytes again, from the bundle read back */
+    {
+        size_t n2;
+        unsigned char *again = NULL;
+        CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+        again = r ? u_serialize(r, &n2) : NULL;
+        CHECK(again && n2 == n && memcmp(again, buf, n) == 0);
+        free(again);
+        tb_bundle_free(r);
+        r = NULL;
+    }
+    /* section 4 is optional: a reader that knows no type 4 skips it */
+    for (at = 32; at < n - 8; at += (16 + (size_t)u_le64(buf + at + 8) + 7) & ~(size_t)7)
+        if (u_le32(buf + at) == 4) break;
+    REQUIRE(at < n - 8 && u_le32(buf + at + 4) == 0);
+    u_put32(buf + at, 77);
+    reseal(buf, n);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    CHECK(r && tb_bundle_launch_record(r, 0)->call == NULL && tb_bundle_launch_record(r, 0)->configs[0].grid == NULL);
+    tb_bundle_free(r);
+    r = NULL;
+    /* before section 2: refused */
+    u_put32(buf + at, 4);
+    {
+        size_t m = n;
+        static const int order[] = {2, 0, 1};
+        unsigned char *p = reorder_sections(buf, &m, order, 3);
+        CHECK(tb_bundle_read_memory(p, m, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "before section 2"));
+        free(p);
+    }
+    /* damaged: an operand out of range is refused, not evaluated */
+    {
+        size_t q;
+        int hits = 0;
+        for (q = at + 16; q + 16 <= n - 8; q += 8)
+            if (u_le32(buf + q) == TB_GRID_ARG && u_le32(buf + q + 4) == 1) {
+                u_put32(buf + q + 4, 0); /* ARG 0: a pointer */
+                hits++;
+                break;
+            }
+        CHECK(hits == 1);
+        reseal(buf, n);
+        CHECK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_err_malformed);
+    }
+    free(buf);
     tb_bundle_free(b);
 }
 

@@ -822,6 +822,8 @@ TEST(test_bundler_threads) {
     tb_launch_config cfg;
     tb_launch_record rec;
     int i;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     memset(&o, 0, sizeof o);
     o.recorded_cache_dir = FIXTURE_RECORDED;
     CHECK_OK(tb_bundler_begin(NULL, FIXTURE_CACHE, &z, &e), &e);

@@ -441,6 +441,7 @@ TEST(gpu_wrong_argument_lists) {
     tb_error e;
     const tb_loaded_kernel *good;
     tb_launch_params p;
+    memset(&cfg, 0, sizeof cfg);
     tb_arg args[5];
     NEED_GPU();
     cfg = *config_of(H_ADD);
@@ -597,6 +598,7 @@ TEST(gpu_shared_memory_limit) {
     tb_launch_config cfg;
     tb_loaded_kernel *k = NULL;
     tb_error e;
+    memset(&cfg, 0, sizeof cfg);
     NEED_GPU();
     cfg = *config_of(H_MATMUL);
     cfg.shared_mem = 1u << 20;
@@ -612,6 +614,7 @@ TEST(gpu_hostile_sizes) {
     tb_loaded_kernel *k = NULL;
     tb_launch_params p;
     tb_error e;
+    memset(&cfg, 0, sizeof cfg);
     NEED_GPU();
     cfg = *config_of(H_NOARGS);
     cfg.shared_mem = 0xffffff00u;
@@ -668,6 +671,7 @@ TEST(gpu_launch_attributes) {
     tb_loaded_kernel *k = NULL;
     tb_launch_params p;
     tb_error e;
+    memset(&cfg, 0, sizeof cfg);
     NEED_GPU();
     cfg = *config_of(H_NOARGS);
     memset(&p, 0, sizeof p);
@@ -692,6 +696,7 @@ TEST(gpu_scratch_required) {
     tb_launch_params p;
     tb_error e;
     devptr s;
+    memset(&cfg, 0, sizeof cfg);
     NEED_GPU();
     cfg = *config_of(H_NOARGS);
     cfg.global_scratch.size = 1024;

@@ -368,6 +368,7 @@ static unsigned char *two_records(const char *key1, const char *name1, const cha
     tb_launch_record rec;
     unsigned char *buf;
     memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     cfg.kernel_hash = "H";
     cfg.function_name = "f";
     cfg.binary_name = "f.cubin";

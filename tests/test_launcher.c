@@ -84,6 +84,7 @@ TEST(test_bools) {
     tb_launch_config c;
     tb_loaded_kernel *k = NULL;
     tb_error e;
+    memset(&c, 0, sizeof c);
     tb_arg a[2];
     int pass;
     NEED_FAKE();
@@ -217,6 +218,8 @@ TEST(test_launch_by_name) {
     tb_launch_config c[2];
     tb_launch_record r;
     tb_launch_params p;
+    memset(&c, 0, sizeof c);
+    memset(&r, 0, sizeof r);
     tb_arg a[2];
     const tb_loaded_kernel *aligned = NULL, *general = NULL;
     uint32_t kk;
@@ -285,6 +288,56 @@ TEST(test_attributes_and_sizes) {
     CHECK(load(&c, none, 2, &k, &e) == tb_err_shared_memory && k == NULL);
     c.shared_mem = 0, c.cluster_dims[0] = 65536, c.cluster_dims[1] = 65536, c.cluster_dims[2] = 1;
     CHECK(load(&c, none, 2, &k, &e) == tb_err_malformed && k == NULL);
+}
+
+/* TB_LAUNCH_GRID_AUTO: by name, the grid comes from the chosen config's
+   rule (its PARAM operands resolved at load) and grid_args. */
+TEST(test_launch_grid_auto) {
+    static const size_t sizes[] = {8, 4};
+    static const tb_grid_op gx[] = {{TB_GRID_ARG, 1, 0}, {TB_GRID_PARAM, 0, 0}, {TB_GRID_CEILDIV, 0, 0}};
+    static const tb_grid_op gy[] = {{TB_GRID_EXTRA, 0, 0}};
+    static const tb_grid_op gz[] = {{TB_GRID_CONST, 0, 1}};
+    static const tb_config_param ps[2][1] = {{{"XBLOCK", 128}}, {{"XBLOCK", 1024}}};
+    tb_grid_rule g;
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_launch_params p;
+    tb_arg a[2];
+    int64_t extra[1] = {3};
+    unsigned gr[3], block, shared, attrs;
+    uint32_t kk;
+    NEED_FAKE();
+    fake.set_params(sizes, 2);
+    memset(&r, 0, sizeof r);
+    g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = gy, g.ops[2] = gz;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "H", 0, &kk, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", "cubin", 5, TB_COPY, &e), &e);
+    c[0] = config("Oi", ""), c[0].params = ps[0], c[0].param_count = 1, c[0].grid = &g;
+    c[1] = config("Oi", ""), c[1].params = ps[1], c[1].param_count = 1, c[1].grid = &g;
+    r.kernel_name = "k", r.cache_key = "K", r.config_count = 2, r.configs = c;
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    c[0].grid = NULL, r.cache_key = "K2", r.kernel_name = "norule", r.config_count = 1;
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    memset(&p, 0, sizeof p);
+    p.args = a, p.arg_count = 2, p.flags = TB_LAUNCH_GRID_AUTO, p.grid_args = extra, p.grid_arg_count = 1;
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(1000);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
+    fake.grid(gr, &block, &shared, &attrs);
+    CHECK(gr[0] == 8 && gr[1] == 3 && gr[2] == 1);
+    CHECK_OK(tb_kernel_table_launch(t, "k", 1, &p, &e), &e); /* the other config's XBLOCK */
+    fake.grid(gr, &block, &shared, &attrs);
+    CHECK(gr[0] == 1 && gr[1] == 3 && gr[2] == 1);
+    p.grid_arg_count = 0;
+    CHECK(tb_kernel_table_launch(t, "k", 0, &p, &e) == tb_err_arg_range && strstr(e.message, "grid_args[0]"));
+    CHECK(tb_kernel_table_launch(t, "norule", 0, &p, &e) == tb_err_not_found && strstr(e.message, "no grid rule"));
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -25,6 +25,8 @@ TEST(test_derive_idempotent) {
     tb_error e;
     tb_launch_config cfg[2];
     tb_launch_record rec;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
     REQUIRE(b);
     memset(cfg, 0, sizeof cfg);
     cfg[0].kernel_hash = cfg[1].kernel_hash = "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ";
