@@ -70,8 +70,8 @@ check-compile: | $(B)
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
-test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle
-	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh
+test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so
+	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh "tests/python.sh $(B)/libtriton_bundle.so"
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
