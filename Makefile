@@ -88,6 +88,11 @@ $(B)/libtriton_bundle.so: $(HDR) | $(B)
 # Needs a GPU, PyTorch and Triton; skips cleanly elsewhere. Writes the
 # coverage table to docs/GPU_CORPUS.md.
 PYTHON ?= python3
+# The Python exporters end to end on a GPU: torch.compile'd models and
+# Triton kernels exported, every launch replayed through the library.
+test-gpu-export: $(B)/libtriton_bundle.so
+	$(PYTHON) tests/export/gpu_export.py --lib $(B)/libtriton_bundle.so
+
 test-gpu-corpus: $(B)/libtriton_bundle.so
 	$(PYTHON) tests/corpus/corpus.py --lib $(B)/libtriton_bundle.so --table docs/GPU_CORPUS.md
 

@@ -1331,6 +1331,9 @@ static int tb__valid_name(const char *s, size_t n) {
 static tb_result tb__check_name(const char *s, const char *what, const char *kernel, long long offset,
                                 tb_error *err) {
     if (!s) return tb__fail(err, tb_err_invalid_argument, kernel, NULL, offset, 0, "%s is NULL", what);
+    if (strlen(s) > TB_MAX_NAME_LENGTH) /* a length over its limit, as the reader says (FORMAT.md [R-strings]) */
+        return tb__fail(err, tb_err_limit, kernel, NULL, offset, 0, "%s is %zu bytes long, limit %u", what, strlen(s),
+                        (unsigned)TB_MAX_NAME_LENGTH);
     if (!tb__valid_name(s, strlen(s)))
         return tb__fail(err, tb_err_bad_name, kernel, NULL, offset, 0,
                         "%s \"%.80s\" is not a safe file name (empty, too long, '.', '..', or holds '/' or '\\')",
@@ -2942,6 +2945,7 @@ typedef struct tb__writer {
     uint32_t kernels;
     uint64_t artifacts;
     int io;                     /* errno of a failed patch or read back */
+    unsigned threads;           /* a stream's read-back: 0 auto, else at most this many */
 } tb__writer;
 
 /* Ends a writer that will not finish (its output is thrown away). */
@@ -2998,7 +3002,8 @@ static void tb__writer_kernel(tb__writer *w, const tb_kernel *k) {
 /* A stream's checksum: the body read back on up to TB__MAX_THREADS threads. */
 static int tb__writer_readback(tb__writer *w, size_t size, uint64_t *sum) {
     unsigned char *bufs[TB__MAX_THREADS];
-    unsigned t, n = tb__thread_count(0, tb__chunk_count(size), TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+    unsigned t, n = tb__thread_count(0, tb__chunk_count(size), TB__CHUNKS_PER_THREAD,
+                                     w->threads ? w->threads : TB__MAX_THREADS);
     int e;
     for (t = 0; t < n; t++)
         if (!(bufs[t] = (unsigned char *)tb__alloc(w->c, TB__CHUNK))) break;
@@ -3092,7 +3097,8 @@ TBDEF tb_result tb_bundle_write_memory(const tb_bundle *b, void *buffer, size_t 
 
 /* The callback gets the bytes in order on the calling thread while other
    threads hash the blocks, so writing costs max(write, hash), not their
-   sum (a bundle of one thread's worth of blocks is hashed first, here). */
+   sum (a bundle of one thread's worth of blocks, under 16 MiB, is hashed
+   after the write, on this thread). */
 TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, void *user, tb_error *err) {
     tb__out out;
     tb_result r;
@@ -3301,9 +3307,11 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
         if (pad)
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)c->pos - 4, 0,
                             "a reserved field is not zero");
-        if (!*rec->cache_key || !*rec->kernel_name || ncf == 0 || ncf > nc - cu)
+        if (!*rec->cache_key || !*rec->kernel_name) /* as a builder refuses them (FORMAT.md [R-strings]) */
+            return tb__fail(c->err, tb_err_bad_name, rec->cache_key, NULL, (long long)at, 0, "record has an empty key or name");
+        if (ncf == 0 || ncf > nc - cu)
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
-                            "record has an empty key or name, no configs, or more configs than the total");
+                            "record has no configs, or more configs than the total");
         rec->configs = b->config_block + cu;
         rec->call = NULL;
         rec->config_count = ncf;
@@ -4571,6 +4579,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     out.name = path;
     out.write_errno = &w.err;
     if ((r = tb__writer_begin(&wr, &c, &out, NULL, err)) != tb_ok) goto done;
+    wr.threads = o->collect.threads; /* 1: no threads, as the option says */
     begun = 1;
     for (t = 0; t < nt; t++)
         if (pthread_create(&tids[started], NULL, tb__pack_reader, &p) == 0) started++;

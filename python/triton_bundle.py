@@ -388,6 +388,8 @@ def _check_string(s, limit, what):
 
 def _check_config(c):
     for v, what in ((c.kernel_hash, "config kernel_hash"), (c.binary_name, "config binary_name")):
+        if len(_enc(v)) > MAX_NAME_LENGTH:
+            raise BundleError("limit", "%s is %d bytes long, limit %d" % (what, len(_enc(v)), MAX_NAME_LENGTH))
         if not valid_name(v):
             raise BundleError("bad_name", "%s %r is not a safe file name" % (what, v))
     _check_string(c.function_name, MAX_STRING_LENGTH, "config function_name")
@@ -706,6 +708,9 @@ def write(bundle):
     """The bundle's bytes (format 2.2), as tb_bundle_write_memory writes them."""
     _check_unique(bundle)
     for k in bundle.kernels:
+        for n in [k.hash] + [a.name for a in k.artifacts]:
+            if len(_enc(n)) > MAX_NAME_LENGTH:
+                raise BundleError("limit", "name %r is over %d bytes" % (n[:40], MAX_NAME_LENGTH))
         if not valid_name(k.hash):
             raise BundleError("bad_name", "kernel hash %r is not a safe file name" % k.hash)
         names = set()
@@ -938,8 +943,10 @@ def _rd_records(b, c):
         ncf = c.count(MAX_CONFIGS_PER_RECORD, 104, "config count")
         if c.u32("reserved"):
             raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
-        if not key or not name or ncf == 0 or ncf > nc - cu:
-            raise BundleError("malformed", "record has an empty key or name, no configs, or more configs than the total", at)
+        if not key or not name:
+            raise BundleError("bad_name", "record has an empty key or name", at)
+        if ncf == 0 or ncf > nc - cu:
+            raise BundleError("malformed", "record has no configs, or more configs than the total", at)
         cfgs = []
         for _ in range(ncf):
             at = c.pos
@@ -1358,6 +1365,7 @@ class TorchCapture:
         self.keep_args = keep_args
         self.launches = []
         self._tuners = {}
+        self._used = {}  # id(tuner) -> the launchers it ran
         self._orig = None
 
     def __enter__(self):
@@ -1381,6 +1389,9 @@ class TorchCapture:
     def _record(self, tuner, args):
         import inspect
         launcher = tuner.launchers[0]
+        used = self._used.setdefault(id(tuner), [])
+        if all(u is not launcher for u in used):
+            used.append(launcher)
         key = self._tuner_key(tuner)
         results = tuner.compile_results
         index = next((i for i, cr in enumerate(results) if cr.config is launcher.config), None)
@@ -1394,7 +1405,9 @@ class TorchCapture:
         names = [n for n in inspect.signature(launcher).parameters if n != "stream"]
         by_name = dict(zip(names, args))
         extra = [by_name.get(n) for n in tuner.inductor_meta.get("extra_launcher_args", [])]
-        self.launches.append({"key": key, "config": index, "args": by_name if self.keep_args else None,
+        self.launches.append({"key": key, "config": index, "cache_hash": getattr(launcher, "cache_hash", None),
+                              "grid_type": tuner.inductor_meta.get("grid_type"),
+                              "args": by_name if self.keep_args else None,
                               "grid_args": [int(v) for v in extra if v is not None],
                               "grid": tuple(int(g) for g in grid) if grid else None})
 
@@ -1408,7 +1421,13 @@ class TorchCapture:
     def bundle(self, bundle=None):
         b = bundle if bundle is not None else Bundle()
         for key, tuner in self._tuners.values():
-            b.records.append(_autotuner_record(b, key, tuner))
+            b.records.append(_autotuner_record(b, key, tuner, self._used.get(id(tuner), [])))
+        # the config each launch used: the one whose cubin its launcher ran
+        for launch in self.launches:
+            rec = b.record(launch["key"])
+            hit = [i for i, c in enumerate(rec.configs) if c.kernel_hash == launch["cache_hash"]]
+            if hit:
+                launch["config"] = hit[0]
         return b
 
 
@@ -1423,13 +1442,39 @@ def _compile_result_kernel(cr, device):
     if hasattr(k, "src") and hasattr(k, "metadata_group"):  # a Triton CompiledKernel
         return k.src.signature, {kk[0] if isinstance(kk, tuple) else kk: v for kk, v in k.src.constants.items()}, \
             _kernel_dir(k), k.metadata.name
-    # StaticallyLaunchedCudaKernel: the cubin sits in Triton's cache directory
-    from torch._inductor.runtime.runtime_utils import triton_cache_dir, triton_hash_to_path_key
-    cdir = os.path.join(triton_cache_dir(device), triton_hash_to_path_key(k.hash))
-    return None, {i: None for i in k.full_constexprs}, cdir, k.name
+    # StaticallyLaunchedCudaKernel: the cubin sits in a Triton cache
+    # directory, which Inductor's compile workers may have chosen apart from
+    # this process: look where each of them would put it
+    from torch._inductor.runtime.runtime_utils import cache_dir, triton_cache_dir, triton_hash_to_path_key
+    sub = triton_hash_to_path_key(k.hash)
+    bases = [triton_cache_dir(device), os.path.join(cache_dir(), "triton", str(device)),
+             os.environ.get("TRITON_CACHE_DIR", ""), os.path.join(os.path.expanduser("~"), ".triton", "cache")]
+    try:
+        from triton import knobs
+        bases.append(knobs.cache.dir)
+    except Exception:  # noqa: BLE001 - older Triton
+        pass
+    import glob  # fresh-cache runs (force_disable_caches) compile into <cache dir>/tmp*/triton
+    bases += sorted(glob.glob(os.path.join(cache_dir(), "*", "triton")), key=os.path.getmtime, reverse=True)
+    for base in bases:
+        if base and os.path.isfile(os.path.join(base, sub, k.name + ".cubin")):
+            return None, {i: None for i in k.full_constexprs}, os.path.join(base, sub), k.name
+    raise BundleError("not_found", "the cubin of %s (%s) is in none of %s" % (k.name, sub, [b for b in bases if b]))
 
 
-def _autotuner_record(b, key, tuner):
+class _LauncherResult:
+    """A config that a launcher ran but compile_results does not list (one
+    coordinate descent tuning found): its kernel and config, from the
+    launcher Inductor generated."""
+
+    def __init__(self, launcher, tuner):
+        g = launcher.__globals__
+        self.kernel = g["runner"].__self__ if "runner" in g and hasattr(g["runner"], "__self__") else g["bin"]
+        self.config = launcher.config
+        self.compile_meta = {"constants": dict(tuner.triton_meta.get("constants", {}) or {})}
+
+
+def _autotuner_record(b, key, tuner, used=()):
     from torch._inductor.runtime.triton_heuristics import GridExpr
     meta = tuner.triton_meta
     sig = meta["signature"]
@@ -1443,7 +1488,14 @@ def _autotuner_record(b, key, tuner):
         items = cfgattrs.items() if isinstance(cfgattrs, dict) else []
         attrs = {k[0] if isinstance(k, tuple) else k: v for k, v in items}
     configs, arg_names = [], None
-    for cr in tuner.compile_results:
+    results = list(tuner.compile_results)
+    known = {getattr(getattr(cr, "kernel", None), "hash", None) for cr in results}
+    for launcher in used:
+        extra = _LauncherResult(launcher, tuner)
+        if getattr(extra.kernel, "hash", None) not in known:
+            results.append(extra)
+            known.add(extra.kernel.hash)
+    for cr in results:
         sig_exact, consts, cdir, fname = _compile_result_kernel(cr, meta.get("device", 0))
         sig_exact = sig_exact or sig
         h = os.path.basename(cdir)
@@ -1451,6 +1503,11 @@ def _autotuner_record(b, key, tuner):
             b.kernels.append(collect_kernel(os.path.dirname(cdir), h))
         kwargs = dict(cr.config.kwargs)
         types, div, anames, baked = [], "", [], {}
+        # constexprs Inductor declared (a static r0_numel, an xnumel of 1...)
+        for kk, v in (getattr(cr, "compile_meta", None) or {}).get("constants", {}).items():
+            kname = names[kk[0] if isinstance(kk, tuple) else kk] if not isinstance(kk, str) else kk
+            if isinstance(v, (int, bool)) and kname not in kwargs:
+                baked[kname] = int(v)
         for i, n in enumerate(names):
             if sig[n] == "constexpr" or n in kwargs:
                 continue
@@ -1483,6 +1540,157 @@ def _autotuner_record(b, key, tuner):
     name = inductor.get("kernel_name") or tuner.fn.__name__
     return Record(key, name, configs, ci)
 
+
+
+# ------------------------------------------------ the C library, by ctypes
+RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_magic", "unsupported_version", "checksum",
+           "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
+           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch"]
+LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
+
+
+class CLibrary:
+    """triton_bundle.h built as a shared object (`make lib`), through
+    ctypes: read and write bundles, compute grids, and launch kernels by
+    name from Python, with no torch or triton at run time."""
+
+    def __init__(self, path):
+        import ctypes as ct
+        self.ct = ct
+
+        class Error(ct.Structure):
+            _fields_ = [("code", ct.c_int), ("sys_errno", ct.c_int), ("cuda_result", ct.c_int),
+                        ("offset", ct.c_longlong), ("kernel", ct.c_char * 128), ("file", ct.c_char * 256),
+                        ("message", ct.c_char * 640)]
+
+        class Arg(ct.Union):
+            _fields_ = [("i", ct.c_int64), ("u", ct.c_uint64), ("f", ct.c_double), ("p", ct.c_void_p)]
+
+        class Scratch(ct.Structure):
+            _fields_ = [("size", ct.c_uint64), ("align", ct.c_uint32), ("present", ct.c_uint32)]
+
+        class Config(ct.Structure):
+            _fields_ = [("kernel_hash", ct.c_char_p), ("function_name", ct.c_char_p), ("binary_name", ct.c_char_p),
+                        ("arg_types", ct.c_char_p), ("arg_divisibility", ct.c_char_p), ("num_warps", ct.c_uint32),
+                        ("num_ctas", ct.c_uint32), ("shared_mem", ct.c_uint32), ("flags", ct.c_uint32),
+                        ("cluster_dims", ct.c_uint32 * 3), ("global_scratch", Scratch), ("profile_scratch", Scratch),
+                        ("param_count", ct.c_uint32), ("params", ct.c_void_p), ("tensordesc_count", ct.c_uint32),
+                        ("tensordescs", ct.c_void_p), ("grid", ct.c_void_p)]
+
+        class Record(ct.Structure):
+            _fields_ = [("cache_key", ct.c_char_p), ("kernel_name", ct.c_char_p), ("config_count", ct.c_uint32),
+                        ("configs", ct.POINTER(Config)), ("call", ct.c_void_p)]
+
+        class Params(ct.Structure):
+            _fields_ = [("grid", ct.c_uint32 * 3), ("stream", ct.c_void_p), ("args", ct.POINTER(Arg)),
+                        ("arg_count", ct.c_uint32), ("flags", ct.c_uint), ("global_scratch", ct.c_void_p),
+                        ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
+                        ("grid_arg_count", ct.c_uint32)]
+
+        self.Error, self.Arg, self.Config, self.Record, self.Params = Error, Arg, Config, Record, Params
+        L = self.L = ct.CDLL(path)
+        vp, sz, u32 = ct.c_void_p, ct.c_size_t, ct.c_uint32
+        L.tb_bundle_read_memory.argtypes = [ct.c_char_p, sz, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+        L.tb_bundle_read_file.argtypes = [ct.c_char_p, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+        L.tb_bundle_write_memory.argtypes = [vp, vp, sz, ct.POINTER(sz), ct.POINTER(Error)]
+        L.tb_bundle_free.argtypes = [vp]
+        L.tb_bundle_launch_record.argtypes = [vp, u32]
+        L.tb_bundle_launch_record.restype = ct.POINTER(Record)
+        L.tb_grid_compute.argtypes = [ct.POINTER(Config), ct.POINTER(Arg), u32, ct.POINTER(ct.c_int64), u32,
+                                      u32 * 3, ct.POINTER(Error)]
+        L.tb_xxh3_64.argtypes = [ct.c_char_p, sz]
+        L.tb_xxh3_64.restype = ct.c_uint64
+        if hasattr(L, "tb_kernel_table_create"):
+            L.tb_kernel_table_create.argtypes = [vp, vp, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+            L.tb_kernel_table_launch.argtypes = [vp, ct.c_char_p, u32, ct.POINTER(Params), ct.POINTER(Error)]
+            L.tb_kernel_table_find.argtypes = [vp, ct.c_char_p, u32, ct.POINTER(Arg), u32, ct.POINTER(u32),
+                                               ct.POINTER(Error)]
+            L.tb_kernel_table_free.argtypes = [vp]
+
+    def _fail(self, r, e):
+        raise BundleError(RESULTS[r], e.message.decode(errors="replace"))
+
+    def read(self, data, copy=True):
+        """A bundle handle (free it with .free), or BundleError."""
+        b, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_bundle_read_memory(data, len(data), None, 1 if copy else 0, self.ct.byref(b), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return b
+
+    def read_file(self, path):
+        b, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_bundle_read_file(os.fsencode(path), None, 0, self.ct.byref(b), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return b
+
+    def write(self, b):
+        n, e = self.ct.c_size_t(), self.Error()
+        r = self.L.tb_bundle_write_memory(b, None, 0, self.ct.byref(n), self.ct.byref(e))
+        buf = self.ct.create_string_buffer(max(1, n.value))
+        r = r or self.L.tb_bundle_write_memory(b, buf, n.value, None, self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return buf.raw[:n.value]
+
+    def free(self, b):
+        self.L.tb_bundle_free(b)
+
+    def _args(self, args):
+        a = (self.Arg * max(1, len(args)))()
+        for i, v in enumerate(args):
+            if isinstance(v, float):
+                a[i].f = v
+            else:
+                a[i].u = int(v) & _M
+        return a
+
+    def grid(self, b, record, config, args, grid_args=()):
+        """tb_grid_compute on record's config: (x, y, z), or BundleError."""
+        rec = self.L.tb_bundle_launch_record(b, record)
+        x = (self.ct.c_int64 * max(1, len(grid_args)))(*[int(v) for v in grid_args])
+        g, e = (self.ct.c_uint32 * 3)(), self.Error()
+        r = self.L.tb_grid_compute(self.ct.byref(rec.contents.configs[config]), self._args(args), len(args), x,
+                                   len(grid_args), g, self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return tuple(g)
+
+    def table(self, b, lazy=True):
+        t, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_kernel_table_create(b, None, None, 1 if lazy else 0, self.ct.byref(t), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return t
+
+    def find(self, t, key_or_name, config, args):
+        rec, e = self.ct.c_uint32(), self.Error()
+        r = self.L.tb_kernel_table_find(t, key_or_name.encode(), config, self._args(args), len(args), self.ct.byref(rec),
+                                        self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return rec.value
+
+    def launch(self, t, key_or_name, config, args, grid=None, grid_args=(), stream=0, scratch=(None, None), flags=0):
+        """tb_kernel_table_launch; grid None: TB_LAUNCH_GRID_AUTO. args:
+        ints (pointers as ints) and floats, one per code."""
+        p, e = self.Params(), self.Error()
+        a = self._args(args)
+        x = (self.ct.c_int64 * max(1, len(grid_args)))(*[int(v) for v in grid_args])
+        if grid is None:
+            flags |= LAUNCH_GRID_AUTO
+        else:
+            p.grid[0], p.grid[1], p.grid[2] = grid
+        p.stream, p.args, p.arg_count, p.flags = stream, a, len(args), flags
+        p.global_scratch, p.profile_scratch = scratch
+        p.grid_args, p.grid_arg_count = x, len(grid_args)
+        r = self.L.tb_kernel_table_launch(t, key_or_name.encode(), config, self.ct.byref(p), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+
+    def free_table(self, t):
+        self.L.tb_kernel_table_free(t)
 
 # ------------------------------------------------------------ command line
 def _list(path, out=sys.stdout):

@@ -304,7 +304,7 @@ TEST(test_bad_names_builder) {
     }
     memset(longname, 'a', 256);
     longname[256] = 0;
-    CHECK(tb_bundle_add_kernel(b, longname, 0, &k, &e) == tb_err_bad_name);
+    CHECK(tb_bundle_add_kernel(b, longname, 0, &k, &e) == tb_err_limit); /* over the limit: as the reader says */
     longname[255] = 0;
     CHECK_OK(tb_bundle_add_kernel(b, longname, 0, &k, &e), &e);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -818,7 +818,7 @@ TEST(test_bundle_file_errors) {
    not know is refused as a newer version's (a launch that ignored it could
    go wrong). A one-record bundle, patched at the offsets the spec gives. */
 /* FORMAT.md [R-reserved] [R-config-flags] [R-totals] */
-TEST(test_format_rules_records) {
+TEST(test_format_rules_records) { /* also [R-strings] */
     tb_bundle *b = NULL, *r = NULL;
     tb_error e;
     tb_launch_config cfg;
@@ -860,6 +860,29 @@ TEST(test_format_rules_records) {
         }
         tb_bundle_free(r);
         free(p);
+    }
+    /* [R-strings] the reader's codes are the builder's: an empty key is a bad
+       name, a name over its limit a limit */
+    {
+        unsigned char *p = (unsigned char *)malloc(size);
+        memcpy(p, buf, size);
+        u_put32(p + 88, 0), u_put32(p + 92, 0); /* "K" becomes "" */
+        reseal(p, size);
+        CHECK(tb_bundle_read_memory(p, size, NULL, 0, &r, &e) == tb_err_bad_name && r == NULL);
+        free(p);
+        rec.cache_key = "";
+        CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_bad_name);
+        rec.cache_key = "K";
+    }
+    {
+        char longname[TB_MAX_NAME_LENGTH + 2];
+        uint32_t k;
+        memset(longname, 'h', sizeof longname - 1);
+        longname[sizeof longname - 1] = 0;
+        CHECK(tb_bundle_add_kernel(b, longname, 0, &k, &e) == tb_err_limit);
+        cfg.kernel_hash = longname;
+        CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_limit);
+        cfg.kernel_hash = "H";
     }
     /* a builder cannot add them either */
     cfg.flags = 8;

@@ -5,7 +5,6 @@ grid rules evaluated on both sides, the grid compiler against Python's own
 arithmetic, and hostile input, which both readers must refuse alike.
 usage: tests/test_python.py build/libtriton_bundle.so  (from the repository root)"""
 
-import ctypes
 import os
 import random
 import struct
@@ -17,94 +16,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import triton_bundle as tb  # noqa: E402
 
-RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_magic", "unsupported_version", "checksum",
-           "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
-           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch"]
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycheck import check, summary  # noqa: E402
+
+def cread(lib, data):
+    """(result name, handle or None) of the C reader."""
+    try:
+        return "ok", lib.read(data)
+    except tb.BundleError as e:
+        return e.code, None
 
 
-class TbError(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_int), ("sys_errno", ctypes.c_int), ("cuda_result", ctypes.c_int),
-                ("offset", ctypes.c_longlong), ("kernel", ctypes.c_char * 128), ("file", ctypes.c_char * 256),
-                ("message", ctypes.c_char * 640)]
+def cgrid(lib, b, rec, cfg, args, extra):
+    try:
+        return "ok", lib.grid(b, rec, cfg, args, extra)
+    except tb.BundleError as e:
+        return e.code, None
 
 
-class TbArg(ctypes.Union):
-    _fields_ = [("i", ctypes.c_int64), ("u", ctypes.c_uint64), ("f", ctypes.c_double), ("p", ctypes.c_void_p)]
-
-
-class TbScratch(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint64), ("align", ctypes.c_uint32), ("present", ctypes.c_uint32)]
-
-
-class TbConfig(ctypes.Structure):
-    _fields_ = [("kernel_hash", ctypes.c_char_p), ("function_name", ctypes.c_char_p), ("binary_name", ctypes.c_char_p),
-                ("arg_types", ctypes.c_char_p), ("arg_divisibility", ctypes.c_char_p), ("num_warps", ctypes.c_uint32),
-                ("num_ctas", ctypes.c_uint32), ("shared_mem", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("cluster_dims", ctypes.c_uint32 * 3), ("global_scratch", TbScratch), ("profile_scratch", TbScratch),
-                ("param_count", ctypes.c_uint32), ("params", ctypes.c_void_p), ("tensordesc_count", ctypes.c_uint32),
-                ("tensordescs", ctypes.c_void_p), ("grid", ctypes.c_void_p)]
-
-
-class TbRecord(ctypes.Structure):
-    _fields_ = [("cache_key", ctypes.c_char_p), ("kernel_name", ctypes.c_char_p), ("config_count", ctypes.c_uint32),
-                ("configs", ctypes.POINTER(TbConfig)), ("call", ctypes.c_void_p)]
-
-
-class C:
-    def __init__(self, path):
-        L = self.L = ctypes.CDLL(path)
-        L.tb_bundle_read_memory.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint,
-                                            ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(TbError)]
-        L.tb_bundle_write_memory.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                             ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(TbError)]
-        L.tb_bundle_free.argtypes = [ctypes.c_void_p]
-        L.tb_bundle_launch_record.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-        L.tb_bundle_launch_record.restype = ctypes.POINTER(TbRecord)
-        L.tb_grid_compute.argtypes = [ctypes.POINTER(TbConfig), ctypes.POINTER(TbArg), ctypes.c_uint32,
-                                      ctypes.POINTER(ctypes.c_int64), ctypes.c_uint32, ctypes.c_uint32 * 3,
-                                      ctypes.POINTER(TbError)]
-        L.tb_xxh3_64.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        L.tb_xxh3_64.restype = ctypes.c_uint64
-
-    def read(self, data):
-        """(code name, bundle pointer or None)"""
-        b = ctypes.c_void_p()
-        e = TbError()
-        r = self.L.tb_bundle_read_memory(data, len(data), None, 1, ctypes.byref(b), ctypes.byref(e))  # a copy
-        return RESULTS[r], (b if r == 0 else None)
-
-    def write(self, b):
-        n = ctypes.c_size_t()
-        e = TbError()
-        assert self.L.tb_bundle_write_memory(b, None, 0, ctypes.byref(n), ctypes.byref(e)) == 0, e.message
-        buf = ctypes.create_string_buffer(n.value)
-        assert self.L.tb_bundle_write_memory(b, buf, n.value, None, ctypes.byref(e)) == 0, e.message
-        return buf.raw
-
-    def grid(self, b, rec, cfg, args, extra):
-        r = self.L.tb_bundle_launch_record(b, rec)
-        a = (TbArg * max(1, len(args)))()
-        for i, v in enumerate(args):
-            a[i].u = v & ((1 << 64) - 1)
-        x = (ctypes.c_int64 * max(1, len(extra)))(*extra)
-        g = (ctypes.c_uint32 * 3)()
-        e = TbError()
-        res = self.L.tb_grid_compute(ctypes.byref(r.contents.configs[cfg]), a, len(args), x, len(extra), g,
-                                     ctypes.byref(e))
-        return (RESULTS[res], tuple(g) if res == 0 else None)
-
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
 
 
 def sample_bundle():
@@ -124,12 +53,12 @@ def sample_bundle():
 
 
 def main():
-    lib = C(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
+    lib = tb.CLibrary(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
     rnd = random.Random(7)
 
     # the checksum
     datas = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in list(range(0, 260)) + [1023, 1024, 1025, 4096, 70000]]
-    check(all(tb.xxh3_64(d) == lib.L.tb_xxh3_64(d, len(d)) for d in datas) ,
+    check(all(tb.xxh3_64(d) == lib.L.tb_xxh3_64(d, len(d)) for d in datas),
           "XXH3-64 equals the C library's at %d lengths (every path of the algorithm)" % len(datas))
 
     # C to Python to C: the fixtures packed by tbundle
@@ -146,7 +75,7 @@ def main():
     # Python to C to Python: every section
     sample = sample_bundle()
     data = tb.write(sample)
-    code, cb = lib.read(data)
+    code, cb = cread(lib, data)
     check(code == "ok" and lib.write(cb) == data, "a Python-written bundle with sections 3 and 4: the C library "
           "reads it and writes the same %d bytes" % len(data))
     check(tb.read(data) == sample, "and the Python reader gives back the same bundle")
@@ -184,7 +113,7 @@ def main():
                         grid=tb.GridRule(*dims))
         recs.append(tb.Record("r%d" % i, "k", [cfg]))
     gb = tb.Bundle([], recs)
-    code, cb = lib.read(tb.write(gb))
+    code, cb = cread(lib, tb.write(gb))
     check(code == "ok", "150 random grid rules written by Python, read by C")
     for i, r in enumerate(recs):
         for _ in range(4):
@@ -195,7 +124,7 @@ def main():
                 py = ("ok", tb.eval_grid(r.configs[0], args, extra))
             except tb.BundleError as e:
                 py = (e.code, None)
-            c = lib.grid(cb, i, 0, args, extra)
+            c = cgrid(lib, cb, i, 0, args, extra)
             total += 1
             if py == c:
                 agree += 1
@@ -227,7 +156,9 @@ def main():
     cases = 0
     for n in range(len(data)):
         cases += 1
-        code, b = lib.read(data[:n])
+        code, b = cread(lib, data[:n])
+        if b:
+            lib.free(b)
         try:
             tb.read(data[:n])
             py = "ok"
@@ -243,9 +174,9 @@ def main():
             m[at] = v
             m[-8:] = struct.pack("<Q", tb.bundle_checksum(bytes(m[:-8])))
             cases += 1
-            code, b = lib.read(bytes(m))
+            code, b = cread(lib, bytes(m))
             if b:
-                lib.L.tb_bundle_free(b)
+                lib.free(b)
             try:
                 tb.read(bytes(m))
                 py = "ok"
@@ -269,8 +200,7 @@ def main():
                          capture_output=True, text=True)
     check(out.returncode == 1 and "No such file" in out.stderr, "triton_bundle.py list of a missing file: an error")
     subprocess.run(["rm", "-rf", tmp])
-    print("%d passed, %d failed, 0 skipped" % (passed, failed))
-    return 1 if failed else 0
+    return summary()
 
 
 if __name__ == "__main__":

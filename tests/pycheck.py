@@ -1,0 +1,17 @@
+"""The Python tests' harness: check() counts and prints each assertion,
+summary() prints the line "N passed, N failed, N skipped" the runner sums."""
+import sys
+
+counts = {"passed": 0, "failed": 0}
+
+
+def check(cond, what):
+    counts["passed" if cond else "failed"] += 1
+    print(("ok   " if cond else "FAIL ") + what)
+    sys.stdout.flush()
+    return cond
+
+
+def summary(skipped=0):
+    print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], skipped))
+    return 1 if counts["failed"] else 0
