@@ -248,6 +248,34 @@ static void print_scratch(const char *name, const tb_scratch *s) {
     if (s->present) printf(" %s=%llu/%u", name, (unsigned long long)s->size, s->align);
 }
 
+/* One dimension of a grid rule as infix text, operands by name. */
+static void grid_text(const tb_grid_op *ops, uint32_t n, const tb_launch_record *r, const tb_launch_config *c,
+                      char *out, size_t cap) {
+    static char st[TB_GRID_STACK][256];
+    char a[256], b[256];
+    uint32_t sp = 0, i;
+    for (i = 0; i < n && sp <= TB_GRID_STACK; i++) {
+        const tb_grid_op *o = &ops[i];
+        static const char *const sym[] = {"+", "-", "*", "//", "cdiv", "%", "min", "max"};
+        if (o->op == TB_GRID_CONST) snprintf(st[sp++], 256, "%lld", (long long)o->value);
+        else if (o->op == TB_GRID_ARG && r->call && r->call->arg_count) snprintf(st[sp++], 256, "%.200s", r->call->arg_names[o->index]);
+        else if (o->op == TB_GRID_ARG) snprintf(st[sp++], 256, "arg%u", o->index);
+        else if (o->op == TB_GRID_PARAM) snprintf(st[sp++], 256, "%.200s", c->params[o->index].name);
+        else if (o->op == TB_GRID_EXTRA) snprintf(st[sp++], 256, "grid_args[%u]", o->index);
+        else if (o->op == TB_GRID_NEG) {
+            snprintf(a, sizeof a, "%s", st[sp - 1]);
+            snprintf(st[sp - 1], 256, "-(%.240s)", a);
+        } else {
+            snprintf(b, sizeof b, "%s", st[--sp]);
+            snprintf(a, sizeof a, "%s", st[sp - 1]);
+            if (o->op >= TB_GRID_ADD && o->op <= TB_GRID_MOD && o->op != TB_GRID_CEILDIV)
+                snprintf(st[sp - 1], 256, "(%.120s %s %.120s)", a, sym[o->op - TB_GRID_ADD], b);
+            else snprintf(st[sp - 1], 256, "%s(%.120s, %.120s)", sym[o->op - TB_GRID_ADD], a, b);
+        }
+    }
+    snprintf(out, cap, "%s", sp ? st[sp - 1] : "?");
+}
+
 static int cmd_list(int argc, char **argv) {
     tb_bundle *b;
     uint32_t i, j, files = 0;
@@ -271,6 +299,13 @@ static int cmd_list(int argc, char **argv) {
         const tb_launch_record *r = tb_bundle_launch_record(b, i);
         printf("record %s  kernel %s  configs %u\n", esc(r->cache_key, e1, sizeof e1), esc(r->kernel_name, e2, sizeof e2),
                r->config_count);
+        if (r->call && r->call->arg_count) {
+            printf("    args");
+            for (j = 0; j < r->call->arg_count; j++) printf(" %s", esc(r->call->arg_names[j], e1, sizeof e1));
+            for (j = 0; j < r->call->mutated_count; j++)
+                printf("%s%s", j ? " " : "  mutated ", esc(r->call->arg_names[r->call->mutated[j]], e1, sizeof e1));
+            printf("\n");
+        }
         for (j = 0; j < r->config_count; j++) {
             const tb_launch_config *c = &r->configs[j];
             uint32_t q;
@@ -283,6 +318,13 @@ static int cmd_list(int argc, char **argv) {
             if (c->flags & TB_CONFIG_PDL) printf(" pdl");
             for (q = 0; q < c->param_count; q++)
                 printf(" %s=%lld", esc(c->params[q].name, e1, sizeof e1), (long long)c->params[q].value);
+            if (c->grid) {
+                for (q = 0; q < 3; q++) {
+                    grid_text(c->grid->ops[q], c->grid->op_count[q], r, c, e2, sizeof e2);
+                    printf("%s%s", q ? ", " : "  grid (", esc(e2, e1, sizeof e1));
+                }
+                printf(")");
+            }
             printf("\n");
         }
     }

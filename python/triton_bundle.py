@@ -1720,7 +1720,7 @@ def _export_cli(ns):
     if fn is None:
         raise SystemExit("%s defines no %s()" % (ns.script, ns.function))
     b = fn()
-    if not isinstance(b, Bundle):
+    if not (hasattr(b, "kernels") and hasattr(b, "records")):
         b = export_triton(b)
     write_file(b, ns.output)
     sys.stdout.write("%s: %d kernels, %d records\n" % (ns.output, len(b.kernels), len(b.records)))
@@ -1755,4 +1755,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # a script that export runs and that imports triton_bundle gets this
+    # module, so that its Bundle is ours
+    sys.modules.setdefault("triton_bundle", sys.modules[__name__])
     sys.exit(main())
