@@ -110,7 +110,9 @@ sanitize: $(B)/libfakecuda.so | $(B)
 tsan: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_fs_tsan tests/test_fs.c $(LIBS)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_format_tsan tests/test_format.c $(LIBS)
-	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread"
+	$(MAKE) $(B)/libfakecuda.so
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_launcher_tsan tests/test_launcher.c $(LIBS)
+	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" "$(B)/test_launcher_tsan autotune"
 
 # libFuzzer targets over the bundle reader and the two text parsers.
 $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)

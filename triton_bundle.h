@@ -40,9 +40,12 @@
      unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
      build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
      launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key;
-               TB_LAUNCH_GRID_AUTO: the grid from the record's rule, tb_grid_compute),
+               TB_LAUNCH_GRID_AUTO: the grid from the record's rule, tb_grid_compute;
+               TB_CONFIG_AUTOTUNE: the fastest config, tuned on first use),
                tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
                tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
+     autotune  tb_kernel_table_set_autotune, _choice, _save_choices, _load_choices
+     graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update, tb_graph_free
      arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
                tb_arg_types_from_signature (Triton's signature to codes)
      errors    tb_error (code, message, kernel, file, offset, errno, CUresult),
@@ -139,12 +142,17 @@
    TB_EMIT_STOP_ON_ERROR it replaces); tb_launch_config has .grid and
    tb_launch_record .call (2.2): zero whole structs before filling them
    (memset), as the examples do. New: grid rules and TB_LAUNCH_GRID_AUTO,
-   tb_grid_compute, tb_call_info, tb_kernel_name.
+   tb_grid_compute, tb_call_info, tb_kernel_name, autotune
+   (TB_CONFIG_AUTOTUNE, tb_launch_params.arg_bytes) and CUDA graphs
+   (tb_graph_*).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
    tb_bundler_put, tb_launch and the kernel table's lookups and launches
-   (tb_kernel_table_get, _select, _find, _launch) are thread-safe.
+   (tb_kernel_table_get, _select, _find, _launch, autotuned ones included:
+   one thread benchmarks a key, the others wait for its choice) are
+   thread-safe. A graph is captured from one thread; tb_graph_launch may
+   run from any.
    tb_collect_cache, tb_pack_cache and tb_emit use worker threads of their
    own (options .threads; the result does not depend on their number), and
    writing or verifying a bundle of 16 MiB or more hashes its 1 MiB blocks
@@ -832,6 +840,11 @@ typedef struct tb_launch_params {
     void *profile_scratch;
     const int64_t *grid_args;    /* TB_LAUNCH_GRID_AUTO: values a rule's EXTRA operands read */
     uint32_t grid_arg_count;
+    /* TB_CONFIG_AUTOTUNE: the bytes of each pointer argument (NULL, or 0
+       for one: unknown), for the arguments the trials must not touch:
+       those the record marks mutated or reset-to-zero (all pointers when
+       the record has no call info) run on copies */
+    const size_t *arg_bytes;
 } tb_launch_params;
 
 TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params *params,
@@ -869,6 +882,62 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *table, const char *key_o
 TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *table, const char *key_or_name, uint32_t config,
                                      const tb_arg *args, uint32_t arg_count, uint32_t *record, tb_error *err);
 TBDEF void tb_kernel_table_free(tb_kernel_table *table);
+
+/* ---- autotune ----
+   As config, TB_CONFIG_AUTOTUNE asks the table for the fastest config of
+   the record the arguments select. The first launch of each record and
+   size key (the values of the arguments the record's call info keys on;
+   every integer argument when it names none) benchmarks every config on
+   the caller's arguments and stream, as Triton's do_bench does: one run,
+   an estimate over 5, warm-up for warmup_ms, then rep_ms of repetitions
+   (at most max_reps), each after an L2 flush (a memset of flush_bytes),
+   timed with events; the median decides. The arguments the record marks
+   mutated or reset-to-zero run on copies (params.arg_bytes gives their
+   sizes), the reset ones zeroed before each run, so the caller's data
+   sees exactly one launch. The choice is kept per record and key, logged
+   with every config's time (TB_LOG_INFO), and can be saved to a file and
+   read back (docs/FORMAT.md, "Autotune choices"): a process that reads
+   it launches at once. Two threads that reach one untuned kernel
+   benchmark it once; the other waits. Autotuning needs the configs' grid
+   rules (TB_LAUNCH_GRID_AUTO) and refuses to benchmark on a stream being
+   captured into a graph: tune first, or load the choices. */
+#define TB_CONFIG_AUTOTUNE 0xFFFFFFFFu
+typedef struct tb_autotune_options {
+    double warmup_ms;            /* 0: 25, as do_bench */
+    double rep_ms;               /* 0: 100, as do_bench */
+    uint32_t max_reps;           /* 0: 1000: bounds a first call of a kernel of microseconds */
+    size_t flush_bytes;          /* 0: 256 MiB, do_bench's L2 flush; SIZE_MAX: no flush */
+} tb_autotune_options;
+TBDEF tb_result tb_kernel_table_set_autotune(tb_kernel_table *table, const tb_autotune_options *options,
+                                             tb_error *err);
+/* The choice for these arguments: *config and its median time in ms;
+   tb_err_not_found when the key was not tuned. */
+TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *table, const char *key_or_name, const tb_arg *args,
+                                       uint32_t arg_count, uint32_t *config, double *ms, tb_error *err);
+/* Every choice made or read, to a file (written beside it and renamed),
+   and back: a file that does not parse is refused whole; entries of
+   records the bundle lacks, or whose config changed, are skipped and
+   logged. */
+TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *table, const char *path, tb_error *err);
+TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *table, const char *path, tb_error *err);
+
+/* ---- CUDA graphs ----
+   tb_graph_begin starts capturing a stream (not the legacy NULL stream,
+   with its context current); every launch the library makes on it
+   (tb_launch, by name, with auto grids, autotuned) is recorded, in order,
+   until tb_graph_end, which instantiates the graph. tb_graph_launch
+   replays it; tb_graph_update gives launch i new arguments (and grid) for
+   later replays without capturing again (cuGraphExecKernelNodeSetParams):
+   the same kernel, new pointers and scalars. Kernels that take tensor
+   descriptors or launch in clusters, and tb_launch_raw launches, replay
+   as captured but cannot be updated. */
+typedef struct tb_graph tb_graph;
+TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph **out, tb_error *err);
+TBDEF tb_result tb_graph_end(tb_graph *graph, tb_error *err);
+TBDEF tb_result tb_graph_launch(const tb_graph *graph, void *stream, tb_error *err);
+TBDEF uint32_t tb_graph_launch_count(const tb_graph *graph);
+TBDEF tb_result tb_graph_update(tb_graph *graph, uint32_t launch, const tb_launch_params *params, tb_error *err);
+TBDEF void tb_graph_free(tb_graph *graph);
 
 /* ======================================================================
    Driver loading
@@ -3829,6 +3898,53 @@ static tb_result tb__temp_finish(int fd, char *tmp, size_t cap, const char *path
     return r;
 }
 
+#ifndef TB_NO_LAUNCHER
+/* Small files of other sections (the autotune choices): written whole
+   beside path and renamed onto it; read whole, at most max bytes, a
+   regular file only. *data (NUL-terminated) is freed with tb__free(c). */
+static tb_result tb__write_small_file(const char *path, const void *data, size_t size, tb_error *err) {
+    char tmp[4096 + 64];
+    int fd;
+    tb_result r;
+    if ((r = tb__temp_open(path, tmp, sizeof tmp, &fd, err)) != tb_ok) return r;
+    if (tb__write_full(fd, data, size) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "write failed");
+    return tb__temp_finish(fd, tmp, sizeof tmp, path, 0, r, err);
+}
+static tb_result tb__read_small_file(const tb__ctx *c, const char *path, size_t max, char **data, size_t *size,
+                                     tb_error *err) {
+    struct stat st;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    *data = NULL;
+    if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > (uint64_t)max) {
+        int e = errno;
+        close(fd);
+        return tb__fail(err, S_ISREG(st.st_mode) ? tb_err_limit : tb_err_io, NULL, path, -1, e,
+                        "not a regular file of at most %zu bytes", max);
+    }
+    if (!(*data = (char *)tb__alloc(c, (size_t)st.st_size + 1))) {
+        close(fd);
+        return TB__OOM(err);
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, *data + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got != (size_t)st.st_size) {
+        tb__free(c, *data);
+        *data = NULL;
+        return tb__fail(err, tb_err_io, NULL, path, -1, errno, "short read");
+    }
+    (*data)[got] = 0;
+    *size = got;
+    return tb_ok;
+}
+#endif
+
 TBDEF tb_result tb_bundle_write_file(const tb_bundle *b, const char *path, unsigned flags, tb_error *err) {
     char tmp[4096 + 64];
     tb__fd_writer w;
@@ -6141,6 +6257,27 @@ typedef struct tb__driver {
                                            const uint32_t *, const uint32_t *, int, int, int, int);
     tb__CUresult (*cuGetErrorName)(tb__CUresult, const char **);
     tb__CUresult (*cuGetErrorString)(tb__CUresult, const char **);
+    /* autotune and graphs (optional: those features say so when missing) */
+    tb__CUresult (*cuEventCreate)(void **, unsigned);
+    tb__CUresult (*cuEventRecord)(void *, void *);
+    tb__CUresult (*cuEventSynchronize)(void *);
+    tb__CUresult (*cuEventElapsedTime)(float *, void *, void *);
+    tb__CUresult (*cuEventDestroy)(void *);
+    tb__CUresult (*cuMemAlloc)(uint64_t *, size_t);
+    tb__CUresult (*cuMemFree)(uint64_t);
+    tb__CUresult (*cuMemcpyDtoDAsync)(uint64_t, uint64_t, size_t, void *);
+    tb__CUresult (*cuMemsetD8Async)(uint64_t, unsigned char, size_t, void *);
+    tb__CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
+    tb__CUresult (*cuStreamSynchronize)(void *);
+    tb__CUresult (*cuStreamIsCapturing)(void *, int *);
+    tb__CUresult (*cuStreamBeginCapture)(void *, int);
+    tb__CUresult (*cuStreamEndCapture)(void *, void **);
+    tb__CUresult (*cuStreamGetCaptureInfo)(void *, int *, unsigned long long *, void **, void *const **, size_t *);
+    tb__CUresult (*cuGraphInstantiate)(void **, void *, unsigned long long);
+    tb__CUresult (*cuGraphLaunch)(void *, void *);
+    tb__CUresult (*cuGraphExecKernelNodeSetParams)(void *, void *, const void *);
+    tb__CUresult (*cuGraphExecDestroy)(void *);
+    tb__CUresult (*cuGraphDestroy)(void *);
 } tb__driver;
 
 static tb__driver tb__drv;
@@ -6190,6 +6327,30 @@ static void tb__driver_init(void) {
     TB__SYM(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 0);
     TB__SYM(cuGetErrorName, "cuGetErrorName", 1);
     TB__SYM(cuGetErrorString, "cuGetErrorString", 1);
+    TB__SYM(cuEventCreate, "cuEventCreate", 0);
+    TB__SYM(cuEventRecord, "cuEventRecord", 0);
+    TB__SYM(cuEventSynchronize, "cuEventSynchronize", 0);
+    TB__SYM(cuEventElapsedTime, "cuEventElapsedTime", 0);
+    TB__SYM(cuEventDestroy, "cuEventDestroy_v2", 0);
+    TB__SYM(cuMemAlloc, "cuMemAlloc_v2", 0);
+    TB__SYM(cuMemFree, "cuMemFree_v2", 0);
+    TB__SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 0);
+    TB__SYM(cuMemsetD8Async, "cuMemsetD8Async", 0);
+    TB__SYM(cuMemsetD32Async, "cuMemsetD32Async", 0);
+    TB__SYM(cuStreamSynchronize, "cuStreamSynchronize", 0);
+    TB__SYM(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
+    TB__SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
+    TB__SYM(cuStreamEndCapture, "cuStreamEndCapture", 0);
+    TB__SYM(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2", 0);
+    TB__SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", 0);
+    TB__SYM(cuGraphLaunch, "cuGraphLaunch", 0);
+    /* the _v2 node parameters extend the first version's, and NULL kern
+       and ctx in them mean "use func" */
+    TB__SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", 0);
+    if (!tb__drv.cuGraphExecKernelNodeSetParams)
+        TB__SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 0);
+    TB__SYM(cuGraphExecDestroy, "cuGraphExecDestroy", 0);
+    TB__SYM(cuGraphDestroy, "cuGraphDestroy", 0);
     cr = tb__drv.cuInit(0);
     if (cr != 0) {
         const char *nm = "?";
@@ -6709,6 +6870,66 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
     return tb_ok;
 }
 
+/* ---- graph capture: which launches a capture holds ----
+   tb_graph_begin registers its stream here; a launch on a registered
+   stream notes its kernel and the graph node the driver made for it (the
+   capture's dependency set right after the launch), so that
+   tb_graph_update can find the node again. Launches outside a capture pay
+   one relaxed load. */
+typedef struct tb__graph_launch {
+    const tb_loaded_kernel *k;
+    void *node;
+    uint32_t grid[3];
+} tb__graph_launch;
+
+struct tb_graph {
+    tb__ctx ctx;
+    void *stream;
+    void *graph, *exec;
+    int capturing;
+    uint32_t count, cap;
+    tb__graph_launch *launches;
+    tb_result failed;           /* a note that went wrong during capture */
+    char why[200];
+};
+
+#define TB__MAX_CAPTURES 64
+static tb_graph *tb__captures[TB__MAX_CAPTURES];
+static int tb__capture_count;
+static pthread_mutex_t tb__captures_mu = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__GNUC__) || defined(__clang__)
+#define TB__CAPTURING() __atomic_load_n(&tb__capture_count, __ATOMIC_RELAXED)
+#else
+#define TB__CAPTURING() 1 /* always look */
+#endif
+
+static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream) {
+    int i, status = 0;
+    unsigned long long id = 0;
+    void *graph = NULL;
+    void *const *deps = NULL;
+    size_t nd = 0;
+    pthread_mutex_lock(&tb__captures_mu);
+    for (i = 0; i < TB__MAX_CAPTURES; i++) {
+        tb_graph *g = tb__captures[i];
+        if (!g || g->stream != stream || !g->capturing || g->failed) continue;
+        if (g->count == g->cap && !tb__grow(&g->ctx, (void **)&g->launches, &g->cap, g->count + 1, sizeof *g->launches)) {
+            g->failed = tb_err_out_of_memory;
+            snprintf(g->why, sizeof g->why, "out of memory noting launch %u", g->count);
+        } else if (tb__drv.cuStreamGetCaptureInfo(stream, &status, &id, &graph, &deps, &nd) != 0 || nd != 1 || !deps) {
+            g->failed = tb_err_cuda;
+            snprintf(g->why, sizeof g->why, "the driver did not tell the graph node of launch %u (%zu dependencies)",
+                     g->count, nd);
+        } else {
+            tb__graph_launch *l = &g->launches[g->count++];
+            l->k = k, l->node = deps[0];
+            l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&tb__captures_mu);
+}
+
 static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
                                    void **params) {
     tb__CUresult cr;
@@ -6729,6 +6950,7 @@ static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint3
         lc.num_attrs = k->num_attrs;
         cr = tb__drv.cuLaunchKernelEx(&lc, k->function, params, NULL);
     }
+    if (TB__UNLIKELY(TB__CAPTURING()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
     tb__leave(pushed);
     return cr;
 }
@@ -6854,11 +7076,27 @@ static tb_result tb__auto_grid(const tb_loaded_kernel *k, const tb_launch_params
     return tb_grid_compute(&view, p->args, p->arg_count, p->grid_args, p->grid_arg_count, q->grid, err);
 }
 
+/* The parameter list of a kernel without tensor descriptors: pointers to
+   the argument slots, converted where the width or type needs it, then the
+   scratch pointers; *gs and *ps hold those. */
+static void tb__plain_params(const tb_loaded_kernel *k, const tb_launch_params *p, void **params, tb_arg *conv,
+                             uint64_t *gs, uint64_t *ps) {
+    uint32_t i, n = k->info.arg_count;
+    for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
+    for (i = 0; i < k->conv_count; i++) {
+        uint16_t at = k->conv_idx[i];
+        tb__convert(k->codes[at], p->args[at], &conv[i]);
+        params[at] = &conv[i];
+    }
+    if (k->global_present) params[n++] = gs;
+    if (k->profile_present) params[n++] = ps;
+}
+
 TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
     uint64_t gs, ps;
-    uint32_t i, n;
+    uint32_t n;
     tb__CUresult cr;
     tb_result r;
     if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
@@ -6881,14 +7119,7 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
                         "the kernel needs scratch memory (global %llu, profile %llu bytes): pass device buffers",
                         (unsigned long long)k->global_size, (unsigned long long)k->profile_size);
     if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, gs, ps, err); /* builds its own list */
-    for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
-    for (i = 0; i < k->conv_count; i++) {
-        uint16_t at = k->conv_idx[i];
-        tb__convert(k->codes[at], p->args[at], &conv[i]);
-        params[at] = &conv[i];
-    }
-    if (k->global_present) params[n++] = &gs;
-    if (k->profile_present) params[n++] = &ps;
+    tb__plain_params(k, p, params, conv, &gs, &ps);
     cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
     if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;
@@ -6941,7 +7172,27 @@ struct tb_kernel_table {
     uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
     uint32_t *by_key;           /* record, by cache key; UINT32_MAX: empty */
     uint32_t *by_name;          /* the most specialized record of a name */
+    /* autotune: the choices (see "---- autotune ----"), under tune_mu */
+    pthread_mutex_t tune_mu;
+    pthread_cond_t tune_cv;
+    struct tb__cmap *cmap;      /* published whole (release); older ones kept until free */
+    uint32_t choice_count;
+    tb_autotune_options tune;
+    uint64_t flush;             /* the L2 flush buffer, flush_bytes */
+    size_t flush_bytes;
+    void **events;
+    uint32_t event_count;
 };
+typedef struct tb__choice {
+    uint32_t rec, nkey, cfg, state;
+    int64_t *key;
+    double ms;
+} tb__choice;
+typedef struct tb__cmap {
+    uint32_t cap;
+    tb__choice *slots;
+    struct tb__cmap *older;     /* a reader may still probe it */
+} tb__cmap;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TB__LOAD_ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
@@ -6962,7 +7213,23 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     tb__free(&c, t->spec);
     tb__free(&c, t->div_args);
     tb__free(&c, t->by_key);
+    if (t->cmap) {
+        tb__cmap *m = t->cmap, *o;
+        for (i = 0; i < m->cap; i++) /* keys are shared with the older maps: freed once */
+            if (m->slots[i].state != 0) tb__free(&c, m->slots[i].key);
+        for (; m; m = o) {
+            o = m->older;
+            tb__free(&c, m->slots);
+            tb__free(&c, m);
+        }
+    }
+    for (i = 0; t->events && i < t->event_count; i++)
+        if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
+    tb__free(&c, t->events);
+    if (t->flush) tb__drv.cuMemFree(t->flush);
     pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->tune_mu);
+    pthread_cond_destroy(&t->tune_cv);
     tb__free(&c, t);
 }
 
@@ -7045,6 +7312,8 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     if (load) t->load = *load;
     t->bundle = b;
     pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->tune_mu, NULL);
+    pthread_cond_init(&t->tune_cv, NULL);
     t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
     t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     if (t->slots) memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
@@ -7191,14 +7460,812 @@ TBDEF tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint
     return tb__table_kernel(t, rec, cfg, out, err);
 }
 
+static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, uint32_t *cfg,
+                                     tb_error *err);
+
 TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
                                        tb_error *err) {
     const tb_loaded_kernel *k;
     tb_result r;
     if (TB__UNLIKELY(!p)) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "params is NULL");
+    if (cfg == TB_CONFIG_AUTOTUNE) {
+        uint32_t rec;
+        if (!t || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or key is NULL");
+        if ((r = tb_kernel_table_find(t, key, 0, p->args, p->arg_count, &rec, err)) != tb_ok ||
+            (r = tb__autotune_config(t, rec, p, &cfg, err)) != tb_ok || (r = tb__table_kernel(t, rec, cfg, &k, err)) != tb_ok)
+            return r;
+        return tb_launch(k, p, err);
+    }
     if ((r = tb_kernel_table_select(t, key, cfg, p->args, p->arg_count, &k, err)) != tb_ok) return r;
     return tb_launch(k, p, err);
 }
+
+/* ---- autotune ----
+   One choice per (record, size key), in an open-addressing map under
+   tune_mu: a launch of a tuned key costs one hash and one lock. A key
+   being tuned is marked so, and other threads wait on tune_cv instead of
+   benchmarking it again. The benchmark follows Triton's do_bench; the
+   arguments the kernel writes run on copies, so the caller's data sees
+   only the launch that follows. */
+#define TB__CHOICE_EMPTY 0u
+#define TB__CHOICE_TUNING 1u
+#define TB__CHOICE_DONE 2u
+#define TB__MAX_KEY TB_MAX_ARGS
+
+typedef struct tb__choice_trial {
+    uint32_t reset_count;
+    uint64_t reset_ptr[TB_MAX_ARGS];
+    size_t reset_bytes[TB_MAX_ARGS];
+} tb__choice_trial;
+
+static uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32_t n) {
+    uint64_t h = 1469598103934665603ULL ^ rec;
+    uint32_t i;
+    for (i = 0; i < n; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ULL, h ^= h >> 29;
+    return h;
+}
+
+/* The size key of record rec for these arguments: the values (as the
+   kernel reads them) of the arguments its call info keys on, or of every
+   integer argument. 0, or 1 for an argument no integer code can key on. */
+static uint32_t tb__size_key(const tb_launch_record *r, const tb_arg *args, int64_t *key) {
+    const char *codes = r->configs[0].arg_types;
+    uint32_t n = 0, i;
+    if (r->call && r->call->key_count) {
+        for (i = 0; i < r->call->key_count; i++) {
+            uint32_t a = r->call->key[i];
+            if (tb__grid_int_code(codes[a])) tb__grid_arg(codes[a], args[a], &key[n++]);
+            else key[n++] = (int64_t)args[a].u; /* a float or a pointer: its bits */
+        }
+        return n;
+    }
+    for (i = 0; codes[i]; i++)
+        if (tb__grid_int_code(codes[i]) && !tb__grid_arg(codes[i], args[i], &key[n])) n++;
+    return n;
+}
+
+#define TB__CHOICE_FAILED 3u     /* the tune failed: the next launch tries again */
+#if defined(__GNUC__) || defined(__clang__)
+#define TB__ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
+#define TB__REL(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
+#define TB__LOCK_FREE_CHOICES 1
+#else
+#define TB__ACQ(p) (p)
+#define TB__REL(p, v) ((p) = (v))
+#define TB__LOCK_FREE_CHOICES 0 /* every lookup takes tune_mu */
+#endif
+
+/* The entry of (rec, key) in map m, or NULL; with slot, the empty entry
+   where it would go. Safe without tune_mu: an entry's fields are written
+   before its state is published, and entries never move. */
+static tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, uint32_t n, tb__choice **slot) {
+    uint32_t at;
+    if (slot) *slot = NULL;
+    if (!m) return NULL;
+    at = (uint32_t)tb__choice_hash(rec, key, n) & (m->cap - 1);
+    for (;; at = (at + 1) & (m->cap - 1)) {
+        tb__choice *c = &m->slots[at];
+        if (TB__ACQ(c->state) == TB__CHOICE_EMPTY) {
+            if (slot) *slot = c;
+            return NULL;
+        }
+        if (c->rec == rec && c->nkey == n && (!n || memcmp(c->key, key, (size_t)n * sizeof *key) == 0)) return c;
+    }
+}
+
+/* Under tune_mu: the entry of (rec, key); a new or failed one is made
+   TUNING and *fresh set: the caller tunes it. */
+static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_t *key, uint32_t n, int *fresh) {
+    tb__cmap *m = t->cmap;
+    tb__choice *slot, *c = tb__cmap_find(m, rec, key, n, &slot);
+    *fresh = 0;
+    if (c) {
+        if (c->state == TB__CHOICE_FAILED) TB__REL(c->state, TB__CHOICE_TUNING), *fresh = 1;
+        return c;
+    }
+    if (!m || 2 * (t->choice_count + 1) > m->cap) { /* grow: a copy, published whole */
+        tb__cmap *nm = (tb__cmap *)tb__alloc(&t->ctx, sizeof *nm);
+        uint32_t i;
+        if (!nm) return NULL;
+        nm->cap = m ? 2 * m->cap : 64;
+        nm->older = m;
+        if (!(nm->slots = (tb__choice *)tb__alloc(&t->ctx, (size_t)nm->cap * sizeof *nm->slots))) {
+            tb__free(&t->ctx, nm);
+            return NULL;
+        }
+        memset(nm->slots, 0, (size_t)nm->cap * sizeof *nm->slots);
+        for (i = 0; m && i < m->cap; i++)
+            if (m->slots[i].state != TB__CHOICE_EMPTY) {
+                tb__choice *s2;
+                tb__cmap_find(nm, m->slots[i].rec, m->slots[i].key, m->slots[i].nkey, &s2);
+                *s2 = m->slots[i];
+            }
+        TB__REL(t->cmap, nm);
+        m = nm;
+        tb__cmap_find(m, rec, key, n, &slot);
+    }
+    slot->key = NULL;
+    if (n && !(slot->key = (int64_t *)tb__alloc(&t->ctx, (size_t)n * sizeof *key))) return NULL;
+    if (n) memcpy(slot->key, key, (size_t)n * sizeof *key);
+    slot->rec = rec, slot->nkey = n, slot->cfg = 0, slot->ms = 0;
+    TB__REL(slot->state, TB__CHOICE_TUNING);
+    t->choice_count++;
+    *fresh = 1;
+    return slot;
+}
+
+TBDEF tb_result tb_kernel_table_set_autotune(tb_kernel_table *t, const tb_autotune_options *o, tb_error *err) {
+    if (!t) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table is NULL");
+    pthread_mutex_lock(&t->tune_mu);
+    if (o) t->tune = *o;
+    else memset(&t->tune, 0, sizeof t->tune);
+    pthread_mutex_unlock(&t->tune_mu);
+    return tb_ok;
+}
+
+static int tb__cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The driver calls of one benchmark, failing with the call's name. */
+#define TB__CU(call, what)                                                                   \
+    do {                                                                                      \
+        tb__CUresult cr_ = (call);                                                            \
+        if (cr_ != 0) {                                                                       \
+            r = tb__cufail(err, cr_, tb_err_cuda, name, what, "%s", " (while autotuning)");   \
+            goto done;                                                                        \
+        }                                                                                     \
+    } while (0)
+
+/* do_bench for config cfg: *ms, the median; the launch p runs on the
+   trial arguments. Returns tb_ok, or the error of a config that cannot
+   run (its time is then infinite) or of the driver. */
+static tb_result tb__bench(tb_kernel_table *t, const tb_loaded_kernel *k, const tb_launch_params *p,
+                           const tb__choice_trial *tr, double *ms, tb_error *err) {
+    const char *name = k->name;
+    double warm = t->tune.warmup_ms > 0 ? t->tune.warmup_ms : 25, rep = t->tune.rep_ms > 0 ? t->tune.rep_ms : 100;
+    uint32_t maxr = t->tune.max_reps ? t->tune.max_reps : 1000, nw, nr, i, j;
+    float est = 0, *times = NULL;
+    tb_result r = tb_ok;
+    void *st = p->stream;
+#define TB__RUN()                                                                                      \
+    do {                                                                                               \
+        for (j = 0; j < tr->reset_count; j++)                                                          \
+            TB__CU(tb__drv.cuMemsetD8Async(tr->reset_ptr[j], 0, tr->reset_bytes[j], st), "cuMemsetD8Async"); \
+        if ((r = tb_launch(k, p, err)) != tb_ok) goto done;                                            \
+    } while (0)
+#define TB__FLUSH()                                                                                    \
+    do {                                                                                               \
+        if (t->flush_bytes)                                                                            \
+            TB__CU(tb__drv.cuMemsetD32Async(t->flush, 0, t->flush_bytes / 4, st), "cuMemsetD32Async"); \
+    } while (0)
+    TB__RUN();
+    TB__CU(tb__drv.cuStreamSynchronize(st), "cuStreamSynchronize");
+    TB__CU(tb__drv.cuEventRecord(t->events[0], st), "cuEventRecord");
+    for (i = 0; i < 5; i++) {
+        TB__FLUSH();
+        TB__RUN();
+    }
+    TB__CU(tb__drv.cuEventRecord(t->events[1], st), "cuEventRecord");
+    TB__CU(tb__drv.cuEventSynchronize(t->events[1]), "cuEventSynchronize");
+    TB__CU(tb__drv.cuEventElapsedTime(&est, t->events[0], t->events[1]), "cuEventElapsedTime");
+    est /= 5;
+    nw = est > 0 && warm / est < maxr ? (uint32_t)(warm / est) : maxr;
+    nr = est > 0 && rep / est < maxr ? (uint32_t)(rep / est) : maxr;
+    if (nw < 1) nw = 1;
+    if (nr < 1) nr = 1;
+    for (i = 0; i < nw; i++) TB__RUN();
+    for (i = 0; i < nr; i++) {
+        TB__FLUSH();
+        TB__CU(tb__drv.cuEventRecord(t->events[2 * i], st), "cuEventRecord");
+        TB__RUN();
+        TB__CU(tb__drv.cuEventRecord(t->events[2 * i + 1], st), "cuEventRecord");
+    }
+    TB__CU(tb__drv.cuEventSynchronize(t->events[2 * nr - 1]), "cuEventSynchronize");
+    if (!(times = (float *)tb__alloc(&t->ctx, nr * sizeof *times))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (i = 0; i < nr; i++)
+        TB__CU(tb__drv.cuEventElapsedTime(&times[i], t->events[2 * i], t->events[2 * i + 1]), "cuEventElapsedTime");
+    qsort(times, nr, sizeof *times, tb__cmp_float);
+    *ms = nr % 2 ? times[nr / 2] : 0.5 * ((double)times[nr / 2 - 1] + times[nr / 2]);
+done:
+    tb__free(&t->ctx, times);
+#undef TB__RUN
+#undef TB__FLUSH
+    return r;
+}
+
+/* Tunes record rec for p: copies of the written arguments, every config
+   timed, the fastest kept in *c. Called without tune_mu. */
+static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, tb__choice *c,
+                          tb_error *err) {
+    const tb_launch_record *rr = &t->bundle->records[rec];
+    const char *name = rr->kernel_name, *codes = rr->configs[0].arg_types;
+    uint32_t n = p->arg_count, i, j, best = UINT32_MAX;
+    unsigned char written[TB_MAX_ARGS], zeroed[TB_MAX_ARGS];
+    uint64_t copies[TB_MAX_ARGS];
+    tb_arg *args = NULL;
+    tb__choice_trial tr;
+    tb_launch_params q;
+    double bestms = 0, *times = NULL;
+    char line[600];
+    size_t at;
+    tb_result r = tb_ok;
+    int pushed = 0, capturing = 0, started = 0;
+    const tb_loaded_kernel *k0;
+    memset(written, 0, sizeof written);
+    memset(zeroed, 0, sizeof zeroed);
+    memset(copies, 0, sizeof copies);
+    memset(&tr, 0, sizeof tr);
+    if (!tb__drv.cuEventCreate || !tb__drv.cuMemAlloc || !tb__drv.cuMemsetD32Async || !tb__drv.cuStreamIsCapturing)
+        return tb__fail(err, tb_err_no_driver, name, NULL, -1, 0, "the driver lacks the event and memory calls autotuning needs");
+    if (!(p->flags & TB_LAUNCH_GRID_AUTO))
+        return tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
+                        "autotuning needs each config's grid: TB_LAUNCH_GRID_AUTO (and a record with grid rules)");
+    if ((r = tb__table_kernel(t, rec, 0, &k0, err)) != tb_ok) return r;
+    if (tb__enter(k0, &pushed) != 0) return tb__fail(err, tb_err_cuda, name, NULL, -1, 0, "cannot make the kernel's context current");
+    if (tb__drv.cuStreamIsCapturing(p->stream, &capturing) == 0 && capturing) {
+        r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
+                     "not tuned for these sizes, and the stream is being captured into a graph, where it cannot "
+                     "benchmark: launch it once before capturing, or load the choices");
+        goto done;
+    }
+    started = 1; /* from here on, work may be queued on the stream */
+    /* which arguments run on copies: mutated and reset (all pointers without call info) */
+    if (rr->call) {
+        for (i = 0; i < rr->call->mutated_count; i++) written[rr->call->mutated[i]] = 1;
+        for (i = 0; i < rr->call->reset_count; i++) written[rr->call->reset[i]] = zeroed[rr->call->reset[i]] = 1;
+    } else {
+        for (i = 0; i < n; i++) written[i] = codes[i] == 'O';
+    }
+    if (!(args = (tb_arg *)tb__alloc(&t->ctx, (n ? n : 1) * sizeof *args)) ||
+        !(times = (double *)tb__alloc(&t->ctx, rr->config_count * sizeof *times))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    memcpy(args, p->args, n * sizeof *args);
+    for (i = 0; i < n; i++) {
+        size_t bytes = p->arg_bytes ? p->arg_bytes[i] : 0;
+        if (!written[i] || codes[i] != 'O' || !args[i].u) continue;
+        if (!bytes) {
+            r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
+                         "argument %u (%s) is written by the kernel and autotuning runs it on a copy: give its size "
+                         "in params.arg_bytes", i, rr->call && rr->call->arg_count ? rr->call->arg_names[i] : "a pointer");
+            goto done;
+        }
+        TB__CU(tb__drv.cuMemAlloc(&copies[i], bytes), "cuMemAlloc");
+        TB__CU(tb__drv.cuMemcpyDtoDAsync(copies[i], args[i].u, bytes, p->stream), "cuMemcpyDtoDAsync");
+        args[i].u = copies[i];
+        if (zeroed[i]) tr.reset_ptr[tr.reset_count] = copies[i], tr.reset_bytes[tr.reset_count++] = bytes;
+    }
+    /* the flush buffer and the events, once per table */
+    if (!t->flush && t->tune.flush_bytes != (size_t)-1) {
+        t->flush_bytes = t->tune.flush_bytes ? t->tune.flush_bytes : (size_t)256 << 20;
+        TB__CU(tb__drv.cuMemAlloc(&t->flush, t->flush_bytes), "cuMemAlloc");
+    }
+    if (!t->events) {
+        uint32_t ne = 2 * (t->tune.max_reps ? t->tune.max_reps : 1000);
+        if (!(t->events = (void **)tb__alloc(&t->ctx, ne * sizeof(void *)))) {
+            r = TB__OOM(err);
+            goto done;
+        }
+        memset(t->events, 0, ne * sizeof(void *));
+        t->event_count = ne;
+        for (i = 0; i < ne; i++) TB__CU(tb__drv.cuEventCreate(&t->events[i], 0), "cuEventCreate");
+    }
+    q = *p;
+    q.args = args;
+    for (j = 0; j < rr->config_count; j++) {
+        const tb_loaded_kernel *k;
+        tb_error e;
+        times[j] = -1;
+        if ((r = tb__table_kernel(t, rec, j, &k, &e)) == tb_ok) r = tb__bench(t, k, &q, &tr, &times[j], &e);
+        if (r == tb_err_cuda && e.cuda_result != 0 && tb__drv.cuStreamSynchronize(p->stream) != 0) {
+            /* the context is gone (a kernel faulted): nothing more can run */
+            if (err) *err = e;
+            goto done;
+        }
+        if (r != tb_ok) { /* a config that cannot run here (too much shared memory...): skipped, as Inductor does */
+            tb__log(&t->ctx, TB_LOG_WARN, "autotune %s: config %u cannot run: %s", name, j, e.message);
+            times[j] = -1;
+            r = tb_ok;
+            continue;
+        }
+        if (best == UINT32_MAX || times[j] < bestms) best = j, bestms = times[j];
+    }
+    if (best == UINT32_MAX) {
+        r = tb__fail(err, tb_err_cuda, name, NULL, -1, 0, "autotune: no config of the record could run");
+        goto done;
+    }
+    c->cfg = best, c->ms = bestms;
+    at = (size_t)snprintf(line, sizeof line, "autotune %.80s:", name);
+    for (j = 0; j < rr->config_count && at < sizeof line; j++)
+        at += (size_t)snprintf(line + at, sizeof line - at, " %u %s%.4f ms%s", j, times[j] < 0 ? "(failed) " : "",
+                               times[j] < 0 ? 0 : times[j], j == best ? " (chosen)" : ",");
+    tb__log(&t->ctx, TB_LOG_INFO, "%s", line);
+done:
+    /* never on a stream being captured: a synchronize would invalidate the capture */
+    if (started && tb__drv.cuStreamSynchronize) tb__drv.cuStreamSynchronize(p->stream);
+    for (i = 0; i < n && i < TB_MAX_ARGS; i++)
+        if (copies[i]) tb__drv.cuMemFree(copies[i]);
+    tb__free(&t->ctx, args);
+    tb__free(&t->ctx, times);
+    tb__leave(pushed);
+    return r;
+}
+
+/* The config TB_CONFIG_AUTOTUNE means for record rec and p: the kept
+   choice (found without a lock once made), or a new one, benchmarked here
+   or by the thread already at it. */
+static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, uint32_t *cfg,
+                                     tb_error *err) {
+    const tb_launch_record *rr = &t->bundle->records[rec];
+    int64_t key[TB__MAX_KEY];
+    uint32_t n;
+    int fresh;
+    tb__choice *c, result;
+    tb_result r;
+    if (rr->config_count == 1) {
+        *cfg = 0;
+        return tb_ok;
+    }
+    n = tb__size_key(rr, p->args, key);
+    if (TB__LOCK_FREE_CHOICES) {
+        c = tb__cmap_find((tb__cmap *)TB__ACQ(t->cmap), rec, key, n, NULL);
+        if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
+            *cfg = c->cfg;
+            return tb_ok;
+        }
+    }
+    pthread_mutex_lock(&t->tune_mu);
+    for (;;) {
+        if (!(c = tb__choice_get(t, rec, key, n, &fresh))) {
+            pthread_mutex_unlock(&t->tune_mu);
+            return TB__OOM(err);
+        }
+        if (fresh || c->state == TB__CHOICE_DONE) break;
+        pthread_cond_wait(&t->tune_cv, &t->tune_mu); /* another thread tunes it */
+    }
+    if (!fresh) {
+        *cfg = c->cfg;
+        pthread_mutex_unlock(&t->tune_mu);
+        return tb_ok;
+    }
+    pthread_mutex_unlock(&t->tune_mu);
+    result = *c;
+    r = tb__tune(t, rec, p, &result, err);
+    pthread_mutex_lock(&t->tune_mu);
+    c = tb__cmap_find(t->cmap, rec, key, n, NULL); /* the map may have grown meanwhile */
+    if (r == tb_ok) {
+        c->cfg = result.cfg, c->ms = result.ms;
+        TB__REL(c->state, TB__CHOICE_DONE);
+        *cfg = result.cfg;
+    } else {
+        TB__REL(c->state, TB__CHOICE_FAILED);
+    }
+    pthread_cond_broadcast(&t->tune_cv);
+    pthread_mutex_unlock(&t->tune_mu);
+    return r;
+}
+
+TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *t, const char *key_or_name, const tb_arg *args,
+                                       uint32_t arg_count, uint32_t *config, double *ms, tb_error *err) {
+    int64_t key[TB__MAX_KEY];
+    uint32_t rec, n;
+    tb__choice *c;
+    tb_result r;
+    if (!t || !config) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or config is NULL");
+    if ((r = tb_kernel_table_find(t, key_or_name, 0, args, arg_count, &rec, err)) != tb_ok) return r;
+    if (t->bundle->records[rec].config_count == 1) {
+        *config = 0;
+        if (ms) *ms = 0;
+        return tb_ok;
+    }
+    n = tb__size_key(&t->bundle->records[rec], args, key);
+    pthread_mutex_lock(&t->tune_mu);
+    c = tb__cmap_find(t->cmap, rec, key, n, NULL);
+    if (c && c->state == TB__CHOICE_DONE) {
+        *config = c->cfg;
+        if (ms) *ms = c->ms;
+        r = tb_ok;
+    } else {
+        r = tb__fail(err, tb_err_not_found, key_or_name, NULL, -1, 0, "no autotune choice for these sizes yet");
+    }
+    pthread_mutex_unlock(&t->tune_mu);
+    return r;
+}
+
+/* ---- the choices file (docs/FORMAT.md, "Autotune choices") ---- */
+#define TB__CHOICES_MAGIC "triton_bundle autotune 1\n"
+#define TB__CHOICES_MAX_FILE ((size_t)64 << 20)
+
+/* %-escapes the bytes of s a line could not hold as they are */
+static size_t tb__pct(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch <= 0x20 || ch >= 0x7f || ch == '%') {
+            if (n + 3 < cap) snprintf(out + n, cap - n, "%%%02X", ch);
+            n += 3;
+        } else {
+            if (n + 1 < cap) out[n] = (char)ch;
+            n++;
+        }
+    }
+    if (cap) out[n < cap ? n : cap - 1] = 0;
+    return n;
+}
+
+TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *path, tb_error *err) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    uint32_t i, j;
+    tb_result r = tb_ok;
+    if (!t || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "table or path is NULL");
+    pthread_mutex_lock(&t->tune_mu);
+    for (i = 0; i <= (t->cmap ? t->cmap->cap : 0) && r == tb_ok; i++) {
+        const tb__choice *c = t->cmap && i < t->cmap->cap ? &t->cmap->slots[i] : NULL;
+        size_t need;
+        if (c && c->state != TB__CHOICE_DONE) continue;
+        need = c ? 3 * (strlen(t->bundle->records[c->rec].cache_key) + TB_MAX_NAME_LENGTH) + 24 * (c->nkey + 4) : 64;
+        if (len + need > cap) {
+            size_t nc = (len + need) * 2;
+            char *nb = (char *)tb__realloc(&t->ctx, buf, nc);
+            if (!nb) {
+                r = TB__OOM(err);
+                break;
+            }
+            buf = nb, cap = nc;
+        }
+        if (!c) break;
+        if (!len) len = (size_t)snprintf(buf, cap, "%s", TB__CHOICES_MAGIC);
+        {
+            const tb_launch_record *rr = &t->bundle->records[c->rec];
+            len += tb__pct(buf + len, cap - len, rr->cache_key);
+            buf[len++] = '\t';
+            len += tb__pct(buf + len, cap - len, rr->configs[c->cfg].kernel_hash);
+            len += (size_t)snprintf(buf + len, cap - len, "\t%u\t", c->cfg);
+            if (!c->nkey) buf[len++] = '-';
+            for (j = 0; j < c->nkey; j++) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", j ? "," : "", (long long)c->key[j]);
+            len += (size_t)snprintf(buf + len, cap - len, "\t%.6f\n", c->ms);
+        }
+    }
+    pthread_mutex_unlock(&t->tune_mu);
+    if (r == tb_ok && !len) len = (size_t)snprintf(buf, cap, "%s", TB__CHOICES_MAGIC);
+    if (r == tb_ok) r = tb__write_small_file(path, buf, len, err);
+    tb__free(&t->ctx, buf);
+    return r;
+}
+
+/* One %-escaped field into out (cap bytes); 0 on a bad escape or length. */
+static int tb__unpct(const char *s, size_t n, char *out, size_t cap) {
+    size_t i, o = 0;
+    for (i = 0; i < n; i++) {
+        unsigned v = 0, d;
+        char ch = s[i];
+        if (ch == '%') {
+            if (i + 2 >= n) return 0;
+            for (d = 1; d <= 2; d++) {
+                char h = s[i + d];
+                v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+            }
+            if (v > 255 || v == 0) return 0;
+            ch = (char)v, i += 2;
+        } else if ((unsigned char)ch <= 0x20 || (unsigned char)ch >= 0x7f) {
+            return 0;
+        }
+        if (o + 1 >= cap) return 0;
+        out[o++] = ch;
+    }
+    out[o] = 0;
+    return o > 0;
+}
+
+/* A decimal integer in [lo, hi] from s[0, n); 0 if it is not one. */
+static int tb__dec(const char *s, size_t n, long long lo, long long hi, long long *v) {
+    size_t i = 0;
+    int neg = 0;
+    unsigned long long u = 0;
+    if (n && s[0] == '-') neg = 1, i = 1;
+    if (i == n || n - i > 19) return 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        u = u * 10 + (unsigned)(s[i] - '0');
+    }
+    if (u > (unsigned long long)LLONG_MAX + (neg ? 1u : 0u)) return 0;
+    *v = neg ? (long long)(0 - u) : (long long)u;
+    return *v >= lo && *v <= hi;
+}
+
+typedef struct tb__parsed_choice {
+    uint32_t rec, cfg, nkey;
+    double ms;
+    int64_t key[TB__MAX_KEY];
+} tb__parsed_choice;
+
+TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *path, tb_error *err) {
+    char *data = NULL;
+    size_t size = 0, pos, line = 1;
+    tb__parsed_choice *pc = NULL;
+    uint32_t count = 0, cap = 0, i, skipped = 0;
+    tb_result r;
+    char *keybuf, hashbuf[TB_MAX_NAME_LENGTH + 1];
+    if (!t || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "table or path is NULL");
+    if (!(keybuf = (char *)tb__alloc(&t->ctx, TB_MAX_STRING_LENGTH + 1))) return TB__OOM(err);
+    if ((r = tb__read_small_file(&t->ctx, path, TB__CHOICES_MAX_FILE, &data, &size, err)) != tb_ok) {
+        tb__free(&t->ctx, keybuf);
+        return r;
+    }
+    if (size < sizeof TB__CHOICES_MAGIC - 1 || memcmp(data, TB__CHOICES_MAGIC, sizeof TB__CHOICES_MAGIC - 1) != 0) {
+        r = tb__fail(err, tb_err_bad_magic, NULL, path, 0, 0, "not an autotune choices file (\"%.24s\" expected)",
+                     "triton_bundle autotune 1");
+        goto done;
+    }
+    for (pos = sizeof TB__CHOICES_MAGIC - 1; pos < size;) {
+        const char *ln = data + pos, *end = (const char *)memchr(ln, '\n', size - pos), *f[5];
+        size_t fl[5], nf = 0, q;
+        tb__parsed_choice *e;
+        long long v;
+        line++;
+        if (!end) {
+            r = tb__fail(err, tb_err_parse, NULL, path, (long long)pos, 0, "line %zu does not end", line);
+            goto done;
+        }
+        for (f[0] = ln, q = 0; ln + q <= end; q++)
+            if (ln + q == end || ln[q] == '\t') {
+                if (nf == 5) break;
+                fl[nf] = (size_t)(ln + q - f[nf]);
+                if (++nf < 5) f[nf] = ln + q + 1;
+            }
+        pos = (size_t)(end - data) + 1;
+        if (nf != 5 || f[4] + fl[4] != end) {
+            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: not five tab-separated fields",
+                         line);
+            goto done;
+        }
+        if (count == cap) {
+            uint32_t nc = cap ? 2 * cap : 16;
+            tb__parsed_choice *np = (tb__parsed_choice *)tb__realloc(&t->ctx, pc, (size_t)nc * sizeof *pc);
+            if (!np) {
+                r = TB__OOM(err);
+                goto done;
+            }
+            pc = np, cap = nc;
+        }
+        e = &pc[count];
+        memset(e, 0, sizeof *e);
+        if (!tb__unpct(f[0], fl[0], keybuf, TB_MAX_STRING_LENGTH + 1) || !tb__unpct(f[1], fl[1], hashbuf, sizeof hashbuf) ||
+            !tb__dec(f[2], fl[2], 0, TB_MAX_CONFIGS_PER_RECORD - 1, &v)) {
+            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0,
+                         "line %zu: a bad cache key, kernel hash or config index", line);
+            goto done;
+        }
+        e->cfg = (uint32_t)v;
+        if (!(fl[3] == 1 && f[3][0] == '-')) {
+            const char *s = f[3], *fe = f[3] + fl[3];
+            while (s <= fe) {
+                const char *comma = (const char *)memchr(s, ',', (size_t)(fe - s));
+                const char *ve = comma ? comma : fe;
+                if (e->nkey == TB__MAX_KEY || !tb__dec(s, (size_t)(ve - s), LLONG_MIN, LLONG_MAX, &v)) {
+                    r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad size key", line);
+                    goto done;
+                }
+                e->key[e->nkey++] = (int64_t)v;
+                s = ve + 1;
+            }
+        }
+        {
+            char num[32];
+            char *stop = NULL;
+            if (fl[4] == 0 || fl[4] >= sizeof num) {
+                r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
+                goto done;
+            }
+            memcpy(num, f[4], fl[4]);
+            num[fl[4]] = 0;
+            e->ms = strtod(num, &stop);
+            if (stop != num + fl[4] || !(e->ms >= 0 && e->ms < 1e12)) {
+                r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
+                goto done;
+            }
+        }
+        /* the record, the config and its cubin must be those of this bundle */
+        e->rec = t->by_key[tb__index_find(t, t->by_key, 0, keybuf)];
+        if (e->rec == UINT32_MAX || e->cfg >= t->bundle->records[e->rec].config_count ||
+            strcmp(t->bundle->records[e->rec].configs[e->cfg].kernel_hash, hashbuf) != 0 ||
+            t->bundle->records[e->rec].config_count == 1) {
+            tb__log(&t->ctx, TB_LOG_INFO, "autotune choices %s, line %zu: no such record or config in this bundle (skipped)",
+                    path, line);
+            skipped++;
+            continue;
+        }
+        count++;
+    }
+    /* all parsed: apply */
+    pthread_mutex_lock(&t->tune_mu);
+    for (i = 0; i < count; i++) {
+        int fresh;
+        tb__choice *c = tb__choice_get(t, pc[i].rec, pc[i].key, pc[i].nkey, &fresh);
+        if (!c) {
+            r = TB__OOM(err);
+            break;
+        }
+        if (c->state == TB__CHOICE_TUNING && !fresh) continue; /* being tuned now: that result wins */
+        c->cfg = pc[i].cfg, c->ms = pc[i].ms;
+        TB__REL(c->state, TB__CHOICE_DONE);
+    }
+    pthread_cond_broadcast(&t->tune_cv);
+    pthread_mutex_unlock(&t->tune_mu);
+    if (skipped) tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", path, skipped);
+done:
+    tb__free(&t->ctx, keybuf);
+    tb__free(&t->ctx, pc);
+    tb__free(&t->ctx, data);
+    return r;
+}
+
+/* ---- CUDA graphs ---- */
+static int tb__capture_register(tb_graph *g) {
+    int i, ok = 0;
+    pthread_mutex_lock(&tb__captures_mu);
+    for (i = 0; i < TB__MAX_CAPTURES; i++)
+        if (tb__captures[i] && tb__captures[i]->stream == g->stream && tb__captures[i]->capturing) break;
+    if (i == TB__MAX_CAPTURES)
+        for (i = 0; i < TB__MAX_CAPTURES; i++)
+            if (!tb__captures[i]) {
+                tb__captures[i] = g;
+#if defined(__GNUC__) || defined(__clang__)
+                __atomic_add_fetch(&tb__capture_count, 1, __ATOMIC_RELAXED);
+#endif
+                ok = 1;
+                break;
+            }
+    pthread_mutex_unlock(&tb__captures_mu);
+    return ok;
+}
+static void tb__capture_unregister(tb_graph *g) {
+    int i;
+    pthread_mutex_lock(&tb__captures_mu);
+    for (i = 0; i < TB__MAX_CAPTURES; i++)
+        if (tb__captures[i] == g) {
+            tb__captures[i] = NULL;
+#if defined(__GNUC__) || defined(__clang__)
+            __atomic_sub_fetch(&tb__capture_count, 1, __ATOMIC_RELAXED);
+#endif
+        }
+    g->capturing = 0;
+    pthread_mutex_unlock(&tb__captures_mu);
+}
+
+TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_graph *g;
+    tb__CUresult cr;
+    tb_result r;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!stream)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the NULL (legacy) stream cannot be captured: give a stream");
+    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    if (!tb__drv.cuStreamBeginCapture || !tb__drv.cuStreamEndCapture || !tb__drv.cuStreamGetCaptureInfo ||
+        !tb__drv.cuGraphInstantiate || !tb__drv.cuGraphLaunch)
+        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the graph calls (CUDA 11.3 or later)");
+    if (!(g = (tb_graph *)tb__alloc(&c, sizeof *g))) return TB__OOM(err);
+    memset(g, 0, sizeof *g);
+    g->ctx = c, g->stream = stream, g->capturing = 1;
+    if (!tb__capture_register(g)) {
+        tb__free(&c, g);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the stream is being captured already, or %d captures run at once", TB__MAX_CAPTURES);
+    }
+    if ((cr = tb__drv.cuStreamBeginCapture(stream, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */)) != 0) {
+        tb__capture_unregister(g);
+        tb__free(&c, g);
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamBeginCapture", "%s", " (is the stream's context current?)");
+    }
+    *out = g;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_graph_end(tb_graph *g, tb_error *err) {
+    tb__CUresult cr;
+    if (!g || !g->capturing) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no capture to end");
+    tb__capture_unregister(g);
+    cr = tb__drv.cuStreamEndCapture(g->stream, &g->graph);
+    if (cr != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamEndCapture", "%s", " (a call the capture does not allow?)");
+    if (g->failed) return tb__fail(err, g->failed, NULL, NULL, -1, 0, "capture: %s", g->why);
+    if ((cr = tb__drv.cuGraphInstantiate(&g->exec, g->graph, 0)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuGraphInstantiateWithFlags", "%s", "");
+    return tb_ok;
+}
+
+TBDEF tb_result tb_graph_launch(const tb_graph *g, void *stream, tb_error *err) {
+    tb__CUresult cr;
+    if (TB__UNLIKELY(!g || !g->exec)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph");
+    cr = tb__drv.cuGraphLaunch(g->exec, stream);
+    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuGraphLaunch", "%s", "");
+    return tb_ok;
+}
+
+TBDEF uint32_t tb_graph_launch_count(const tb_graph *g) { return g ? g->count : 0; }
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 (its first fields are the first version's) */
+typedef struct tb__node_params {
+    void *func;
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+    void **params;
+    void **extra;
+    void *kern;
+    void *ctx;
+} tb__node_params;
+
+TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params *p, tb_error *err) {
+    void *params[TB_MAX_ARGS + 2];
+    tb_arg conv[TB_MAX_ARGS];
+    uint64_t gs, ps;
+    tb_launch_params q;
+    tb__node_params np;
+    const tb__graph_launch *l;
+    tb__CUresult cr;
+    tb_result r;
+    int pushed;
+    if (!g || !g->exec || !p) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph or params");
+    if (i >= g->count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "launch %u of %u", i, g->count);
+    if (!tb__drv.cuGraphExecKernelNodeSetParams)
+        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks cuGraphExecKernelNodeSetParams");
+    l = &g->launches[i];
+    if (l->k->desc_count || l->k->use_ex)
+        return tb__fail(err, tb_err_invalid_argument, l->k->name, NULL, -1, 0,
+                        "launch %u takes tensor descriptors or launches in clusters: it replays as captured, and "
+                        "cannot be updated", i);
+    if (p->arg_count != l->k->info.arg_count || (p->arg_count && !p->args))
+        return tb__fail(err, tb_err_arg_mismatch, l->k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
+                        p->arg_count, l->k->info.arg_count);
+    q = *p;
+    if (p->flags & TB_LAUNCH_GRID_AUTO) {
+        if ((r = tb__auto_grid(l->k, p, &q, err)) != tb_ok) return r;
+    } else if (!q.grid[0] && !q.grid[1] && !q.grid[2]) {
+        memcpy(q.grid, l->grid, sizeof q.grid); /* the captured grid */
+    }
+    if (!q.grid[0] || !q.grid[1] || !q.grid[2])
+        return tb__fail(err, tb_err_invalid_argument, l->k->name, NULL, -1, 0, "a graph node cannot launch an empty grid");
+    if ((q.flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(l->k, &q, err)) != tb_ok) return r;
+    gs = (uint64_t)(uintptr_t)q.global_scratch;
+    ps = (uint64_t)(uintptr_t)q.profile_scratch;
+    if ((l->k->global_size && !gs) || (l->k->profile_size && !ps))
+        return tb__fail(err, tb_err_scratch, l->k->name, NULL, -1, 0, "the kernel needs scratch memory: pass device buffers");
+    tb__plain_params(l->k, &q, params, conv, &gs, &ps);
+    memset(&np, 0, sizeof np);
+    np.func = l->k->function;
+    np.grid_x = q.grid[0], np.grid_y = q.grid[1], np.grid_z = q.grid[2];
+    np.block_x = l->k->block_x, np.block_y = np.block_z = 1;
+    np.shared = l->k->shared;
+    np.params = params;
+    if ((cr = tb__enter(l->k, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, l->k->name, "cuCtxPushCurrent", "%s", "");
+    cr = tb__drv.cuGraphExecKernelNodeSetParams(g->exec, l->node, &np);
+    tb__leave(pushed);
+    if (cr != 0) return tb__cufail(err, cr, tb_err_cuda, l->k->name, "cuGraphExecKernelNodeSetParams", "%s", "");
+    return tb_ok;
+}
+
+TBDEF void tb_graph_free(tb_graph *g) {
+    tb__ctx c;
+    if (!g) return;
+    c = g->ctx;
+    if (g->capturing) { /* abandoned: end the capture and drop what it made */
+        void *graph = NULL;
+        tb__capture_unregister(g);
+        if (tb__drv.cuStreamEndCapture(g->stream, &graph) == 0 && graph) tb__drv.cuGraphDestroy(graph);
+    }
+    if (g->exec && tb__drv.cuGraphExecDestroy) tb__drv.cuGraphExecDestroy(g->exec);
+    if (g->graph && tb__drv.cuGraphDestroy) tb__drv.cuGraphDestroy(g->graph);
+    tb__free(&c, g->launches);
+    tb__free(&c, g);
+}
+
 #endif /* TB_NO_LAUNCHER */
 
 #endif /* TRITON_BUNDLE_IMPLEMENTATION_INCLUDED */

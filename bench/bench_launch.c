@@ -45,6 +45,9 @@ static struct {
     int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
     int (*retain)(void **, int);
     int (*set_current)(void *);
+    int (*event_create)(void **, unsigned);
+    int (*event_record)(void *, void *);
+    int (*event_elapsed)(float *, void *, void *);
 } cu;
 
 #define BATCH 256
@@ -154,6 +157,127 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
     free(params);
 }
 
+
+/* Autotune and graphs on tb_add: a record of two configs (the one cubin
+   twice, with a grid rule): the first call's tuning; a tuned launch
+   (TB_CONFIG_AUTOTUNE, grid from the rule) against bare cuLaunchKernel;
+   100 launches replayed as one graph against 100 tb_launch calls. */
+static void bench_tune_graph(const tb_bundle *fix, void *stream) {
+    static const tb_grid_op gx[] = {{TB_GRID_ARG, 3, 0}, {TB_GRID_CONST, 0, 1024}, {TB_GRID_CEILDIV, 0, 0}};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    static const uint32_t key[] = {3};
+    enum { G = 100, ROUNDS = 200 };
+    const tb_launch_record *src = NULL;
+    const tb_kernel *kn = tb_bundle_find_kernel(fix, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ");
+    tb_grid_rule g;
+    tb_call_info ci;
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    const tb_loaded_kernel *k = NULL;
+    tb_graph *graph = NULL;
+    tb_error e;
+    tb_launch_params p;
+    tb_arg a[4], slots[6];
+    void *params[6], *module = NULL, *fn = NULL, *ev[4];
+    devptr buf = 0;
+    double tt[2][ROUNDS], th[2][ROUNDS], t0, tune_s;
+    float gpu[2] = {0, 0}, ms;
+    uint32_t i, kk, cfg = 0;
+    int rd, j;
+    double tune_ms = 0;
+    for (i = 0; i < tb_bundle_launch_record_count(fix); i++)
+        if (!strcmp(tb_bundle_launch_record(fix, i)->cache_key, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ"))
+            src = tb_bundle_launch_record(fix, i);
+    if (!src || !kn || tb_bundle_create(NULL, &b, &e) || tb_bundle_add_kernel(b, kn->hash, 0, &kk, &e)) return;
+    for (i = 0; i < kn->artifact_count; i++)
+        tb_bundle_add_artifact(b, kk, kn->artifacts[i].name, kn->artifacts[i].data, kn->artifacts[i].size, TB_REFERENCE, &e);
+    g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
+    memset(&ci, 0, sizeof ci);
+    ci.key_count = 1, ci.key = key;
+    c[0] = src->configs[0], c[0].grid = &g, c[1] = c[0];
+    memset(&r, 0, sizeof r);
+    r.cache_key = "tune_add", r.kernel_name = "tune_add", r.config_count = 2, r.configs = c, r.call = &ci;
+    if (tb_bundle_add_launch_record(b, &r, &e) || tb_kernel_table_create(b, NULL, NULL, 0, &t, &e)) {
+        printf("  autotune: %s\n", e.message);
+        return;
+    }
+    cu.mem_alloc(&buf, 1 << 20);
+    a[0] = a[1] = a[2] = tb_arg_u(buf), a[3] = tb_arg_i(16);
+    memset(&p, 0, sizeof p);
+    p.stream = stream, p.args = a, p.arg_count = 4, p.flags = TB_LAUNCH_GRID_AUTO;
+    t0 = now();
+    if (tb_kernel_table_launch(t, "tune_add", TB_CONFIG_AUTOTUNE, &p, &e) != tb_ok) {
+        printf("  autotune: %s\n", e.message);
+        return;
+    }
+    cu.stream_sync(stream);
+    tune_s = now() - t0;
+    tb_kernel_table_choice(t, "tune_add", a, 4, &cfg, &tune_ms, &e);
+    printf("autotune: first call tunes 2 configs (do_bench defaults: 25 ms warm-up, 100 ms of reps, at most 1000, "
+           "256 MiB L2 flush) in %.0f ms; the kernel's median %.4f ms\n", tune_s * 1e3, tune_ms);
+    tb_kernel_table_get(t, "tune_add", cfg, &k, &e);
+    cu.module_load(&module, tb_kernel_find_artifact(kn, c[0].binary_name)->data);
+    cu.get_function(&fn, module, c[0].function_name);
+    for (i = 0; i < 4; i++) tb_arg_convert(c[0].arg_types[i], a[i], 0, &slots[i], &e), params[i] = &slots[i];
+    slots[4].u = 0, params[4] = params[5] = &slots[4];
+    for (rd = 0; rd < ROUNDS; rd++)
+        for (j = 0; j < 2; j++) {
+            int which = (rd + j) % 2, q;
+            t0 = now();
+            if (which == 0)
+                for (q = 0; q < BATCH; q++) cu.launch(fn, 1, 1, 1, 32 * c[0].num_warps, 1, 1, c[0].shared_mem, stream, params, NULL);
+            else
+                for (q = 0; q < BATCH; q++) tb_kernel_table_launch(t, "tune_add", TB_CONFIG_AUTOTUNE, &p, NULL);
+            tt[which][rd] = (now() - t0) / BATCH;
+            cu.stream_sync(stream);
+        }
+    {
+        double bare = median(tt[0], ROUNDS), tuned = median(tt[1], ROUNDS);
+        printf("  tuned launch (TB_CONFIG_AUTOTUNE, grid from the rule) %6.2f us, bare cuLaunchKernel %6.2f us: %.3fx "
+               "(goal <= 1.05)\n", tuned * 1e6, bare * 1e6, tuned / bare);
+    }
+    /* graphs: G launches captured once */
+    p.flags = 0, p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    if (tb_graph_begin(stream, NULL, &graph, &e) != tb_ok) {
+        printf("  graphs: %s\n", e.message);
+        return;
+    }
+    for (j = 0; j < G; j++) tb_launch(k, &p, NULL);
+    if (tb_graph_end(graph, &e) != tb_ok) {
+        printf("  graphs: %s\n", e.message);
+        tb_graph_free(graph);
+        return;
+    }
+    for (i = 0; i < 4; i++) cu.event_create(&ev[i], 0);
+    for (rd = 0; rd < ROUNDS; rd++)
+        for (j = 0; j < 2; j++) {
+            int which = (rd + j) % 2, q;
+            cu.event_record(ev[2 * which], stream);
+            t0 = now();
+            if (which == 0)
+                for (q = 0; q < G; q++) tb_launch(k, &p, NULL);
+            else
+                tb_graph_launch(graph, stream, NULL);
+            th[which][rd] = now() - t0;
+            cu.event_record(ev[2 * which + 1], stream);
+            cu.stream_sync(stream);
+            cu.event_elapsed(&ms, ev[2 * which], ev[2 * which + 1]);
+            gpu[which] += ms / ROUNDS;
+        }
+    {
+        double plain = median(th[0], ROUNDS), rep = median(th[1], ROUNDS);
+        printf("graphs: %d small kernels: host time, %d tb_launch %7.1f us, one tb_graph_launch %6.1f us: %.3fx "
+               "(goal <= 0.25); GPU time %.1f us against %.1f us (%.2fx)\n",
+               G, G, plain * 1e6, rep * 1e6, rep / plain, gpu[1] * 1e3, gpu[0] * 1e3, gpu[1] / gpu[0]);
+    }
+    tb_graph_free(graph);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    cu.module_unload(module);
+}
+
 /* Loading N kernels: tb_load_config against bare cuModuleLoadData. */
 static void bench_load(const tb_bundle *b) {
     enum { ROUNDS = 40 };
@@ -224,6 +348,9 @@ int main(int argc, char **argv) {
     SYM(launch, "cuLaunchKernel");
     SYM(retain, "cuDevicePrimaryCtxRetain");
     SYM(set_current, "cuCtxSetCurrent");
+    SYM(event_create, "cuEventCreate");
+    SYM(event_record, "cuEventRecord");
+    SYM(event_elapsed, "cuEventElapsedTime");
     cu.retain(&ctx, 0);
     cu.set_current(ctx);
     cu.stream_create(&stream, 1 /* non-blocking */);
@@ -254,6 +381,7 @@ int main(int argc, char **argv) {
         printf("  tb_wide: no cache given (bench/make_wide_kernel.py makes one with Triton)\n");
     }
     bench_load(b);
+    bench_tune_graph(b, stream);
     tb_bundle_free(b);
     return 0;
 }

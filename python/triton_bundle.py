@@ -1547,6 +1547,7 @@ RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_ma
            "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
            "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch"]
 LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
+CONFIG_AUTOTUNE = 0xFFFFFFFF
 
 
 class CLibrary:
@@ -1585,7 +1586,7 @@ class CLibrary:
             _fields_ = [("grid", ct.c_uint32 * 3), ("stream", ct.c_void_p), ("args", ct.POINTER(Arg)),
                         ("arg_count", ct.c_uint32), ("flags", ct.c_uint), ("global_scratch", ct.c_void_p),
                         ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
-                        ("grid_arg_count", ct.c_uint32)]
+                        ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
 
         self.Error, self.Arg, self.Config, self.Record, self.Params = Error, Arg, Config, Record, Params
         L = self.L = ct.CDLL(path)
@@ -1600,6 +1601,9 @@ class CLibrary:
                                       u32 * 3, ct.POINTER(Error)]
         L.tb_xxh3_64.argtypes = [ct.c_char_p, sz]
         L.tb_xxh3_64.restype = ct.c_uint64
+        if hasattr(L, "tb_kernel_table_choice"):
+            L.tb_kernel_table_choice.argtypes = [vp, ct.c_char_p, ct.POINTER(Arg), u32, ct.POINTER(u32),
+                                                 ct.POINTER(ct.c_double), ct.POINTER(Error)]
         if hasattr(L, "tb_kernel_table_create"):
             L.tb_kernel_table_create.argtypes = [vp, vp, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
             L.tb_kernel_table_launch.argtypes = [vp, ct.c_char_p, u32, ct.POINTER(Params), ct.POINTER(Error)]
@@ -1672,9 +1676,12 @@ class CLibrary:
             self._fail(r, e)
         return rec.value
 
-    def launch(self, t, key_or_name, config, args, grid=None, grid_args=(), stream=0, scratch=(None, None), flags=0):
-        """tb_kernel_table_launch; grid None: TB_LAUNCH_GRID_AUTO. args:
-        ints (pointers as ints) and floats, one per code."""
+    def launch(self, t, key_or_name, config, args, grid=None, grid_args=(), stream=0, scratch=(None, None), flags=0,
+               arg_bytes=None):
+        """tb_kernel_table_launch; grid None: TB_LAUNCH_GRID_AUTO; config
+        CONFIG_AUTOTUNE: the tuned choice (arg_bytes: the sizes of the
+        pointer arguments the trials copy). args: ints (pointers as ints)
+        and floats, one per code."""
         p, e = self.Params(), self.Error()
         a = self._args(args)
         x = (self.ct.c_int64 * max(1, len(grid_args)))(*[int(v) for v in grid_args])
@@ -1685,9 +1692,21 @@ class CLibrary:
         p.stream, p.args, p.arg_count, p.flags = stream, a, len(args), flags
         p.global_scratch, p.profile_scratch = scratch
         p.grid_args, p.grid_arg_count = x, len(grid_args)
+        if arg_bytes is not None:
+            nb = (self.ct.c_size_t * max(1, len(arg_bytes)))(*[int(v) for v in arg_bytes])
+            p.arg_bytes = self.ct.cast(nb, self.ct.POINTER(self.ct.c_size_t))
         r = self.L.tb_kernel_table_launch(t, key_or_name.encode(), config, self.ct.byref(p), self.ct.byref(e))
         if r:
             self._fail(r, e)
+
+    def choice(self, t, key_or_name, args):
+        """(config, median ms) of the autotune choice for these arguments."""
+        cfg, ms, e = self.ct.c_uint32(), self.ct.c_double(), self.Error()
+        r = self.L.tb_kernel_table_choice(t, key_or_name.encode(), self._args(args), len(args), self.ct.byref(cfg),
+                                          self.ct.byref(ms), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return cfg.value, ms.value
 
     def free_table(self, t):
         self.L.tb_kernel_table_free(t)

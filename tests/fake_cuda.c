@@ -8,6 +8,7 @@
    through the fake_* functions. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fake_cuda.h"
@@ -22,6 +23,11 @@ static uintptr_t last_function;
 static unsigned last_grid[3], last_block, last_shared, last_attrs;
 
 static fake_encode last_encode;
+
+/* autotune: a module's launches take the time its image names ("fakeT3":
+   3 ms, default 1); events read a clock those launches advance */
+static double module_ms[FAKE_MAX], fake_clock, event_at[1 << 16];
+static int events;
 
 /* the parameter sizes the next loaded function reports */
 void fake_set_params(const size_t *sizes, int n);
@@ -66,7 +72,13 @@ int cuDevicePrimaryCtxRetain(void **c, int d) { UNUSED(d); *c = (void *)0x1000; 
 int cuDevicePrimaryCtxRelease_v2(int d);
 int cuDevicePrimaryCtxRelease_v2(int d) { UNUSED(d); return 0; }
 int cuModuleLoadData(void **m, const void *image);
-int cuModuleLoadData(void **m, const void *image) { UNUSED(image); *m = (void *)(uintptr_t)(0x10000 * ++modules); return 0; }
+int cuModuleLoadData(void **m, const void *image) {
+    const char *s = (const char *)image;
+    ++modules;
+    if (modules < FAKE_MAX) module_ms[modules] = strncmp(s, "fakeT", 5) == 0 ? s[5] - '0' : 1;
+    *m = (void *)(uintptr_t)(0x10000 * modules);
+    return 0;
+}
 int cuModuleUnload(void *m);
 int cuModuleUnload(void *m) { UNUSED(m); return 0; }
 /* a function handle names its module: the test tells which cubin ran */
@@ -88,6 +100,7 @@ static int record(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
     int i;
     launches++;
     last_function = (uintptr_t)f;
+    if ((uintptr_t)f / 0x10000 < FAKE_MAX) fake_clock += module_ms[(uintptr_t)f / 0x10000];
     last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
     last_block = bx, last_shared = sh, last_attrs = attrs;
     for (i = 0; i < param_count && i < FAKE_MAX; i++)
@@ -133,3 +146,42 @@ int cuGetErrorName(int e, const char **s);
 int cuGetErrorName(int e, const char **s) { UNUSED(e); *s = "CUDA_ERROR_FAKE"; return 0; }
 int cuGetErrorString(int e, const char **s);
 int cuGetErrorString(int e, const char **s) { UNUSED(e); *s = "an error of the fake driver"; return 0; }
+
+/* events, memory and streams, for autotuning: host memory stands for
+   device memory */
+int cuEventCreate(void **e, unsigned flags);
+int cuEventCreate(void **e, unsigned flags) { UNUSED(flags); *e = (void *)(uintptr_t)(++events & 0xffff); return 0; }
+int cuEventRecord(void *e, void *s);
+int cuEventRecord(void *e, void *s) { UNUSED(s); event_at[(uintptr_t)e & 0xffff] = fake_clock; return 0; }
+int cuEventSynchronize(void *e);
+int cuEventSynchronize(void *e) { UNUSED(e); return 0; }
+int cuEventElapsedTime(float *ms, void *a, void *b);
+int cuEventElapsedTime(float *ms, void *a, void *b) {
+    *ms = (float)(event_at[(uintptr_t)b & 0xffff] - event_at[(uintptr_t)a & 0xffff]);
+    return 0;
+}
+int cuEventDestroy_v2(void *e);
+int cuEventDestroy_v2(void *e) { UNUSED(e); return 0; }
+int cuMemAlloc_v2(uint64_t *p, size_t n);
+int cuMemAlloc_v2(uint64_t *p, size_t n) { *p = (uint64_t)(uintptr_t)malloc(n); return *p ? 0 : 2; }
+int cuMemFree_v2(uint64_t p);
+int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st);
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) {
+    UNUSED(st);
+    memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+    return 0;
+}
+int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st);
+int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st) { UNUSED(st); memset((void *)(uintptr_t)d, v, n); return 0; }
+int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st);
+int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st) {
+    size_t i;
+    UNUSED(st);
+    for (i = 0; i < n; i++) ((uint32_t *)(uintptr_t)d)[i] = v;
+    return 0;
+}
+int cuStreamSynchronize(void *s);
+int cuStreamSynchronize(void *s) { UNUSED(s); return 0; }
+int cuStreamIsCapturing(void *s, int *status);
+int cuStreamIsCapturing(void *s, int *status) { *status = s == (void *)0xCA97 ? 1 : 0; return 0; } /* a "capturing" stream */

@@ -422,4 +422,97 @@ TEST(test_grid_rule_evaluation) {
     }
 }
 
+/* FORMAT.md [R-choices]. The autotune choices file, without a GPU: read, kept per size key,
+   written back the same, keys escaped, and hostile files refused whole
+   (docs/FORMAT.md, "Autotune choices"). */
+static tb_kernel_table *choices_table(tb_bundle **b) {
+    static const char *const names[] = {"x", "n"};
+    static const uint32_t key[] = {1};
+    static tb_call_info ci;
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    memset(&ci, 0, sizeof ci);
+    ci.arg_count = 2, ci.arg_names = names, ci.key_count = 1, ci.key = key;
+    memset(c, 0, sizeof c);
+    memset(&r, 0, sizeof r);
+    c[0].kernel_hash = "H0", c[0].function_name = "k", c[0].binary_name = "k.cubin", c[0].arg_types = "Oi";
+    c[0].num_warps = c[0].num_ctas = 1;
+    c[1] = c[0], c[1].kernel_hash = "H1";
+    r.cache_key = "K\tkey %", r.kernel_name = "k", r.config_count = 2, r.configs = c, r.call = &ci;
+    if (tb_bundle_create(NULL, b, &e) || tb_bundle_add_launch_record(*b, &r, &e)) return NULL;
+    if (tb_kernel_table_create(*b, NULL, NULL, TB_TABLE_LAZY, &t, &e)) return NULL;
+    return t;
+}
+static tb_result load_text(tb_kernel_table *t, const char *dir, const char *text, tb_error *e) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/c.txt", dir);
+    u_write(path, text, strlen(text));
+    return tb_kernel_table_load_choices(t, path, e);
+}
+TEST(test_autotune_choices_file) {
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = choices_table(&b);
+    tb_error e;
+    tb_arg a[2];
+    uint32_t cfg = 9;
+    double ms = 0;
+    char *dir = u_tempdir("choices"), path[600];
+    const char *good = "triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0.250000\n";
+    size_t n;
+    unsigned char *back;
+    static const struct { const char *text; tb_result want; } bad[] = {
+        {"triton_bundle autotune 2\n", tb_err_bad_magic},
+        {"", tb_err_bad_magic},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0.25", tb_err_parse},        /* no newline */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\n", tb_err_parse},            /* four fields */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0.25\tx\n", tb_err_parse},   /* six */
+        {"triton_bundle autotune 1\nK%G9key\tH1\t1\t1024\t0.25\n", tb_err_parse},             /* a bad escape */
+        {"triton_bundle autotune 1\nK%00key\tH1\t1\t1024\t0.25\n", tb_err_parse},             /* a NUL */
+        {"triton_bundle autotune 1\nK key\tH1\t1\t1024\t0.25\n", tb_err_parse},               /* a raw space */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t99999\t1024\t0.25\n", tb_err_parse},  /* config out of range */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1,,2\t0.25\n", tb_err_parse},      /* an empty key value */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t99999999999999999999\t0.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\tnan\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t-1\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t-1\t1024\t0.25\n", tb_err_parse},
+    };
+    size_t i;
+    REQUIRE(t);
+    a[0] = tb_arg_p(NULL), a[1] = tb_arg_i(1024);
+    CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_err_not_found);
+    CHECK_OK(load_text(t, dir, good, &e), &e);
+    CHECK_OK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e), &e);
+    CHECK(cfg == 1 && ms == 0.25);
+    a[1] = tb_arg_i(2048);
+    CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_err_not_found); /* another size key */
+    a[1] = tb_arg_i(1024);
+    snprintf(path, sizeof path, "%s/saved.txt", dir);
+    CHECK_OK(tb_kernel_table_save_choices(t, path, &e), &e);
+    back = u_read(path, &n);
+    CHECK(back && n == strlen(good) && memcmp(back, good, n) == 0);
+    free(back);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tb_result r = load_text(t, dir, bad[i].text, &e);
+        CHECK(r == bad[i].want);
+        if (r != bad[i].want) printf("    case %zu: %s\n", i, e.message);
+    }
+    /* a refused file changed nothing */
+    CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_ok && cfg == 1 && ms == 0.25);
+    /* stale entries (a record or a cubin this bundle lacks) are skipped, the rest read */
+    CHECK_OK(load_text(t, dir, "triton_bundle autotune 1\nOTHER\tH1\t1\t7\t1\nK%09key%20%25\tH0\t1\t7\t1\n"
+                              "K%09key%20%25\tH0\t0\t8\t2\n", &e), &e);
+    a[1] = tb_arg_i(7);
+    CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_err_not_found);
+    a[1] = tb_arg_i(8);
+    CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_ok && cfg == 0 && ms == 2);
+    snprintf(path, sizeof path, "%s/none", dir);
+    CHECK(tb_kernel_table_load_choices(t, path, &e) == tb_err_not_found);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -802,6 +802,215 @@ TEST(gpu_device_out_of_range) {
     CHECK(strstr(e.message, "99") != NULL && k == NULL);
 }
 
+/* ---------------------------------------------------- autotune and graphs */
+/* A record of two configs of tb_add (the one cubin twice), its grid rule
+   cdiv(n, 1024), keyed on n; mutated marks the argument written in place. */
+static tb_bundle *tune_bundle(int mutated_out) {
+    static const tb_grid_op gx[] = {{TB_GRID_ARG, 3, 0}, {TB_GRID_CONST, 0, 1024}, {TB_GRID_CEILDIV, 0, 0}};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    static const char *const names[] = {"x", "y", "out", "n"};
+    static const uint32_t mutated[] = {2}, key[] = {3};
+    static tb_grid_rule g;
+    static tb_call_info ci;
+    const tb_launch_record *src = NULL;
+    const tb_kernel *k = tb_bundle_find_kernel(bundle, H_ADD);
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_bundle *b = NULL;
+    tb_error e;
+    uint32_t i, kk;
+    for (i = 0; i < tb_bundle_launch_record_count(bundle); i++)
+        if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, H_ADD)) src = tb_bundle_launch_record(bundle, i);
+    if (!src || !k || tb_bundle_create(NULL, &b, &e) || tb_bundle_add_kernel(b, H_ADD, 0, &kk, &e)) return NULL;
+    for (i = 0; i < k->artifact_count; i++)
+        if (tb_bundle_add_artifact(b, kk, k->artifacts[i].name, k->artifacts[i].data, k->artifacts[i].size, TB_REFERENCE, &e))
+            return NULL;
+    g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
+    memset(&ci, 0, sizeof ci);
+    ci.arg_count = 4, ci.arg_names = names, ci.key_count = 1, ci.key = key;
+    if (mutated_out) ci.mutated_count = 1, ci.mutated = mutated;
+    c[0] = src->configs[0], c[0].grid = &g;
+    c[1] = c[0];
+    memset(&r, 0, sizeof r);
+    r.cache_key = "tune_add", r.kernel_name = "tune_add", r.config_count = 2, r.configs = c, r.call = &ci;
+    if (tb_bundle_add_launch_record(b, &r, &e)) {
+        printf("    %s\n", e.message);
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* out = x + y in place (out is x): the trials must run on a copy, or x
+   would have y added once per trial. */
+TEST(gpu_autotune_mutated_argument) {
+    int n = 100000, i, ok = 1;
+    float *x = (float *)malloc(n * 4), *y = (float *)malloc(n * 4), *got = (float *)malloc(n * 4);
+    devptr dx, dy;
+    tb_bundle *b;
+    tb_kernel_table *t = NULL;
+    tb_launch_params p;
+    tb_arg a[4];
+    size_t bytes[4];
+    tb_autotune_options ao;
+    tb_error e;
+    uint32_t cfg = 9;
+    double ms = 0;
+    char *dir, path[600];
+    NEED_GPU();
+    b = tune_bundle(1);
+    REQUIRE(b);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    memset(&ao, 0, sizeof ao);
+    ao.rep_ms = 20, ao.warmup_ms = 5; /* a quicker tune than do_bench's defaults */
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    dx = dalloc(n * 4), dy = dalloc(n * 4);
+    for (i = 0; i < n; i++) x[i] = 0.25f * i, y[i] = 1.0f + i;
+    cu.htod(dx, x, n * 4);
+    cu.htod(dy, y, n * 4);
+    a[0] = tb_arg_u(dx), a[1] = tb_arg_u(dy), a[2] = tb_arg_u(dx), a[3] = tb_arg_i(n);
+    bytes[0] = bytes[1] = bytes[2] = (size_t)n * 4, bytes[3] = 0;
+    memset(&p, 0, sizeof p);
+    p.args = a, p.arg_count = 4, p.flags = TB_LAUNCH_GRID_AUTO, p.arg_bytes = bytes;
+    CHECK_OK(tb_kernel_table_launch(t, "tune_add", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(cu.ctx_sync() == 0);
+    cu.dtoh(got, dx, n * 4);
+    for (i = 0; i < n && ok; i++) ok = got[i] == x[i] + y[i];
+    CHECK(ok); /* exactly one addition: the trials ran on a copy */
+    CHECK_OK(tb_kernel_table_choice(t, "tune_add", a, 4, &cfg, &ms, &e), &e);
+    CHECK(cfg < 2 && ms > 0);
+    printf("    tuned: config %u, %.4f ms\n", cfg, ms);
+    /* saved and read back by another table: it launches at once */
+    dir = u_tempdir("gputune");
+    snprintf(path, sizeof path, "%s/choices", dir);
+    CHECK_OK(tb_kernel_table_save_choices(t, path, &e), &e);
+    tb_kernel_table_free(t);
+    t = NULL;
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    CHECK_OK(tb_kernel_table_load_choices(t, path, &e), &e);
+    {
+        uint32_t cfg2 = 9;
+        CHECK(tb_kernel_table_choice(t, "tune_add", a, 4, &cfg2, NULL, &e) == tb_ok && cfg2 == cfg);
+    }
+    u_rmtree(dir);
+    free(dir);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    cu.mem_free(dx);
+    cu.mem_free(dy);
+    free(x), free(y), free(got);
+}
+
+/* A captured sequence replays like plain launches, bit for bit, before and
+   after an update gives one launch new buffers; an untuned autotune launch
+   is refused inside the capture, a tuned one is captured. */
+TEST(gpu_graph_capture_update) {
+    enum { N = 5000, L = 4 };
+    int (*stream_create)(void **, unsigned) = NULL, (*stream_sync)(void *) = NULL, (*stream_destroy)(void *) = NULL;
+    void *s1 = tb_driver_symbol("cuStreamCreate"), *s2 = tb_driver_symbol("cuStreamSynchronize");
+    void *s3 = tb_driver_symbol("cuStreamDestroy_v2"), *stream = NULL;
+    devptr x[L + 1], y[L + 1], out[L + 1], plain[L + 1];
+    float *hx = (float *)malloc(N * 4), *h1 = (float *)malloc(N * 4), *h2 = (float *)malloc(N * 4);
+    tb_graph *g = NULL;
+    tb_launch_params p;
+    tb_arg a[L + 1][4];
+    tb_error e;
+    tb_bundle *tb_ = NULL;
+    tb_kernel_table *tt = NULL;
+    const tb_loaded_kernel *k;
+    int i, j, ok = 1;
+    NEED_GPU();
+    memcpy(&stream_create, &s1, sizeof s1), memcpy(&stream_sync, &s2, sizeof s2), memcpy(&stream_destroy, &s3, sizeof s3);
+    REQUIRE(stream_create && stream_sync && stream_destroy && stream_create(&stream, 1) == 0);
+    k = get(H_ADD);
+    REQUIRE(k);
+    for (j = 0; j <= L; j++) {
+        x[j] = dalloc(N * 4), y[j] = dalloc(N * 4), out[j] = dalloc(N * 4), plain[j] = dalloc(N * 4);
+        for (i = 0; i < N; i++) hx[i] = 0.5f * i + (float)j;
+        cu.htod(x[j], hx, N * 4);
+        for (i = 0; i < N; i++) hx[i] = 3.0f - (float)i * j;
+        cu.htod(y[j], hx, N * 4);
+        cu.memset8(out[j], 0, N * 4);
+        cu.memset8(plain[j], 0, N * 4);
+        a[j][0] = tb_arg_u(x[j]), a[j][1] = tb_arg_u(y[j]), a[j][2] = tb_arg_u(out[j]), a[j][3] = tb_arg_i(N);
+    }
+    /* tune the autotune record for N first (outside the capture) */
+    tb_ = tune_bundle(0);
+    REQUIRE(tb_);
+    CHECK_OK(tb_kernel_table_create(tb_, NULL, NULL, TB_TABLE_LAZY, &tt, &e), &e);
+    {
+        tb_autotune_options ao;
+        memset(&ao, 0, sizeof ao);
+        ao.rep_ms = 10, ao.warmup_ms = 2;
+        tb_kernel_table_set_autotune(tt, &ao, &e);
+    }
+    memset(&p, 0, sizeof p);
+    p.stream = stream, p.arg_count = 4;
+    p.args = a[L], p.flags = TB_LAUNCH_GRID_AUTO;
+    CHECK_OK(tb_kernel_table_launch(tt, "tune_add", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    stream_sync(stream);
+    CHECK_OK(tb_graph_begin(stream, NULL, &g, &e), &e);
+    REQUIRE(g);
+    p.flags = 0, p.grid[0] = (N + 1023) / 1024, p.grid[1] = p.grid[2] = 1;
+    for (j = 0; j < L - 1; j++) {
+        p.args = a[j];
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+    }
+    p.args = a[L - 1], p.flags = TB_LAUNCH_GRID_AUTO;
+    CHECK_OK(tb_kernel_table_launch(tt, "tune_add", TB_CONFIG_AUTOTUNE, &p, &e), &e); /* tuned for N: captured */
+    {
+        tb_arg other[4];
+        memcpy(other, a[L - 1], sizeof other);
+        other[3] = tb_arg_i(N - 1); /* a size not tuned: it would benchmark */
+        p.args = other;
+        CHECK(tb_kernel_table_launch(tt, "tune_add", TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_invalid_argument &&
+              strstr(e.message, "captured"));
+    }
+    CHECK_OK(tb_graph_end(g, &e), &e);
+    CHECK(tb_graph_launch_count(g) == L);
+    CHECK_OK(tb_graph_launch(g, stream, &e), &e);
+    /* the same launches, plain, into other buffers */
+    p.flags = 0;
+    for (j = 0; j < L; j++) {
+        tb_arg b4[4];
+        memcpy(b4, a[j], sizeof b4);
+        b4[2] = tb_arg_u(plain[j]);
+        p.args = b4;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+    }
+    CHECK(stream_sync(stream) == 0);
+    for (j = 0; j < L && ok; j++) {
+        cu.dtoh(h1, out[j], N * 4);
+        cu.dtoh(h2, plain[j], N * 4);
+        ok = memcmp(h1, h2, N * 4) == 0;
+    }
+    CHECK(ok);
+    /* update launch 1 to read x[L], y[L] and write out[L]; replay */
+    p.args = a[L], p.flags = 0, p.grid[0] = p.grid[1] = p.grid[2] = 0; /* the captured grid */
+    CHECK_OK(tb_graph_update(g, 1, &p, &e), &e);
+    CHECK(tb_graph_update(g, L, &p, &e) == tb_err_invalid_argument);
+    cu.memset8(out[L], 0, N * 4);
+    CHECK_OK(tb_graph_launch(g, stream, &e), &e);
+    {
+        tb_arg b4[4];
+        memcpy(b4, a[L], sizeof b4);
+        b4[2] = tb_arg_u(plain[L]);
+        p.args = b4, p.grid[0] = (N + 1023) / 1024, p.grid[1] = p.grid[2] = 1;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+    }
+    CHECK(stream_sync(stream) == 0);
+    cu.dtoh(h1, out[L], N * 4);
+    cu.dtoh(h2, plain[L], N * 4);
+    CHECK(memcmp(h1, h2, N * 4) == 0 && h1[7] == 0.5f * 7 + L + 3.0f - 7.0f * L);
+    tb_graph_free(g);
+    tb_kernel_table_free(tt);
+    tb_bundle_free(tb_);
+    for (j = 0; j <= L; j++) cu.mem_free(x[j]), cu.mem_free(y[j]), cu.mem_free(out[j]), cu.mem_free(plain[j]);
+    stream_destroy(stream);
+    free(hx), free(h1), free(h2);
+}
+
 int main(int argc, char **argv) {
     th_run_all(argc, argv);
     tb_kernel_table_free(table);

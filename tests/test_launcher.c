@@ -13,6 +13,8 @@
 #include "fake_cuda.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include "util.h"
 
 
 
@@ -338,6 +340,123 @@ TEST(test_launch_grid_auto) {
     CHECK(tb_kernel_table_launch(t, "norule", 0, &p, &e) == tb_err_not_found && strstr(e.message, "no grid rule"));
     tb_kernel_table_free(t);
     tb_bundle_free(b);
+}
+
+/* TB_CONFIG_AUTOTUNE against the stand-in driver, whose launches take the
+   time their cubin names: the fastest config is chosen once per size key,
+   trials run on a copy of the written argument, a second launch does not
+   benchmark, two threads tune once, and a saved choice launches at once in
+   a new table. */
+static int tune_logs;
+static void tune_logger(void *user, tb_log_level level, const char *msg) {
+    (void)user;
+    if (level == TB_LOG_INFO && strncmp(msg, "autotune ", 9) == 0) __atomic_add_fetch(&tune_logs, 1, __ATOMIC_RELAXED);
+}
+typedef struct { tb_kernel_table *t; tb_launch_params p; tb_result r; } tune_job;
+static void *tune_thread(void *arg) {
+    tune_job *j = (tune_job *)arg;
+    tb_error e;
+    j->r = tb_kernel_table_launch(j->t, "k", TB_CONFIG_AUTOTUNE, &j->p, &e);
+    return NULL;
+}
+TEST(test_autotune_fake) {
+    static const size_t sizes[] = {8, 4};
+    static const char *const names[] = {"io", "n"};
+    static const uint32_t mutated[] = {0}, key[] = {1};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    char h[3][4] = {"H0", "H1", "H2"}, cub[3][8] = {"fakeT3", "fakeT1", "fakeT2"};
+    tb_grid_rule g;
+    tb_call_info ci;
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL, *t2 = NULL;
+    tb_error e;
+    tb_launch_config c[3];
+    tb_launch_record r;
+    tb_launch_params p;
+    tb_arg a[2];
+    tb_autotune_options ao;
+    tb_options opts;
+    size_t bytes[2] = {64, 0};
+    unsigned char data[64];
+    uint32_t kk, i, cfg = 9;
+    int before;
+    double ms = -1;
+    char *dir = u_tempdir("tune"), path[600];
+    NEED_FAKE();
+    fake.set_params(sizes, 2);
+    memset(&opts, 0, sizeof opts);
+    opts.log = tune_logger;
+    memset(&r, 0, sizeof r);
+    memset(&ci, 0, sizeof ci);
+    g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = one;
+    ci.arg_count = 2, ci.arg_names = names, ci.mutated_count = 1, ci.mutated = mutated, ci.key_count = 1, ci.key = key;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    for (i = 0; i < 3; i++) {
+        CHECK_OK(tb_bundle_add_kernel(b, h[i], 0, &kk, &e), &e);
+        CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", cub[i], 7, TB_COPY, &e), &e);
+        c[i] = config("Oi", ""), c[i].kernel_hash = h[i], c[i].grid = &g;
+    }
+    r.kernel_name = "k", r.cache_key = "K", r.config_count = 3, r.configs = c, r.call = &ci;
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    memset(&ao, 0, sizeof ao);
+    ao.max_reps = 20, ao.flush_bytes = 4096, ao.warmup_ms = 5, ao.rep_ms = 10;
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    memset(&p, 0, sizeof p);
+    memset(data, 7, sizeof data);
+    a[0] = tb_arg_p(data), a[1] = tb_arg_i(1024);
+    p.args = a, p.arg_count = 2, p.flags = TB_LAUNCH_GRID_AUTO;
+    CHECK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "arg_bytes") && strstr(e.message, "io"));
+    p.arg_bytes = bytes;
+    p.flags = 0, p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    CHECK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "TB_LAUNCH_GRID_AUTO"));
+    p.flags = TB_LAUNCH_GRID_AUTO;
+    p.stream = (void *)0xCA97; /* being captured */
+    CHECK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "captured"));
+    p.stream = NULL;
+    before = fake.launches();
+    CHECK_OK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.launches() - before > 3 * 10); /* every config benchmarked */
+    CHECK(*(void *const *)fake.param(0) == (void *)data); /* the real launch: the caller's buffer */
+    CHECK_OK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e), &e);
+    CHECK(cfg == 1 && ms == 1.0); /* "fakeT1": the fastest */
+    CHECK(tune_logs == 1);
+    before = fake.launches();
+    CHECK_OK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.launches() == before + 1 && tune_logs == 1); /* tuned: one launch */
+    /* another size: tuned apart; two threads at once tune it once */
+    {
+        tune_job jobs[2];
+        pthread_t th[2];
+        tb_arg a2[2];
+        a2[0] = a[0], a2[1] = tb_arg_i(4096);
+        for (i = 0; i < 2; i++) {
+            jobs[i].t = t, jobs[i].p = p, jobs[i].p.args = a2, jobs[i].r = tb_err_io;
+            pthread_create(&th[i], NULL, tune_thread, &jobs[i]);
+        }
+        for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        CHECK(jobs[0].r == tb_ok && jobs[1].r == tb_ok && tune_logs == 2);
+    }
+    /* saved, and read by a new table: no benchmark */
+    snprintf(path, sizeof path, "%s/choices", dir);
+    CHECK_OK(tb_kernel_table_save_choices(t, path, &e), &e);
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, TB_TABLE_LAZY, &t2, &e), &e);
+    REQUIRE(t2);
+    CHECK_OK(tb_kernel_table_load_choices(t2, path, &e), &e);
+    before = fake.launches();
+    CHECK_OK(tb_kernel_table_launch(t2, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.launches() == before + 1 && tune_logs == 2);
+    CHECK_OK(tb_kernel_table_choice(t2, "k", a, 2, &cfg, &ms, &e), &e);
+    CHECK(cfg == 1);
+    tb_kernel_table_free(t2);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -61,7 +61,7 @@ class TbLaunchParams(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("args", ctypes.POINTER(TbArg)),
                 ("arg_count", ctypes.c_uint32), ("flags", ctypes.c_uint), ("global_scratch", ctypes.c_void_p),
                 ("profile_scratch", ctypes.c_void_p), ("grid_args", ctypes.POINTER(ctypes.c_int64)),
-                ("grid_arg_count", ctypes.c_uint32)]
+                ("grid_arg_count", ctypes.c_uint32), ("arg_bytes", ctypes.c_void_p)]
 
 
 class TbTensorDesc(ctypes.Structure):
