@@ -874,6 +874,9 @@ TBDEF tb_result tb_kernel_table_get(tb_kernel_table *table, const char *key_or_n
 TBDEF tb_result tb_kernel_table_select(tb_kernel_table *table, const char *key_or_name, uint32_t config,
                                        const tb_arg *args, uint32_t arg_count, const tb_loaded_kernel **out,
                                        tb_error *err);
+/* (config TB_CONFIG_AUTOTUNE: select gives the kernel already chosen for
+   these sizes, and never benchmarks; a hot loop selects once and calls
+   tb_launch, with TB_LAUNCH_GRID_AUTO, at tb_launch's cost.) */
 /* select, then tb_launch: the launch by name. */
 TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *table, const char *key_or_name, uint32_t config,
                                        const tb_launch_params *params, tb_error *err);
@@ -6977,7 +6980,8 @@ static int tb__tma_dtype(uint32_t t) { return t == 8 ? 10 : t == 9 ? 8 : t == 10
    for a TMA one, as Triton's launcher does per launch. Still no heap: the
    maps, slots and parameter list live on the stack (about 10 KiB here,
    18 KiB with tb_launch's arrays). */
-static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_params *p, uint64_t gs, uint64_t ps,
+static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_params *p, const uint32_t *grid,
+                                  uint64_t gs, uint64_t ps,
                                   tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     uint64_t slots[TB_MAX_ARGS];
@@ -7053,27 +7057,44 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
     }
     if (k->global_present) params[j++] = &gs;
     if (k->profile_present) params[j++] = &ps;
-    cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
+    cr = tb__launch_now(k, grid[0], grid[1], grid[2], p->stream, params);
     if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    return tb_ok;
+}
+
+/* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's rule (its params
+   already resolved) over the arguments, into grid. */
+static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
+    static const int64_t most[3] = {2147483647, 65535, 65535};
+    tb_launch_config view; /* what tb__grid_run reads of a config */
+    uint32_t d;
+    tb_result r;
+    if (TB__UNLIKELY(!k->grid_count[0]))
+        return tb__fail(err, tb_err_not_found, k->name, NULL, -1, 0,
+                        "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
+                        "writes them): give the grid");
+    view.function_name = k->name;
+    view.arg_types = k->codes;
+    view.params = NULL;
+    for (d = 0; d < 3; d++) {
+        int64_t v = 0;
+        if ((r = tb__grid_run(k->grid_ops[d], k->grid_count[d], &view, p->args, p->grid_args, p->grid_arg_count, d, &v,
+                              err)) != tb_ok)
+            return r;
+        if (TB__UNLIKELY(v < 0 || v > most[d]))
+            return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
+                            (long long)v, (long long)most[d]);
+        grid[d] = (uint32_t)v;
+    }
     return tb_ok;
 }
 
 /* TB_LAUNCH_GRID_AUTO: the loaded config's rule over the arguments. */
 static tb_result tb__auto_grid(const tb_loaded_kernel *k, const tb_launch_params *p, tb_launch_params *q,
                                tb_error *err) {
-    tb_launch_config view;
-    tb_grid_rule rule;
-    uint32_t d;
-    memset(&view, 0, sizeof view);
-    view.function_name = k->name;
-    view.arg_types = k->codes;
-    if (k->grid_count[0]) {
-        for (d = 0; d < 3; d++) rule.op_count[d] = k->grid_count[d], rule.ops[d] = k->grid_ops[d];
-        view.grid = &rule;
-    }
     *q = *p;
     q->flags &= ~TB_LAUNCH_GRID_AUTO;
-    return tb_grid_compute(&view, p->args, p->arg_count, p->grid_args, p->grid_arg_count, q->grid, err);
+    return tb__rule_grid(k, p, q->grid, err);
 }
 
 /* The parameter list of a kernel without tensor descriptors: pointers to
@@ -7096,7 +7117,8 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
     uint64_t gs, ps;
-    uint32_t n;
+    uint32_t n, auto_grid[3];
+    const uint32_t *grid;
     tb__CUresult cr;
     tb_result r;
     if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
@@ -7104,23 +7126,23 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, 
     if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
                         p->arg_count, n, k->codes);
+    grid = p->grid;
     if (p->flags & TB_LAUNCH_GRID_AUTO) {
-        tb_launch_params q;
-        if ((r = tb__auto_grid(k, p, &q, err)) != tb_ok) return r;
-        return tb_launch(k, &q, err);
+        if ((r = tb__rule_grid(k, p, auto_grid, err)) != tb_ok) return r;
+        grid = auto_grid;
     }
-    if (p->grid[0] == 0 || p->grid[1] == 0 || p->grid[2] == 0) return tb_ok;
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return tb_ok;
     if (TB__UNLIKELY(p->flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(k, p, err)) != tb_ok) return r;
-    if (k->use_ex && (r = tb__check_cluster_grid(k, p->grid[0], p->grid[1], p->grid[2], err)) != tb_ok) return r;
+    if (k->use_ex && (r = tb__check_cluster_grid(k, grid[0], grid[1], grid[2], err)) != tb_ok) return r;
     gs = (uint64_t)(uintptr_t)p->global_scratch;
     ps = (uint64_t)(uintptr_t)p->profile_scratch;
     if (TB__UNLIKELY((k->global_size && !gs) || (k->profile_size && !ps)))
         return tb__fail(err, tb_err_scratch, k->name, NULL, -1, 0,
                         "the kernel needs scratch memory (global %llu, profile %llu bytes): pass device buffers",
                         (unsigned long long)k->global_size, (unsigned long long)k->profile_size);
-    if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, gs, ps, err); /* builds its own list */
+    if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, grid, gs, ps, err); /* builds its own list */
     tb__plain_params(k, p, params, conv, &gs, &ps);
-    cr = tb__launch_now(k, p->grid[0], p->grid[1], p->grid[2], p->stream, params);
+    cr = tb__launch_now(k, grid[0], grid[1], grid[2], p->stream, params);
     if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;
 }
@@ -7450,12 +7472,21 @@ TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_
     return tb__table_kernel(t, rec, cfg, out, err);
 }
 
+static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg *args, uint32_t *cfg, double *ms,
+                                  const char *what, tb_error *err);
+
 TBDEF tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
                                        uint32_t arg_count, const tb_loaded_kernel **out, tb_error *err) {
     uint32_t rec;
     tb_result r;
     if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
     *out = NULL;
+    if (cfg == TB_CONFIG_AUTOTUNE) { /* the choice made already: select does not benchmark */
+        if ((r = tb_kernel_table_find(t, key, 0, args, arg_count, &rec, err)) != tb_ok ||
+            (r = tb__tuned_config(t, rec, args, &cfg, NULL, key, err)) != tb_ok)
+            return r;
+        return tb__table_kernel(t, rec, cfg, out, err);
+    }
     if ((r = tb_kernel_table_find(t, key, cfg, args, arg_count, &rec, err)) != tb_ok) return r;
     return tb__table_kernel(t, rec, cfg, out, err);
 }
@@ -7851,14 +7882,13 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
     return r;
 }
 
-TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *t, const char *key_or_name, const tb_arg *args,
-                                       uint32_t arg_count, uint32_t *config, double *ms, tb_error *err) {
+/* The choice kept for record rec and these arguments, without tuning. */
+static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg *args, uint32_t *config, double *ms,
+                                  const char *what, tb_error *err) {
     int64_t key[TB__MAX_KEY];
-    uint32_t rec, n;
+    uint32_t n;
     tb__choice *c;
     tb_result r;
-    if (!t || !config) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or config is NULL");
-    if ((r = tb_kernel_table_find(t, key_or_name, 0, args, arg_count, &rec, err)) != tb_ok) return r;
     if (t->bundle->records[rec].config_count == 1) {
         *config = 0;
         if (ms) *ms = 0;
@@ -7872,10 +7902,20 @@ TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *t, const char *key_or_na
         if (ms) *ms = c->ms;
         r = tb_ok;
     } else {
-        r = tb__fail(err, tb_err_not_found, key_or_name, NULL, -1, 0, "no autotune choice for these sizes yet");
+        r = tb__fail(err, tb_err_not_found, what, NULL, -1, 0,
+                     "not tuned for these sizes yet: a launch with TB_CONFIG_AUTOTUNE tunes it (or load the choices)");
     }
     pthread_mutex_unlock(&t->tune_mu);
     return r;
+}
+
+TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *t, const char *key_or_name, const tb_arg *args,
+                                       uint32_t arg_count, uint32_t *config, double *ms, tb_error *err) {
+    uint32_t rec;
+    tb_result r;
+    if (!t || !config) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or config is NULL");
+    if ((r = tb_kernel_table_find(t, key_or_name, 0, args, arg_count, &rec, err)) != tb_ok) return r;
+    return tb__tuned_config(t, rec, args, config, ms, key_or_name, err);
 }
 
 /* ---- the choices file (docs/FORMAT.md, "Autotune choices") ---- */

@@ -418,8 +418,18 @@ TEST(test_autotune_fake) {
     CHECK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_invalid_argument &&
           strstr(e.message, "captured"));
     p.stream = NULL;
+    {
+        const tb_loaded_kernel *sel = NULL;
+        CHECK(tb_kernel_table_select(t, "k", TB_CONFIG_AUTOTUNE, a, 2, &sel, &e) == tb_err_not_found && !sel);
+    }
     before = fake.launches();
     CHECK_OK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    {
+        const tb_loaded_kernel *sel = NULL, *one = NULL;
+        CHECK_OK(tb_kernel_table_select(t, "k", TB_CONFIG_AUTOTUNE, a, 2, &sel, &e), &e);
+        CHECK_OK(tb_kernel_table_get(t, "K", 1, &one, &e), &e);
+        CHECK(sel && sel == one); /* the tuned choice, without benchmarking */
+    }
     CHECK(fake.launches() - before > 3 * 10); /* every config benchmarked */
     CHECK(*(void *const *)fake.param(0) == (void *)data); /* the real launch: the caller's buffer */
     CHECK_OK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e), &e);
