@@ -123,8 +123,8 @@ corpus: $(B)/tbundle
 	sh fuzz/make_corpus.sh
 
 # fuzz_mutate drives the mutation API on read bundles, from the reader's seeds
-fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc $(B)/fuzz_mutate
-	@for t in read json ttfunc mutate; do mkdir -p $(B)/corpus_$$t; \
+fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc $(B)/fuzz_mutate $(B)/fuzz_choices
+	@for t in read json ttfunc mutate choices; do mkdir -p $(B)/corpus_$$t; \
 	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS)s"; \
 	  if ! $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 -artifact_prefix=$(B)/ \

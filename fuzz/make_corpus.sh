@@ -17,4 +17,8 @@ cp $TMA/*/k_desc.json fuzz/corpus/json/tma_k_desc.json
 grep -m1 'tt.func public' $TMA/*/k_desc.source > fuzz/corpus/ttfunc/k_desc.source.txt
 for f in $FIX/*/*.json; do cp "$f" fuzz/corpus/json/$(basename "$(dirname "$f")" | cut -c1-8)_$(basename "$f"); done
 for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc/$(basename "$f").txt; done
+# section 4 (grid rules, call info) and autotune choices, from the Python companion's sample
+mkdir -p fuzz/corpus/choices
+python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, triton_bundle as tb; tb.write_file(test_python.sample_bundle(), "fuzz/corpus/read/calls.tbundle")'
+printf 'triton_bundle autotune 1\nK\tH1\t1\t1024\t0.25\nK\tH0\t0\t-3,7\t1.5\n' > fuzz/corpus/choices/two.txt
 ls fuzz/corpus/* | wc -l
