@@ -3,7 +3,7 @@
    MIT No Attribution licence (MIT-0), at the end of the file.
 
    WHAT IT IS
-   One C99 header (also valid C++11) that does four things:
+   One C99 header (also valid C++11) that does five things:
      1. a bundle data model: kernels (a Triton cache directory: hash, device,
         files), static launch records (all a program needs to launch a cubin
         without Triton) and the names metadata;
@@ -17,7 +17,11 @@
         every parameter type of a Triton 3.6 signature passed right (bools,
         signed and unsigned integers, fp16/bf16, tensor descriptors encoded
         for TMA), and a kernel table that launches by name, choosing the
-        specialization that the arguments fit.
+        specialization that the arguments fit;
+     5. how to call them: grid rules computed from the arguments
+        (TB_LAUNCH_GRID_AUTO), autotuning on first use (TB_CONFIG_AUTOTUNE)
+        and CUDA graphs (tb_graph_*); python/triton_bundle.py exports
+        records with configs and grid rules from torch.compile and Triton.
 
    USING IT
    In exactly one C or C++ file:
