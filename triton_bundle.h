@@ -907,7 +907,8 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *table);
    it launches at once. Two threads that reach one untuned kernel
    benchmark it once; the other waits. Autotuning needs the configs' grid
    rules (TB_LAUNCH_GRID_AUTO) and refuses to benchmark on a stream being
-   captured into a graph: tune first, or load the choices. */
+   captured into a graph (tune first, or load the choices), or a kernel
+   that writes a tensor descriptor's memory (it cannot be copied). */
 #define TB_CONFIG_AUTOTUNE 0xFFFFFFFFu
 typedef struct tb_autotune_options {
     double warmup_ms;            /* 0: 25, as do_bench */
@@ -935,9 +936,10 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *table, const char 
    until tb_graph_end, which instantiates the graph. tb_graph_launch
    replays it; tb_graph_update gives launch i new arguments (and grid) for
    later replays without capturing again (cuGraphExecKernelNodeSetParams):
-   the same kernel, new pointers and scalars. Kernels that take tensor
-   descriptors or launch in clusters, and tb_launch_raw launches, replay
-   as captured but cannot be updated. */
+   the same kernel, new pointers and scalars. Launches are numbered in the
+   order they reached the driver (a launch of an empty grid launches
+   nothing and takes no number). Kernels that take tensor descriptors or
+   launch in clusters replay as captured but cannot be updated. */
 typedef struct tb_graph tb_graph;
 TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph **out, tb_error *err);
 TBDEF tb_result tb_graph_end(tb_graph *graph, tb_error *err);
@@ -6162,7 +6164,8 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
     static const int64_t most[3] = {2147483647, 65535, 65535};
     uint32_t d;
     tb_result r;
-    if (!cf || !grid) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (!cf || !grid || !cf->arg_types) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (cf->grid && (r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r; /* a caller's own rule */
     if (!cf->grid)
         return tb__fail(err, tb_err_not_found, cf->function_name, NULL, -1, 0,
                         "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
@@ -7201,6 +7204,7 @@ struct tb_kernel_table {
     /* autotune: the choices (see "---- autotune ----"), under tune_mu */
     pthread_mutex_t tune_mu;
     pthread_cond_t tune_cv;
+    pthread_mutex_t bench_mu;   /* one benchmark at a time: they share the GPU, the events and the flush buffer */
     struct tb__cmap *cmap;      /* published whole (release); older ones kept until free */
     uint32_t choice_count;
     tb_autotune_options tune;
@@ -7256,6 +7260,7 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->tune_mu);
     pthread_cond_destroy(&t->tune_cv);
+    pthread_mutex_destroy(&t->bench_mu);
     tb__free(&c, t);
 }
 
@@ -7340,6 +7345,7 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->tune_mu, NULL);
     pthread_cond_init(&t->tune_cv, NULL);
+    pthread_mutex_init(&t->bench_mu, NULL);
     t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
     t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     if (t->slots) memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
@@ -7516,10 +7522,12 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint
 }
 
 /* ---- autotune ----
-   One choice per (record, size key), in an open-addressing map under
-   tune_mu: a launch of a tuned key costs one hash and one lock. A key
-   being tuned is marked so, and other threads wait on tune_cv instead of
-   benchmarking it again. The benchmark follows Triton's do_bench; the
+   One choice per (record, size key), in an open-addressing map that
+   writers change under tune_mu and publish whole: a launch of a tuned key
+   costs one hash and no lock. A key being tuned is marked so, and other
+   threads wait on tune_cv instead of benchmarking it again; benchmarks of
+   different keys run one at a time (bench_mu), since they share the GPU,
+   the events and the flush buffer. The benchmark follows Triton's do_bench; the
    arguments the kernel writes run on copies, so the caller's data sees
    only the launch that follows. */
 #define TB__CHOICE_EMPTY 0u
@@ -7549,13 +7557,17 @@ static uint32_t tb__size_key(const tb_launch_record *r, const tb_arg *args, int6
     if (r->call && r->call->key_count) {
         for (i = 0; i < r->call->key_count; i++) {
             uint32_t a = r->call->key[i];
-            if (tb__grid_int_code(codes[a])) tb__grid_arg(codes[a], args[a], &key[n++]);
-            else key[n++] = (int64_t)args[a].u; /* a float or a pointer: its bits */
+            /* a float, a pointer or a u64 past 2^63: its bits */
+            if (!tb__grid_int_code(codes[a]) || tb__grid_arg(codes[a], args[a], &key[n])) key[n] = (int64_t)args[a].u;
+            n++;
         }
         return n;
     }
     for (i = 0; codes[i]; i++)
-        if (tb__grid_int_code(codes[i]) && !tb__grid_arg(codes[i], args[i], &key[n])) n++;
+        if (tb__grid_int_code(codes[i])) {
+            if (tb__grid_arg(codes[i], args[i], &key[n])) key[n] = (int64_t)args[i].u;
+            n++;
+        }
     return n;
 }
 
@@ -7656,11 +7668,11 @@ static int tb__cmp_float(const void *a, const void *b) {
 /* do_bench for config cfg: *ms, the median; the launch p runs on the
    trial arguments. Returns tb_ok, or the error of a config that cannot
    run (its time is then infinite) or of the driver. */
-static tb_result tb__bench(tb_kernel_table *t, const tb_loaded_kernel *k, const tb_launch_params *p,
-                           const tb__choice_trial *tr, double *ms, tb_error *err) {
+static tb_result tb__bench(tb_kernel_table *t, const tb_autotune_options *o, const tb_loaded_kernel *k,
+                           const tb_launch_params *p, const tb__choice_trial *tr, double *ms, tb_error *err) {
     const char *name = k->name;
-    double warm = t->tune.warmup_ms > 0 ? t->tune.warmup_ms : 25, rep = t->tune.rep_ms > 0 ? t->tune.rep_ms : 100;
-    uint32_t maxr = t->tune.max_reps ? t->tune.max_reps : 1000, nw, nr, i, j;
+    double warm = o->warmup_ms > 0 ? o->warmup_ms : 25, rep = o->rep_ms > 0 ? o->rep_ms : 100;
+    uint32_t maxr = o->max_reps ? o->max_reps : 1000, nw, nr, i, j;
     float est = 0, *times = NULL;
     tb_result r = tb_ok;
     void *st = p->stream;
@@ -7729,8 +7741,9 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     char line[600];
     size_t at;
     tb_result r = tb_ok;
-    int pushed = 0, capturing = 0, started = 0;
+    int pushed = 0, capturing = 0, started = 0, benching = 0;
     const tb_loaded_kernel *k0;
+    tb_autotune_options opt;
     memset(written, 0, sizeof written);
     memset(zeroed, 0, sizeof zeroed);
     memset(copies, 0, sizeof copies);
@@ -7749,6 +7762,11 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
         goto done;
     }
     started = 1; /* from here on, work may be queued on the stream */
+    pthread_mutex_lock(&t->tune_mu);
+    opt = t->tune;
+    pthread_mutex_unlock(&t->tune_mu);
+    pthread_mutex_lock(&t->bench_mu);
+    benching = 1;
     /* which arguments run on copies: mutated and reset (all pointers without call info) */
     if (rr->call) {
         for (i = 0; i < rr->call->mutated_count; i++) written[rr->call->mutated[i]] = 1;
@@ -7764,6 +7782,12 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     memcpy(args, p->args, n * sizeof *args);
     for (i = 0; i < n; i++) {
         size_t bytes = p->arg_bytes ? p->arg_bytes[i] : 0;
+        if (written[i] && codes[i] == 'T') {
+            r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
+                         "argument %u is a tensor descriptor the kernel writes: autotuning cannot run it on a copy; "
+                         "choose a config by its index", i);
+            goto done;
+        }
         if (!written[i] || codes[i] != 'O' || !args[i].u) continue;
         if (!bytes) {
             r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
@@ -7776,20 +7800,29 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
         args[i].u = copies[i];
         if (zeroed[i]) tr.reset_ptr[tr.reset_count] = copies[i], tr.reset_bytes[tr.reset_count++] = bytes;
     }
-    /* the flush buffer and the events, once per table */
-    if (!t->flush && t->tune.flush_bytes != (size_t)-1) {
-        t->flush_bytes = t->tune.flush_bytes ? t->tune.flush_bytes : (size_t)256 << 20;
-        TB__CU(tb__drv.cuMemAlloc(&t->flush, t->flush_bytes), "cuMemAlloc");
-    }
-    if (!t->events) {
-        uint32_t ne = 2 * (t->tune.max_reps ? t->tune.max_reps : 1000);
-        if (!(t->events = (void **)tb__alloc(&t->ctx, ne * sizeof(void *)))) {
-            r = TB__OOM(err);
-            goto done;
+    /* the flush buffer and the events, kept by the table for the options of now */
+    {
+        size_t want = opt.flush_bytes == (size_t)-1 ? 0 : opt.flush_bytes ? opt.flush_bytes : (size_t)256 << 20;
+        uint32_t ne = 2 * (opt.max_reps ? opt.max_reps : 1000);
+        if (t->flush_bytes != want) {
+            if (t->flush) tb__drv.cuMemFree(t->flush);
+            t->flush = 0, t->flush_bytes = 0;
+            if (want) TB__CU(tb__drv.cuMemAlloc(&t->flush, want), "cuMemAlloc");
+            t->flush_bytes = want;
         }
-        memset(t->events, 0, ne * sizeof(void *));
-        t->event_count = ne;
-        for (i = 0; i < ne; i++) TB__CU(tb__drv.cuEventCreate(&t->events[i], 0), "cuEventCreate");
+        if (t->event_count < ne) {
+            for (i = 0; t->events && i < t->event_count; i++)
+                if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
+            tb__free(&t->ctx, t->events);
+            t->event_count = 0;
+            if (!(t->events = (void **)tb__alloc(&t->ctx, ne * sizeof(void *)))) {
+                r = TB__OOM(err);
+                goto done;
+            }
+            memset(t->events, 0, ne * sizeof(void *));
+            t->event_count = ne;
+            for (i = 0; i < ne; i++) TB__CU(tb__drv.cuEventCreate(&t->events[i], 0), "cuEventCreate");
+        }
     }
     q = *p;
     q.args = args;
@@ -7797,7 +7830,7 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
         const tb_loaded_kernel *k;
         tb_error e;
         times[j] = -1;
-        if ((r = tb__table_kernel(t, rec, j, &k, &e)) == tb_ok) r = tb__bench(t, k, &q, &tr, &times[j], &e);
+        if ((r = tb__table_kernel(t, rec, j, &k, &e)) == tb_ok) r = tb__bench(t, &opt, k, &q, &tr, &times[j], &e);
         if (r == tb_err_cuda && e.cuda_result != 0 && tb__drv.cuStreamSynchronize(p->stream) != 0) {
             /* the context is gone (a kernel faulted): nothing more can run */
             if (err) *err = e;
@@ -7824,6 +7857,7 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
 done:
     /* never on a stream being captured: a synchronize would invalidate the capture */
     if (started && tb__drv.cuStreamSynchronize) tb__drv.cuStreamSynchronize(p->stream);
+    if (benching) pthread_mutex_unlock(&t->bench_mu);
     for (i = 0; i < n && i < TB_MAX_ARGS; i++)
         if (copies[i]) tb__drv.cuMemFree(copies[i]);
     tb__free(&t->ctx, args);
@@ -7851,7 +7885,7 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
     if (TB__LOCK_FREE_CHOICES) {
         c = tb__cmap_find((tb__cmap *)TB__ACQ(t->cmap), rec, key, n, NULL);
         if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
-            *cfg = c->cfg;
+            *cfg = TB__ACQ(c->cfg); /* load_choices may replace it */
             return tb_ok;
         }
     }
@@ -7943,6 +7977,33 @@ static size_t tb__pct(char *out, size_t cap, const char *s) {
     return n;
 }
 
+/* A time as FORMAT.md writes it: digits, then a point and up to 9 digits;
+   no sign, exponent or locale. 0 if s[0, n) is not one, or is 10^12 or
+   more. */
+static int tb__parse_ms(const char *s, size_t n, double *ms) {
+    size_t i = 0, frac = 0;
+    double v = 0, scale = 1;
+    if (!n || s[0] < '0' || s[0] > '9') return 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (i >= 12) return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (i < n) {
+        if (s[i++] != '.' || i == n) return 0;
+        for (; i < n; i++, frac++) {
+            if (s[i] < '0' || s[i] > '9' || frac == 9) return 0;
+            scale /= 10, v += (s[i] - '0') * scale;
+        }
+    }
+    *ms = v;
+    return v < 1e12;
+}
+/* and written: integer arithmetic, so no locale changes the point */
+static int tb__fmt_ms(char *out, size_t cap, double ms) {
+    unsigned long long ns = ms > 0 && ms < 1e12 ? (unsigned long long)(ms * 1e6 + 0.5) : 0;
+    return snprintf(out, cap, "%llu.%06llu", ns / 1000000ull, ns % 1000000ull);
+}
+
 TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *path, tb_error *err) {
     char *buf = NULL;
     size_t len = 0, cap = 0;
@@ -7974,7 +8035,9 @@ TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *pat
             len += (size_t)snprintf(buf + len, cap - len, "\t%u\t", c->cfg);
             if (!c->nkey) buf[len++] = '-';
             for (j = 0; j < c->nkey; j++) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", j ? "," : "", (long long)c->key[j]);
-            len += (size_t)snprintf(buf + len, cap - len, "\t%.6f\n", c->ms);
+            buf[len++] = '\t';
+            len += (size_t)tb__fmt_ms(buf + len, cap - len, c->ms);
+            buf[len++] = '\n';
         }
     }
     pthread_mutex_unlock(&t->tune_mu);
@@ -8026,14 +8089,16 @@ static int tb__dec(const char *s, size_t n, long long lo, long long hi, long lon
 
 typedef struct tb__parsed_choice {
     uint32_t rec, cfg, nkey;
+    size_t koff;                /* its key values: keys[koff, koff + nkey) */
     double ms;
-    int64_t key[TB__MAX_KEY];
 } tb__parsed_choice;
 
 TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *path, tb_error *err) {
     char *data = NULL;
     size_t size = 0, pos, line = 1;
     tb__parsed_choice *pc = NULL;
+    int64_t *keys = NULL;
+    size_t kcount = 0, kcap = 0;
     uint32_t count = 0, cap = 0, i, skipped = 0;
     tb_result r;
     char *keybuf, hashbuf[TB_MAX_NAME_LENGTH + 1];
@@ -8088,6 +8153,7 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
             goto done;
         }
         e->cfg = (uint32_t)v;
+        e->koff = kcount;
         if (!(fl[3] == 1 && f[3][0] == '-')) {
             const char *s = f[3], *fe = f[3] + fl[3];
             while (s <= fe) {
@@ -8097,24 +8163,23 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
                     r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad size key", line);
                     goto done;
                 }
-                e->key[e->nkey++] = (int64_t)v;
+                if (kcount == kcap) { /* one pool for every line's values: memory follows the file's size */
+                    size_t nc = kcap ? 2 * kcap : 64;
+                    int64_t *nk = (int64_t *)tb__realloc(&t->ctx, keys, nc * sizeof *keys);
+                    if (!nk) {
+                        r = TB__OOM(err);
+                        goto done;
+                    }
+                    keys = nk, kcap = nc;
+                }
+                keys[kcount++] = (int64_t)v;
+                e->nkey++;
                 s = ve + 1;
             }
         }
-        {
-            char num[32];
-            char *stop = NULL;
-            if (fl[4] == 0 || fl[4] >= sizeof num) {
-                r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
-                goto done;
-            }
-            memcpy(num, f[4], fl[4]);
-            num[fl[4]] = 0;
-            e->ms = strtod(num, &stop);
-            if (stop != num + fl[4] || !(e->ms >= 0 && e->ms < 1e12)) {
-                r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
-                goto done;
-            }
+        if (!tb__parse_ms(f[4], fl[4], &e->ms)) {
+            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
+            goto done;
         }
         /* the record, the config and its cubin must be those of this bundle */
         e->rec = t->by_key[tb__index_find(t, t->by_key, 0, keybuf)];
@@ -8124,6 +8189,7 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
             tb__log(&t->ctx, TB_LOG_INFO, "autotune choices %s, line %zu: no such record or config in this bundle (skipped)",
                     path, line);
             skipped++;
+            kcount = e->koff; /* its key values go too */
             continue;
         }
         count++;
@@ -8132,13 +8198,14 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
     pthread_mutex_lock(&t->tune_mu);
     for (i = 0; i < count; i++) {
         int fresh;
-        tb__choice *c = tb__choice_get(t, pc[i].rec, pc[i].key, pc[i].nkey, &fresh);
+        tb__choice *c = tb__choice_get(t, pc[i].rec, keys + pc[i].koff, pc[i].nkey, &fresh);
         if (!c) {
             r = TB__OOM(err);
             break;
         }
         if (c->state == TB__CHOICE_TUNING && !fresh) continue; /* being tuned now: that result wins */
-        c->cfg = pc[i].cfg, c->ms = pc[i].ms;
+        TB__REL(c->cfg, pc[i].cfg); /* a lock-free reader may read it now */
+        c->ms = pc[i].ms;
         TB__REL(c->state, TB__CHOICE_DONE);
     }
     pthread_cond_broadcast(&t->tune_cv);
@@ -8146,6 +8213,7 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
     if (skipped) tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", path, skipped);
 done:
     tb__free(&t->ctx, keybuf);
+    tb__free(&t->ctx, keys);
     tb__free(&t->ctx, pc);
     tb__free(&t->ctx, data);
     return r;

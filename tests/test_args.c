@@ -415,6 +415,15 @@ TEST(test_grid_rule_evaluation) {
         for (i = 0; i <= TB_GRID_STACK; i++) deep[i].op = TB_GRID_CONST, deep[i].index = 0, deep[i].value = 1;
         CHECK(run1(deep, TB_GRID_STACK + 1, a, 4, "OilK", &v, &e) == tb_err_limit);
     }
+    /* a caller's own rule is checked before it runs */
+    {
+        const tb_grid_op lone_add[] = {OP(ADD, 0, 0)};
+        tb_grid_rule g;
+        tb_launch_config c;
+        g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = lone_add;
+        c = grid_config("Oi", &g, NULL, 0);
+        CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_malformed);
+    }
     /* no rule */
     {
         tb_launch_config c = grid_config("Oi", NULL, NULL, 0);
@@ -477,6 +486,11 @@ TEST(test_autotune_choices_file) {
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\tnan\n", tb_err_parse},
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t-1\n", tb_err_parse},
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t-1\t1024\t0.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t+5\n", tb_err_parse},   /* only digits and a point */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t1e3\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0x1p-2\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t 5\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t5.\n", tb_err_parse},
     };
     size_t i;
     REQUIRE(t);

@@ -438,18 +438,21 @@ TEST(test_autotune_fake) {
     before = fake.launches();
     CHECK_OK(tb_kernel_table_launch(t, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
     CHECK(fake.launches() == before + 1 && tune_logs == 1); /* tuned: one launch */
-    /* another size: tuned apart; two threads at once tune it once */
+    /* more repetitions than the first tune's events hold, and other sizes:
+       three threads, two on one size (tuned once) and one on another */
+    ao.max_reps = 40;
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
     {
-        tune_job jobs[2];
-        pthread_t th[2];
-        tb_arg a2[2];
-        a2[0] = a[0], a2[1] = tb_arg_i(4096);
-        for (i = 0; i < 2; i++) {
-            jobs[i].t = t, jobs[i].p = p, jobs[i].p.args = a2, jobs[i].r = tb_err_io;
+        tune_job jobs[3];
+        pthread_t th[3];
+        tb_arg a2[2], a3[2];
+        a2[0] = a3[0] = a[0], a2[1] = tb_arg_i(4096), a3[1] = tb_arg_i(8192);
+        for (i = 0; i < 3; i++) {
+            jobs[i].t = t, jobs[i].p = p, jobs[i].p.args = i == 2 ? a3 : a2, jobs[i].r = tb_err_io;
             pthread_create(&th[i], NULL, tune_thread, &jobs[i]);
         }
-        for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
-        CHECK(jobs[0].r == tb_ok && jobs[1].r == tb_ok && tune_logs == 2);
+        for (i = 0; i < 3; i++) pthread_join(th[i], NULL);
+        CHECK(jobs[0].r == tb_ok && jobs[1].r == tb_ok && jobs[2].r == tb_ok && tune_logs == 3);
     }
     /* saved, and read by a new table: no benchmark */
     snprintf(path, sizeof path, "%s/choices", dir);
@@ -459,7 +462,7 @@ TEST(test_autotune_fake) {
     CHECK_OK(tb_kernel_table_load_choices(t2, path, &e), &e);
     before = fake.launches();
     CHECK_OK(tb_kernel_table_launch(t2, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
-    CHECK(fake.launches() == before + 1 && tune_logs == 2);
+    CHECK(fake.launches() == before + 1 && tune_logs == 3);
     CHECK_OK(tb_kernel_table_choice(t2, "k", a, 2, &cfg, &ms, &e), &e);
     CHECK(cfg == 1);
     tb_kernel_table_free(t2);
