@@ -6452,6 +6452,11 @@ struct tb_loaded_kernel {
     uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
     tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
     uint32_t grid_count[3];     /* the config's grid rule, 0,0,0: none */
+    /* per dimension, the rule's usual shapes, evaluated without the
+       interpreter: 1 CONST c, 2 CEILDIV(ARG a, CONST c > 0); 0 other */
+    uint8_t grid_form[3];
+    uint32_t grid_arg[3];
+    int64_t grid_c[3];
     uint32_t conv_count;
     uint16_t conv_idx[TB_MAX_ARGS];
     tb_grid_op grid_ops[3][TB_MAX_GRID_OPS]; /* PARAM operands resolved to their values */
@@ -6617,6 +6622,11 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
                 if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
                 k->grid_ops[d][q] = o;
             }
+            if (k->grid_count[d] == 1 && k->grid_ops[d][0].op == TB_GRID_CONST)
+                k->grid_form[d] = 1, k->grid_c[d] = k->grid_ops[d][0].value;
+            else if (k->grid_count[d] == 3 && k->grid_ops[d][0].op == TB_GRID_ARG && k->grid_ops[d][1].op == TB_GRID_CONST &&
+                     k->grid_ops[d][1].value > 0 && k->grid_ops[d][2].op == TB_GRID_CEILDIV)
+                k->grid_form[d] = 2, k->grid_arg[d] = k->grid_ops[d][0].index, k->grid_c[d] = k->grid_ops[d][1].value;
         }
     }
     k->global_present = cfg->global_scratch.present != 0;
@@ -7084,10 +7094,16 @@ static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params
     view.arg_types = k->codes;
     view.params = NULL;
     for (d = 0; d < 3; d++) {
-        int64_t v = 0;
-        if ((r = tb__grid_run(k->grid_ops[d], k->grid_count[d], &view, p->args, p->grid_args, p->grid_arg_count, d, &v,
-                              err)) != tb_ok)
+        int64_t v = 0, a;
+        if (k->grid_form[d] == 1) {
+            v = k->grid_c[d];
+        } else if (k->grid_form[d] == 2 && !tb__grid_arg(k->codes[k->grid_arg[d]], p->args[k->grid_arg[d]], &a) &&
+                   a >= 0 && a <= INT64_MAX - (k->grid_c[d] - 1)) {
+            v = (a + k->grid_c[d] - 1) / k->grid_c[d]; /* cdiv of a non-negative: the same as the interpreter's */
+        } else if ((r = tb__grid_run(k->grid_ops[d], k->grid_count[d], &view, p->args, p->grid_args, p->grid_arg_count, d,
+                                     &v, err)) != tb_ok) {
             return r;
+        }
         if (TB__UNLIKELY(v < 0 || v > most[d]))
             return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
                             (long long)v, (long long)most[d]);
