@@ -2849,7 +2849,38 @@ static void tb__write_kernel(tb__sink *k, const tb_kernel *kn) {
     }
 }
 
-/* Section 2, whole. */
+/* Section 3, when a config takes a tensor descriptor. */
+static void tb__write_descs(const tb_bundle *b, tb__sink *k) {
+    uint32_t i, j;
+    uint32_t n = tb__count_descs(b), g = 0, d;
+    if (!n) return;
+    tb__sink_u32(k, TB__SEC_TENSORDESCS);
+    tb__sink_u32(k, TB__SEC_REQUIRED);
+    tb__sink_u64(k, 8 + (uint64_t)n * TB__DESC_ENTRY);
+    tb__sink_u32(k, n);
+    tb__sink_u32(k, 0);
+    for (i = 0; i < b->record_count; i++)
+        for (j = 0; j < b->records[i].config_count; j++, g++) {
+            const tb_launch_config *c = &b->records[i].configs[j];
+            uint32_t at = 0, q;
+            for (d = 0; d < c->tensordesc_count; d++, at++) {
+                const tb_tensordesc_meta *m = &c->tensordescs[d];
+                while (c->arg_types[at] != 'T') at++;
+                tb__sink_u32(k, g);
+                tb__sink_u32(k, at);
+                tb__sink_u32(k, m->tma);
+                tb__sink_u32(k, m->rank);
+                tb__sink_u32(k, m->swizzle);
+                tb__sink_u32(k, m->elem_size);
+                tb__sink_u32(k, m->elem_type);
+                tb__sink_u32(k, m->fp4_padded);
+                for (q = 0; q < TB_MAX_TENSOR_RANK; q++) tb__sink_u32(k, q < m->rank ? m->block[q] : 0);
+                tb__sink_zeros(k, 12);
+            }
+        }
+}
+
+/* Sections 2, 3 (tensor descriptors) and 4 (call info, grid rules). */
 static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
     uint32_t i, j, params, configs = tb__count_configs(b, &params);
     tb__sink_u32(k, TB__SEC_RECORDS);
@@ -2893,35 +2924,7 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
             }
         }
     }
-    {
-        uint32_t n = tb__count_descs(b), g = 0, d;
-        if (!n) goto calls;
-        tb__sink_u32(k, TB__SEC_TENSORDESCS);
-        tb__sink_u32(k, TB__SEC_REQUIRED);
-        tb__sink_u64(k, 8 + (uint64_t)n * TB__DESC_ENTRY);
-        tb__sink_u32(k, n);
-        tb__sink_u32(k, 0);
-        for (i = 0; i < b->record_count; i++)
-            for (j = 0; j < b->records[i].config_count; j++, g++) {
-                const tb_launch_config *c = &b->records[i].configs[j];
-                uint32_t at = 0, q;
-                for (d = 0; d < c->tensordesc_count; d++, at++) {
-                    const tb_tensordesc_meta *m = &c->tensordescs[d];
-                    while (c->arg_types[at] != 'T') at++;
-                    tb__sink_u32(k, g);
-                    tb__sink_u32(k, at);
-                    tb__sink_u32(k, m->tma);
-                    tb__sink_u32(k, m->rank);
-                    tb__sink_u32(k, m->swizzle);
-                    tb__sink_u32(k, m->elem_size);
-                    tb__sink_u32(k, m->elem_type);
-                    tb__sink_u32(k, m->fp4_padded);
-                    for (q = 0; q < TB_MAX_TENSOR_RANK; q++) tb__sink_u32(k, q < m->rank ? m->block[q] : 0);
-                    tb__sink_zeros(k, 12);
-                }
-            }
-    }
-calls:
+    tb__write_descs(b, k);
     tb__write_calls(b, k);
 }
 
@@ -6157,30 +6160,40 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch
     return tb_ok;
 }
 
-/* The rules come checked (tb__check_grid) from a builder or the reader, so
-   the stack and the operands are in range here. */
+/* The evaluated dimension d into grid[d], or the error of a value CUDA's
+   launch cannot take; and the error of a config without a rule: shared by
+   tb_grid_compute and the launch (tb__rule_grid). */
+static tb_result tb__grid_store(const char *name, uint32_t d, int64_t v, uint32_t *grid, tb_error *err) {
+    static const int64_t most[3] = {2147483647, 65535, 65535};
+    if (TB__UNLIKELY(v < 0 || v > most[d]))
+        return tb__fail(err, tb_err_arg_range, name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
+                        (long long)v, (long long)most[d]);
+    grid[d] = (uint32_t)v;
+    return tb_ok;
+}
+static tb_result tb__no_grid_rule(const char *name, tb_error *err) {
+    return tb__fail(err, tb_err_not_found, name, NULL, -1, 0,
+                    "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
+                    "writes them): give the grid");
+}
+
+/* A caller's config may hold a rule no builder checked: checked here
+   (at most 3 x TB_MAX_GRID_OPS operations) before it runs. */
 TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, uint32_t arg_count,
                                 const int64_t *extra, uint32_t n_extra, uint32_t grid[3], tb_error *err) {
-    static const int64_t most[3] = {2147483647, 65535, 65535};
     uint32_t d;
     tb_result r;
     if (!cf || !grid || !cf->arg_types) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
-    if (cf->grid && (r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r; /* a caller's own rule */
-    if (!cf->grid)
-        return tb__fail(err, tb_err_not_found, cf->function_name, NULL, -1, 0,
-                        "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
-                        "writes them): give the grid");
+    if (!cf->grid) return tb__no_grid_rule(cf->function_name, err);
+    if ((r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r;
     if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
         return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
                         arg_count, (unsigned)strlen(cf->arg_types));
     for (d = 0; d < 3; d++) {
         int64_t v = 0;
-        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], cf, args, extra, n_extra, d, &v, err)) != tb_ok)
+        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], cf, args, extra, n_extra, d, &v, err)) != tb_ok ||
+            (r = tb__grid_store(cf->function_name, d, v, grid, err)) != tb_ok)
             return r;
-        if (v < 0 || v > most[d])
-            return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
-                            "grid %c is %lld, outside 0..%lld", "xyz"[d], (long long)v, (long long)most[d]);
-        grid[d] = (uint32_t)v;
     }
     return tb_ok;
 }
@@ -7082,14 +7095,10 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
 /* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's rule (its params
    already resolved) over the arguments, into grid. */
 static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
-    static const int64_t most[3] = {2147483647, 65535, 65535};
     tb_launch_config view; /* what tb__grid_run reads of a config */
     uint32_t d;
     tb_result r;
-    if (TB__UNLIKELY(!k->grid_count[0]))
-        return tb__fail(err, tb_err_not_found, k->name, NULL, -1, 0,
-                        "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
-                        "writes them): give the grid");
+    if (TB__UNLIKELY(!k->grid_count[0])) return tb__no_grid_rule(k->name, err);
     view.function_name = k->name;
     view.arg_types = k->codes;
     view.params = NULL;
@@ -7104,10 +7113,7 @@ static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params
                                      &v, err)) != tb_ok) {
             return r;
         }
-        if (TB__UNLIKELY(v < 0 || v > most[d]))
-            return tb__fail(err, tb_err_arg_range, k->name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
-                            (long long)v, (long long)most[d]);
-        grid[d] = (uint32_t)v;
+        if ((r = tb__grid_store(k->name, d, v, grid, err)) != tb_ok) return r;
     }
     return tb_ok;
 }

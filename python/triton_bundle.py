@@ -608,7 +608,7 @@ class GridCompiler:
         return [{"arg": (ARG, v, 0), "param": (PARAM, v, 0), "extra": (EXTRA, v, 0), "const": (CONST, 0, v)}[kind]]
 
     def _ops(self, n):
-        if isinstance(n, ast.Constant) and isinstance(n.value, (int, bool)) and not isinstance(n.value, str):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):  # bool is an int
             return [(CONST, 0, int(n.value))]
         if isinstance(n, ast.Name):
             return self._name(n.id)
@@ -1366,6 +1366,7 @@ class TorchCapture:
         self.launches = []
         self._tuners = {}
         self._used = {}  # id(tuner) -> the launchers it ran
+        self._names = {}  # id(launcher) -> its parameters' names
         self._orig = None
 
     def __enter__(self):
@@ -1402,7 +1403,9 @@ class TorchCapture:
             _, grid = tuner._interpret_args_grid(args, launcher.config)
         except Exception:  # noqa: BLE001 - the grid is informational
             grid = None
-        names = [n for n in inspect.signature(launcher).parameters if n != "stream"]
+        names = self._names.get(id(launcher))
+        if names is None:  # once per launcher, not per launch
+            names = self._names[id(launcher)] = [n for n in inspect.signature(launcher).parameters if n != "stream"]
         by_name = dict(zip(names, args))
         extra = [by_name.get(n) for n in tuner.inductor_meta.get("extra_launcher_args", [])]
         self.launches.append({"key": key, "config": index, "cache_hash": getattr(launcher, "cache_hash", None),
