@@ -8220,7 +8220,8 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
     pthread_mutex_lock(&t->tune_mu);
     for (i = 0; i < count; i++) {
         int fresh;
-        tb__choice *c = tb__choice_get(t, pc[i].rec, keys + pc[i].koff, pc[i].nkey, &fresh);
+        /* a file whose lines have no key values has no pool: no NULL + 0 */
+        tb__choice *c = tb__choice_get(t, pc[i].rec, keys ? keys + pc[i].koff : NULL, pc[i].nkey, &fresh);
         if (!c) {
             r = TB__OOM(err);
             break;

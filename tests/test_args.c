@@ -521,6 +521,8 @@ TEST(test_autotune_choices_file) {
     CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_err_not_found);
     a[1] = tb_arg_i(8);
     CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_ok && cfg == 0 && ms == 2);
+    /* lines without key values ("-"): found by fuzz_choices (NULL + 0 under UBSan) */
+    CHECK_OK(load_text(t, dir, "triton_bundle autotune 1\nK%09key%20%25\tH0\t0\t-\t1.5\n", &e), &e);
     snprintf(path, sizeof path, "%s/none", dir);
     CHECK(tb_kernel_table_load_choices(t, path, &e) == tb_err_not_found);
     tb_kernel_table_free(t);
