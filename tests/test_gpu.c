@@ -237,7 +237,7 @@ TEST(gpu_tensor_descriptor) {
     int i, ok = 1, pass;
     NEED_GPU();
     CHECK_OK(tb_load_from_cache("tests/fixtures/triton-3.6-sm90-tma/cache",
-                                "JZQUXZY7ARWO7SZIR25X6L27FELGDGH5636DHBE27S4JRUSHV7WQ", NULL, NULL, NULL, NULL, &k, &e),
+                                "T76FDK4MEKBGYSX2JGO7B7I5XRQZ5ED5PUQ37QFJARTCHVIR2TAA", NULL, NULL, NULL, NULL, &k, &e),
              &e);
     REQUIRE(k);
     for (i = 0; i < M * N; i++) x[i] = (float)((i * 37) % 1001) * 0.125f - 40.0f;
