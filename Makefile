@@ -8,7 +8,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 LIBS    := -ldl -lpthread
 B       := build
 HDR     := triton_bundle.h
-TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h
+TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h tests/fake_client.h
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
@@ -26,7 +26,7 @@ $(B)/launch: examples/launch.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
-CPUTESTS := format parsers args fs hostile launcher limits
+CPUTESTS := format parsers args fs hostile launcher graphs limits
 
 $(B)/test_%: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
@@ -39,7 +39,7 @@ $(B)/test_%_cpp: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
-$(B)/test_launcher $(B)/test_launcher_cpp: $(B)/libfakecuda.so
+$(B)/test_launcher $(B)/test_launcher_cpp $(B)/test_graphs $(B)/test_graphs_cpp: $(B)/libfakecuda.so
 
 # The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,
 # 17 and 20, gcc and clang, -Werror, no CUDA include path, with and without
@@ -122,9 +122,12 @@ $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)
 corpus: $(B)/tbundle
 	sh fuzz/make_corpus.sh
 
-# fuzz_mutate drives the mutation API on read bundles, from the reader's seeds
-fuzz: $(B)/fuzz_read $(B)/fuzz_json $(B)/fuzz_ttfunc $(B)/fuzz_mutate $(B)/fuzz_choices
-	@for t in read json ttfunc mutate choices; do mkdir -p $(B)/corpus_$$t; \
+# fuzz_mutate drives the mutation API on read bundles, from the reader's seeds;
+# fuzz_grid and fuzz_graph run the launcher against the stand-in driver
+$(B)/fuzz_grid $(B)/fuzz_graph: $(B)/libfakecuda.so tests/fake_client.h tests/fake_cuda.h
+FUZZERS := read json ttfunc mutate choices grid graph
+fuzz: $(foreach t,$(FUZZERS),$(B)/fuzz_$(t))
+	@for t in $(FUZZERS); do mkdir -p $(B)/corpus_$$t; \
 	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS)s"; \
 	  if ! $(B)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 -artifact_prefix=$(B)/ \

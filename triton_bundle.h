@@ -48,8 +48,10 @@
                TB_CONFIG_AUTOTUNE: the fastest config, tuned on first use),
                tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
                tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
-     autotune  tb_kernel_table_set_autotune, _choice, _save_choices, _load_choices
+     autotune  tb_kernel_table_set_autotune, _choice, _save_choices, _load_choices,
+               _save_choices_memory, _load_choices_memory
      graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update, tb_graph_free
+               (a graph keeps the kernels it captured loaded until tb_graph_free)
      arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
                tb_arg_types_from_signature (Triton's signature to codes)
      errors    tb_error (code, message, kernel, file, offset, errno, CUresult),
@@ -152,6 +154,9 @@
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
+   Lifetimes: a kernel table and a loaded kernel live until their free
+   (tb_kernel_table_free, tb_unload), except that a graph holds the kernels
+   it captured until tb_graph_free, so either order of freeing is safe.
    tb_bundler_put, tb_launch and the kernel table's lookups and launches
    (tb_kernel_table_get, _select, _find, _launch, autotuned ones included:
    one thread benchmarks a key, the others wait for its choice) are
@@ -916,6 +921,9 @@ typedef struct tb_autotune_options {
     uint32_t max_reps;           /* 0: 1000: bounds a first call of a kernel of microseconds */
     size_t flush_bytes;          /* 0: 256 MiB, do_bench's L2 flush; SIZE_MAX: no flush */
 } tb_autotune_options;
+/* set_autotune clamps: times to TB_AUTOTUNE_MAX_MS, max_reps to this */
+#define TB_AUTOTUNE_MAX_REPS 100000u
+#define TB_AUTOTUNE_MAX_MS 60000.0
 TBDEF tb_result tb_kernel_table_set_autotune(tb_kernel_table *table, const tb_autotune_options *options,
                                              tb_error *err);
 /* The choice for these arguments: *config and its median time in ms;
@@ -928,6 +936,13 @@ TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *table, const char *key_o
    logged. */
 TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *table, const char *path, tb_error *err);
 TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *table, const char *path, tb_error *err);
+/* The same text in memory. Save is count-then-fill: with buffer NULL,
+   *out_size receives the size needed (choices tuned in between may need
+   more: a buffer too small is refused, with *out_size the new need). */
+TBDEF tb_result tb_kernel_table_save_choices_memory(tb_kernel_table *table, void *buffer, size_t capacity,
+                                                    size_t *out_size, tb_error *err);
+TBDEF tb_result tb_kernel_table_load_choices_memory(tb_kernel_table *table, const void *data, size_t size,
+                                                    tb_error *err);
 
 /* ---- CUDA graphs ----
    tb_graph_begin starts capturing a stream (not the legacy NULL stream,
@@ -939,7 +954,11 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *table, const char 
    the same kernel, new pointers and scalars. Launches are numbered in the
    order they reached the driver (a launch of an empty grid launches
    nothing and takes no number). Kernels that take tensor descriptors or
-   launch in clusters replay as captured but cannot be updated. */
+   launch in clusters replay as captured but cannot be updated.
+   Lifetime: a graph keeps every kernel it captured loaded until
+   tb_graph_free, so tb_unload and tb_kernel_table_free may come first and
+   the graph still replays and updates; the kernels' modules are unloaded
+   by the last of those frees. */
 typedef struct tb_graph tb_graph;
 TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph **out, tb_error *err);
 TBDEF tb_result tb_graph_end(tb_graph *graph, tb_error *err);
@@ -1764,7 +1783,7 @@ static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *c
             if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
                 return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
                                 "grid rule operation %u is unknown (written by a newer version?)", o->op);
-            if ((o->op != TB_GRID_CONST && o->value) || (!operand && o->index) ||
+            if ((o->op != TB_GRID_CONST && o->value) || ((!operand || o->op == TB_GRID_CONST) && o->index) ||
                 (o->op == TB_GRID_ARG && (o->index >= nargs || !tb__grid_int_code(cf->arg_types[o->index]))) ||
                 (o->op == TB_GRID_PARAM && o->index >= cf->param_count) ||
                 (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
@@ -3910,10 +3929,74 @@ static tb_result tb__temp_finish(int fd, char *tmp, size_t cap, const char *path
     return r;
 }
 
+/* The library's one read-whole-file loop. Reads the regular file
+   <dfd>/<name> (dfd AT_FDCWD: a path) into size + 1 bytes from alloc,
+   NUL-terminated: 1 read; 0 not a regular file, nothing read (with
+   nofollow, a symlink or a socket too: O_NOFOLLOW refuses links, and
+   O_NONBLOCK keeps a FIFO from blocking the open); -1 an error in err.
+   A file over max bytes is tb_err_limit; one that shrinks while it is
+   read gives the bytes it still had. *data is NULL, or (also after an
+   error) memory of alloc's for the caller to free. */
+typedef void *(*tb__alloc_fn)(void *user, size_t n);
+static int tb__read_whole(int dfd, const char *name, int nofollow, uint64_t max, tb__alloc_fn alloc, void *user,
+                          const char *kernel, char **data, size_t *size, tb_error *err) {
+    struct stat st;
+    size_t got = 0;
+    char *buf;
+    int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    *data = NULL;
+    if (fd < 0) {
+        int e = errno;
+        if (nofollow && (e == ELOOP || e == ENXIO)) return 0; /* a symlink, a socket */
+        tb__fail(err, e == ENOENT ? tb_err_not_found : tb_err_io, kernel, name, -1, e, "cannot open");
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) { /* st is not read after a failed fstat */
+        int e = errno;
+        close(fd);
+        tb__fail(err, tb_err_io, kernel, name, -1, e, "fstat failed");
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    if ((uint64_t)st.st_size > max || (uint64_t)st.st_size >= (uint64_t)SIZE_MAX) {
+        close(fd);
+        tb__fail(err, tb_err_limit, kernel, name, -1, 0, "%lld bytes, over the limit of %llu", (long long)st.st_size,
+                 (unsigned long long)max);
+        return -1;
+    }
+    if (!(buf = (char *)alloc(user, (size_t)st.st_size + 1))) {
+        close(fd);
+        TB__OOM(err);
+        return -1;
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            tb__fail(err, tb_err_io, kernel, name, -1, e, "read failed");
+            *data = buf; /* the caller frees it, as it frees what alloc gives */
+            return -1;
+        }
+        if (n == 0) break; /* shrank meanwhile: keep what is there */
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = 0;
+    *data = buf;
+    *size = got;
+    return 1;
+}
+
 #ifndef TB_NO_LAUNCHER
 /* Small files of other sections (the autotune choices): written whole
-   beside path and renamed onto it; read whole, at most max bytes, a
-   regular file only. *data (NUL-terminated) is freed with tb__free(c). */
+   beside path and renamed onto it; read whole (tb__read_whole), at most
+   max bytes, a regular file only. *data (NUL-terminated) is freed with
+   tb__free(c). */
 static tb_result tb__write_small_file(const char *path, const void *data, size_t size, tb_error *err) {
     char tmp[4096 + 64];
     int fd;
@@ -3922,38 +4005,17 @@ static tb_result tb__write_small_file(const char *path, const void *data, size_t
     if (tb__write_full(fd, data, size) != 0) r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "write failed");
     return tb__temp_finish(fd, tmp, sizeof tmp, path, 0, r, err);
 }
-static tb_result tb__read_small_file(const tb__ctx *c, const char *path, size_t max, char **data, size_t *size,
-                                     tb_error *err) {
-    struct stat st;
-    size_t got = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+static void *tb__ctx_alloc_fn(void *c, size_t n) { return tb__alloc((const tb__ctx *)c, n); }
+static tb_result tb__read_file(const tb__ctx *c, const char *path, size_t max, char **data, size_t *size,
+                               tb_error *err) {
+    tb_error e;
+    int got = tb__read_whole(AT_FDCWD, path, 0, max, tb__ctx_alloc_fn, (void *)(uintptr_t)c, NULL, data, size, &e);
+    if (got == 1) return tb_ok;
+    tb__free(c, *data);
     *data = NULL;
-    if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > (uint64_t)max) {
-        int e = errno;
-        close(fd);
-        return tb__fail(err, S_ISREG(st.st_mode) ? tb_err_limit : tb_err_io, NULL, path, -1, e,
-                        "not a regular file of at most %zu bytes", max);
-    }
-    if (!(*data = (char *)tb__alloc(c, (size_t)st.st_size + 1))) {
-        close(fd);
-        return TB__OOM(err);
-    }
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, *data + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(fd);
-    if (got != (size_t)st.st_size) {
-        tb__free(c, *data);
-        *data = NULL;
-        return tb__fail(err, tb_err_io, NULL, path, -1, errno, "short read");
-    }
-    (*data)[got] = 0;
-    *size = got;
-    return tb_ok;
+    if (got == 0) return tb__fail(err, tb_err_io, NULL, path, -1, 0, "not a regular file");
+    if (err) *err = e;
+    return e.code;
 }
 #endif
 
@@ -4239,59 +4301,22 @@ static int tb__list_not_regular(int dfd, const char *listed_name) {
     return fstatat(dfd, listed_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode);
 }
 
+static void *tb__arena_alloc_fn(void *b, size_t n) {
+    return tb__arena_alloc(&((tb_bundle *)b)->ctx, &((tb_bundle *)b)->arena, n);
+}
+
 /* Reads <dfd>/<name> (a name of a listing) into arena memory if it is a
    regular file: 1 read, 0 not a regular file (a symlink, directory,
    FIFO...: left out), -1 error. Where readdir told the type, nothing else
-   is opened; else one open and one fstat: O_NOFOLLOW refuses links,
-   O_NONBLOCK keeps a FIFO from blocking the open. */
+   is opened. */
 static int tb__read_regular(tb_bundle *b, int dfd, const char *name, const char *kernel, void **data, size_t *size,
                             tb_error *err) {
-    struct stat st;
-    int fd;
-    size_t got = 0;
     char *buf;
+    int got;
     if (tb__list_not_regular(dfd, name)) return 0;
-    fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ELOOP || errno == ENXIO) return 0; /* a symlink, a socket */
-        tb__fail(err, tb_err_io, kernel, name, -1, errno, "cannot open");
-        return -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        tb__fail(err, tb_err_io, kernel, name, -1, errno, "fstat failed");
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return 0;
-    }
-    if ((uint64_t)st.st_size > TB_MAX_ARTIFACT_SIZE) {
-        close(fd);
-        tb__fail(err, tb_err_limit, kernel, name, -1, 0, "%lld bytes, over TB_MAX_ARTIFACT_SIZE", (long long)st.st_size);
-        return -1;
-    }
-    buf = (char *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)st.st_size);
-    if (!buf) {
-        close(fd);
-        TB__OOM(err);
-        return -1;
-    }
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            tb__fail(err, tb_err_io, kernel, name, -1, errno, "read failed");
-            close(fd);
-            return -1;
-        }
-        if (n == 0) break; /* shrank meanwhile: keep what is there */
-        got += (size_t)n;
-    }
-    close(fd);
-    *data = buf;
-    *size = got;
-    return 1;
+    got = tb__read_whole(dfd, name, 1, TB_MAX_ARTIFACT_SIZE, tb__arena_alloc_fn, b, kernel, &buf, size, err);
+    if (got == 1) *data = buf;
+    return got;
 }
 
 static void tb__pop_kernel(tb_bundle *b) {
@@ -4312,10 +4337,18 @@ static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *hash, in
     if ((r = tb__list_open(&b->ctx, cachefd, hash, hash, &l, err)) != tb_ok) return r;
     dfd = dirfd(l.dir);
     if (require_grp) {
-        int found = 0;
+        /* a __grp__*.json that is a link (or anything but a regular
+           file) would be left out below, and the unpacked copy would be
+           no kernel: such a directory is skipped whole, with a warning */
+        int named = 0, found = 0;
         for (i = 0; i < l.count && !found; i++)
-            found = strncmp(l.names[i], "__grp__", 7) == 0 && tb__has_suffix(l.names[i], ".json");
+            if (strncmp(l.names[i], "__grp__", 7) == 0 && tb__has_suffix(l.names[i], ".json"))
+                named = 1, found = !tb__list_not_regular(dfd, l.names[i]);
         if (!found) {
+            if (named)
+                tb__log(&b->ctx, TB_LOG_WARN,
+                        "collect: %s: its __grp__*.json is not a regular file (a symlink?); the directory is skipped",
+                        hash);
             tb__list_close(&b->ctx, &l);
             return tb_err_not_found;
         }
@@ -5661,6 +5694,10 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
     if (!have_name || !md->name[0]) return tb__jfail(&j, "no \"name\"");
     if (!have_warps || md->num_warps == 0) return tb__jfail(&j, "no usable \"num_warps\"");
     if (md->num_ctas == 0) return tb__jfail(&j, "\"num_ctas\" is 0");
+    /* an alignment Triton did not write (or wrote as 0) is 1, as Triton's
+       launcher and the Python exporter take it (FORMAT.md, Scratch) */
+    if (!md->global_scratch.align) md->global_scratch.align = 1;
+    if (!md->profile_scratch.align) md->profile_scratch.align = 1;
     return tb_ok;
 }
 
@@ -5811,6 +5848,220 @@ static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *
     return tb_ok;
 }
 
+
+#ifndef TB_NO_LAUNCHER
+/* ---- the autotune choices text (docs/FORMAT.md, "Autotune choices") ----
+   The format's one owner: the writer's escapes and numbers, and a parser
+   over memory that hands each line, decoded, to a sink (the Autotune
+   section resolves it against a table). Tokens are exactly what the
+   writer writes, so that a file has one spelling: an escape is '%' and
+   two uppercase hex digits, of a byte the writer escapes; a decimal has no
+   leading zero, sign on zero or '+'. Errors name the line and column. */
+#define TB__CHOICES_MAGIC "triton_bundle autotune 1\n"
+#define TB__CHOICES_MAX_FILE ((size_t)64 << 20)
+#define TB__CHOICES_MAX_KEY TB_MAX_ARGS
+
+static int tb__pct_needed(unsigned char ch) { return ch <= 0x20 || ch >= 0x7f || ch == '%'; }
+
+/* %-escapes the bytes of s a line could not hold as they are */
+static size_t tb__pct(char *out, size_t cap, const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (tb__pct_needed(ch)) {
+            if (n + 3 < cap) out[n] = '%', out[n + 1] = hex[ch >> 4], out[n + 2] = hex[ch & 15];
+            n += 3;
+        } else {
+            if (n + 1 < cap) out[n] = (char)ch;
+            n++;
+        }
+    }
+    if (cap) out[n < cap ? n : cap - 1] = 0;
+    return n;
+}
+
+/* a time: integer arithmetic, so no locale changes the point */
+static int tb__fmt_ms(char *out, size_t cap, double ms) {
+    unsigned long long ns = ms > 0 && ms < 1e12 ? (unsigned long long)(ms * 1e6 + 0.5) : 0;
+    return snprintf(out, cap, "%llu.%06llu", ns / 1000000ull, ns % 1000000ull);
+}
+
+static int tb__uphex(char h) { return h >= '0' && h <= '9' ? h - '0' : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1; }
+
+/* One escaped field s[0, n) into out (cap bytes, NUL-terminated): 0, or
+   the 1-based column within the field of the first bad byte (*why says
+   what was wrong). */
+static size_t tb__unpct(const char *s, size_t n, char *out, size_t cap, const char **why) {
+    size_t i, o = 0;
+    if (!n) return *why = "an empty field", 1;
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '%') {
+            int hi = i + 1 < n ? tb__uphex(s[i + 1]) : -1, lo = i + 2 < n ? tb__uphex(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) return *why = "'%' must be followed by two uppercase hex digits", i + 1;
+            ch = (unsigned char)(hi * 16 + lo);
+            if (!ch || !tb__pct_needed(ch)) return *why = "an escape of a byte that is written as itself (or %00)", i + 1;
+            i += 2;
+        } else if (tb__pct_needed(ch)) {
+            return *why = "a byte that must be escaped", i + 1;
+        }
+        if (o + 1 >= cap) return *why = "too long", i + 1;
+        out[o++] = (char)ch;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+/* A decimal integer in [lo, hi]: '-'? then 0 or [1-9][0-9]* (no "-0"). */
+static int tb__dec(const char *s, size_t n, long long lo, long long hi, long long *v) {
+    size_t i = 0;
+    int neg = 0;
+    unsigned long long u = 0;
+    if (n && s[0] == '-') neg = 1, i = 1;
+    if (i == n || n - i > 19 || (s[i] == '0' && (n - i > 1 || neg))) return 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        u = u * 10 + (unsigned)(s[i] - '0');
+    }
+    if (u > (unsigned long long)LLONG_MAX + (neg ? 1u : 0u)) return 0;
+    *v = neg ? (long long)(0 - u) : (long long)u;
+    return *v >= lo && *v <= hi;
+}
+
+/* A time: 0 or [1-9][0-9]* (at most 12 digits), then optionally '.' and
+   1 to 9 digits; no sign, exponent or locale; under 10^12. */
+static int tb__parse_ms(const char *s, size_t n, double *ms) {
+    size_t i = 0, frac = 0;
+    double v = 0, scale = 1;
+    if (!n || s[0] < '0' || s[0] > '9' || (s[0] == '0' && n > 1 && s[1] != '.')) return 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (i >= 12) return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (i < n) {
+        if (s[i++] != '.' || i == n) return 0;
+        for (; i < n; i++, frac++) {
+            if (s[i] < '0' || s[i] > '9' || frac == 9) return 0;
+            scale /= 10, v += (s[i] - '0') * scale;
+        }
+    }
+    *ms = v;
+    return v < 1e12;
+}
+
+/* One line of a choices text, decoded; valid during the sink's call. */
+typedef struct tb__choice_line {
+    const char *cache_key, *kernel_hash;
+    uint32_t config, nkey;
+    const int64_t *key;
+    double ms;
+    size_t line;
+} tb__choice_line;
+typedef tb_result (*tb__choice_sink)(void *user, const tb__choice_line *l, tb_error *err);
+
+static tb_result tb__choices_fail(tb_error *err, const char *name, const char *data, const char *at, size_t line,
+                                  const char *ln, const char *what) {
+    return tb__fail(err, tb_err_parse, NULL, name, (long long)(at - data), 0, "autotune choices, line %zu, column %zu: %s",
+                    line, (size_t)(at - ln) + 1, what);
+}
+
+/* Parses data[0, size) (name: for messages), calling sink once per line
+   in order; stops at the first error, the sink's included. Reads nothing
+   past size; needs no NUL. */
+static tb_result tb__choices_parse(const tb__ctx *c, const char *data, size_t size, const char *name,
+                                   tb__choice_sink sink, void *user, tb_error *err) {
+    size_t pos, line = 1;
+    char *keybuf, hashbuf[TB_MAX_NAME_LENGTH + 1];
+    int64_t *key;
+    tb_result r = tb_ok;
+    if (size > TB__CHOICES_MAX_FILE)
+        return tb__fail(err, tb_err_limit, NULL, name, -1, 0, "autotune choices: %zu bytes, over 64 MiB", size);
+    if (size < sizeof TB__CHOICES_MAGIC - 1 || memcmp(data, TB__CHOICES_MAGIC, sizeof TB__CHOICES_MAGIC - 1) != 0)
+        return tb__fail(err, tb_err_bad_magic, NULL, name, 0, 0, "not an autotune choices file (\"%.24s\" expected)",
+                        TB__CHOICES_MAGIC);
+    keybuf = (char *)tb__alloc(c, TB_MAX_STRING_LENGTH + 1);
+    key = (int64_t *)tb__alloc(c, TB__CHOICES_MAX_KEY * sizeof *key);
+    if (!keybuf || !key) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (pos = sizeof TB__CHOICES_MAGIC - 1; pos < size && r == tb_ok;) {
+        const char *ln = data + pos, *end = (const char *)memchr(ln, '\n', size - pos), *f[5], *why = NULL;
+        size_t fl[5], nf = 0, q, bad;
+        tb__choice_line l;
+        long long v;
+        line++;
+        if (!end) {
+            r = tb__choices_fail(err, name, data, data + size, line, ln, "the line does not end with a newline");
+            break;
+        }
+        for (f[0] = ln, q = 0; ln + q <= end; q++)
+            if (ln + q == end || ln[q] == '\t') {
+                if (nf == 5) break;
+                fl[nf] = (size_t)(ln + q - f[nf]);
+                if (++nf < 5) f[nf] = ln + q + 1;
+            }
+        pos = (size_t)(end - data) + 1;
+        if (nf != 5 || f[4] + fl[4] != end) {
+            r = tb__choices_fail(err, name, data, nf == 5 ? f[4] + fl[4] : end, line, ln,
+                                 "not five tab-separated fields");
+            break;
+        }
+        memset(&l, 0, sizeof l);
+        l.line = line, l.cache_key = keybuf, l.kernel_hash = hashbuf, l.key = key;
+        {
+            const char *at = NULL, *which = NULL;
+            if ((bad = tb__unpct(f[0], fl[0], keybuf, TB_MAX_STRING_LENGTH + 1, &why)) != 0) at = f[0], which = "the cache key";
+            else if ((bad = tb__unpct(f[1], fl[1], hashbuf, sizeof hashbuf, &why)) != 0) at = f[1], which = "the kernel hash";
+            if (bad) {
+                char what[160];
+                snprintf(what, sizeof what, "%s: %s", which, why);
+                r = tb__choices_fail(err, name, data, at + bad - 1, line, ln, what);
+                break;
+            }
+        }
+        if (!tb__dec(f[2], fl[2], 0, LLONG_MAX, &v)) {
+            r = tb__choices_fail(err, name, data, f[2], line, ln, "the config index is not a decimal (0 or [1-9][0-9]*)");
+            break;
+        }
+        if (v >= (long long)TB_MAX_CONFIGS_PER_RECORD) {
+            r = tb__choices_fail(err, name, data, f[2], line, ln, "the config index is over TB_MAX_CONFIGS_PER_RECORD - 1");
+            break;
+        }
+        l.config = (uint32_t)v;
+        if (!(fl[3] == 1 && f[3][0] == '-')) {
+            const char *s = f[3], *fe = f[3] + fl[3];
+            while (s <= fe) {
+                const char *comma = (const char *)memchr(s, ',', (size_t)(fe - s));
+                const char *ve = comma ? comma : fe;
+                if (l.nkey == TB__CHOICES_MAX_KEY) {
+                    r = tb__choices_fail(err, name, data, s, line, ln, "more size key values than TB_MAX_ARGS");
+                    break;
+                }
+                if (!tb__dec(s, (size_t)(ve - s), LLONG_MIN, LLONG_MAX, &v)) {
+                    r = tb__choices_fail(err, name, data, s, line, ln,
+                                         "a size key value is not a signed 64-bit decimal (-? 0 or [1-9][0-9]*), or '-' alone");
+                    break;
+                }
+                key[l.nkey++] = (int64_t)v;
+                s = ve + 1;
+            }
+            if (r != tb_ok) break;
+        }
+        if (!tb__parse_ms(f[4], fl[4], &l.ms)) {
+            r = tb__choices_fail(err, name, data, f[4], line, ln, "the time is not a decimal under 10^12 (digits, '.', 1 to 9 digits)");
+            break;
+        }
+        r = sink(user, &l, err);
+    }
+done:
+    tb__free(c, keybuf);
+    tb__free(c, key);
+    return r;
+}
+#endif /* TB_NO_LAUNCHER */
+
 /* ---------------------------------------------------------------------- */
 /* Conversions: what each argument code passes to the kernel.            */
 /* ---------------------------------------------------------------------- */
@@ -5873,7 +6124,8 @@ TBDEF double tb_bf16_to_double(uint16_t h) {
 static void tb__convert(char code, tb_arg v, tb_arg *slot) {
     slot->u = 0;
     switch (code) {
-    case 'b': case 'B': case '?': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
+    case 'b': case 'B': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
+    case '?': { uint8_t x = v.u != 0; memcpy(slot, &x, 1); break; } /* what the grid reads too */
     case 'h': case 'H': { uint16_t x = (uint16_t)v.u; memcpy(slot, &x, 2); break; }
     case 'i': case 'I': { uint32_t x = (uint32_t)v.u; memcpy(slot, &x, 4); break; }
     case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
@@ -6046,7 +6298,13 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
             char key[2 * TB_MAX_NAME_LENGTH + 2];
             if (!tb__has_suffix(name, ".cubin") || len == 6) continue;
             if (tb__derive(b, k, name, len - 6, d, &e) != tb_ok) {
-                tb__log(&b->ctx, TB_LOG_INFO, "no launch record for %s/%s: %s", k->hash, name, e.message);
+                /* a cubin without its .json or IR is no kernel of Triton's
+                   (INFO); one whose files disagree (tensordesc_meta shorter
+                   than the IR's descriptors, unparsable JSON) is derived
+                   nowhere, and says so (WARN): passing the rest as plain
+                   descriptors would hand a TMA kernel the wrong parameters */
+                tb__log(&b->ctx, e.code == tb_err_not_found ? TB_LOG_INFO : TB_LOG_WARN, "no launch record for %s/%s: %s",
+                        k->hash, name, e.message);
                 continue;
             }
             /* cache keys are unique: a second cubin in one directory (Triton
@@ -6096,6 +6354,20 @@ static int tb__floordiv(int64_t a, int64_t b, int64_t *q, int64_t *m) {
     return 0;
 }
 
+/* ceil(a / b), exact wherever the result fits: C's truncating quotient
+   and remainder are defined for every pair but b == 0 and INT64_MIN / -1
+   (2^63, the only result that does not fit), and the quotient moves up by
+   one when the division was inexact and the true quotient positive; it
+   cannot overflow then, since |b| > 1. 1 on those two. Shared by the
+   interpreter and the launch's fast path, so they cannot disagree. */
+static int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
+    int64_t t, m;
+    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
+    t = a / b, m = a % b;
+    *q = t + (m != 0 && ((m < 0) == (b < 0)));
+    return 0;
+}
+
 /* One dimension: the program's value, or an error naming what went wrong. */
 static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch_config *cf, const tb_arg *args,
                               const int64_t *extra, uint32_t n_extra, uint32_t dim, int64_t *out, tb_error *err) {
@@ -6112,6 +6384,11 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch
                 if (tb__grid_arg(cf->arg_types[o->index], args[o->index], &v))
                     return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
                                     "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim], o->index);
+                if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__make_bool's mark */
+                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                                    "grid %c: argument %u is a 1-byte bool in the cubin where the config says integer, "
+                                    "and the grid rule reads it: pass 0 or 1, not %llu", dims[dim], o->index,
+                                    (unsigned long long)args[o->index].u);
                 break;
             case TB_GRID_PARAM: v = cf->params[o->index].value; break;
             default:
@@ -6143,10 +6420,7 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch
                 break;
             case TB_GRID_FLOORDIV: bad = tb__floordiv(a, b, &v, &m); break;
             case TB_GRID_MOD: bad = tb__floordiv(a, b, &q, &v); break;
-            case TB_GRID_CEILDIV: /* ceil(a / b) = -floor(-a / b) */
-                bad = a == INT64_MIN || tb__floordiv(-a, b, &q, &m) || q == INT64_MIN;
-                v = bad ? 0 : -q;
-                break;
+            case TB_GRID_CEILDIV: bad = tb__ceildiv(a, b, &v); break;
             case TB_GRID_MIN: v = a < b ? a : b; break;
             default: v = a > b ? a : b; break; /* MAX */
             }
@@ -6184,6 +6458,9 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
     uint32_t d;
     tb_result r;
     if (!cf || !grid || !cf->arg_types) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (cf->param_count && !cf->params)
+        return tb__fail(err, tb_err_invalid_argument, cf->function_name, NULL, -1, 0,
+                        "the config has %u params and params is NULL", cf->param_count);
     if (!cf->grid) return tb__no_grid_rule(cf->function_name, err);
     if ((r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r;
     if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
@@ -6447,6 +6724,7 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err) {
 /* ---------------------------------------------------------------------- */
 struct tb_loaded_kernel {
     tb__ctx ctx;
+    uint32_t refs;              /* 1 + the graph launches that captured it (tb__kernel_retain), under tb__refs_mu */
     tb__CUctx cu_ctx;
     tb__CUdevice device;
     int retained;               /* primary context retained by us */
@@ -6500,9 +6778,24 @@ static void tb__free_loaded(tb_loaded_kernel *k) {
     tb__free(&c, k);
 }
 
+/* A graph holds a reference on each kernel it captured, so that its
+   updates and replays outlive tb_unload and tb_kernel_table_free: the last
+   release unloads. Not on any launch path, so a mutex is cheap enough. */
+static pthread_mutex_t tb__refs_mu = PTHREAD_MUTEX_INITIALIZER;
+static void tb__kernel_retain(const tb_loaded_kernel *k) {
+    pthread_mutex_lock(&tb__refs_mu);
+    ((tb_loaded_kernel *)(uintptr_t)k)->refs++;
+    pthread_mutex_unlock(&tb__refs_mu);
+}
+
 TBDEF void tb_unload(tb_loaded_kernel *k) {
     int pushed;
+    uint32_t left;
     if (!k) return;
+    pthread_mutex_lock(&tb__refs_mu);
+    left = --k->refs;
+    pthread_mutex_unlock(&tb__refs_mu);
+    if (left) return; /* a graph still holds it */
     if (k->module && tb__enter(k, &pushed) == 0) {
         tb__drv.cuModuleUnload(k->module);
         tb__leave(pushed);
@@ -6518,6 +6811,26 @@ TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info
         return;
     }
     *info = k->info;
+}
+
+/* Argument a, an 'i' or 'I' in the config, is a 1-byte bool in the cubin
+   (PyTorch's code for i1 and u1): the kernel gets v != 0, converted on
+   every host. A grid rule that reads it is marked (value 1 in the loaded
+   copy of its ARG operation, unused by the format) so that the launch
+   refuses anything but 0 and 1 there: tb_grid_compute, which reads the
+   config's 'i', would report another grid for any other value, and the
+   grid and the kernel must see one value. */
+static void tb__make_bool(tb_loaded_kernel *k, uint32_t a) {
+    uint32_t i, d, q;
+    k->codes[a] = '?';
+    for (i = 0; i < k->conv_count && k->conv_idx[i] != a; i++) {}
+    if (i == k->conv_count) k->conv_idx[k->conv_count++] = (uint16_t)a;
+    for (d = 0; d < 3; d++)
+        for (q = 0; q < k->grid_count[d]; q++)
+            if (k->grid_ops[d][q].op == TB_GRID_ARG && k->grid_ops[d][q].index == a) {
+                k->grid_ops[d][q].value = 1;
+                if (k->grid_form[d] == 2) k->grid_form[d] = 0; /* the interpreter checks the mark */
+            }
 }
 
 /* The cubin's parameter list must be ours: count first, then every size. */
@@ -6573,7 +6886,7 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
         /* PyTorch's codes say 'i' for i1 and 'I' for u1, which Triton 3.6
            compiles to a 1-byte parameter: pass it as the bool it is */
         if (size == 1 && i < k->expanded && (k->codes[owner[i]] == 'i' || k->codes[owner[i]] == 'I')) {
-            k->codes[owner[i]] = '?';
+            tb__make_bool(k, owner[i]);
             continue;
         }
         if (i < k->expanded)
@@ -6612,6 +6925,7 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     memset(k, 0, offsetof(tb_loaded_kernel, conv_idx)); /* the arrays are filled below */
     memset(&k->info, 0, sizeof k->info);
     k->ctx = c;
+    k->refs = 1;
     tb__copy_field(k->name, sizeof k->name, cfg->function_name);
     n = (uint32_t)strlen(cfg->arg_types);
     memcpy(k->codes, cfg->arg_types, n + 1);
@@ -6621,8 +6935,9 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     for (i = 0; i < n; i++) {
         char code = k->codes[i];
         /* on little-endian hosts the low bytes of an integer slot are the
-           narrowed value already: only floats need converting */
-        int conv = code == 'f' || code == 'e' || code == 'y' || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
+           narrowed value already: only floats and bools (v != 0, as the
+           grid reads them) need converting */
+        int conv = code == 'f' || code == 'e' || code == 'y' || code == '?' || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
         if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
@@ -6955,6 +7270,7 @@ static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, 
                      g->count, nd);
         } else {
             tb__graph_launch *l = &g->launches[g->count++];
+            tb__kernel_retain(k); /* released by tb_graph_free */
             l->k = k, l->node = deps[0];
             l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
         }
@@ -7106,9 +7422,8 @@ static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params
         int64_t v = 0, a;
         if (k->grid_form[d] == 1) {
             v = k->grid_c[d];
-        } else if (k->grid_form[d] == 2 && !tb__grid_arg(k->codes[k->grid_arg[d]], p->args[k->grid_arg[d]], &a) &&
-                   a >= 0 && a <= INT64_MAX - (k->grid_c[d] - 1)) {
-            v = (a + k->grid_c[d] - 1) / k->grid_c[d]; /* cdiv of a non-negative: the same as the interpreter's */
+        } else if (k->grid_form[d] == 2 && !tb__grid_arg(k->codes[k->grid_arg[d]], p->args[k->grid_arg[d]], &a)) {
+            (void)tb__ceildiv(a, k->grid_c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
         } else if ((r = tb__grid_run(k->grid_ops[d], k->grid_count[d], &view, p->args, p->grid_args, p->grid_arg_count, d,
                                      &v, err)) != tb_ok) {
             return r;
@@ -7232,9 +7547,11 @@ struct tb_kernel_table {
     tb_autotune_options tune;
     uint64_t flush;             /* the L2 flush buffer, flush_bytes */
     size_t flush_bytes;
+    tb__CUctx bench_ctx;        /* the context the flush buffer and the events were made in */
     void **events;
     uint32_t event_count;
 };
+static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o);
 typedef struct tb__choice {
     uint32_t rec, nkey, cfg, state;
     int64_t *key;
@@ -7259,6 +7576,14 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     tb__ctx c;
     if (!t) return;
     c = t->ctx;
+    if (t->flush || t->events) { /* in their context, before the kernels (and a retained primary context) go */
+        tb__CUctx old;
+        int pushed = t->bench_ctx && tb__drv.cuCtxPushCurrent(t->bench_ctx) == 0;
+        for (i = 0; t->events && i < t->event_count; i++)
+            if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
+        if (t->flush) tb__drv.cuMemFree(t->flush);
+        if (pushed) tb__drv.cuCtxPopCurrent(&old);
+    }
     for (i = 0; t->slots && i < t->slot_count; i++) tb_unload(t->slots[i]);
     tb__free(&c, t->slots);
     tb__free(&c, t->first);
@@ -7275,10 +7600,7 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
             tb__free(&c, m);
         }
     }
-    for (i = 0; t->events && i < t->event_count; i++)
-        if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
     tb__free(&c, t->events);
-    if (t->flush) tb__drv.cuMemFree(t->flush);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->tune_mu);
     pthread_cond_destroy(&t->tune_cv);
@@ -7364,6 +7686,7 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     if (options) t->options = *options;
     if (load) t->load = *load;
     t->bundle = b;
+    t->tune = tb__autotune_defaults(NULL);
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_init(&t->tune_mu, NULL);
     pthread_cond_init(&t->tune_cv, NULL);
@@ -7663,11 +7986,29 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     return slot;
 }
 
+/* The one place tb_autotune_options' zeros become defaults, and the
+   values are clamped: a repetition count sizes the event array (two a
+   repetition), and a time past a minute per config would stall the first
+   launch for no better choice. */
+static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o) {
+    tb_autotune_options d;
+    if (o) d = *o;
+    else memset(&d, 0, sizeof d);
+    if (!(d.warmup_ms > 0)) d.warmup_ms = 25; /* NaN too */
+    if (!(d.rep_ms > 0)) d.rep_ms = 100;
+    if (d.warmup_ms > TB_AUTOTUNE_MAX_MS) d.warmup_ms = TB_AUTOTUNE_MAX_MS;
+    if (d.rep_ms > TB_AUTOTUNE_MAX_MS) d.rep_ms = TB_AUTOTUNE_MAX_MS;
+    if (!d.max_reps) d.max_reps = 1000;
+    if (d.max_reps > TB_AUTOTUNE_MAX_REPS) d.max_reps = TB_AUTOTUNE_MAX_REPS;
+    if (!d.flush_bytes) d.flush_bytes = (size_t)256 << 20;
+    else if (d.flush_bytes == (size_t)-1) d.flush_bytes = 0;
+    return d;
+}
+
 TBDEF tb_result tb_kernel_table_set_autotune(tb_kernel_table *t, const tb_autotune_options *o, tb_error *err) {
     if (!t) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table is NULL");
     pthread_mutex_lock(&t->tune_mu);
-    if (o) t->tune = *o;
-    else memset(&t->tune, 0, sizeof t->tune);
+    t->tune = tb__autotune_defaults(o);
     pthread_mutex_unlock(&t->tune_mu);
     return tb_ok;
 }
@@ -7693,8 +8034,8 @@ static int tb__cmp_float(const void *a, const void *b) {
 static tb_result tb__bench(tb_kernel_table *t, const tb_autotune_options *o, const tb_loaded_kernel *k,
                            const tb_launch_params *p, const tb__choice_trial *tr, double *ms, tb_error *err) {
     const char *name = k->name;
-    double warm = o->warmup_ms > 0 ? o->warmup_ms : 25, rep = o->rep_ms > 0 ? o->rep_ms : 100;
-    uint32_t maxr = o->max_reps ? o->max_reps : 1000, nw, nr, i, j;
+    double warm = o->warmup_ms, rep = o->rep_ms; /* resolved by tb__autotune_defaults */
+    uint32_t maxr = o->max_reps, nw, nr, i, j;
     float est = 0, *times = NULL;
     tb_result r = tb_ok;
     void *st = p->stream;
@@ -7785,7 +8126,7 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     }
     started = 1; /* from here on, work may be queued on the stream */
     pthread_mutex_lock(&t->tune_mu);
-    opt = t->tune;
+    opt = t->tune; /* resolved by tb__autotune_defaults */
     pthread_mutex_unlock(&t->tune_mu);
     pthread_mutex_lock(&t->bench_mu);
     benching = 1;
@@ -7824,8 +8165,9 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     }
     /* the flush buffer and the events, kept by the table for the options of now */
     {
-        size_t want = opt.flush_bytes == (size_t)-1 ? 0 : opt.flush_bytes ? opt.flush_bytes : (size_t)256 << 20;
-        uint32_t ne = 2 * (opt.max_reps ? opt.max_reps : 1000);
+        size_t want = opt.flush_bytes;
+        uint32_t ne = 2 * opt.max_reps; /* at most 2 * TB_AUTOTUNE_MAX_REPS */
+        t->bench_ctx = k0->cu_ctx; /* entered above: what the buffers below are made in */
         if (t->flush_bytes != want) {
             if (t->flush) tb__drv.cuMemFree(t->flush);
             t->flush = 0, t->flush_bytes = 0;
@@ -7978,60 +8320,13 @@ TBDEF tb_result tb_kernel_table_choice(tb_kernel_table *t, const char *key_or_na
     return tb__tuned_config(t, rec, args, config, ms, key_or_name, err);
 }
 
-/* ---- the choices file (docs/FORMAT.md, "Autotune choices") ---- */
-#define TB__CHOICES_MAGIC "triton_bundle autotune 1\n"
-#define TB__CHOICES_MAX_FILE ((size_t)64 << 20)
-
-/* %-escapes the bytes of s a line could not hold as they are */
-static size_t tb__pct(char *out, size_t cap, const char *s) {
-    size_t n = 0;
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch <= 0x20 || ch >= 0x7f || ch == '%') {
-            if (n + 3 < cap) snprintf(out + n, cap - n, "%%%02X", ch);
-            n += 3;
-        } else {
-            if (n + 1 < cap) out[n] = (char)ch;
-            n++;
-        }
-    }
-    if (cap) out[n < cap ? n : cap - 1] = 0;
-    return n;
-}
-
-/* A time as FORMAT.md writes it: digits, then a point and up to 9 digits;
-   no sign, exponent or locale. 0 if s[0, n) is not one, or is 10^12 or
-   more. */
-static int tb__parse_ms(const char *s, size_t n, double *ms) {
-    size_t i = 0, frac = 0;
-    double v = 0, scale = 1;
-    if (!n || s[0] < '0' || s[0] > '9') return 0;
-    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-        if (i >= 12) return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (i < n) {
-        if (s[i++] != '.' || i == n) return 0;
-        for (; i < n; i++, frac++) {
-            if (s[i] < '0' || s[i] > '9' || frac == 9) return 0;
-            scale /= 10, v += (s[i] - '0') * scale;
-        }
-    }
-    *ms = v;
-    return v < 1e12;
-}
-/* and written: integer arithmetic, so no locale changes the point */
-static int tb__fmt_ms(char *out, size_t cap, double ms) {
-    unsigned long long ns = ms > 0 && ms < 1e12 ? (unsigned long long)(ms * 1e6 + 0.5) : 0;
-    return snprintf(out, cap, "%llu.%06llu", ns / 1000000ull, ns % 1000000ull);
-}
-
-TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *path, tb_error *err) {
+/* ---- the choices file: the table's choices to and from the text (Parsers owns the format) ---- */
+/* Every choice made, as the text, into a buffer of the table's allocator. */
+static tb_result tb__choices_text(tb_kernel_table *t, char **out, size_t *out_len, tb_error *err) {
     char *buf = NULL;
     size_t len = 0, cap = 0;
     uint32_t i, j;
     tb_result r = tb_ok;
-    if (!t || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "table or path is NULL");
     pthread_mutex_lock(&t->tune_mu);
     for (i = 0; i <= (t->cmap ? t->cmap->cap : 0) && r == tb_ok; i++) {
         const tb__choice *c = t->cmap && i < t->cmap->cap ? &t->cmap->slots[i] : NULL;
@@ -8064,49 +8359,41 @@ TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *pat
     }
     pthread_mutex_unlock(&t->tune_mu);
     if (r == tb_ok && !len) len = (size_t)snprintf(buf, cap, "%s", TB__CHOICES_MAGIC);
-    if (r == tb_ok) r = tb__write_small_file(path, buf, len, err);
+    if (r != tb_ok) {
+        tb__free(&t->ctx, buf);
+        return r;
+    }
+    *out = buf, *out_len = len;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_kernel_table_save_choices(tb_kernel_table *t, const char *path, tb_error *err) {
+    char *buf;
+    size_t len;
+    tb_result r;
+    if (!t || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "table or path is NULL");
+    if ((r = tb__choices_text(t, &buf, &len, err)) != tb_ok) return r;
+    r = tb__write_small_file(path, buf, len, err);
     tb__free(&t->ctx, buf);
     return r;
 }
 
-/* One %-escaped field into out (cap bytes); 0 on a bad escape or length. */
-static int tb__unpct(const char *s, size_t n, char *out, size_t cap) {
-    size_t i, o = 0;
-    for (i = 0; i < n; i++) {
-        unsigned v = 0, d;
-        char ch = s[i];
-        if (ch == '%') {
-            if (i + 2 >= n) return 0;
-            for (d = 1; d <= 2; d++) {
-                char h = s[i + d];
-                v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
-            }
-            if (v > 255 || v == 0) return 0;
-            ch = (char)v, i += 2;
-        } else if ((unsigned char)ch <= 0x20 || (unsigned char)ch >= 0x7f) {
-            return 0;
-        }
-        if (o + 1 >= cap) return 0;
-        out[o++] = ch;
-    }
-    out[o] = 0;
-    return o > 0;
-}
-
-/* A decimal integer in [lo, hi] from s[0, n); 0 if it is not one. */
-static int tb__dec(const char *s, size_t n, long long lo, long long hi, long long *v) {
-    size_t i = 0;
-    int neg = 0;
-    unsigned long long u = 0;
-    if (n && s[0] == '-') neg = 1, i = 1;
-    if (i == n || n - i > 19) return 0;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        u = u * 10 + (unsigned)(s[i] - '0');
-    }
-    if (u > (unsigned long long)LLONG_MAX + (neg ? 1u : 0u)) return 0;
-    *v = neg ? (long long)(0 - u) : (long long)u;
-    return *v >= lo && *v <= hi;
+TBDEF tb_result tb_kernel_table_save_choices_memory(tb_kernel_table *t, void *buffer, size_t capacity, size_t *out_size,
+                                                    tb_error *err) {
+    char *buf;
+    size_t len;
+    tb_result r;
+    if (!t || !out_size) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or out_size is NULL");
+    if ((r = tb__choices_text(t, &buf, &len, err)) != tb_ok) return r;
+    *out_size = len;
+    if (buffer && capacity < len)
+        r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                     "the buffer holds %zu bytes and the choices need %zu (more were tuned since it was sized?)",
+                     capacity, len);
+    else if (buffer)
+        memcpy(buffer, buf, len);
+    tb__free(&t->ctx, buf);
+    return r;
 }
 
 typedef struct tb__parsed_choice {
@@ -8114,130 +8401,96 @@ typedef struct tb__parsed_choice {
     size_t koff;                /* its key values: keys[koff, koff + nkey) */
     double ms;
 } tb__parsed_choice;
+typedef struct tb__choices_load {
+    tb_kernel_table *t;
+    const char *name;
+    tb__parsed_choice *pc;
+    uint32_t count, cap, skipped;
+    int64_t *keys;              /* one pool for every line's values: memory follows the text's size */
+    size_t kcount, kcap;
+} tb__choices_load;
+
+/* the parser's sink: a line resolved against the table, kept to apply */
+static tb_result tb__choices_keep(void *user, const tb__choice_line *l, tb_error *err) {
+    tb__choices_load *s = (tb__choices_load *)user;
+    tb_kernel_table *t = s->t;
+    tb__parsed_choice *e;
+    uint32_t rec = t->by_key[tb__index_find(t, t->by_key, 0, l->cache_key)];
+    /* the record, the config and its cubin must be those of this bundle */
+    if (rec == UINT32_MAX || l->config >= t->bundle->records[rec].config_count ||
+        strcmp(t->bundle->records[rec].configs[l->config].kernel_hash, l->kernel_hash) != 0 ||
+        t->bundle->records[rec].config_count == 1) {
+        tb__log(&t->ctx, TB_LOG_INFO, "autotune choices %s, line %zu: no such record or config in this bundle (skipped)",
+                s->name, l->line);
+        s->skipped++;
+        return tb_ok;
+    }
+    if (s->count == s->cap) {
+        uint32_t nc = s->cap ? 2 * s->cap : 16;
+        tb__parsed_choice *np = (tb__parsed_choice *)tb__realloc(&t->ctx, s->pc, (size_t)nc * sizeof *np);
+        if (!np) return TB__OOM(err);
+        s->pc = np, s->cap = nc;
+    }
+    if (s->kcount + l->nkey > s->kcap) {
+        size_t nc = 2 * (s->kcount + l->nkey) + 64;
+        int64_t *nk = (int64_t *)tb__realloc(&t->ctx, s->keys, nc * sizeof *nk);
+        if (!nk) return TB__OOM(err);
+        s->keys = nk, s->kcap = nc;
+    }
+    e = &s->pc[s->count++];
+    e->rec = rec, e->cfg = l->config, e->nkey = l->nkey, e->koff = s->kcount, e->ms = l->ms;
+    if (l->nkey) memcpy(s->keys + s->kcount, l->key, l->nkey * sizeof *l->key);
+    s->kcount += l->nkey;
+    return tb_ok;
+}
+
+/* Parses all of data, then applies every line at once: a text that does
+   not parse changes nothing. */
+static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, size_t size, const char *name,
+                                       tb_error *err) {
+    tb__choices_load s;
+    uint32_t i;
+    tb_result r;
+    memset(&s, 0, sizeof s);
+    s.t = t, s.name = name;
+    if ((r = tb__choices_parse(&t->ctx, data, size, name, tb__choices_keep, &s, err)) == tb_ok) {
+        pthread_mutex_lock(&t->tune_mu);
+        for (i = 0; i < s.count; i++) {
+            int fresh;
+            /* a text whose lines have no key values has no pool: no NULL + 0 */
+            tb__choice *c = tb__choice_get(t, s.pc[i].rec, s.keys ? s.keys + s.pc[i].koff : NULL, s.pc[i].nkey, &fresh);
+            if (!c) {
+                r = TB__OOM(err);
+                break;
+            }
+            if (c->state == TB__CHOICE_TUNING && !fresh) continue; /* being tuned now: that result wins */
+            TB__REL(c->cfg, s.pc[i].cfg); /* a lock-free reader may read it now */
+            c->ms = s.pc[i].ms;
+            TB__REL(c->state, TB__CHOICE_DONE);
+        }
+        pthread_cond_broadcast(&t->tune_cv);
+        pthread_mutex_unlock(&t->tune_mu);
+        if (s.skipped)
+            tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", name,
+                    s.skipped);
+    }
+    tb__free(&t->ctx, s.keys);
+    tb__free(&t->ctx, s.pc);
+    return r;
+}
+
+TBDEF tb_result tb_kernel_table_load_choices_memory(tb_kernel_table *t, const void *data, size_t size, tb_error *err) {
+    if (!t || (!data && size)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or data is NULL");
+    return tb__choices_load_text(t, data ? (const char *)data : "", size, "(memory)", err);
+}
 
 TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *path, tb_error *err) {
     char *data = NULL;
-    size_t size = 0, pos, line = 1;
-    tb__parsed_choice *pc = NULL;
-    int64_t *keys = NULL;
-    size_t kcount = 0, kcap = 0;
-    uint32_t count = 0, cap = 0, i, skipped = 0;
+    size_t size = 0;
     tb_result r;
-    char *keybuf, hashbuf[TB_MAX_NAME_LENGTH + 1];
     if (!t || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "table or path is NULL");
-    if (!(keybuf = (char *)tb__alloc(&t->ctx, TB_MAX_STRING_LENGTH + 1))) return TB__OOM(err);
-    if ((r = tb__read_small_file(&t->ctx, path, TB__CHOICES_MAX_FILE, &data, &size, err)) != tb_ok) {
-        tb__free(&t->ctx, keybuf);
-        return r;
-    }
-    if (size < sizeof TB__CHOICES_MAGIC - 1 || memcmp(data, TB__CHOICES_MAGIC, sizeof TB__CHOICES_MAGIC - 1) != 0) {
-        r = tb__fail(err, tb_err_bad_magic, NULL, path, 0, 0, "not an autotune choices file (\"%.24s\" expected)",
-                     "triton_bundle autotune 1");
-        goto done;
-    }
-    for (pos = sizeof TB__CHOICES_MAGIC - 1; pos < size;) {
-        const char *ln = data + pos, *end = (const char *)memchr(ln, '\n', size - pos), *f[5];
-        size_t fl[5], nf = 0, q;
-        tb__parsed_choice *e;
-        long long v;
-        line++;
-        if (!end) {
-            r = tb__fail(err, tb_err_parse, NULL, path, (long long)pos, 0, "line %zu does not end", line);
-            goto done;
-        }
-        for (f[0] = ln, q = 0; ln + q <= end; q++)
-            if (ln + q == end || ln[q] == '\t') {
-                if (nf == 5) break;
-                fl[nf] = (size_t)(ln + q - f[nf]);
-                if (++nf < 5) f[nf] = ln + q + 1;
-            }
-        pos = (size_t)(end - data) + 1;
-        if (nf != 5 || f[4] + fl[4] != end) {
-            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: not five tab-separated fields",
-                         line);
-            goto done;
-        }
-        if (count == cap) {
-            uint32_t nc = cap ? 2 * cap : 16;
-            tb__parsed_choice *np = (tb__parsed_choice *)tb__realloc(&t->ctx, pc, (size_t)nc * sizeof *pc);
-            if (!np) {
-                r = TB__OOM(err);
-                goto done;
-            }
-            pc = np, cap = nc;
-        }
-        e = &pc[count];
-        memset(e, 0, sizeof *e);
-        if (!tb__unpct(f[0], fl[0], keybuf, TB_MAX_STRING_LENGTH + 1) || !tb__unpct(f[1], fl[1], hashbuf, sizeof hashbuf) ||
-            !tb__dec(f[2], fl[2], 0, TB_MAX_CONFIGS_PER_RECORD - 1, &v)) {
-            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0,
-                         "line %zu: a bad cache key, kernel hash or config index", line);
-            goto done;
-        }
-        e->cfg = (uint32_t)v;
-        e->koff = kcount;
-        if (!(fl[3] == 1 && f[3][0] == '-')) {
-            const char *s = f[3], *fe = f[3] + fl[3];
-            while (s <= fe) {
-                const char *comma = (const char *)memchr(s, ',', (size_t)(fe - s));
-                const char *ve = comma ? comma : fe;
-                if (e->nkey == TB__MAX_KEY || !tb__dec(s, (size_t)(ve - s), LLONG_MIN, LLONG_MAX, &v)) {
-                    r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad size key", line);
-                    goto done;
-                }
-                if (kcount == kcap) { /* one pool for every line's values: memory follows the file's size */
-                    size_t nc = kcap ? 2 * kcap : 64;
-                    int64_t *nk = (int64_t *)tb__realloc(&t->ctx, keys, nc * sizeof *keys);
-                    if (!nk) {
-                        r = TB__OOM(err);
-                        goto done;
-                    }
-                    keys = nk, kcap = nc;
-                }
-                keys[kcount++] = (int64_t)v;
-                e->nkey++;
-                s = ve + 1;
-            }
-        }
-        if (!tb__parse_ms(f[4], fl[4], &e->ms)) {
-            r = tb__fail(err, tb_err_parse, NULL, path, (long long)(ln - data), 0, "line %zu: a bad time", line);
-            goto done;
-        }
-        /* the record, the config and its cubin must be those of this bundle */
-        e->rec = t->by_key[tb__index_find(t, t->by_key, 0, keybuf)];
-        if (e->rec == UINT32_MAX || e->cfg >= t->bundle->records[e->rec].config_count ||
-            strcmp(t->bundle->records[e->rec].configs[e->cfg].kernel_hash, hashbuf) != 0 ||
-            t->bundle->records[e->rec].config_count == 1) {
-            tb__log(&t->ctx, TB_LOG_INFO, "autotune choices %s, line %zu: no such record or config in this bundle (skipped)",
-                    path, line);
-            skipped++;
-            kcount = e->koff; /* its key values go too */
-            continue;
-        }
-        count++;
-    }
-    /* all parsed: apply */
-    pthread_mutex_lock(&t->tune_mu);
-    for (i = 0; i < count; i++) {
-        int fresh;
-        /* a file whose lines have no key values has no pool: no NULL + 0 */
-        tb__choice *c = tb__choice_get(t, pc[i].rec, keys ? keys + pc[i].koff : NULL, pc[i].nkey, &fresh);
-        if (!c) {
-            r = TB__OOM(err);
-            break;
-        }
-        if (c->state == TB__CHOICE_TUNING && !fresh) continue; /* being tuned now: that result wins */
-        TB__REL(c->cfg, pc[i].cfg); /* a lock-free reader may read it now */
-        c->ms = pc[i].ms;
-        TB__REL(c->state, TB__CHOICE_DONE);
-    }
-    pthread_cond_broadcast(&t->tune_cv);
-    pthread_mutex_unlock(&t->tune_mu);
-    if (skipped) tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", path, skipped);
-done:
-    tb__free(&t->ctx, keybuf);
-    tb__free(&t->ctx, keys);
-    tb__free(&t->ctx, pc);
+    if ((r = tb__read_file(&t->ctx, path, TB__CHOICES_MAX_FILE, &data, &size, err)) != tb_ok) return r;
+    r = tb__choices_load_text(t, data, size, path, err);
     tb__free(&t->ctx, data);
     return r;
 }
@@ -8388,6 +8641,7 @@ TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params 
 
 TBDEF void tb_graph_free(tb_graph *g) {
     tb__ctx c;
+    uint32_t i;
     if (!g) return;
     c = g->ctx;
     if (g->capturing) { /* abandoned: end the capture and drop what it made */
@@ -8397,6 +8651,7 @@ TBDEF void tb_graph_free(tb_graph *g) {
     }
     if (g->exec && tb__drv.cuGraphExecDestroy) tb__drv.cuGraphExecDestroy(g->exec);
     if (g->graph && tb__drv.cuGraphDestroy) tb__drv.cuGraphDestroy(g->graph);
+    for (i = 0; i < g->count; i++) tb_unload((tb_loaded_kernel *)(uintptr_t)g->launches[i].k); /* the references */
     tb__free(&c, g->launches);
     tb__free(&c, g);
 }

@@ -1,10 +1,9 @@
-/* libFuzzer target: the autotune choices file reader, on a table of one
-   record of two configs. An input either loads or is refused with a
-   message; what loads is written back and must load again. */
+/* libFuzzer target: the autotune choices text reader, on a table of one
+   record of two configs, through the memory doors (no temporary files).
+   An input either loads or is refused with a message; what loads is
+   written back and must load again. */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
-#include <stdio.h>
-#include <unistd.h>
 
 static tb_bundle *b;
 static tb_kernel_table *t;
@@ -29,18 +28,18 @@ static void setup(void) {
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    char in[64], out[64];
-    FILE *f;
+    char *out;
+    size_t n = 0, got = 0;
     tb_error e;
     if (!t) setup();
-    snprintf(in, sizeof in, "/tmp/tb_fuzz_choices_%d", (int)getpid());
-    snprintf(out, sizeof out, "/tmp/tb_fuzz_choices_%d.out", (int)getpid());
-    if (!(f = fopen(in, "wb"))) return 0;
-    if (size) fwrite(data, 1, size, f);
-    fclose(f);
-    if (tb_kernel_table_load_choices(t, in, &e) == tb_ok) {
-        if (tb_kernel_table_save_choices(t, out, &e) != tb_ok || tb_kernel_table_load_choices(t, out, &e) != tb_ok)
+    /* the memory door: no temporary file; the parser reads only [data, data + size) */
+    if (tb_kernel_table_load_choices_memory(t, data, size, &e) == tb_ok) {
+        if (tb_kernel_table_save_choices_memory(t, NULL, 0, &n, &e) != tb_ok || !(out = (char *)malloc(n)))
             __builtin_trap();
+        if (tb_kernel_table_save_choices_memory(t, out, n, &got, &e) != tb_ok || got != n ||
+            tb_kernel_table_load_choices_memory(t, out, n, &e) != tb_ok)
+            __builtin_trap();
+        free(out);
     } else if (!e.message[0]) {
         __builtin_trap();
     }

@@ -21,4 +21,9 @@ for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc
 mkdir -p fuzz/corpus/choices
 python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, triton_bundle as tb; tb.write_file(test_python.sample_bundle(), "fuzz/corpus/read/calls.tbundle")'
 printf 'triton_bundle autotune 1\nK\tH1\t1\t1024\t0.25\nK\tH0\t0\t-3,7\t1.5\n' > fuzz/corpus/choices/two.txt
+# the launcher's fuzzers: grid programs and graph call sequences (their inputs are their own encodings)
+mkdir -p fuzz/corpus/grid fuzz/corpus/graph
+printf '\003\001\240\240\003\032\104\010\001\001\001\001\200\200\003\002' > fuzz/corpus/grid/cdiv.bin
+printf '\010\000\024\002\004\005\026\007\005\011\003\001\006\010\011\012' > fuzz/corpus/graph/capture_free_update
+printf '\000\002\004\005\006\007\003\001\010\011\012' > fuzz/corpus/graph/free_before_update
 ls fuzz/corpus/* | wc -l

@@ -445,7 +445,7 @@ def check_grid(g, c):
             operand = CONST <= op <= EXTRA
             if not operand and not ADD <= op <= NEG:
                 raise BundleError("unsupported_version", "grid rule operation %d is unknown" % op)
-            if ((op != CONST and value) or (not operand and index) or
+            if ((op != CONST and value) or ((not operand or op == CONST) and index) or
                     (op == ARG and (index >= len(c.arg_types) or c.arg_types[index] not in INT_CODES)) or
                     (op == PARAM and index >= len(c.params)) or (op == EXTRA and index >= MAX_GRID_EXTRA)):
                 raise BundleError("malformed", "grid rule dimension %d, operation %d: a bad operand" % (d, i))
@@ -551,10 +551,10 @@ def eval_grid(config, args, grid_args=()):
                 elif op == MOD:
                     _floordiv(a, b)
                     v = a % b
-                elif op == CEILDIV:
-                    if a == I64_MIN:
-                        raise BundleError("arg_range", "overflow")
-                    v = -_floordiv(-a, b)
+                elif op == CEILDIV:  # exact on Python's integers; the range check below catches 2^63
+                    if b == 0:
+                        raise BundleError("arg_range", "division by zero")
+                    v = -((-a) // b)
                 elif op == MIN:
                     v = min(a, b)
                 else:
@@ -1167,7 +1167,7 @@ def collect_kernel(cache_dir, hash, recorded_cache_dir=None, device=0):
             if SENTINEL in data:
                 raise BundleError("sentinel", "%s already holds %s" % (full, SENTINEL.decode()))
             if data.count(needle) > MAX_SENTINELS:
-                raise BundleError("sentinel", "%s names the cache more than %d times" % (full, MAX_SENTINELS))
+                raise BundleError("limit", "%s names the cache more than %d times" % (full, MAX_SENTINELS))
             data = data.replace(needle, SENTINEL)
         k.artifacts.append(Artifact(name, data))
     return k

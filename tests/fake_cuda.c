@@ -76,11 +76,23 @@ int cuModuleLoadData(void **m, const void *image) {
     const char *s = (const char *)image;
     ++modules;
     if (modules < FAKE_MAX) module_ms[modules] = strncmp(s, "fakeT", 5) == 0 ? s[5] - '0' : 1;
-    *m = (void *)(uintptr_t)(0x10000 * modules);
+    *m = (void *)((uintptr_t)0x10000 * (uintptr_t)modules); /* no int wrap: module numbers stay unique */
     return 0;
 }
+/* modules unloaded, by number: a launch, replay or node update of a
+   function whose module is gone fails, as the driver's would (or worse) */
+static unsigned char unloaded[FAKE_MAX];
+static int unloads;
 int cuModuleUnload(void *m);
-int cuModuleUnload(void *m) { UNUSED(m); return 0; }
+int cuModuleUnload(void *m) {
+    uintptr_t i = (uintptr_t)m / 0x10000;
+    if (i < FAKE_MAX) unloaded[i] = 1;
+    unloads++;
+    return 0;
+}
+int fake_unloads(void);
+int fake_unloads(void) { return unloads; }
+static int gone(void *f) { uintptr_t i = (uintptr_t)f / 0x10000; return i < FAKE_MAX && unloaded[i]; }
 /* a function handle names its module: the test tells which cubin ran */
 int cuModuleGetFunction(void **f, void *m, const char *name);
 int cuModuleGetFunction(void **f, void *m, const char *name) { UNUSED(name); *f = (void *)((uintptr_t)m + 1); return 0; }
@@ -96,8 +108,10 @@ int cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size) {
     return 0;
 }
 
+static int capture_node(void *st, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p);
 static int record(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p, unsigned attrs) {
     int i;
+    if (gone(f)) return 400; /* CUDA_ERROR_INVALID_HANDLE */
     launches++;
     last_function = (uintptr_t)f;
     if ((uintptr_t)f / 0x10000 < FAKE_MAX) fake_clock += module_ms[(uintptr_t)f / 0x10000];
@@ -111,7 +125,8 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
                    void *st, void **p, void **ex);
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned sh,
                    void *st, void **p, void **ex) {
-    UNUSED(by); UNUSED(bz); UNUSED(st); UNUSED(ex);
+    UNUSED(by); UNUSED(bz); UNUSED(ex);
+    if (capture_node(st, f, gx, gy, gz, bx, sh, p)) return gone(f) ? 400 : 0;
     return record(f, gx, gy, gz, bx, sh, p, 0);
 }
 typedef struct {
@@ -122,6 +137,7 @@ typedef struct {
 int cuLaunchKernelEx(const fake_config *c, void *f, void **p, void **e);
 int cuLaunchKernelEx(const fake_config *c, void *f, void **p, void **e) {
     UNUSED(e);
+    if (capture_node(c->stream, f, c->gx, c->gy, c->gz, c->bx, c->shared, p)) return gone(f) ? 400 : 0;
     return record(f, c->gx, c->gy, c->gz, c->bx, c->shared, p, c->num_attrs);
 }
 int cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *base, const uint64_t *dims, const uint64_t *strides,
@@ -183,5 +199,133 @@ int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st) {
 }
 int cuStreamSynchronize(void *s);
 int cuStreamSynchronize(void *s) { UNUSED(s); return 0; }
+/* graphs: a capture collects a stream's launches as nodes (each with
+   its own copy of the parameters, as the driver copies them), an exec is
+   a copy of a graph, a replay "launches" every node in order (record()),
+   and a node update replaces a node's grid and parameters in one exec */
+typedef struct fake_node {
+    void *f, *id;
+    unsigned g[3], bx, sh;
+    int n;                      /* parameters */
+    size_t size[64];
+    unsigned char bytes[64][128];
+} fake_node;
+typedef struct fake_graph {
+    int count;
+    fake_node nodes[64];
+} fake_graph;
+static void *capturing_stream;
+static fake_graph *capture;
+static uintptr_t next_node = 0x7000;
+static int graphs_live;
+/* n parameters of the given sizes */
+static void set_node(fake_node *nd, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p,
+                     int n, const size_t *sizes) {
+    int i;
+    size_t sz[64];
+    nd->f = f, nd->g[0] = gx, nd->g[1] = gy, nd->g[2] = gz, nd->bx = bx, nd->sh = sh;
+    nd->n = n < 64 ? n : 64;
+    for (i = 0; i < nd->n; i++) sz[i] = sizes[i] < 128 ? sizes[i] : 128;
+    for (i = 0; i < nd->n; i++) {
+        nd->size[i] = sz[i];
+        memcpy(nd->bytes[i], p[i], nd->size[i]);
+    }
+}
+static int capture_node(void *st, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p) {
+    fake_node *nd;
+    if (!capture || st != capturing_stream) return 0;
+    if (gone(f) || capture->count == 64) return 1;
+    nd = &capture->nodes[capture->count++];
+    set_node(nd, f, gx, gy, gz, bx, sh, p, param_count, param_sizes);
+    nd->id = (void *)next_node++;
+    return 1;
+}
 int cuStreamIsCapturing(void *s, int *status);
-int cuStreamIsCapturing(void *s, int *status) { *status = s == (void *)0xCA97 ? 1 : 0; return 0; } /* a "capturing" stream */
+int cuStreamIsCapturing(void *s, int *status) { /* 0xCA97: a stream "captured" by someone else */
+    *status = s == (void *)0xCA97 || (capture && s == capturing_stream) ? 1 : 0;
+    return 0;
+}
+int cuStreamBeginCapture_v2(void *s, int mode);
+int cuStreamBeginCapture_v2(void *s, int mode) {
+    UNUSED(mode);
+    if (capture || !s) return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: one at a time here */
+    if (!(capture = (fake_graph *)calloc(1, sizeof *capture))) return 2;
+    capturing_stream = s;
+    graphs_live++;
+    return 0;
+}
+int cuStreamEndCapture(void *s, void **graph);
+int cuStreamEndCapture(void *s, void **graph) {
+    if (!capture || s != capturing_stream) return 901; /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+    *graph = capture;
+    capture = NULL, capturing_stream = NULL;
+    return 0;
+}
+int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps, size_t *nd);
+int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps, size_t *nd) {
+    static void *dep;
+    if (!capture || s != capturing_stream) return 901;
+    *status = 1, *id = 1, *graph = capture;
+    if (!capture->count) {
+        *deps = NULL, *nd = 0;
+        return 0;
+    }
+    dep = capture->nodes[capture->count - 1].id; /* the last launch: the capture's one dependency */
+    *deps = &dep, *nd = 1;
+    return 0;
+}
+int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags);
+int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+    fake_graph *x;
+    UNUSED(flags);
+    if (!(x = (fake_graph *)malloc(sizeof *x))) return 2;
+    memcpy(x, graph, sizeof *x);
+    graphs_live++;
+    *exec = x;
+    return 0;
+}
+int cuGraphLaunch(void *exec, void *st);
+int cuGraphLaunch(void *exec, void *st) {
+    fake_graph *x = (fake_graph *)exec;
+    int i, j, cr = 0;
+    int saved_count = param_count;
+    size_t saved[64];
+    memcpy(saved, param_sizes, sizeof saved);
+    UNUSED(st);
+    for (i = 0; i < x->count; i++) { /* record() copies param_count parameters of param_sizes */
+        fake_node *nd = &x->nodes[i];
+        void *p[64];
+        for (j = 0; j < nd->n; j++) p[j] = nd->bytes[j], param_sizes[j] = nd->size[j];
+        param_count = nd->n;
+        if ((cr = record(nd->f, nd->g[0], nd->g[1], nd->g[2], nd->bx, nd->sh, p, 0)) != 0) break;
+    }
+    param_count = saved_count;
+    memcpy(param_sizes, saved, sizeof saved);
+    return i < x->count ? cr : 0;
+}
+typedef struct {
+    void *func;
+    unsigned gx, gy, gz, bx, by, bz, shared;
+    void **params, **extra;
+    void *kern, *ctx;
+} fake_node_params;
+int cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const fake_node_params *np);
+int cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const fake_node_params *np) {
+    fake_graph *x = (fake_graph *)exec;
+    int i;
+    for (i = 0; i < x->count; i++)
+        if (x->nodes[i].id == node) {
+            fake_node *nd = &x->nodes[i];
+            if (gone(np->func) || np->func != nd->f) return 400; /* the same function, still loaded */
+            set_node(nd, np->func, np->gx, np->gy, np->gz, np->bx, np->shared, np->params, nd->n, nd->size);
+            return 0;
+        }
+    return 1; /* CUDA_ERROR_INVALID_VALUE: no such node */
+}
+int cuGraphExecDestroy(void *exec);
+int cuGraphExecDestroy(void *exec) { free(exec); graphs_live--; return 0; }
+int cuGraphDestroy(void *graph);
+int cuGraphDestroy(void *graph) { free(graph); graphs_live--; return 0; }
+/* graphs and execs not yet destroyed */
+int fake_graphs_live(void);
+int fake_graphs_live(void) { return graphs_live; }

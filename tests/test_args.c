@@ -429,6 +429,51 @@ TEST(test_grid_rule_evaluation) {
         tb_launch_config c = grid_config("Oi", NULL, NULL, 0);
         CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_not_found && strstr(e.message, "no grid rule"));
     }
+    /* hardening 2.0 (4): CONST's unused index must be zero, like every other unused field */
+    {
+        const tb_grid_op const_index[] = {{TB_GRID_CONST, 3, 1}};
+        CHECK(run1(const_index, 1, a, 4, "OilK", &v, &e) == tb_err_malformed);
+    }
+    /* (10): CEILDIV is exact wherever the result fits, -2^63 included; only -2^63 / -1 overflows */
+    {
+        const tb_grid_op min_by_2[] = {OP(CONST, 0, INT64_MIN), OP(CONST, 0, 2), OP(CEILDIV, 0, 0),
+                                       OP(CONST, 0, (int64_t)1 << 62), OP(ADD, 0, 0), OP(CONST, 0, 5), OP(ADD, 0, 0)};
+        const tb_grid_op min_by_min[] = {OP(CONST, 0, INT64_MIN), OP(CONST, 0, INT64_MIN), OP(CEILDIV, 0, 0)};
+        const tb_grid_op min_by_m1[] = {OP(CONST, 0, INT64_MIN), OP(CONST, 0, -1), OP(CEILDIV, 0, 0)};
+        static const int64_t pairs[][3] = {{-7, 2, -3}, {7, -2, -3}, {-7, -2, 4}, {7, 2, 4}, {6, 3, 2}, {-6, 3, -2},
+                                           {INT64_MAX, INT64_MAX, 1}, {INT64_MAX, 2, ((int64_t)1 << 62)},
+                                           {1, INT64_MAX, 1}, {-1, INT64_MAX, 0}, {INT64_MIN + 1, -1, INT64_MAX}};
+        size_t i;
+        CHECK(run1(min_by_2, 7, a, 4, "OilK", &v, &e) == tb_ok && v == 5);
+        CHECK(run1(min_by_min, 3, a, 4, "OilK", &v, &e) == tb_ok && v == 1);
+        CHECK(run1(min_by_m1, 3, a, 4, "OilK", &v, &e) == tb_err_arg_range && strstr(e.message, "overflows"));
+        for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+            /* CEILDIV(a, b) - want + 7: 7 when exact */
+            const tb_grid_op prog[] = {OP(CONST, 0, pairs[i][0]), OP(CONST, 0, pairs[i][1]), OP(CEILDIV, 0, 0),
+                                       OP(CONST, 0, pairs[i][2]), OP(SUB, 0, 0), OP(CONST, 0, 7), OP(ADD, 0, 0)};
+            tb_result r = run1(prog, 7, a, 4, "OilK", &v, &e);
+            CHECK(r == tb_ok && v == 7);
+            if (r != tb_ok || v != 7) printf("    ceildiv(%lld, %lld)\n", (long long)pairs[i][0], (long long)pairs[i][1]);
+        }
+    }
+    /* (6): a config with params but no params array is refused, not read through NULL */
+    {
+        const tb_grid_op pa[] = {OP(PARAM, 0, 0)};
+        tb_grid_rule g;
+        tb_launch_config c;
+        g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = pa;
+        c = grid_config("Oi", &g, NULL, 0);
+        c.param_count = 1;
+        CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_invalid_argument && strstr(e.message, "params is NULL"));
+    }
+    /* (3): a bool reads v != 0, as the kernel gets it */
+    {
+        const tb_grid_op b0[] = {OP(ARG, 1, 0), OP(CONST, 0, 3), OP(ADD, 0, 0)};
+        a[1] = tb_arg_i(256);
+        CHECK(run1(b0, 3, a, 4, "O?lK", &v, &e) == tb_ok && v == 4);
+        a[1] = tb_arg_i(0);
+        CHECK(run1(b0, 3, a, 4, "O?lK", &v, &e) == tb_ok && v == 3);
+    }
 }
 
 /* FORMAT.md [R-choices]. The autotune choices file, without a GPU: read, kept per size key,
@@ -461,7 +506,7 @@ static tb_result load_text(tb_kernel_table *t, const char *dir, const char *text
     return tb_kernel_table_load_choices(t, path, e);
 }
 TEST(test_autotune_choices_file) {
-    tb_bundle *b = NULL;
+    tb_bundle *b = NULL, *b2 = NULL;
     tb_kernel_table *t = choices_table(&b);
     tb_error e;
     tb_arg a[2];
@@ -491,6 +536,18 @@ TEST(test_autotune_choices_file) {
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0x1p-2\n", tb_err_parse},
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t 5\n", tb_err_parse},
         {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t5.\n", tb_err_parse},
+        /* token syntax (hardening 2.0): only the writer's spelling */
+        {"triton_bundle autotune 1\nK%1Zkey\tH1\t1\t1024\t0.25\n", tb_err_parse},        /* decoded to 's' once */
+        {"triton_bundle autotune 1\nK%09key%20%2a\tH1\t1\t1024\t0.25\n", tb_err_parse},  /* lowercase hex */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH%31\t1\t1024\t0.25\n", tb_err_parse}, /* '1' needs no escape */
+        {"triton_bundle autotune 1\nK%09key%20%2\tH1\t1\t1024\t0.25\n", tb_err_parse},   /* one digit */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t01\t1024\t0.25\n", tb_err_parse},  /* leading zero */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t01024\t0.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t-0\t0.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t+5\t0.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t00.25\n", tb_err_parse},
+        {"triton_bundle autotune 1\n\tH1\t1\t1024\t0.25\n", tb_err_parse},                 /* empty key */
+        {"triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0.25\r\n", tb_err_parse}, /* CR LF */
     };
     size_t i;
     REQUIRE(t);
@@ -512,6 +569,16 @@ TEST(test_autotune_choices_file) {
         CHECK(r == bad[i].want);
         if (r != bad[i].want) printf("    case %zu: %s\n", i, e.message);
     }
+    /* the error names the line and the column, and carries no stale errno */
+    errno = ENOENT;
+    CHECK(load_text(t, dir, "triton_bundle autotune 1\nK%1Zkey\tH1\t1\t1024\t0.25\n", &e) == tb_err_parse);
+    CHECK(strstr(e.message, "line 2, column 2") && strstr(e.message, "uppercase hex") && e.sys_errno == 0 &&
+          !strstr(e.message, strerror(ENOENT)));
+    CHECK(load_text(t, dir, "triton_bundle autotune 1\nK%09key%20%25\tH1\t5000\t1024\t0.25\n", &e) == tb_err_parse);
+    CHECK(strstr(e.message, "line 2, column 18") && strstr(e.message, "config index is over"));
+    CHECK(load_text(t, dir, "triton_bundle autotune 1\nK%09key%20%25\tH1\t1\t1024\t0.25\nK\tH1\t1\t7\t1.5", &e) ==
+          tb_err_parse);
+    CHECK(strstr(e.message, "line 3, column 1") && strstr(e.message, "newline"));
     /* a refused file changed nothing */
     CHECK(tb_kernel_table_choice(t, "k", a, 2, &cfg, &ms, &e) == tb_ok && cfg == 1 && ms == 0.25);
     /* stale entries (a record or a cubin this bundle lacks) are skipped, the rest read */
@@ -525,6 +592,31 @@ TEST(test_autotune_choices_file) {
     CHECK_OK(load_text(t, dir, "triton_bundle autotune 1\nK%09key%20%25\tH0\t0\t-\t1.5\n", &e), &e);
     snprintf(path, sizeof path, "%s/none", dir);
     CHECK(tb_kernel_table_load_choices(t, path, &e) == tb_err_not_found);
+    CHECK(tb_kernel_table_load_choices(t, dir, &e) == tb_err_io && strstr(e.message, "not a regular file"));
+    /* the memory doors: the same text, no file */
+    {
+        size_t need = 0, got = 0;
+        char small[8], *text;
+        tb_kernel_table *t2;
+        CHECK_OK(tb_kernel_table_load_choices_memory(t, good, strlen(good), &e), &e);
+        CHECK_OK(tb_kernel_table_save_choices_memory(t, NULL, 0, &need, &e), &e);
+        CHECK(need > strlen("triton_bundle autotune 1\n"));
+        CHECK(tb_kernel_table_save_choices_memory(t, small, sizeof small, &got, &e) == tb_err_invalid_argument &&
+              got == need);
+        REQUIRE((text = (char *)malloc(need)) != NULL);
+        CHECK_OK(tb_kernel_table_save_choices_memory(t, text, need, &got, &e), &e);
+        CHECK(got == need);
+        REQUIRE((t2 = choices_table(&b2)) != NULL);
+        CHECK_OK(tb_kernel_table_load_choices_memory(t2, text, got, &e), &e);
+        a[1] = tb_arg_i(1024);
+        CHECK(tb_kernel_table_choice(t2, "k", a, 2, &cfg, &ms, &e) == tb_ok && cfg == 1 && ms == 0.25);
+        CHECK(tb_kernel_table_load_choices_memory(t2, "triton_bundle autotune 1\nK%1Z\tH1\t1\t-\t1\n", 36, &e) ==
+              tb_err_parse);
+        CHECK(tb_kernel_table_load_choices_memory(t2, NULL, 5, &e) == tb_err_invalid_argument);
+        free(text);
+        tb_kernel_table_free(t2);
+        tb_bundle_free(b2);
+    }
     tb_kernel_table_free(t);
     tb_bundle_free(b);
     u_rmtree(dir);

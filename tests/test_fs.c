@@ -279,6 +279,50 @@ TEST(test_collect_edge_cases) {
     free(outside);
 }
 
+/* Hardening 2.0, FORMAT.md (6) [R-kernel-dir]: a directory whose only
+   __grp__*.json is a symlink is no kernel: before, it was collected
+   without that file, and its unpacked copy was then no kernel. Skipped
+   whole, with a warning; one with a regular __grp__ file beside a linked
+   one is a kernel (the link left out, as every link). */
+static int grp_warnings;
+static void grp_logger(void *user, tb_log_level level, const char *msg) {
+    (void)user;
+    if (level == TB_LOG_WARN && strstr(msg, "__grp__") && strstr(msg, "skipped")) grp_warnings++;
+}
+TEST(test_collect_grp_symlink) {
+    char *dir = u_tempdir("grplink");
+    char p[700];
+    tb_bundle *b;
+    tb_error e;
+    tb_collect_report rep;
+    tb_options o;
+    const tb_kernel *k;
+    make_dir(dir, "REAL");
+    make_file(dir, "REAL/__grp__k.json", "{}");
+    make_file(dir, "REAL/k.cubin", "CUBIN");
+    make_dir(dir, "LINKED");
+    make_file(dir, "LINKED/k.cubin", "CUBIN");
+    snprintf(p, sizeof p, "%s/REAL/__grp__k.json", dir);
+    snprintf(p + 350, 350, "%s/LINKED/__grp__k.json", dir);
+    CHECK(symlink(p, p + 350) == 0);
+    make_dir(dir, "BOTH");
+    make_file(dir, "BOTH/__grp__a.json", "{}");
+    snprintf(p + 350, 350, "%s/BOTH/__grp__b.json", dir);
+    CHECK(symlink(p, p + 350) == 0);
+    memset(&o, 0, sizeof o);
+    o.log = grp_logger;
+    grp_warnings = 0;
+    CHECK_OK(tb_bundle_create(&o, &b, &e), &e);
+    CHECK_OK(tb_collect_cache(b, dir, NULL, &rep, &e), &e);
+    CHECK(rep.collected == 2 && rep.failed == 0);
+    CHECK(tb_bundle_find_kernel(b, "LINKED") == NULL && grp_warnings == 1);
+    REQUIRE((k = tb_bundle_find_kernel(b, "BOTH")) != NULL);
+    CHECK(k->artifact_count == 1 && tb_kernel_find_artifact(k, "__grp__a.json"));
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
 TEST(test_collect_path_swap) {
     /* a cache written where it is now: its own absolute path is swapped */
     char *dir = u_tempdir("swap");

@@ -10,75 +10,13 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "harness.h"
-#include "fake_cuda.h"
+#include "fake_client.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include "util.h"
 
 
-
-static struct {
-    void (*set_params)(const size_t *, int);
-    int (*launches)(void);
-    const void *(*param)(int);
-    uintptr_t (*function)(void);
-    void (*grid)(unsigned *, unsigned *, unsigned *, unsigned *);
-    const fake_encode *(*encode)(void);
-} fake;
-
-static int fake_ready(void) {
-    void *h;
-    tb_error e;
-    if (fake.set_params) return 1;
-    if (tb_driver_load(&e) != tb_ok) {
-        printf("    %s\n", e.message);
-        return 0;
-    }
-    h = dlopen(TB_LIBCUDA_NAME, RTLD_NOW); /* the same instance the library opened */
-    if (!h) return 0;
-    *(void **)&fake.set_params = dlsym(h, "fake_set_params");
-    *(void **)&fake.launches = dlsym(h, "fake_launches");
-    *(void **)&fake.param = dlsym(h, "fake_param");
-    *(void **)&fake.function = dlsym(h, "fake_function");
-    *(void **)&fake.grid = dlsym(h, "fake_grid");
-    *(void **)&fake.encode = dlsym(h, "fake_last_encode");
-    return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode;
-}
-
-#define NEED_FAKE() \
-    do { if (!fake_ready()) SKIP("build/libfakecuda.so did not load: make build/libfakecuda.so"); } while (0)
-
-static tb_launch_config config(const char *types, const char *div) {
-    tb_launch_config c;
-    memset(&c, 0, sizeof c);
-    c.kernel_hash = "H";
-    c.function_name = "k";
-    c.binary_name = "k.cubin";
-    c.arg_types = types;
-    c.arg_divisibility = div;
-    c.num_warps = 4;
-    c.num_ctas = 1;
-    return c;
-}
-
-static tb_result load(const tb_launch_config *c, const size_t *sizes, int n, tb_loaded_kernel **k, tb_error *e) {
-    static const char cubin[16] = "fake cubin";
-    fake.set_params(sizes, n);
-    return tb_load_cubin(cubin, sizeof cubin, c, NULL, NULL, k, e);
-}
-
-static tb_result launch(const tb_loaded_kernel *k, tb_arg *a, uint32_t n, unsigned flags, tb_error *e) {
-    tb_launch_params p;
-    memset(&p, 0, sizeof p);
-    p.grid[0] = 3, p.grid[1] = 2, p.grid[2] = 1;
-    p.args = a, p.arg_count = n, p.flags = flags;
-    return tb_launch(k, &p, e);
-}
-
-static int64_t param_i64(int i) { int64_t v; memcpy(&v, fake.param(i), 8); return v; }
-static int32_t param_i32(int i) { int32_t v; memcpy(&v, fake.param(i), 4); return v; }
-static unsigned param_u8(int i) { return *(const unsigned char *)fake.param(i); }
 
 /* A 1-byte bool: '?', or PyTorch's 'i' for an i1 parameter. */
 TEST(test_bools) {
@@ -342,12 +280,95 @@ TEST(test_launch_grid_auto) {
     tb_bundle_free(b);
 }
 
+/* Hardening 2.0 (3, 5): the launch's grid is tb_grid_compute's, and the
+   kernel sees what the grid read. A config's 'i' that the cubin takes as
+   a 1-byte bool: the kernel gets v != 0, and a grid rule reading it
+   refuses anything but 0 and 1 (tb_grid_compute, reading 'i', would say
+   another grid). The fast path of CEILDIV(ARG, PARAM) with a constexpr
+   near 2^63 computes what the interpreter does, without overflow (UBSan
+   in make sanitize). */
+static tb_result auto_launch(const tb_loaded_kernel *k, tb_arg *a, uint32_t n, unsigned flags, unsigned *gr,
+                             tb_error *e) {
+    tb_launch_params p;
+    unsigned block, shared, attrs;
+    int before = fake.launches();
+    tb_result r;
+    memset(&p, 0, sizeof p);
+    p.args = a, p.arg_count = n, p.flags = TB_LAUNCH_GRID_AUTO | flags;
+    gr[0] = gr[1] = gr[2] = 0; /* an empty grid launches nothing */
+    if ((r = tb_launch(k, &p, e)) == tb_ok && fake.launches() != before) fake.grid(gr, &block, &shared, &attrs);
+    return r;
+}
+TEST(test_grid_launch_agrees) {
+    static const size_t bool_sizes[] = {8, 1};
+    static const size_t int_sizes[] = {8, 8};
+    static const tb_grid_op gx[] = {{TB_GRID_ARG, 1, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_ADD, 0, 0}};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    static const tb_grid_op cd[] = {{TB_GRID_ARG, 1, 0}, {TB_GRID_PARAM, 0, 0}, {TB_GRID_CEILDIV, 0, 0}};
+    tb_config_param ps[1] = {{"XBLOCK", INT64_MAX}};
+    tb_grid_rule g, gc;
+    tb_launch_config c;
+    tb_loaded_kernel *k = NULL;
+    tb_error e;
+    tb_arg a[2];
+    unsigned gr[3];
+    uint32_t want[3];
+    int64_t vals[] = {0, 1, 2, 5, 1000, -1, -5, INT64_MAX, INT64_MIN, INT64_MAX - 1};
+    size_t i;
+    NEED_FAKE();
+    g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
+    /* 'i' in the config, 1 byte in the cubin */
+    c = config("Oi", ""), c.grid = &g;
+    CHECK_OK(load(&c, bool_sizes, 2, &k, &e), &e);
+    REQUIRE(k);
+    a[0] = tb_arg_u(0x1000);
+    for (i = 0; i < 2; i++) {
+        a[1] = tb_arg_i((int64_t)i);
+        CHECK_OK(auto_launch(k, a, 2, 0, gr, &e), &e);
+        CHECK_OK(tb_grid_compute(&c, a, 2, NULL, 0, want, &e), &e);
+        CHECK(gr[0] == want[0] && gr[0] == i + 2 && param_u8(1) == i);
+    }
+    a[1] = tb_arg_i(256);
+    CHECK(auto_launch(k, a, 2, 0, gr, &e) == tb_err_arg_range && strstr(e.message, "pass 0 or 1"));
+    /* without a rule reading it, an unchecked launch passes 256 as true, not as its low byte 0 */
+    c.grid = NULL;
+    tb_unload(k);
+    CHECK_OK(load(&c, bool_sizes, 2, &k, &e), &e);
+    CHECK_OK(launch(k, a, 2, 0, &e), &e);
+    CHECK(param_u8(1) == 1);
+    CHECK(launch(k, a, 2, TB_LAUNCH_CHECKED, &e) == tb_err_arg_range); /* checked mode: 0 or 1 only */
+    tb_unload(k);
+    /* '?' in the config: the grid and the kernel both read v != 0 */
+    c = config("O?", ""), c.grid = &g;
+    CHECK_OK(load(&c, bool_sizes, 2, &k, &e), &e);
+    a[1] = tb_arg_i(256);
+    CHECK_OK(auto_launch(k, a, 2, 0, gr, &e), &e);
+    CHECK(gr[0] == 3 && param_u8(1) == 1);
+    tb_unload(k);
+    /* CEILDIV's fast path against tb_grid_compute, a constexpr near 2^63 */
+    gc.op_count[0] = 3, gc.op_count[1] = gc.op_count[2] = 1, gc.ops[0] = cd, gc.ops[1] = gc.ops[2] = one;
+    for (ps[0].value = INT64_MAX; ps[0].value > 0; ps[0].value = ps[0].value == INT64_MAX ? 3 : ps[0].value - 1) {
+        c = config("Ol", ""), c.grid = &gc, c.params = ps, c.param_count = 1;
+        CHECK_OK(load(&c, int_sizes, 2, &k, &e), &e);
+        REQUIRE(k);
+        for (i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            tb_result r1, r2;
+            a[1] = tb_arg_i(vals[i]);
+            r1 = auto_launch(k, a, 2, 0, gr, &e);
+            r2 = tb_grid_compute(&c, a, 2, NULL, 0, want, &e);
+            CHECK(r1 == r2 && (r1 != tb_ok || gr[0] == want[0]));
+        }
+        tb_unload(k);
+    }
+}
+
 /* TB_CONFIG_AUTOTUNE against the stand-in driver, whose launches take the
    time their cubin names: the fastest config is chosen once per size key,
    trials run on a copy of the written argument, a second launch does not
    benchmark, two threads tune once, and a saved choice launches at once in
    a new table. */
 static int tune_logs;
+static volatile double zero_for_nan = 0; /* 0.0 / it: a NaN the compiler does not fold */
 static void tune_logger(void *user, tb_log_level level, const char *msg) {
     (void)user;
     if (level == TB_LOG_INFO && strncmp(msg, "autotune ", 9) == 0) __atomic_add_fetch(&tune_logs, 1, __ATOMIC_RELAXED);
@@ -463,6 +484,15 @@ TEST(test_autotune_fake) {
     before = fake.launches();
     CHECK_OK(tb_kernel_table_launch(t2, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
     CHECK(fake.launches() == before + 1 && tune_logs == 3);
+    CHECK_OK(tb_kernel_table_choice(t2, "k", a, 2, &cfg, &ms, &e), &e);
+    CHECK(cfg == 1);
+    /* hardening 2.0 (7): a repetition count past what the event array can
+       hold (2 events a repetition: 2^31 made 0 events) is clamped, as are
+       times that are NaN or huge; tuning a new size key still works */
+    ao.max_reps = 0x80000000u, ao.warmup_ms = 0.0 / zero_for_nan, ao.rep_ms = 1e300, ao.flush_bytes = 4096;
+    CHECK_OK(tb_kernel_table_set_autotune(t2, &ao, &e), &e);
+    a[1] = tb_arg_i(4096);
+    CHECK_OK(tb_kernel_table_launch(t2, "k", TB_CONFIG_AUTOTUNE, &p, &e), &e);
     CHECK_OK(tb_kernel_table_choice(t2, "k", a, 2, &cfg, &ms, &e), &e);
     CHECK(cfg == 1);
     tb_kernel_table_free(t2);

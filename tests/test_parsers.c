@@ -62,6 +62,14 @@ TEST(test_metadata_json_fixture) {
     CHECK(md.profile_scratch.present && md.profile_scratch.size == 0);
     CHECK(md.flags == 0);
     free(s);
+    /* FORMAT.md [R-scratch], hardening 2.0 (7): no scratch keys (Triton before 3.3): not present, align 1, as
+       Python's exporter writes it (C wrote 0 before) */
+    {
+        const char *old = "{\"name\": \"k\", \"num_warps\": 4}";
+        CHECK_OK(tb_parse_metadata_json(old, strlen(old), &md, &e), &e);
+        CHECK(!md.global_scratch.present && md.global_scratch.size == 0 && md.global_scratch.align == 1);
+        CHECK(!md.profile_scratch.present && md.profile_scratch.align == 1);
+    }
 }
 
 TEST(test_metadata_json_errors) {
@@ -172,6 +180,39 @@ TEST(test_derived_records_flag_ir_types) {
     CHECK(tb_bundle_launch_record_count(b) == FIXTURE_KERNELS);
     for (i = 0; i < tb_bundle_launch_record_count(b); i++)
         CHECK(tb_bundle_launch_record(b, i)->configs[0].flags & TB_CONFIG_TYPES_FROM_IR);
+    tb_bundle_free(b);
+}
+
+/* FORMAT.md [R-tensordesc-meta]. Hardening 2.0 (8): a tensordesc_meta shorter than the IR's
+   descriptors derives no record (the rest are not plain descriptors: the
+   kernel was compiled for TMA), and says so at TB_LOG_WARN; before, the
+   record was left out silently (TB_LOG_INFO). */
+static int meta_warnings;
+static void meta_logger(void *user, tb_log_level level, const char *msg) {
+    (void)user;
+    if (level == TB_LOG_WARN && strstr(msg, "no launch record") && strstr(msg, "tensor descriptors")) meta_warnings++;
+}
+TEST(test_tensordesc_meta_short) {
+    static const char json[] = "{\"name\": \"k2\", \"num_warps\": 4, \"tensordesc_meta\": [{\"swizzle\": 3, "
+                               "\"elem_size\": 4, \"elem_type\": 7, \"block_size\": [32, 32], \"fp4_padded\": false}]}";
+    static const char ir[] =
+        "  tt.func public @k2(%a: !tt.tensordesc<tensor<32x32xf32>> loc(\"a\"(#loc)), %a_0: i32, %a_1: i32, %a_2: i64, "
+        "%a_3: i64, %b: !tt.tensordesc<tensor<32x32xf32>> loc(\"b\"(#loc)), %b_0: i32, %b_1: i32, %b_2: i64, %b_3: i64, "
+        "%n: i32) attributes {noinline = false} {\n";
+    tb_bundle *b = NULL;
+    tb_options o;
+    tb_error e;
+    uint32_t k;
+    memset(&o, 0, sizeof o);
+    o.log = meta_logger;
+    meta_warnings = 0;
+    CHECK_OK(tb_bundle_create(&o, &b, &e), &e);
+    CHECK_OK(tb_bundle_add_kernel(b, "H2", 0, &k, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "k2.cubin", "CUBIN", 5, TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "k2.json", json, strlen(json), TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_add_artifact(b, k, "k2.source", ir, strlen(ir), TB_COPY, &e), &e);
+    CHECK_OK(tb_bundle_derive_launch_records(b, &e), &e);
+    CHECK(tb_bundle_launch_record_count(b) == 0 && meta_warnings == 1);
     tb_bundle_free(b);
 }
 

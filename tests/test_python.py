@@ -151,7 +151,7 @@ def main():
     check(ok and tb.eval_grid(cfg, [0, 64 * 70000]) == (35000, 2, 1),
           "the grid compiler: Inductor's python-mode expressions, temporaries included, evaluate as Python does")
 
-    # hostile input: both readers refuse alike
+    # hostile input: both readers refuse alike, with the same code (FORMAT.md [R-error-order]: the first broken rule in file order)
     mism = []
     cases = 0
     for n in range(len(data)):
