@@ -1,5 +1,6 @@
 # triton_bundle.h: build, test, demo, benchmarks.
 # make demo | make test | make test-gpu | make sanitize | make tsan | make fuzz | make torture | make bench
+# make install PREFIX=/usr/local [DESTDIR=] | make uninstall
 CC      ?= cc
 CXX     ?= c++
 CLANG   ?= clang
@@ -12,7 +13,8 @@ TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h t
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
-.PHONY: all test test-gpu test-gpu-corpus lib demo sanitize tsan fuzz torture bench check-compile corpus clean
+.PHONY: all test test-gpu test-gpu-corpus lib demo sanitize tsan fuzz torture bench check-compile corpus clean \
+	install uninstall
 
 all: $(B)/tbundle $(B)/launch
 
@@ -71,7 +73,9 @@ check-compile: | $(B)
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so
-	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh "tests/python.sh $(B)/libtriton_bundle.so"
+	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh \
+	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
+	  tests/test_install.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
@@ -82,6 +86,49 @@ lib: $(B)/libtriton_bundle.so
 $(B)/libtriton_bundle.so: $(HDR) | $(B)
 	printf '#define TRITON_BUNDLE_IMPLEMENTATION\n#include "../triton_bundle.h"\n' > $(B)/libtb.c
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $(B)/libtb.c $(LIBS)
+
+# make install: the header (include/), tbundle (bin/), the shared object for
+# ctypes (lib/), a pkg-config file (pkg-config --cflags --libs triton_bundle)
+# and a CMake package (find_package(triton_bundle CONFIG), the target
+# triton_bundle::triton_bundle). DESTDIR stages the files for packaging; the
+# pkg-config and CMake files name the final PREFIX (the CMake one finds the
+# header relative to itself). tests/test_install.sh builds against them.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR     ?= $(LIBDIR)/cmake/triton_bundle
+VERSION      := $(shell sed -n 's/^.define TB_VERSION_STRING "\(.*\)"$$/\1/p' $(HDR))
+# pkg-config's paths under ${prefix} where they are, so --define-prefix works
+PC_SUBST     := -e 's|@PREFIX@|$(PREFIX)|' \
+  -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+  -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' -e 's|@VERSION@|$(VERSION)|'
+
+install: $(B)/tbundle $(B)/libtriton_bundle.so
+	@for d in "$(PREFIX)" "$(BINDIR)" "$(LIBDIR)" "$(INCLUDEDIR)" "$(PKGCONFIGDIR)" "$(CMAKEDIR)"; do \
+	  case "$$d" in /*) ;; *) echo "install: $$d: PREFIX and the directories must be absolute paths"; exit 1;; esac; done
+	@case "$(VERSION)" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "install: no TB_VERSION_STRING in $(HDR)"; exit 1;; esac
+	install -d "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" \
+	  "$(DESTDIR)$(PKGCONFIGDIR)" "$(DESTDIR)$(CMAKEDIR)"
+	install -m 644 $(HDR) "$(DESTDIR)$(INCLUDEDIR)/triton_bundle.h"
+	install -m 755 $(B)/tbundle "$(DESTDIR)$(BINDIR)/tbundle"
+	install -m 755 $(B)/libtriton_bundle.so "$(DESTDIR)$(LIBDIR)/libtriton_bundle.so"
+	sed $(PC_SUBST) packaging/triton_bundle.pc.in > $(B)/triton_bundle.pc
+	install -m 644 $(B)/triton_bundle.pc "$(DESTDIR)$(PKGCONFIGDIR)/triton_bundle.pc"
+	rel=$$(realpath -m --relative-to="$(CMAKEDIR)" "$(INCLUDEDIR)" 2>/dev/null) && \
+	  inc='$${CMAKE_CURRENT_LIST_DIR}'/"$$rel" || inc="$(INCLUDEDIR)"; \
+	  sed -e "s|@CMAKE_INCLUDEDIR@|$$inc|" packaging/triton_bundle-config.cmake.in > $(B)/triton_bundle-config.cmake
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@VERSION_MAJOR@|$(firstword $(subst ., ,$(VERSION)))|' \
+	  packaging/triton_bundle-config-version.cmake.in > $(B)/triton_bundle-config-version.cmake
+	install -m 644 $(B)/triton_bundle-config.cmake $(B)/triton_bundle-config-version.cmake "$(DESTDIR)$(CMAKEDIR)/"
+
+uninstall:
+	rm -f "$(DESTDIR)$(INCLUDEDIR)/triton_bundle.h" "$(DESTDIR)$(BINDIR)/tbundle" \
+	  "$(DESTDIR)$(LIBDIR)/libtriton_bundle.so" "$(DESTDIR)$(PKGCONFIGDIR)/triton_bundle.pc" \
+	  "$(DESTDIR)$(CMAKEDIR)/triton_bundle-config.cmake" "$(DESTDIR)$(CMAKEDIR)/triton_bundle-config-version.cmake"
+	rmdir "$(DESTDIR)$(CMAKEDIR)" 2>/dev/null || true
 
 # The GPU differential corpus: real Triton and Inductor kernels launched by
 # Triton and by this library from identical memory, compared bit for bit.

@@ -20,7 +20,11 @@ Standard library only, Python 3.9 or later, MIT No Attribution licence
                                  their kwargs, num_warps, num_stages, the
                                  mutated arguments and the grid rule; and
                                  the launches in order, for replay;
-- a command line: python3 triton_bundle.py list FILE | export ... (--help).
+- a command line: triton-bundle list FILE | export ... (--help, --version),
+  also run as python -m triton_bundle or python3 python/triton_bundle.py;
+- CLibrary: the C library (libtriton_bundle.so) through ctypes.
+
+Installed with `pip install .` from the repository root (pyproject.toml).
 
 Records the exporters write are exact: signed and unsigned types, 1-byte
 bools, and the constexprs Triton baked in (as config params). Records that
@@ -34,6 +38,10 @@ import json
 import os
 import struct
 import sys
+
+# The version of triton_bundle.h this module goes with (its TB_VERSION_STRING;
+# tests/test_package.py checks that they are equal).
+__version__ = "2.0.0"
 
 FORMAT_MAJOR = 2
 FORMAT_MINOR = 2
@@ -1554,13 +1562,41 @@ CONFIG_AUTOTUNE = 0xFFFFFFFF
 
 
 class CLibrary:
-    """triton_bundle.h built as a shared object (`make lib`), through
+    """triton_bundle.h built as a shared object (`make lib` builds
+    build/libtriton_bundle.so, `make install` puts it in PREFIX/lib), through
     ctypes: read and write bundles, compute grids, and launch kernels by
-    name from Python, with no torch or triton at run time."""
+    name from Python, with no torch or triton at run time.
 
-    def __init__(self, path):
+    CLibrary(path=None) finds the shared object in this order:
+      1. path, when given (a file name; used as it is, never searched);
+      2. the environment variable TRITON_BUNDLE_LIB, when set and not empty
+         (likewise a file name);
+      3. the system loader: dlopen("libtriton_bundle.so"), which searches
+         LD_LIBRARY_PATH, the ld.so cache and the default directories
+         (after `make install` into /usr/local, run ldconfig once; for
+         another prefix, set LD_LIBRARY_PATH or TRITON_BUNDLE_LIB).
+    The first of these that is given is the only one tried: a path or
+    TRITON_BUNDLE_LIB that does not load raises OSError rather than falling
+    back to another library."""
+
+    LIB_NAME = "libtriton_bundle.so"
+    LIB_ENV = "TRITON_BUNDLE_LIB"
+
+    @classmethod
+    def locate(cls, path=None):
+        """(what to dlopen, where it came from: "path", "TRITON_BUNDLE_LIB"
+        or "system loader") by the order above."""
+        if path:
+            return os.fspath(path), "path"
+        env = os.environ.get(cls.LIB_ENV)
+        if env:
+            return env, cls.LIB_ENV
+        return cls.LIB_NAME, "system loader"
+
+    def __init__(self, path=None):
         import ctypes as ct
         self.ct = ct
+        self.path, self.found_by = self.locate(path)
 
         class Error(ct.Structure):
             _fields_ = [("code", ct.c_int), ("sys_errno", ct.c_int), ("cuda_result", ct.c_int),
@@ -1592,7 +1628,15 @@ class CLibrary:
                         ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
 
         self.Error, self.Arg, self.Config, self.Record, self.Params = Error, Arg, Config, Record, Params
-        L = self.L = ct.CDLL(path)
+        try:
+            L = self.L = ct.CDLL(self.path)
+        except OSError as e:
+            hint = {"path": "",
+                    self.LIB_ENV: " (from %s)" % self.LIB_ENV,
+                    "system loader": " (neither a path nor %s was given; build it with `make lib` or install it "
+                                     "with `make install`, and run ldconfig or set LD_LIBRARY_PATH or %s)"
+                                     % (self.LIB_ENV, self.LIB_ENV)}[self.found_by]
+            raise OSError("cannot load %s%s: %s" % (self.path, hint, e)) from e
         vp, sz, u32 = ct.c_void_p, ct.c_size_t, ct.c_uint32
         L.tb_bundle_read_memory.argtypes = [ct.c_char_p, sz, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
         L.tb_bundle_read_file.argtypes = [ct.c_char_p, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
@@ -1748,8 +1792,14 @@ def _export_cli(ns):
     sys.stdout.write("%s: %d kernels, %d records\n" % (ns.output, len(b.kernels), len(b.records)))
 
 
+PROG = "triton-bundle"
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="triton_bundle.py", description=__doc__.split("\n\n")[0])
+    """The command line (the triton-bundle command, python -m triton_bundle):
+    returns the exit status, 0 on success, 1 on failure, 2 on a usage error."""
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     sub = p.add_subparsers(dest="cmd")
     pl = sub.add_parser("list", help="list a bundle's kernels, records, configs and grid rules")
     pl.add_argument("file")
@@ -1768,10 +1818,10 @@ def main(argv=None):
             p.print_help()
             return 2
     except BundleError as e:
-        sys.stderr.write("triton_bundle.py: %s\n" % e)
+        sys.stderr.write("%s: %s\n" % (PROG, e))
         return 1
     except OSError as e:
-        sys.stderr.write("triton_bundle.py: %s\n" % e)
+        sys.stderr.write("%s: %s\n" % (PROG, e))
         return 1
     return 0
 

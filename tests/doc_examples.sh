@@ -12,8 +12,8 @@ src=$OUT/doc_examples.c
   echo '#include "../triton_bundle.h"'
   echo '#include <stdio.h>'
   echo '#include <string.h>'
-  # README.md: ```c blocks, but the one that shows the #define/#include lines
-  awk 'BEGIN{n=0} /^```c/{f=1;n++;buf="";next} /^```/{ if(f && buf !~ /#define TRITON_BUNDLE_IMPLEMENTATION/){
+  # README.md: ```c blocks (not ```cmake), but the one that shows the #define/#include lines
+  awk 'BEGIN{n=0} /^```c[ \t]*$/{f=1;n++;buf="";next} /^```/{ if(f && buf !~ /#define TRITON_BUNDLE_IMPLEMENTATION/){
          printf "void readme_%d(void *x, void *y, void *out, int n);\nvoid readme_%d(void *x, void *y, void *out, int n) {\n(void)x; (void)y; (void)out; (void)n;\n%s}\n", n, n, buf }
        f=0; next} f{buf=buf $0 "\n"}' README.md
   # the top doc: the lines indented by 7 spaces under each "   EXAMPLE" heading

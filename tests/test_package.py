@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""The Python companion as a package: its __version__ is the header's
+TB_VERSION_STRING, pyproject.toml installs it as one module with the
+triton-bundle command, --version and the program name, and CLibrary's
+lookup order (a path, then TRITON_BUNDLE_LIB, then the system loader).
+tests/test_install.sh installs it with pip; this test needs no pip.
+usage: tests/test_package.py [build/libtriton_bundle.so]  (from the repository root)"""
+
+import ctypes
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import triton_bundle as tb  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycheck import check, summary  # noqa: E402
+
+MODULE = os.path.join(ROOT, "python", "triton_bundle.py")
+
+
+def header_version():
+    """TB_VERSION_STRING and "MAJOR.MINOR.PATCH" of the macros, from triton_bundle.h."""
+    text = open(os.path.join(ROOT, "triton_bundle.h"), encoding="utf-8").read()
+    string = re.search(r'^#define TB_VERSION_STRING "([^"]*)"$', text, re.M).group(1)
+    parts = [re.search(r"^#define TB_VERSION_%s (\d+)$" % p, text, re.M).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return string, ".".join(parts)
+
+
+def run(args, env=None, cwd=None):
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env,
+                          cwd=cwd)
+
+
+def env_with(**changes):
+    """os.environ with changes; a value of None removes the variable."""
+    env = dict(os.environ)
+    for k, v in changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def main():
+    so = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
+    skipped = 0
+
+    # the version
+    string, macros = header_version()
+    check(tb.__version__ == string, "triton_bundle.__version__ %r equals the header's TB_VERSION_STRING %r"
+          % (tb.__version__, string))
+    check(string == macros, "TB_VERSION_STRING %r agrees with TB_VERSION_MAJOR/MINOR/PATCH %s" % (string, macros))
+    check(re.match(r"^\d+\.\d+\.\d+$", tb.__version__) is not None, "__version__ is MAJOR.MINOR.PATCH")
+
+    # pyproject.toml
+    try:
+        import tomllib
+    except ImportError:
+        tomllib = None
+    if tomllib is None:
+        print("skip: pyproject.toml's contents (no tomllib before Python 3.11)")
+        skipped += 1
+    else:
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+            pp = tomllib.load(f)
+        proj, st = pp.get("project", {}), pp.get("tool", {}).get("setuptools", {})
+        check(proj.get("name") == "triton-bundle" and proj.get("dependencies", []) == [],
+              "pyproject.toml: the project triton-bundle, with no dependencies (standard library only)")
+        check("version" in proj.get("dynamic", []) and
+              st.get("dynamic", {}).get("version") == {"attr": "triton_bundle.__version__"},
+              "pyproject.toml: its version is triton_bundle.__version__ (one source)")
+        check(st.get("py-modules") == ["triton_bundle"] and st.get("package-dir") == {"": "python"},
+              "pyproject.toml: one module, python/triton_bundle.py")
+        check(proj.get("scripts") == {"triton-bundle": "triton_bundle:main"},
+              "pyproject.toml: the triton-bundle command runs triton_bundle.main")
+        check(pp.get("build-system", {}).get("build-backend") == "setuptools.build_meta",
+              "pyproject.toml: built by setuptools, nothing compiled")
+
+    # the command line, as a file and as python -m
+    r = run([sys.executable, MODULE, "--version"])
+    check(r.returncode == 0 and r.stdout.strip() == "triton-bundle " + string,
+          "triton_bundle.py --version prints 'triton-bundle %s' (%r)" % (string, r.stdout.strip()))
+    r = run([sys.executable, "-m", "triton_bundle", "--version"],
+            env=env_with(PYTHONPATH=os.path.join(ROOT, "python")), cwd=os.path.join(ROOT, "tests"))
+    check(r.returncode == 0 and r.stdout.strip() == "triton-bundle " + string,
+          "python -m triton_bundle --version prints 'triton-bundle %s'" % string)
+    r = run([sys.executable, MODULE])
+    check(r.returncode == 2 and r.stdout.startswith("usage: triton-bundle "),
+          "no command: the usage of triton-bundle, exit status 2")
+    r = run([sys.executable, MODULE, "list", os.path.join(ROOT, "no-such.tbundle")])
+    check(r.returncode == 1 and r.stderr.startswith("triton-bundle: "), "errors are prefixed with triton-bundle:")
+
+    # CLibrary's lookup order
+    doc = tb.CLibrary.__doc__
+    check(re.search(r"1\.\s+path,.*2\.\s+the environment variable TRITON_BUNDLE_LIB.*3\.\s+the system loader", doc,
+                    re.S) is not None, "CLibrary's docstring gives the order: path, TRITON_BUNDLE_LIB, system loader")
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    check("TRITON_BUNDLE_LIB" in readme, "README.md documents TRITON_BUNDLE_LIB")
+    saved = os.environ.get("TRITON_BUNDLE_LIB")
+    try:
+        os.environ["TRITON_BUNDLE_LIB"] = "/env/lib.so"
+        check(tb.CLibrary.locate("/given/lib.so") == ("/given/lib.so", "path"), "locate: a path comes first")
+        check(tb.CLibrary.locate() == ("/env/lib.so", "TRITON_BUNDLE_LIB"), "locate: then TRITON_BUNDLE_LIB")
+        os.environ["TRITON_BUNDLE_LIB"] = ""
+        check(tb.CLibrary.locate() == ("libtriton_bundle.so", "system loader"),
+              "locate: an empty TRITON_BUNDLE_LIB counts as unset")
+        del os.environ["TRITON_BUNDLE_LIB"]
+        check(tb.CLibrary.locate() == ("libtriton_bundle.so", "system loader"),
+              "locate: then libtriton_bundle.so by the system loader")
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_BUNDLE_LIB", None)
+        else:
+            os.environ["TRITON_BUNDLE_LIB"] = saved
+
+    if not os.path.exists(so):
+        print("skip: loading the library (no %s; make lib)" % so)
+        return summary(skipped + 1)
+    bogus = os.path.join(ROOT, "no-such-dir", "libtriton_bundle.so")
+    probe = ("import ctypes, sys, triton_bundle as tb\n"
+             "try:\n"
+             "    lib = tb.CLibrary(*sys.argv[1:])\n"
+             "except OSError as e:\n"
+             "    print('OSError', e); sys.exit(0)\n"
+             "lib.L.tb_version.restype = ctypes.c_char_p\n"
+             "print(lib.found_by, lib.L.tb_version().decode())\n")
+    pyenv = os.path.join(ROOT, "python")
+
+    def probe_run(args, **env):
+        env.setdefault("PYTHONPATH", pyenv)
+        r = run([sys.executable, "-c", probe] + args, env=env_with(**env))
+        return r.stdout.strip() + r.stderr.strip()
+
+    out = probe_run([so], TRITON_BUNDLE_LIB=bogus)
+    check(out == "path " + string, "CLibrary(path) loads path, even with TRITON_BUNDLE_LIB set (%s)" % out)
+    out = probe_run([], TRITON_BUNDLE_LIB=so)
+    check(out == "TRITON_BUNDLE_LIB " + string, "CLibrary() loads TRITON_BUNDLE_LIB (%s)" % out)
+    out = probe_run([], TRITON_BUNDLE_LIB=bogus, LD_LIBRARY_PATH=os.path.dirname(so))
+    check(out.startswith("OSError") and "TRITON_BUNDLE_LIB" in out and bogus in out,
+          "a TRITON_BUNDLE_LIB that does not load is an error naming it, with no fallback (%s)" % out[:90])
+    out = probe_run([], TRITON_BUNDLE_LIB=None, LD_LIBRARY_PATH=os.path.dirname(so))
+    check(out == "system loader " + string, "CLibrary() without either: the system loader finds "
+          "libtriton_bundle.so on LD_LIBRARY_PATH (%s)" % out)
+
+    class Missing(tb.CLibrary):
+        LIB_NAME = "libtriton_bundle_no_such_name.so"
+    saved = os.environ.pop("TRITON_BUNDLE_LIB", None)
+    try:
+        Missing()
+        check(False, "a library the system loader cannot find is an OSError")
+    except OSError as e:
+        check("make lib" in str(e) and "TRITON_BUNDLE_LIB" in str(e),
+              "a library the system loader cannot find: an OSError that says how to build or point to it")
+    finally:
+        if saved is not None:
+            os.environ["TRITON_BUNDLE_LIB"] = saved
+    lib = tb.CLibrary(so)
+    lib.L.tb_version.restype = ctypes.c_char_p
+    check(lib.L.tb_version().decode() == tb.__version__, "the built library's tb_version() is __version__")
+    return summary(skipped)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
