@@ -17,6 +17,7 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,29 @@ static const char *usage_clean =
 static int usage(const char *text, int status) {
     fputs(text, status ? stderr : stdout);
     return status;
+}
+
+static const char *esc(const char *s, char *buf, size_t cap);
+
+/* s escaped (esc) into one of four rotating buffers, for messages that name
+   several arguments */
+static const char *E(const char *s) {
+    static char buf[4][1100];
+    static int k;
+    k = (k + 1) & 3;
+    return esc(s, buf[k], sizeof buf[k]);
+}
+
+/* A usage error: one line saying what was wrong (arguments passed through
+   E), then the command's usage on stderr; status 2. */
+static int bad_usage(const char *text, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return usage(text, 2);
 }
 
 static int fail(const tb_error *e) {
@@ -132,12 +156,28 @@ static void step(const char *what) {
     step_start = t;
 }
 
-/* --threads N: 1 to 64 */
-static int parse_threads(const char *s, unsigned *out) {
+/* --threads N: 1 to 64. 0 (the usage error printed, naming the value) if
+   s is not that. */
+static int parse_threads(const char *s, unsigned *out, const char *text) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (*end || v < 1 || v > 64) return 0;
+    if (end == s || *end || v < 1) {
+        bad_usage(text, "--threads needs a positive integer, got '%s'", E(s));
+        return 0;
+    }
+    if (v > 64) {
+        bad_usage(text, "--threads takes at most 64, got '%s'", E(s));
+        return 0;
+    }
     *out = (unsigned)v;
+    return 1;
+}
+
+/* Options that take a value: 1 if a is one of names and has no value
+   after it (the usage error printed). */
+static int missing_value(const char *a, int i, int argc, const char *text) {
+    if (i + 1 < argc) return 0;
+    bad_usage(text, "option '%s' needs a value", E(a));
     return 1;
 }
 
@@ -193,17 +233,18 @@ static int cmd_pack(int argc, char **argv) {
         if (opt < 0) continue;
         if (!opt) pos[n++] = a;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { st = usage(usage_pack, 0); goto done; }
-        else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(a, "--as") && i + 1 < argc) po.collect.recorded_cache_dir = argv[++i];
-        else if (!strcmp(a, "--keep-going")) keep_going = 1;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--as") || !strcmp(a, "--threads")) {
+            if (missing_value(a, i, argc, usage_pack)) goto done;
+            if (a[1] == 'o') out = argv[++i];
+            else if (a[2] == 'a') po.collect.recorded_cache_dir = argv[++i];
+            else if (!parse_threads(argv[++i], &po.collect.threads, usage_pack)) goto done;
+        } else if (!strcmp(a, "--keep-going")) keep_going = 1;
         else if (!strcmp(a, "--no-records")) po.no_launch_records = 1;
         else if (!strcmp(a, "--fsync")) po.write_flags = TB_WRITE_FSYNC;
-        else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            if (!parse_threads(argv[++i], &po.collect.threads)) goto usage_error;
-        } else if (!strcmp(a, "-v")) verbose = 1;
-        else goto usage_error;
+        else if (!strcmp(a, "-v")) verbose = 1;
+        else { st = bad_usage(usage_pack, "unknown option '%s' for pack", E(a)); goto done; }
     }
-    if (n < 1) goto usage_error;
+    if (n < 1) { st = bad_usage(usage_pack, "pack needs CACHE_DIR"); goto done; }
     pg.start = step_start = now();
     pg.last = 0;
     po.collect.progress = collect_progress;
@@ -229,9 +270,6 @@ static int cmd_pack(int argc, char **argv) {
 done:
     free(pos);
     return st;
-usage_error:
-    free(pos);
-    return usage(usage_pack, 2);
 }
 
 /* Read into memory: the tool must not crash (SIGBUS) if another process
@@ -242,7 +280,7 @@ static int open_bundle(const char *path, tb_bundle **b) {
     return 0;
 }
 
-static int one_path(int argc, char **argv, const char *text, const char **path);
+static int one_path(int argc, char **argv, const char *text, const char *cmd, int *json, const char **path);
 
 static void print_scratch(const char *name, const tb_scratch *s) {
     if (s->present) printf(" %s=%llu/%u", name, (unsigned long long)s->size, s->align);
@@ -282,7 +320,8 @@ static int cmd_list(int argc, char **argv) {
     unsigned long long bytes = 0;
     char e1[1100], e2[1100], e3[1100];
     const char *path;
-    if (one_path(argc, argv, usage_list, &path)) return path ? 0 : 2;
+    int st = one_path(argc, argv, usage_list, "list", NULL, &path);
+    if (st >= 0) return st;
     if (open_bundle(path, &b)) return 1;
     for (i = 0; i < tb_bundle_kernel_count(b); i++) {
         const tb_kernel *k = tb_bundle_kernel(b, i);
@@ -334,37 +373,37 @@ static int cmd_list(int argc, char **argv) {
     return 0;
 }
 
-/* list and verify: one FILE, "--" allowed before it. Returns 0 with *path
-   set to go on; else the usage was printed, and *path says which status
-   (non-NULL: --help, 0; NULL: a usage error, 2). */
-static int one_path(int argc, char **argv, const char *text, const char **path) {
-    int i, n = 0, dashes = 0;
-    const char *p = NULL;
+/* list and verify: one FILE, "--" allowed before it, and for list (json
+   not NULL) --json. Returns -1 to go on with *path set, else the exit
+   status (0 for --help, 2 for a usage error, the usage printed). */
+static int one_path(int argc, char **argv, const char *text, const char *cmd, int *json, const char **path) {
+    int i, dashes = 0;
+    *path = NULL;
     for (i = 0; i < argc; i++) {
-        int opt = is_option(argv[i], &dashes);
+        const char *a = argv[i];
+        int opt = is_option(a, &dashes);
         if (opt < 0) continue;
-        if (opt && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
-            usage(text, 0);
-            *path = "";
-            return 1;
+        if (!opt) {
+            if (*path) return bad_usage(text, "unexpected argument '%s' for %s (it takes one FILE)", E(a), cmd);
+            *path = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            return usage(text, 0);
+        } else if (json && !strcmp(a, "--json")) {
+            *json = 1;
+        } else {
+            return bad_usage(text, "unknown option '%s' for %s", E(a), cmd);
         }
-        if (opt || n++) break;
-        p = argv[i];
     }
-    if (i < argc || n != 1) {
-        usage(text, 2);
-        *path = NULL;
-        return 1;
-    }
-    *path = p;
-    return 0;
+    if (!*path) return bad_usage(text, "%s needs FILE", cmd);
+    return -1;
 }
 
 static int cmd_verify(int argc, char **argv) {
     tb_bundle *b;
     const char *path;
     char e1[1100];
-    if (one_path(argc, argv, usage_verify, &path)) return path ? 0 : 2;
+    int st = one_path(argc, argv, usage_verify, "verify", NULL, &path);
+    if (st >= 0) return st;
     if (open_bundle(path, &b)) return 1;
     printf("%s: ok (format %u.%u, %u kernels, %u launch records, checksum verified)\n", esc(path, e1, sizeof e1),
            (unsigned)(tb_bundle_format_version(b) >> 16), (unsigned)(tb_bundle_format_version(b) & 0xffff),
@@ -388,16 +427,16 @@ static int cmd_unpack(int argc, char **argv) {
         int opt = is_option(a, &dashes);
         if (opt < 0) continue;
         if (!opt) {
-            if (n == 2) return usage(usage_unpack, 2);
+            if (n == 2) return bad_usage(usage_unpack, "unexpected argument '%s' for unpack (it takes FILE CACHE_DIR)", E(a));
             pos[n++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(usage_unpack, 0);
         else if (!strcmp(a, "--fsync")) eo.flags |= TB_EMIT_FSYNC;
-        else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            if (!parse_threads(argv[++i], &eo.threads)) return usage(usage_unpack, 2);
+        else if (!strcmp(a, "--threads")) {
+            if (missing_value(a, i, argc, usage_unpack) || !parse_threads(argv[++i], &eo.threads, usage_unpack)) return 2;
         } else if (!strcmp(a, "-v")) verbose = 1;
-        else return usage(usage_unpack, 2);
+        else return bad_usage(usage_unpack, "unknown option '%s' for unpack", E(a));
     }
-    if (n != 2) return usage(usage_unpack, 2);
+    if (n != 2) return bad_usage(usage_unpack, n ? "unpack needs CACHE_DIR after FILE" : "unpack needs FILE and CACHE_DIR");
     step_start = now();
     if (open_bundle(pos[0], &b)) return 1;
     step("read");
@@ -424,19 +463,21 @@ static int cmd_clean(int argc, char **argv) {
         int opt = is_option(argv[i], &dashes);
         if (opt < 0) continue;
         if (!opt) {
-            if (cache) return usage(usage_clean, 2);
+            if (cache) return bad_usage(usage_clean, "unexpected argument '%s' for clean (it takes one CACHE_DIR)", E(argv[i]));
             cache = argv[i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             return usage(usage_clean, 0);
-        } else if (!strcmp(argv[i], "--age") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--age")) {
             char *end;
+            if (missing_value(argv[i], i, argc, usage_clean)) return 2;
             age = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(age >= 0)) return usage(usage_clean, 2);
+            if (end == argv[i] || *end || !(age >= 0))
+                return bad_usage(usage_clean, "--age needs a number of seconds, 0 or more, got '%s'", E(argv[i]));
         } else {
-            return usage(usage_clean, 2);
+            return bad_usage(usage_clean, "unknown option '%s' for clean", E(argv[i]));
         }
     }
-    if (!cache) return usage(usage_clean, 2);
+    if (!cache) return bad_usage(usage_clean, "clean needs CACHE_DIR");
     if (tb_remove_stale_temporaries(cache, age, &removed, &e) != tb_ok) return fail(&e);
     printf("removed %u stale temporary directories\n", removed);
     return 0;
@@ -460,6 +501,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "unpack")) return cmd_unpack(argc - 2, argv + 2);
     if (!strcmp(argv[1], "verify")) return cmd_verify(argc - 2, argv + 2);
     if (!strcmp(argv[1], "clean")) return cmd_clean(argc - 2, argv + 2);
-    fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
+    fprintf(stderr, "%s: unknown command '%s'\n", prog, E(argv[1]));
     return usage(top, 2);
 }

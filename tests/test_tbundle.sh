@@ -27,6 +27,31 @@ for c in pack list unpack verify clean; do
   check "$c --help exits 0" status_is 0 $T $c --help
   check "$c without arguments exits 2" status_is 2 $T $c
 done
+# usage errors name the option or value at fault, then print the usage
+for c in pack list unpack verify clean; do
+  check "$c --frobnicate is a usage error (2)" status_is 2 $T $c --frobnicate x
+  check "... naming the option and the command" err_has "^tbundle: unknown option '--frobnicate' for $c\$"
+  check "... then the usage" err_has "^usage: tbundle $c"
+done
+check "pack --threads x is a usage error (2)" status_is 2 $T pack --threads x $FIX
+check "... naming the value" err_has "^tbundle: --threads needs a positive integer, got 'x'\$"
+check "unpack --threads 0 is a usage error (2)" status_is 2 $T unpack --threads 0 a b
+check "... naming the value" err_has "^tbundle: --threads needs a positive integer, got '0'"
+check "pack --threads 65 is a usage error (2)" status_is 2 $T pack --threads 65 $FIX
+check "... saying the limit" err_has "at most 64, got '65'"
+check "pack -o without a value is a usage error (2)" status_is 2 $T pack $FIX -o
+check "... naming the option" err_has "^tbundle: option '-o' needs a value"
+check "clean --age soon is a usage error (2)" status_is 2 $T clean --age soon x
+check "... naming the value" err_has "^tbundle: --age needs a number of seconds, 0 or more, got 'soon'"
+check "list FILE FILE is a usage error (2)" status_is 2 $T list a b
+check "... naming the extra argument" err_has "^tbundle: unexpected argument 'b' for list"
+check "unpack FILE is a usage error (2)" status_is 2 $T unpack a
+check "... saying what is missing" err_has "^tbundle: unpack needs CACHE_DIR after FILE"
+check "verify without FILE says what is missing" sh -c "$T verify 2>&1 | grep -q '^tbundle: verify needs FILE'"
+check "a bad option holding ESC is a usage error (2)" status_is 2 $T list "$(printf -- '--x\033[31m')" f
+check "... printed escaped" grep -qF -- "unknown option '--x\x1b[31m' for list" "$W/err"
+check "an unknown command holding ESC is a usage error (2)" status_is 2 $T "$(printf 'fro\033b')"
+check "... printed escaped" grep -qF "unknown command 'fro\x1bb'" "$W/err"
 check "pack the fixture" status_is 0 $T pack -o "$W/f.tbundle" --as /tmp/triton_cache $FIX
 check "pack reports 8 kernels" out_has "packed 8 kernels, 8 launch records"
 check "verify ok" status_is 0 $T verify "$W/f.tbundle"
