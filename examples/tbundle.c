@@ -1,6 +1,7 @@
 /* tbundle: pack a Triton cache into a bundle file, list, verify and unpack it.
 
-     tbundle pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]
+     tbundle pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]
+                  CACHE_DIR [HASH...]
      tbundle list FILE
      tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR
      tbundle verify FILE
@@ -8,7 +9,8 @@
 
    Options may stand anywhere among the arguments; "--" ends them, so that
    a path starting with '-' can follow. Exit status: 0 success, 1 failure (a
-   message on stderr names the file and the cause), 2 usage error. A
+   message on stderr names the file and the cause), 2 usage error (the
+   message names the option or value at fault, then the usage follows). A
    command that fails leaves its output as it was: pack replaces FILE only
    when it succeeds. Bundles are read into memory (TB_READ_COPY), so a file
    changed or truncated by another process while tbundle runs gives an
@@ -17,31 +19,40 @@
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *prog = "tbundle";
 
 static const char *usage_pack =
-    "usage: tbundle pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
-    "  Packs every kernel directory of CACHE_DIR (one holding __grp__*.json), or the\n"
-    "  named ones, into FILE (default: triton_kernels.tbundle). Absolute paths of the\n"
-    "  cache inside .json files become the sentinel [REPLACE]. CACHE_DIR may be a\n"
-    "  symlink; links inside it are never followed. A kernel directory holds regular\n"
-    "  files only: links, subdirectories, FIFOs and devices in it are left out.\n"
-    "  FILE is replaced only if the pack succeeds.\n"
-    "  --as DIR      the cache path the .json files name, if the cache was moved\n"
-    "                since Triton wrote it (default: CACHE_DIR's absolute path)\n"
-    "  --keep-going  pack the kernels that can be read and warn about the others\n"
-    "                (default: any kernel that cannot be packed fails the pack)\n"
-    "  --no-records  do not derive static launch records from NAME.json/NAME.source\n"
-    "  --fsync       flush the file to disk before renaming it into place\n"
-    "  --threads N   reader threads (default: one per CPU, at most 8)\n"
-    "  -v            print the time each step took on stderr\n";
+    "usage: tbundle pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]\n"
+    "                    CACHE_DIR [HASH...]\n"
+    "  Packs every kernel directory of CACHE_DIR, CACHE_DIR/<hash>/ holding a\n"
+    "  __grp__*.json (~/.triton/cache, not ~/.triton), or the named ones, into FILE\n"
+    "  (default: triton_kernels.tbundle). A CACHE_DIR with no kernel directory is an\n"
+    "  error. Absolute paths of the cache inside .json files become the sentinel\n"
+    "  [REPLACE]; paths that still name another <dir>/<hash>/ (a cache that was\n"
+    "  moved) are packed as they are, with a warning that gives the --as to use.\n"
+    "  CACHE_DIR may be a symlink; links inside it are never followed. A kernel\n"
+    "  directory holds regular files only: links, subdirectories, FIFOs and devices\n"
+    "  in it are left out. FILE is replaced only if the pack succeeds.\n"
+    "  --as DIR       the cache path the .json files name, if the cache was moved\n"
+    "                 since Triton wrote it (default: CACHE_DIR's absolute path)\n"
+    "  --keep-going   pack the kernels that can be read and warn about the others\n"
+    "                 (default: any kernel that cannot be packed fails the pack)\n"
+    "  --allow-empty  a CACHE_DIR with no kernel directory gives a bundle of none\n"
+    "  --no-records   do not derive static launch records from NAME.json/NAME.source\n"
+    "  --fsync        flush the file to disk before renaming it into place\n"
+    "  --threads N    reader threads, 1 to 64 (default: one per CPU, at most 8)\n"
+    "  -v             print the time each step took on stderr\n";
 static const char *usage_list = "usage: tbundle list FILE\n  Prints the kernels (hash, device, files, bytes) and launch records.\n";
 static const char *usage_unpack =
     "usage: tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
@@ -181,6 +192,329 @@ static int missing_value(const char *a, int i, int argc, const char *text) {
     return 1;
 }
 
+/* ---- what pack looks at before packing ----
+   The library's own rules, from the outside: a kernel directory is an
+   entry of CACHE_DIR that is a directory (not a link), not tmp.*, holding a
+   __grp__*.json. */
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+static int strlist_add(strlist *l, const char *s, size_t n) {
+    char *c;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = (char **)realloc(l->v, cap * sizeof *v);
+        if (!v) return 0;
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(c = (char *)malloc(n + 1))) return 0;
+    memcpy(c, s, n);
+    c[n] = 0;
+    l->v[l->n++] = c;
+    return 1;
+}
+
+static void strlist_free(strlist *l) {
+    while (l->n) free(l->v[--l->n]);
+    free(l->v);
+    l->v = NULL;
+    l->cap = 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static int is_grp(const char *name) {
+    size_t n = strlen(name);
+    return n > 12 && !strncmp(name, "__grp__", 7) && !strcmp(name + n - 5, ".json");
+}
+
+/* The directory dfd/name (not followed if a link), listed; NULL if it
+   is no directory or cannot be read. */
+static DIR *open_subdir(int dfd, const char *name) {
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d;
+    if (fd < 0) return NULL;
+    if (!(d = fdopendir(fd))) close(fd);
+    return d;
+}
+
+/* ---- a cache packed from where Triton did not write it ----
+   Pack replaces <RECORDED>/<hash> in each kernel's .json files by the
+   sentinel (RECORDED: --as DIR, else CACHE_DIR's absolute path). Paths
+   that name <DIR>/<hash>/<file> for another DIR (hash: the name of an
+   entry of this cache, or one that looks like Triton's hash) are left as they
+   are: the cache was moved, or is reached by another path, and the
+   unpacked kernels would name the old place. Other absolute paths (extern
+   libraries such as libdevice) are no cache paths. */
+#define MOVED_DIRS 4
+typedef struct moved_t {
+    char recorded[4096];        /* "": unknown, no check */
+    const strlist *known;       /* the cache's entries (or the named hashes), sorted */
+    uint32_t files;             /* .json files naming another cache directory */
+    uint32_t dirs;              /* distinct such directories, the first MOVED_DIRS */
+    int more;                   /* and more than those */
+    char *dir[MOVED_DIRS];
+    uint32_t dir_files[MOVED_DIRS];
+} moved_t;
+
+/* The library's absolute path of a cache directory: DIR as given if
+   absolute, else the working directory joined with it (a leading "./"
+   dropped); trailing slashes removed. Links are not resolved. */
+static int absolute(const char *dir, char *out, size_t cap) {
+    size_t n;
+    if (dir[0] == '/') {
+        if ((n = strlen(dir)) >= cap) return 0;
+        memcpy(out, dir, n + 1);
+    } else {
+        const char *d = (dir[0] == '.' && dir[1] == '/') ? dir + 2 : dir;
+        if (!getcwd(out, cap)) return 0;
+        n = strlen(out);
+        if (!(dir[0] == '.' && dir[1] == 0)) {
+            if (n + 1 + strlen(d) >= cap) return 0;
+            if (n > 1) out[n++] = '/';
+            memcpy(out + n, d, strlen(d) + 1);
+        }
+        n = strlen(out);
+    }
+    while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+    return 1;
+}
+
+/* Triton's cache directory names: the base32 SHA-256 of 3.x (52 of
+   A-Z2-7), the hex digests of 2.x (32 or 64 of 0-9a-f). */
+static int looks_like_hash(const char *s, size_t n) {
+    size_t i;
+    if (n == 52) {
+        for (i = 0; i < n; i++)
+            if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '2' && s[i] <= '7'))) return 0;
+        return 1;
+    }
+    if (n == 32 || n == 64) {
+        for (i = 0; i < n; i++)
+            if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* s (n bytes, perhaps holding a NUL) is one of the sorted names known */
+static int known_hash(const strlist *known, const char *s, size_t n) {
+    size_t lo = 0, hi = known ? known->n : 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2, len = strlen(known->v[mid]);
+        int c = memcmp(known->v[mid], s, len < n ? len : n);
+        if (!c) c = len < n ? -1 : len > n;
+        if (!c) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* The cache directory an absolute path s (n bytes) names as
+   <DIR>/<hash>/<file>: its length, with *dir_len; 0 if none. */
+static int cache_path(const moved_t *m, const char *s, size_t n, size_t *dir_len) {
+    size_t f, h;
+    if (n < 4 || s[0] != '/') return 0;
+    for (f = n; f > 0 && s[f - 1] != '/'; f--) {
+    }
+    if (f == n || f < 2) return 0;         /* no file name, or no hash before it */
+    for (h = f - 1; h > 0 && s[h - 1] != '/'; h--) {
+    }
+    if (h == 0 || h == f - 1) return 0;   /* an empty hash component */
+    if (!looks_like_hash(s + h, f - 1 - h) && !known_hash(m->known, s + h, f - 1 - h)) return 0;
+    *dir_len = h > 1 ? h - 1 : 1;          /* "/" for /<hash>/<file> */
+    return 1;
+}
+
+/* Checks the JSON strings of one .json file; 1 if one names another cache
+   directory (the first such directory counted). */
+static int check_json_paths(moved_t *m, const char *p, size_t size) {
+    const char *end = p + size, *q;
+    size_t rl = strlen(m->recorded), dl;
+    for (; p < end; p++) {
+        if (*p != '"') continue;
+        for (q = p + 1; q < end && *q != '"'; q++)
+            if (*q == '\\') q++;
+        if (q >= end) break;
+        if (cache_path(m, p + 1, (size_t)(q - p - 1), &dl) && !(dl == rl && !memcmp(p + 1, m->recorded, rl))) {
+            uint32_t i;
+            for (i = 0; i < m->dirs; i++)
+                if (strlen(m->dir[i]) == dl && !memcmp(m->dir[i], p + 1, dl)) break;
+            if (i == m->dirs) {
+                if (i == MOVED_DIRS) {
+                    m->more = 1;
+                    return 1;
+                }
+                if (!(m->dir[i] = (char *)malloc(dl + 1))) return 0;
+                memcpy(m->dir[i], p + 1, dl);
+                m->dir[i][dl] = 0;
+                m->dir_files[i] = 0;
+                m->dirs++;
+            }
+            m->dir_files[i]++;
+            return 1;
+        }
+        p = q;
+    }
+    return 0;
+}
+
+/* A regular file dfd/name, read whole (at most 64 MiB); NULL if not. */
+static char *read_small(int dfd, const char *name, size_t *size) {
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    char *buf = NULL;
+    size_t got = 0;
+    if (fd < 0) return NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (64 << 20) &&
+        (buf = (char *)malloc((size_t)st.st_size + 1)) != NULL) {
+        ssize_t r;
+        while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
+    }
+    close(fd);
+    *size = got;
+    return buf;
+}
+
+/* 1 if the open directory d holds a __grp__*.json (or any_dir: a named
+   hash, which needs none); then, with m, its .json files are checked. */
+static int scan_kernel_dir(DIR *d, moved_t *m, int any_dir) {
+    struct dirent *de;
+    int grp = any_dir;
+    while (!grp && (de = readdir(d)) != NULL) grp = is_grp(de->d_name);
+    if (!grp || !m || !m->recorded[0]) return grp;
+    rewinddir(d);
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name), size;
+        char *data;
+        if (n < 6 || strcmp(de->d_name + n - 5, ".json")) continue;
+        if ((data = read_small(dirfd(d), de->d_name, &size)) != NULL) {
+            m->files += (uint32_t)check_json_paths(m, data, size);
+            free(data);
+        }
+    }
+    return 1;
+}
+
+/* The entries of cache that may be kernel directories (not tmp.*), sorted;
+   *self: cache itself holds a __grp__*.json (it is a kernel directory, not
+   a cache). -1 if cache cannot be listed: pack then says why. */
+static int list_cache(const char *cache, strlist *out, int *self) {
+    DIR *d = opendir(cache);
+    struct dirent *de;
+    int st = 0;
+    *self = 0;
+    if (!d) return -1;
+    while ((de = readdir(d)) != NULL) {
+        const char *nm = de->d_name;
+        if (is_grp(nm)) *self = 1;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..") || !strncmp(nm, "tmp.", 4)) continue;
+        if (!strlist_add(out, nm, strlen(nm))) st = -1;
+    }
+    closedir(d);
+    if (out->n > 1) qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    return st;
+}
+
+/* How many of the entries of cache are kernel directories, counting up to
+   max; with m, their .json files are checked too. named: the entries are
+   named hashes, kernel directories with or without a __grp__ file. */
+static size_t kernel_dirs(const char *cache, const strlist *entries, size_t max, moved_t *m, int named) {
+    int cfd = open(cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    size_t i, found = 0;
+    if (cfd < 0) return 0;
+    for (i = 0; i < entries->n && found < max; i++) {
+        DIR *d = open_subdir(cfd, entries->v[i]);
+        if (!d) continue;
+        found += (size_t)scan_kernel_dir(d, m, named);
+        closedir(d);
+    }
+    close(cfd);
+    return found;
+}
+
+/* the .json check on a thread of its own, beside the pack */
+typedef struct {
+    moved_t *m;
+    const char *cache;
+    const strlist *entries;
+} check_job;
+static void *check_thread(void *p) {
+    check_job *j = (check_job *)p;
+    kernel_dirs(j->cache, j->entries, (size_t)-1, j->m, 0);
+    return NULL;
+}
+
+/* dir + "/" + name, without doubling a trailing slash of dir */
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    char *p;
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (!(p = (char *)malloc(n + strlen(name) + 2))) return NULL;
+    sprintf(p, "%.*s/%s", (int)n, dir, name);
+    return p;
+}
+
+/* CACHE_DIR holds no kernel directory: say what was expected and what
+   the directory looks like instead. */
+static void explain_empty(const char *cache, int self, const char *out) {
+    char *sub = join(cache, "cache");
+    strlist k;
+    size_t found = 0;
+    int subself;
+    memset(&k, 0, sizeof k);
+    fprintf(stderr,
+            "%s: %s holds no Triton kernel directories: a Triton cache holds one directory per kernel, "
+            "CACHE_DIR/<hash>/, each with a __grp__NAME.json file\n",
+            prog, E(cache));
+    if (sub && list_cache(sub, &k, &subself) == 0) found = kernel_dirs(sub, &k, (size_t)-1, NULL, 0);
+    if (found)
+        fprintf(stderr, "%s: %s is a Triton cache (%lu kernel directories): tbundle pack %s\n", prog, E(sub),
+                (unsigned long)found, E(sub));
+    else if (self) {
+        char abs[4096], *slash = absolute(cache, abs, sizeof abs) ? strrchr(abs, '/') : NULL;
+        if (slash && slash[1]) {
+            *slash = 0;
+            fprintf(stderr, "%s: %s is itself a kernel directory: tbundle pack %s %s\n", prog, E(cache),
+                    E(slash == abs ? "/" : abs), E(slash + 1));
+        }
+    }
+    fprintf(stderr, "%s: %s not written (--allow-empty writes a bundle of no kernels)\n", prog, E(out));
+    strlist_free(&k);
+    free(sub);
+}
+
+/* The warning, once, with the --as that would fix it. */
+static void report_moved(const moved_t *m, const char *as, const char *out) {
+    uint32_t i, best = 0;
+    if (!m->files) return;
+    for (i = 1; i < m->dirs; i++)
+        if (m->dir_files[i] > m->dir_files[best]) best = i;
+    fprintf(stderr,
+            "%s: warning: %u .json file(s) name paths under %s/<hash>/, not under %s/<hash>/ (%s); those paths "
+            "were packed as they are, so kernels unpacked from %s would still name %s\n",
+            prog, m->files, E(m->dir[best]), E(m->recorded), as ? "the --as directory" : "where they are packed from",
+            E(out), E(m->dir[best]));
+    if (m->dirs > 1) {
+        fprintf(stderr, "%s: warning: the .json files name %s%u cache directories:", prog, m->more ? "more than " : "",
+                m->dirs);
+        for (i = 0; i < m->dirs; i++) fprintf(stderr, " %s (%u file(s))", E(m->dir[i]), m->dir_files[i]);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr,
+            "%s: if Triton wrote this cache at %s (it was moved since, or is reached here by another path), "
+            "pack it with --as %s\n",
+            prog, E(m->dir[best]), E(m->dir[best]));
+}
+
+static void moved_free(moved_t *m) {
+    while (m->dirs) free(m->dir[--m->dirs]);
+}
+
 /* Named hashes: collect them into a bundle, derive, write. */
 static int pack_named(const char *cache, const char **hashes, int count, const tb_collect_options *co, int records,
                       unsigned write_flags, int keep_going, const char *out) {
@@ -223,9 +557,15 @@ static int cmd_pack(int argc, char **argv) {
     tb_pack_options po;
     tb_pack_report rep;
     tb_error e;
-    int i, n = 0, dashes = 0, keep_going = 0, st = 2;
+    int i, n = 0, dashes = 0, keep_going = 0, allow_empty = 0, self = 0, checking = 0, st = 2;
     progress_t pg;
+    strlist entries; /* CACHE_DIR's, or the named hashes */
+    moved_t moved;
+    check_job job;
+    pthread_t checker;
     memset(&po, 0, sizeof po);
+    memset(&entries, 0, sizeof entries);
+    memset(&moved, 0, sizeof moved);
     if (!pos) return 1;
     for (i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -241,6 +581,7 @@ static int cmd_pack(int argc, char **argv) {
         } else if (!strcmp(a, "--keep-going")) keep_going = 1;
         else if (!strcmp(a, "--no-records")) po.no_launch_records = 1;
         else if (!strcmp(a, "--fsync")) po.write_flags = TB_WRITE_FSYNC;
+        else if (!strcmp(a, "--allow-empty")) allow_empty = 1;
         else if (!strcmp(a, "-v")) verbose = 1;
         else { st = bad_usage(usage_pack, "unknown option '%s' for pack", E(a)); goto done; }
     }
@@ -250,8 +591,40 @@ static int cmd_pack(int argc, char **argv) {
     po.collect.progress = collect_progress;
     po.collect.user = &pg;
     if (!keep_going) po.collect.flags |= TB_STOP_ON_ERROR;
+    /* A directory with no kernel directory is a mistake (~/.triton for
+       ~/.triton/cache) unless --allow-empty. One that cannot be listed is
+       left to the pack, which says why. */
+    if (!absolute(po.collect.recorded_cache_dir ? po.collect.recorded_cache_dir : pos[0], moved.recorded,
+                  sizeof moved.recorded))
+        moved.recorded[0] = 0; /* no check */
+    if (n > 1) { /* the named kernel directories: a few, looked at first */
+        for (i = 1; i < n; i++)
+            if (!strlist_add(&entries, pos[i], strlen(pos[i]))) break;
+        if (entries.n > 1) qsort(entries.v, entries.n, sizeof *entries.v, cmp_str);
+        moved.known = &entries;
+        kernel_dirs(pos[0], &entries, (size_t)-1, &moved, 1);
+    } else if (list_cache(pos[0], &entries, &self) == 0) {
+        /* A directory with no kernel directory is a mistake (~/.triton for
+           ~/.triton/cache) unless --allow-empty. One that cannot be listed
+           is left to the pack, which says why. */
+        if (!allow_empty && kernel_dirs(pos[0], &entries, 1, NULL, 0) == 0) {
+            explain_empty(pos[0], self, out);
+            st = 1;
+            goto done;
+        }
+        /* the .json files of every kernel, on a thread beside the pack */
+        moved.known = &entries;
+        job.m = &moved;
+        job.cache = pos[0];
+        job.entries = &entries;
+        checking = pthread_create(&checker, NULL, check_thread, &job) == 0;
+        if (!checking) check_thread(&job);
+    }
+    step("look over the cache");
     if (n > 1) {
         st = pack_named(pos[0], pos + 1, n - 1, &po.collect, !po.no_launch_records, po.write_flags, keep_going, out);
+        fflush(stdout);
+        if (st == 0) report_moved(&moved, po.collect.recorded_cache_dir, out);
         goto done;
     }
     /* the whole cache: read and written in one streaming pass */
@@ -266,8 +639,14 @@ static int cmd_pack(int argc, char **argv) {
         fprintf(stderr, "%s: warning: %u kernel(s) left out; first: %s\n", prog, rep.collect.failed,
                 rep.first_failure.message);
     printf("packed %u kernels, %u launch records into %s\n", rep.collect.collected, rep.records, out);
+    fflush(stdout);
+    if (checking) pthread_join(checker, NULL), checking = 0;
+    report_moved(&moved, po.collect.recorded_cache_dir, out);
     st = 0;
 done:
+    if (checking) pthread_join(checker, NULL);
+    strlist_free(&entries);
+    moved_free(&moved);
     free(pos);
     return st;
 }
@@ -486,7 +865,8 @@ static int cmd_clean(int argc, char **argv) {
 int main(int argc, char **argv) {
     static const char *top =
         "usage: tbundle COMMAND [ARGS]\n"
-        "  pack [-o FILE] [--as DIR] [--keep-going] [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
+        "  pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]\n"
+        "       CACHE_DIR [HASH...]\n"
         "  list FILE\n"
         "  unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
         "  verify FILE\n"
