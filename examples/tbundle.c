@@ -2,7 +2,7 @@
 
      tbundle pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]
                   CACHE_DIR [HASH...]
-     tbundle list FILE
+     tbundle list [--json] FILE
      tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR
      tbundle verify FILE
      tbundle clean [--age SECONDS] CACHE_DIR
@@ -15,11 +15,12 @@
    when it succeeds. Bundles are read into memory (TB_READ_COPY), so a file
    changed or truncated by another process while tbundle runs gives an
    error, never a crash. Names from bundles are printed with control bytes
-   escaped as \xNN. */
+   escaped as \xNN (as \u00XX in list --json). */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -53,7 +54,28 @@ static const char *usage_pack =
     "  --fsync        flush the file to disk before renaming it into place\n"
     "  --threads N    reader threads, 1 to 64 (default: one per CPU, at most 8)\n"
     "  -v             print the time each step took on stderr\n";
-static const char *usage_list = "usage: tbundle list FILE\n  Prints the kernels (hash, device, files, bytes) and launch records.\n";
+static const char *usage_list =
+    "usage: tbundle list [--json] FILE\n"
+    "  Prints the kernels (hash, device, files, bytes) and launch records.\n"
+    "  --json  one JSON object on stdout instead (keys may be added later; skip\n"
+    "          the ones you do not know):\n"
+    "    {\"file\", \"format\": {\"major\", \"minor\"},\n"
+    "     \"kernels\": [{\"hash\", \"name\", \"device\", \"target\" (from NAME.json, or null),\n"
+    "                  \"files\": [{\"name\", \"size\"}], \"bytes\"}],\n"
+    "     \"records\": [{\"cache_key\", \"kernel_name\",\n"
+    "                  \"call\": {\"arg_names\", \"mutated\", \"reset\", \"key\"} or null (indexes),\n"
+    "                  \"configs\": [{\"kernel_hash\", \"function_name\", \"binary_name\",\n"
+    "                    \"arg_types\", \"arg_divisibility\", \"num_warps\", \"num_ctas\",\n"
+    "                    \"num_stages\" (the param, else NAME.json's, else null), \"shared_mem\",\n"
+    "                    \"cluster_dims\", \"flags\": [\"cooperative\", \"pdl\", \"types_from_ir\"],\n"
+    "                    \"global_scratch\", \"profile_scratch\": {\"size\", \"align\"} or null,\n"
+    "                    \"params\": [{\"name\", \"value\"}], \"tensordescs\": [{\"tma\", \"rank\",\n"
+    "                    \"swizzle\", \"elem_size\", \"elem_type\", \"fp4_padded\", \"block\"}],\n"
+    "                    \"grid\": {\"text\", \"ops\": [x, y, z: [{\"op\", \"index\" or \"value\"}]]}\n"
+    "                            or null}]}],\n"
+    "     \"totals\": {\"kernels\", \"files\", \"bytes\", \"records\"}}\n"
+    "          Control bytes in names come as \\u00XX, bytes that are not UTF-8 as\n"
+    "          \\ufffd.\n";
 static const char *usage_unpack =
     "usage: tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
     "  Writes each kernel to CACHE_DIR/HASH through a temporary directory and one\n"
@@ -338,7 +360,7 @@ static int check_json_paths(moved_t *m, const char *p, size_t size) {
     for (; p < end; p++) {
         if (*p != '"') continue;
         for (q = p + 1; q < end && *q != '"'; q++)
-            if (*q == '\\') q++;
+            if (*q == '\\' && ++q == end) break;
         if (q >= end) break;
         if (cache_path(m, p + 1, (size_t)(q - p - 1), &dl) && !(dl == rl && !memcmp(p + 1, m->recorded, rl))) {
             uint32_t i;
@@ -693,15 +715,404 @@ static void grid_text(const tb_grid_op *ops, uint32_t n, const tb_launch_record 
     snprintf(out, cap, "%s", sp ? st[sp - 1] : "?");
 }
 
+/* ---- list --json ----
+   Strings are written as JSON strings: quote and backslash escaped, control
+   bytes (C0, DEL and C1) as \u00XX, valid UTF-8 as it is, and bytes that
+   are not as \ufffd, one for each maximal invalid subpart (as Python's
+   errors="replace" and browsers decode), so that any name a bundle holds
+   gives valid JSON. */
+
+/* The UTF-8 sequence at p: its length when valid; else minus the length
+   of its maximal invalid subpart (a lead byte and the continuation bytes
+   that fit it, or one byte). */
+static long utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned c = p[0], lo = 0x80, hi = 0xbf;
+    long n, i;
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;   /* overlong */
+        if (c == 0xed) hi = 0x9f;   /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;   /* overlong */
+        if (c == 0xf4) hi = 0x8f;   /* past U+10FFFF */
+    } else return -1;
+    for (i = 1; i < n; i++, lo = 0x80, hi = 0xbf)
+        if (p + i >= end || p[i] < lo || p[i] > hi) return -i;
+    return n;
+}
+
+static void jstrn(const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    putchar('"');
+    while (p < end) {
+        unsigned c = *p;
+        long len;
+        if (c == '"' || c == '\\') {
+            putchar('\\');
+            putchar((int)c);
+            p++;
+        } else if (c < 0x20 || c == 0x7f) {
+            printf("\\u00%c%c", hex[c >> 4], hex[c & 15]);
+            p++;
+        } else if (c < 0x80) {
+            putchar((int)c);
+            p++;
+        } else if ((len = utf8_seq(p, end)) < 0) {
+            fputs("\\ufffd", stdout);
+            p += -len;
+        } else if (c == 0xc2 && p[1] < 0xa0) { /* U+0080..U+009F, C1 controls */
+            printf("\\u00%c%c", hex[p[1] >> 4], hex[p[1] & 15]);
+            p += 2;
+        } else {
+            fwrite(p, 1, (size_t)len, stdout);
+            p += len;
+        }
+    }
+    putchar('"');
+}
+static void jstr(const char *s) { jstrn(s, strlen(s)); }
+static void jkey(const char *k) { printf(", \"%s\": ", k); } /* a member after the first */
+
+/* A reader of the JSON a kernel's NAME.json holds (bytes from a bundle:
+   anything), enough to find a top-level member; it gives up on text that
+   does not parse, and reads nothing past the artifact's bytes. */
+typedef struct {
+    const unsigned char *p, *end;
+} jin;
+static void jin_ws(jin *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+/* a string; [*s, *s + *n) is its raw text, escapes as they are */
+static int jin_string(jin *j, const unsigned char **s, size_t *n) {
+    jin_ws(j);
+    if (j->p >= j->end || *j->p != '"') return 0;
+    *s = ++j->p;
+    while (j->p < j->end && *j->p != '"') {
+        if (*j->p < 0x20 || (*j->p == '\\' && ++j->p == j->end)) return 0;
+        j->p++;
+    }
+    if (j->p >= j->end) return 0;
+    *n = (size_t)(j->p++ - *s);
+    return 1;
+}
+static int jin_value(jin *j, int depth) {
+    const unsigned char *s;
+    size_t n;
+    jin_ws(j);
+    if (j->p >= j->end || depth > 64) return 0;
+    if (*j->p == '"') return jin_string(j, &s, &n);
+    if (*j->p == '{' || *j->p == '[') {
+        unsigned char close = *j->p == '{' ? '}' : ']';
+        j->p++;
+        jin_ws(j);
+        if (j->p < j->end && *j->p == close) return j->p++, 1;
+        for (;;) {
+            if (close == '}') {
+                if (!jin_string(j, &s, &n)) return 0;
+                jin_ws(j);
+                if (j->p >= j->end || *j->p != ':') return 0;
+                j->p++;
+            }
+            if (!jin_value(j, depth + 1)) return 0;
+            jin_ws(j);
+            if (j->p >= j->end) return 0;
+            if (*j->p == close) return j->p++, 1;
+            if (*j->p++ != ',') return 0;
+        }
+    }
+    s = j->p; /* a number, true, false or null */
+    while (j->p < j->end && *j->p && strchr("+-.0123456789eEtruefalsn", *j->p)) j->p++; /* loosely */
+    return j->p > s;
+}
+/* The value of the top-level member key of a JSON object: j positioned
+   at it (whitespace skipped); 0 if none or the text does not parse. */
+static int jin_member(const tb_artifact *a, const char *key, jin *j) {
+    const unsigned char *s;
+    size_t n, kl = strlen(key);
+    if (!a->data || !a->size) return 0;
+    j->p = (const unsigned char *)a->data;
+    j->end = j->p + a->size;
+    jin_ws(j);
+    if (j->p >= j->end || *j->p++ != '{') return 0;
+    for (;;) {
+        if (!jin_string(j, &s, &n)) return 0;
+        jin_ws(j);
+        if (j->p >= j->end || *j->p++ != ':') return 0;
+        jin_ws(j);
+        if (n == kl && !memcmp(s, key, n)) return j->p < j->end;
+        if (!jin_value(j, 1)) return 0;
+        jin_ws(j);
+        if (j->p >= j->end || *j->p++ != ',') return 0;
+    }
+}
+/* A JSON integer at j (no fraction, exponent or leading zero; within
+   int64): 1 and *v */
+static int jin_int(jin *j, long long *v) {
+    char buf[24];
+    size_t n = 0, minus;
+    const unsigned char *p = j->p;
+    if (p < j->end && *p == '-') buf[n++] = (char)*p++;
+    minus = n;
+    while (p < j->end && *p >= '0' && *p <= '9' && n < 20) buf[n++] = (char)*p++;
+    if (n == minus || (buf[minus] == '0' && n > minus + 1) || (p < j->end && *p && strchr(".eE0123456789", *p)))
+        return 0;
+    buf[n] = 0;
+    errno = 0;
+    *v = strtoll(buf, NULL, 10);
+    if (errno) return 0;
+    j->p = p;
+    return 1;
+}
+
+/* The NAME.json of a config's binary (NAME.cubin), or of a kernel */
+static const tb_artifact *metadata_of(const tb_kernel *k, const char *binary) {
+    char name[TB_MAX_NAME_LENGTH + 8];
+    const char *dot;
+    size_t n;
+    if (!k) return NULL;
+    if (binary) {
+        dot = strrchr(binary, '.');
+        n = dot ? (size_t)(dot - binary) : strlen(binary);
+        if (n > TB_MAX_NAME_LENGTH) return NULL;
+        memcpy(name, binary, n);
+    } else if ((n = tb_kernel_name(k, name, sizeof name)) == 0 || n > TB_MAX_NAME_LENGTH) {
+        return NULL;
+    }
+    memcpy(name + n, ".json", 6);
+    return tb_kernel_find_artifact(k, name);
+}
+
+/* The value at j if it is a scalar: 1 a string without escapes (*v, *vn),
+   2 an integer (*x), 3 true, false or null (*v); else 0. */
+static int jin_scalar(jin *j, const unsigned char **v, size_t *vn, long long *x) {
+    static const char *const lit[] = {"true", "false", "null"};
+    int q;
+    if (*j->p == '"') return jin_string(j, v, vn) && !memchr(*v, '\\', *vn);
+    if (jin_int(j, x)) return 2;
+    for (q = 0; q < 3; q++) {
+        size_t n = strlen(lit[q]);
+        if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, lit[q], n)) {
+            *v = (const unsigned char *)lit[q];
+            return 3;
+        }
+    }
+    return 0;
+}
+
+/* "target" of a kernel's NAME.json ({"backend": "cuda", "arch": 90,
+   "warp_size": 32} in Triton 3.6) as an object of its scalar members;
+   null if there is none. */
+static void json_target(const tb_kernel *k) {
+    const tb_artifact *a = metadata_of(k, NULL);
+    const unsigned char *key, *v;
+    size_t kn, vn;
+    long long x;
+    int first = 1, kind;
+    jin j, at;
+    if (!a || !jin_member(a, "target", &j) || *j.p != '{') {
+        fputs("null", stdout);
+        return;
+    }
+    j.p++;
+    putchar('{');
+    for (;;) {
+        jin_ws(&j);
+        if (j.p >= j.end || *j.p == '}' || !jin_string(&j, &key, &kn)) break;
+        jin_ws(&j);
+        if (j.p >= j.end || *j.p++ != ':') break;
+        jin_ws(&j);
+        at = j;
+        if (!jin_value(&j, 1)) break;
+        if (!memchr(key, '\\', kn) && (kind = jin_scalar(&at, &v, &vn, &x)) != 0) {
+            if (!first) fputs(", ", stdout);
+            jstrn((const char *)key, kn);
+            fputs(": ", stdout);
+            if (kind == 1) jstrn((const char *)v, vn);
+            else if (kind == 2) printf("%lld", x);
+            else fputs((const char *)v, stdout);
+            first = 0;
+        }
+        jin_ws(&j);
+        if (j.p >= j.end || *j.p++ != ',') break;
+    }
+    putchar('}');
+}
+
+/* num_stages: the config's param of that name (the exporters keep it
+   there), else its NAME.json's; null if neither */
+static void json_num_stages(const tb_bundle *b, const tb_launch_config *c) {
+    const tb_artifact *a;
+    long long v;
+    uint32_t q;
+    jin j;
+    for (q = 0; q < c->param_count; q++)
+        if (!strcmp(c->params[q].name, "num_stages")) {
+            printf("%lld", (long long)c->params[q].value);
+            return;
+        }
+    a = metadata_of(tb_bundle_find_kernel(b, c->kernel_hash), c->binary_name);
+    if (a && jin_member(a, "num_stages", &j) && jin_int(&j, &v)) printf("%lld", v);
+    else fputs("null", stdout);
+}
+
+static void json_indexes(const char *key, const uint32_t *v, uint32_t n) {
+    uint32_t i;
+    jkey(key);
+    putchar('[');
+    for (i = 0; i < n; i++) printf("%s%u", i ? ", " : "", v[i]);
+    putchar(']');
+}
+
+static void json_scratch(const char *key, const tb_scratch *s) {
+    jkey(key);
+    if (s->present) printf("{\"size\": %llu, \"align\": %u}", (unsigned long long)s->size, s->align);
+    else fputs("null", stdout);
+}
+
+static void json_grid(const tb_launch_record *r, const tb_launch_config *c) {
+    static const char *const names[] = {"add", "sub", "mul", "floordiv", "cdiv", "mod", "min", "max", "neg"};
+    char dim[3][300], text[1000];
+    uint32_t d, i;
+    for (d = 0; d < 3; d++) grid_text(c->grid->ops[d], c->grid->op_count[d], r, c, dim[d], sizeof dim[d]);
+    snprintf(text, sizeof text, "(%s, %s, %s)", dim[0], dim[1], dim[2]); /* as the plain list prints it */
+    fputs("{\"text\": ", stdout);
+    jstr(text);
+    fputs(", \"ops\": [", stdout);
+    for (d = 0; d < 3; d++) {
+        printf("%s[", d ? ", " : "");
+        for (i = 0; i < c->grid->op_count[d]; i++) {
+            const tb_grid_op *o = &c->grid->ops[d][i];
+            printf("%s{\"op\": ", i ? ", " : "");
+            if (o->op == TB_GRID_CONST) printf("\"const\", \"value\": %lld}", (long long)o->value);
+            else if (o->op >= TB_GRID_ARG && o->op <= TB_GRID_EXTRA)
+                printf("\"%s\", \"index\": %u}", o->op == TB_GRID_ARG ? "arg" : o->op == TB_GRID_PARAM ? "param" : "extra",
+                       o->index);
+            else if (o->op >= TB_GRID_ADD && o->op <= TB_GRID_NEG) printf("\"%s\"}", names[o->op - TB_GRID_ADD]);
+            else printf("%u}", o->op);
+        }
+        putchar(']');
+    }
+    fputs("]}", stdout);
+}
+
+static void list_json(const char *path, const tb_bundle *b) {
+    uint32_t i, j, q, files = 0, nk = tb_bundle_kernel_count(b), nr = tb_bundle_launch_record_count(b);
+    unsigned long long bytes = 0;
+    char name[TB_MAX_NAME_LENGTH + 1];
+    fputs("{\"file\": ", stdout);
+    jstr(path);
+    printf(", \"format\": {\"major\": %u, \"minor\": %u}, \"kernels\": [", (unsigned)(tb_bundle_format_version(b) >> 16),
+           (unsigned)(tb_bundle_format_version(b) & 0xffff));
+    for (i = 0; i < nk; i++) {
+        const tb_kernel *k = tb_bundle_kernel(b, i);
+        unsigned long long kb = 0;
+        printf("%s\n{\"hash\": ", i ? "," : "");
+        jstr(k->hash);
+        jkey("name");
+        if (!tb_kernel_name(k, name, sizeof name)) name[0] = 0;
+        jstr(name);
+        printf(", \"device\": %d, \"target\": ", (int)k->device);
+        json_target(k);
+        fputs(", \"files\": [", stdout);
+        for (j = 0; j < k->artifact_count; j++) {
+            printf("%s{\"name\": ", j ? ", " : "");
+            jstr(k->artifacts[j].name);
+            printf(", \"size\": %llu}", (unsigned long long)k->artifacts[j].size);
+            kb += k->artifacts[j].size;
+        }
+        printf("], \"bytes\": %llu}", kb);
+        files += k->artifact_count;
+        bytes += kb;
+    }
+    fputs("],\n\"records\": [", stdout);
+    for (i = 0; i < nr; i++) {
+        const tb_launch_record *r = tb_bundle_launch_record(b, i);
+        printf("%s\n{\"cache_key\": ", i ? "," : "");
+        jstr(r->cache_key);
+        jkey("kernel_name");
+        jstr(r->kernel_name);
+        jkey("call");
+        if (r->call) {
+            fputs("{\"arg_names\": [", stdout);
+            for (j = 0; j < r->call->arg_count; j++) {
+                if (j) fputs(", ", stdout);
+                jstr(r->call->arg_names[j]);
+            }
+            putchar(']');
+            json_indexes("mutated", r->call->mutated, r->call->mutated_count);
+            json_indexes("reset", r->call->reset, r->call->reset_count);
+            json_indexes("key", r->call->key, r->call->key_count);
+            putchar('}');
+        } else {
+            fputs("null", stdout);
+        }
+        fputs(", \"configs\": [", stdout);
+        for (j = 0; j < r->config_count; j++) {
+            const tb_launch_config *c = &r->configs[j];
+            static const char *const flag[] = {"cooperative", "pdl", "types_from_ir"};
+            int first = 1;
+            printf("%s{\"kernel_hash\": ", j ? ", " : "");
+            jstr(c->kernel_hash);
+            jkey("function_name");
+            jstr(c->function_name);
+            jkey("binary_name");
+            jstr(c->binary_name);
+            jkey("arg_types");
+            jstr(c->arg_types);
+            jkey("arg_divisibility");
+            jstr(c->arg_divisibility);
+            printf(", \"num_warps\": %u, \"num_ctas\": %u, \"num_stages\": ", c->num_warps, c->num_ctas);
+            json_num_stages(b, c);
+            printf(", \"shared_mem\": %u, \"cluster_dims\": [%u, %u, %u], \"flags\": [", c->shared_mem, c->cluster_dims[0],
+                   c->cluster_dims[1], c->cluster_dims[2]);
+            for (q = 0; q < 3; q++)
+                if (c->flags & (1u << q)) printf("%s\"%s\"", first ? "" : ", ", flag[q]), first = 0;
+            putchar(']');
+            json_scratch("global_scratch", &c->global_scratch);
+            json_scratch("profile_scratch", &c->profile_scratch);
+            fputs(", \"params\": [", stdout);
+            for (q = 0; q < c->param_count; q++) {
+                printf("%s{\"name\": ", q ? ", " : "");
+                jstr(c->params[q].name);
+                printf(", \"value\": %lld}", (long long)c->params[q].value);
+            }
+            fputs("], \"tensordescs\": [", stdout);
+            for (q = 0; q < c->tensordesc_count; q++) {
+                const tb_tensordesc_meta *t = &c->tensordescs[q];
+                uint32_t d;
+                printf("%s{\"tma\": %u, \"rank\": %u, \"swizzle\": %u, \"elem_size\": %u, \"elem_type\": %u, "
+                       "\"fp4_padded\": %u, \"block\": [",
+                       q ? ", " : "", t->tma, t->rank, t->swizzle, t->elem_size, t->elem_type, t->fp4_padded);
+                for (d = 0; d < t->rank && d < TB_MAX_TENSOR_RANK; d++) printf("%s%u", d ? ", " : "", t->block[d]);
+                fputs("]}", stdout);
+            }
+            fputs("], \"grid\": ", stdout);
+            if (c->grid) json_grid(r, c);
+            else fputs("null", stdout);
+            putchar('}');
+        }
+        fputs("]}", stdout);
+    }
+    printf("],\n\"totals\": {\"kernels\": %u, \"files\": %u, \"bytes\": %llu, \"records\": %u}}\n", nk, files, bytes, nr);
+}
+
 static int cmd_list(int argc, char **argv) {
     tb_bundle *b;
     uint32_t i, j, files = 0;
     unsigned long long bytes = 0;
     char e1[1100], e2[1100], e3[1100];
     const char *path;
-    int st = one_path(argc, argv, usage_list, "list", NULL, &path);
+    int json = 0, st = one_path(argc, argv, usage_list, "list", &json, &path);
     if (st >= 0) return st;
     if (open_bundle(path, &b)) return 1;
+    if (json) {
+        list_json(path, b);
+        tb_bundle_free(b);
+        return fflush(stdout) != 0 || ferror(stdout);
+    }
     for (i = 0; i < tb_bundle_kernel_count(b); i++) {
         const tb_kernel *k = tb_bundle_kernel(b, i);
         unsigned long long kb = 0;
@@ -867,7 +1278,7 @@ int main(int argc, char **argv) {
         "usage: tbundle COMMAND [ARGS]\n"
         "  pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]\n"
         "       CACHE_DIR [HASH...]\n"
-        "  list FILE\n"
+        "  list [--json] FILE\n"
         "  unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
         "  verify FILE\n"
         "  clean [--age SECONDS] CACHE_DIR\n"

@@ -187,6 +187,100 @@ check "pack \"\" fails (1)" status_is 1 $T pack -o "$W/e.tbundle" ""
 mkdir -p "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')" && echo '{}' > "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')/__grp__x.json"
 check "pack a kernel whose hash holds a newline and ESC" status_is 0 $T pack --no-records -o "$W/esc.tbundle" "$W/esccache"
 check "list prints it escaped on one line" sh -c "$T list '$W/esc.tbundle' > '$W/out' && grep -q 'EVIL\\\\x0aFORGED\\\\x1b' '$W/out' && ! grep -q '^FORGED' '$W/out' && ! grep -q \"\$(printf '\\033')\" '$W/out'"
+# list --json: parsed by Python's json module, values checked against the
+# fixture's own files and the plain list
+json_ok() { # FILE PYTHON-EXPRESSION...: each must hold of d, the parsed JSON of list --json FILE
+  local f=$1; shift
+  $T list --json "$f" > "$W/json" 2>"$W/err" || return 1
+  python3 -c 'import json, os, sys
+raw = sys.stdin.buffer.read()
+d = json.loads(raw.decode("utf-8"))  # strict UTF-8
+kern = {k["hash"]: k for k in d["kernels"]}
+rec = {r["cache_key"]: r for r in d["records"]}
+named = lambda n: [r for r in d["records"] if r["kernel_name"] == n]
+meta = lambda h, n: json.load(open(os.path.join(sys.argv[1], h, n + ".json")))
+for e in sys.argv[2:]:
+    if not eval(e):
+        sys.exit("false: " + e)' "$FIX" "$@" < "$W/json"
+}
+if command -v python3 >/dev/null; then
+  K2=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ  # tb_matmul
+  check "list --json of the fixture: valid JSON, format 2.2, the totals" json_ok "$W/f.tbundle" \
+    'd["format"] == {"major": 2, "minor": 2}' \
+    'd["totals"] == {"kernels": 8, "files": 64, "bytes": sum(k["bytes"] for k in d["kernels"]), "records": 8}' \
+    'len(d["kernels"]) == 8 and len(d["records"]) == 8'
+  check "... the totals line of the plain list" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q \"^8 kernels, 64 files, \$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"totals\"][\"bytes\"])' < '$W/json') bytes, 8 launch records\""
+  check "... a kernel: hash, name, device, target, files with their sizes" json_ok "$W/f.tbundle" \
+    "kern['$K1']['name'] == 'tb_add' and kern['$K1']['device'] == 0" \
+    "kern['$K1']['target'] == {'backend': 'cuda', 'arch': 90, 'warp_size': 32}" \
+    "[f['name'] for f in kern['$K1']['files']] == sorted(os.listdir(os.path.join(sys.argv[1], '$K1')))" \
+    "all(f['size'] == os.path.getsize(os.path.join(sys.argv[1], '$K1', f['name'])) for f in kern['$K1']['files'] if not f['name'].endswith('.json'))" \
+    "kern['$K1']['bytes'] == sum(f['size'] for f in kern['$K1']['files'])"
+  check "... a record: key, name, argument types, no call info or grid" json_ok "$W/f.tbundle" \
+    "rec['$K1']['kernel_name'] == 'tb_add' and rec['$K1']['call'] is None and len(rec['$K1']['configs']) == 1" \
+    "rec['$K1']['configs'][0]['arg_types'] == 'OOOi' and rec['$K1']['configs'][0]['arg_divisibility'] == '1110'" \
+    "rec['$K1']['configs'][0]['flags'] == ['types_from_ir'] and rec['$K1']['configs'][0]['grid'] is None" \
+    "len(named('tb_add')) == 2"
+  check "... tb_matmul's config as its NAME.json says (warps, stages, shared memory)" json_ok "$W/f.tbundle" \
+    "rec['$K2']['configs'][0]['shared_mem'] == 131072 == meta('$K2', 'tb_matmul')['shared']" \
+    "rec['$K2']['configs'][0]['num_warps'] == meta('$K2', 'tb_matmul')['num_warps'] == 8" \
+    "rec['$K2']['configs'][0]['num_stages'] == meta('$K2', 'tb_matmul')['num_stages'] == 4" \
+    "rec['$K2']['configs'][0]['function_name'] == 'tb_matmul' and rec['$K2']['configs'][0]['binary_name'] == 'tb_matmul.cubin'" \
+    "rec['$K2']['configs'][0]['global_scratch'] == {'size': 0, 'align': 1}"
+  check "... --json may follow FILE" sh -c "$T list '$W/f.tbundle' --json | python3 -c 'import json,sys; json.load(sys.stdin)'"
+  check "list --json of a format 1.0 bundle says 1.0" json_ok tests/fixtures/format-1.0.tbundle \
+    'd["format"] == {"major": 1, "minor": 0}'
+  check "list --json of a damaged bundle fails (1)" status_is 1 $T list --json "$W/flip.tbundle"
+  check "... printing nothing on stdout, the cause on stderr" sh -c "[ ! -s '$W/out' ] && grep -q checksum '$W/err'"
+  # records as the Python companion exports them: call info, params, grid
+  # rules, tensor descriptors, scratch, flags
+  python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, triton_bundle as tb
+tb.write_file(test_python.sample_bundle(), sys.argv[1])' "$W/sample.tbundle"
+  check "list --json of an exported bundle: call info (names, mutated, reset, key)" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['call'] == {'arg_names': ['in_out_ptr0', 'xnumel', 'flag', 'big'], 'mutated': [0], 'reset': [], 'key': [1]}" \
+    "rec['triton:d']['call'] is None"
+  check "... params and num_stages from them" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['configs'][0]['params'] == [{'name': 'XBLOCK', 'value': 256}, {'name': 'num_stages', 'value': 3}]" \
+    "[c['num_stages'] for c in rec['inductor:k:1']['configs']] == [3, 2] and rec['triton:d']['configs'][0]['num_stages'] is None"
+  check "... the grid rule as text and as its program" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['configs'][0]['grid']['text'] == '(cdiv(xnumel, XBLOCK), grid_args[1], 1)'" \
+    "rec['inductor:k:1']['configs'][0]['grid']['ops'] == [[{'op': 'arg', 'index': 1}, {'op': 'param', 'index': 0}, {'op': 'cdiv'}], [{'op': 'extra', 'index': 1}], [{'op': 'const', 'value': 1}]]" \
+    "rec['inductor:k:1']['configs'][1]['grid'] is None"
+  check "... the same grid text as the plain list" sh -c "$T list '$W/sample.tbundle' | grep -qF 'grid (cdiv(xnumel, XBLOCK), grid_args[1], 1)'"
+  check "... tensor descriptors, cluster, scratch and flags" json_ok "$W/sample.tbundle" \
+    "rec['triton:d']['configs'][0]['tensordescs'] == [{'tma': 1, 'rank': 2, 'swizzle': 3, 'elem_size': 2, 'elem_type': 6, 'fp4_padded': 0, 'block': [64, 32]}]" \
+    "rec['triton:d']['configs'][0]['cluster_dims'] == [2, 1, 1] and rec['triton:d']['configs'][0]['num_ctas'] == 2" \
+    "rec['triton:d']['configs'][0]['flags'] == ['pdl'] and rec['triton:d']['configs'][0]['global_scratch'] == {'size': 1024, 'align': 128}" \
+    "rec['inductor:k:1']['configs'][0]['global_scratch'] is None" \
+    "kern['HASH2']['device'] == 3 and kern['HASH2']['target'] is None and kern['HASH1']['name'] == 'k'"
+  # hostile names: a hash with a newline and ESC (above), and a bundle whose
+  # every name holds quotes, backslashes, control bytes, C1 controls and
+  # bytes that are not UTF-8
+  check "list --json of the hash with a newline and ESC: escaped, exact" json_ok "$W/esc.tbundle" \
+    "d['kernels'][0]['hash'] == 'EVIL\nFORGED\x1b[31m'" \
+    "b'\\\\u000a' in raw and b'\\\\u001b' in raw and not any(c < 0x20 and c != 10 for c in raw)"
+  python3 -c 'import sys; sys.path[:0] = ["python"]; import triton_bundle as tb
+evil = (b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "surrogateescape")
+meta = b"{\"target\": {\"backend\": \"cu\\\"da\", \"arch\": \"gfx\x01\", \"warp_size\": 64}, \"num_stages\": 007}"
+k = tb.Kernel("H\x01\"x", 0, [tb.Artifact("a\x1b\"b.cubin", b"x"), tb.Artifact("a\x1b\"b.json", meta)])
+g = tb.GridRule([(tb.ARG, 1, 0), (tb.PARAM, 0, 0), (tb.CEILDIV, 0, 0)], [(tb.CONST, 0, 7)], [(tb.CONST, 0, 1)])
+c = tb.Config(k.hash, "f" + evil, "a\x1b\"b.cubin", "Oi", "", 4, 1, 0, 0, params=[("B" + evil, 64)], grid=g)
+r = tb.Record("key" + evil, "name" + evil, [c], tb.CallInfo(["p" + evil, "n" + evil], [0], [0], [1]))
+tb.write_file(tb.Bundle([k], [r]), sys.argv[1])' "$W/hostile.tbundle"
+  EVIL_PY='(b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "replace")'
+  check "list --json of hostile names: valid JSON, ASCII controls escaped, each name exact (bytes not UTF-8 as U+FFFD)" json_ok "$W/hostile.tbundle" \
+    "not any(c < 0x20 and c != 10 for c in raw) and b'\\xc2\\x85' not in raw and b'\\\\u0085' in raw" \
+    "d['records'][0]['cache_key'] == 'key' + $EVIL_PY and d['records'][0]['kernel_name'] == 'name' + $EVIL_PY" \
+    "d['records'][0]['call']['arg_names'] == ['p' + $EVIL_PY, 'n' + $EVIL_PY]" \
+    "d['records'][0]['configs'][0]['function_name'] == 'f' + $EVIL_PY" \
+    "d['records'][0]['configs'][0]['params'] == [{'name': 'B' + $EVIL_PY, 'value': 64}]" \
+    "d['records'][0]['configs'][0]['grid']['text'] == '(cdiv(n' + $EVIL_PY + ', B' + $EVIL_PY + '), 7, 1)'" \
+    "d['kernels'][0]['hash'] == 'H\x01\"x' and d['kernels'][0]['files'][0]['name'] == 'a\x1b\"b.cubin'"
+  check "... a NAME.json that is no clean JSON gives no target values and no num_stages" json_ok "$W/hostile.tbundle" \
+    "d['kernels'][0]['target'] == {} and d['records'][0]['configs'][0]['num_stages'] is None"
+else
+  skip=$((skip + 17)); echo "skip list --json (no python3 to parse it)"
+fi
 # a live writer's temporary directory survives clean at any age
 if command -v flock >/dev/null; then
   mkdir -p "$W/cache/tmp.live" && touch -d '3 hours ago' "$W/cache/tmp.live"
