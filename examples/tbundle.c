@@ -613,9 +613,6 @@ static int cmd_pack(int argc, char **argv) {
     po.collect.progress = collect_progress;
     po.collect.user = &pg;
     if (!keep_going) po.collect.flags |= TB_STOP_ON_ERROR;
-    /* A directory with no kernel directory is a mistake (~/.triton for
-       ~/.triton/cache) unless --allow-empty. One that cannot be listed is
-       left to the pack, which says why. */
     if (!absolute(po.collect.recorded_cache_dir ? po.collect.recorded_cache_dir : pos[0], moved.recorded,
                   sizeof moved.recorded))
         moved.recorded[0] = 0; /* no check */
