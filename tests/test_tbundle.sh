@@ -27,6 +27,31 @@ for c in pack list unpack verify clean; do
   check "$c --help exits 0" status_is 0 $T $c --help
   check "$c without arguments exits 2" status_is 2 $T $c
 done
+# usage errors name the option or value at fault, then print the usage
+for c in pack list unpack verify clean; do
+  check "$c --frobnicate is a usage error (2)" status_is 2 $T $c --frobnicate x
+  check "... naming the option and the command" err_has "^tbundle: unknown option '--frobnicate' for $c\$"
+  check "... then the usage" err_has "^usage: tbundle $c"
+done
+check "pack --threads x is a usage error (2)" status_is 2 $T pack --threads x $FIX
+check "... naming the value" err_has "^tbundle: --threads needs a positive integer, got 'x'\$"
+check "unpack --threads 0 is a usage error (2)" status_is 2 $T unpack --threads 0 a b
+check "... naming the value" err_has "^tbundle: --threads needs a positive integer, got '0'"
+check "pack --threads 65 is a usage error (2)" status_is 2 $T pack --threads 65 $FIX
+check "... saying the limit" err_has "at most 64, got '65'"
+check "pack -o without a value is a usage error (2)" status_is 2 $T pack $FIX -o
+check "... naming the option" err_has "^tbundle: option '-o' needs a value"
+check "clean --age soon is a usage error (2)" status_is 2 $T clean --age soon x
+check "... naming the value" err_has "^tbundle: --age needs a number of seconds, 0 or more, got 'soon'"
+check "list FILE FILE is a usage error (2)" status_is 2 $T list a b
+check "... naming the extra argument" err_has "^tbundle: unexpected argument 'b' for list"
+check "unpack FILE is a usage error (2)" status_is 2 $T unpack a
+check "... saying what is missing" err_has "^tbundle: unpack needs CACHE_DIR after FILE"
+check "verify without FILE says what is missing" sh -c "$T verify 2>&1 | grep -q '^tbundle: verify needs FILE'"
+check "a bad option holding ESC is a usage error (2)" status_is 2 $T list "$(printf -- '--x\033[31m')" f
+check "... printed escaped" grep -qF -- "unknown option '--x\x1b[31m' for list" "$W/err"
+check "an unknown command holding ESC is a usage error (2)" status_is 2 $T "$(printf 'fro\033b')"
+check "... printed escaped" grep -qF "unknown command 'fro\x1bb'" "$W/err"
 check "pack the fixture" status_is 0 $T pack -o "$W/f.tbundle" --as /tmp/triton_cache $FIX
 check "pack reports 8 kernels" out_has "packed 8 kernels, 8 launch records"
 check "verify ok" status_is 0 $T verify "$W/f.tbundle"
@@ -39,6 +64,43 @@ check "pack a missing hash fails (1) naming it" status_is 1 $T pack -o "$W/x.tbu
 check "... message names the hash" err_has NOSUCHHASH
 check "pack a missing cache fails (1)" status_is 1 $T pack -o "$W/x.tbundle" "$W/nonexistent"
 check "... message names the directory" err_has "$W/nonexistent"
+# a directory that is no Triton cache: refused, saying what was expected
+K1=AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ
+mkdir -p "$W/nocache" && cp "$W/f.tbundle" "$W/kept.tbundle"
+check "pack an empty directory fails (1)" status_is 1 $T pack -o "$W/kept.tbundle" "$W/nocache"
+check "... saying what a cache holds" err_has "nocache holds no Triton kernel directories: .*CACHE_DIR/<hash>/, each with a __grp__NAME.json file"
+check "... naming --allow-empty" err_has "allow-empty"
+check "... and leaves the output as it was" cmp -s "$W/f.tbundle" "$W/kept.tbundle"
+mkdir -p "$W/dottriton/dump" && cp -r $FIX "$W/dottriton/cache"
+check "pack ~/.triton instead of ~/.triton/cache fails (1)" status_is 1 $T pack -o "$W/e.tbundle" "$W/dottriton"
+check "... suggesting its cache/ subdirectory" err_has "$W/dottriton/cache is a Triton cache (8 kernel directories): tbundle pack $W/dottriton/cache\$"
+check "... and writes nothing" test ! -e "$W/e.tbundle"
+check "pack of one kernel directory fails (1)" status_is 1 $T pack -o "$W/e.tbundle" "$W/dottriton/cache/$K1"
+check "... suggesting its parent and the hash" err_has "is itself a kernel directory: tbundle pack $W/dottriton/cache $K1\$"
+mkdir -p "$W/nokernels/LAUNCHER" "$W/nokernels/tmp.x" && echo x > "$W/nokernels/LAUNCHER/__triton_launcher.so"
+echo '{}' > "$W/nokernels/tmp.x/__grp__x.json" && echo '{}' > "$W/nokernels/__grp__y.json"
+ln -s "$(cd $FIX && pwd)/$K1" "$W/nokernels/$K1"
+check "entries that are no kernel directories (no __grp__, tmp.*, a link) do not count (1)" status_is 1 $T pack -o "$W/e.tbundle" "$W/nokernels"
+check "--allow-empty packs an empty directory (0)" status_is 0 $T pack --allow-empty -o "$W/e.tbundle" "$W/nocache"
+check "... into a bundle of no kernels" sh -c "$T list '$W/e.tbundle' | tail -n 1 | grep -q '^0 kernels'"
+# a moved cache packed without --as: the .json files still name where
+# Triton wrote it (/tmp/triton_cache, the fixture's README)
+cp -r $FIX "$W/moved"
+check "pack a moved cache without --as (0)" status_is 0 $T pack -o "$W/m.tbundle" "$W/moved"
+check "... warns, naming the directory the .json files name" err_has "warning: 8 .json file(s) name paths under /tmp/triton_cache/<hash>/, not under $W/moved/<hash>/"
+check "... and gives the fix once" sh -c "[ \$(grep -c -- 'pack it with --as /tmp/triton_cache\$' '$W/err') -eq 1 ] && [ \$(wc -l < '$W/err') -eq 2 ]"
+check "... does not take libdevice's path for a cache" sh -c "! grep -q 'site-packages' '$W/err'"
+check "the same with --as: no warning" status_is 0 $T pack -o "$W/m.tbundle" --as /tmp/triton_cache "$W/moved"
+check "... (stderr empty, though every NAME.json names libdevice)" sh -c "[ ! -s '$W/err' ] && grep -q libdevice '$W/moved/$K1/tb_add.json'"
+check "a wrong --as warns, naming the right one" status_is 0 $T pack -o "$W/m.tbundle" --as /tmp/elsewhere "$W/moved"
+check "... once" sh -c "grep -q 'not under /tmp/elsewhere/<hash>/ (the --as directory)' '$W/err' && [ \$(grep -c -- '--as /tmp/triton_cache\$' '$W/err') -eq 1 ]"
+check "named hashes of a moved cache: warns too" status_is 0 $T pack -o "$W/m.tbundle" "$W/moved" $K1
+check "... 1 file" err_has "warning: 1 .json file(s) name paths under /tmp/triton_cache/<hash>/"
+mkdir -p "$W/ext/KERNEL"
+printf '{"extern_libs": [["libdevice", "/opt/venv/lib/python3.12/site-packages/triton/backends/nvidia/lib/libdevice.10.bc"]], "x": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"}' > "$W/ext/KERNEL/k.json"
+printf '{"child_paths": {"k.json": "/old/place/KERNEL/k.json"}}' > "$W/ext/KERNEL/__grp__k.json"
+check "a kernel named other than by Triton's hash: its directory is recognised (0)" status_is 0 $T pack --no-records -o "$W/m.tbundle" "$W/ext"
+check "... as a cache path (/old/place), unlike extern libraries" sh -c "grep -q 'under /old/place/<hash>/' '$W/err' && grep -q -- '--as /old/place\$' '$W/err' && ! grep -q 'site-packages\|x86_64' '$W/err'"
 check "unpack into a fresh cache" status_is 0 $T unpack "$W/f.tbundle" "$W/cache"
 check "... emitted 8" out_has "emitted 8, present 0, failed 0"
 check "unpack again: all present" status_is 0 $T unpack "$W/f.tbundle" "$W/cache"
@@ -125,6 +187,100 @@ check "pack \"\" fails (1)" status_is 1 $T pack -o "$W/e.tbundle" ""
 mkdir -p "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')" && echo '{}' > "$W/esccache/$(printf 'EVIL\nFORGED\033[31m')/__grp__x.json"
 check "pack a kernel whose hash holds a newline and ESC" status_is 0 $T pack --no-records -o "$W/esc.tbundle" "$W/esccache"
 check "list prints it escaped on one line" sh -c "$T list '$W/esc.tbundle' > '$W/out' && grep -q 'EVIL\\\\x0aFORGED\\\\x1b' '$W/out' && ! grep -q '^FORGED' '$W/out' && ! grep -q \"\$(printf '\\033')\" '$W/out'"
+# list --json: parsed by Python's json module, values checked against the
+# fixture's own files and the plain list
+json_ok() { # FILE PYTHON-EXPRESSION...: each must hold of d, the parsed JSON of list --json FILE
+  local f=$1; shift
+  $T list --json "$f" > "$W/json" 2>"$W/err" || return 1
+  python3 -c 'import json, os, sys
+raw = sys.stdin.buffer.read()
+d = json.loads(raw.decode("utf-8"))  # strict UTF-8
+kern = {k["hash"]: k for k in d["kernels"]}
+rec = {r["cache_key"]: r for r in d["records"]}
+named = lambda n: [r for r in d["records"] if r["kernel_name"] == n]
+meta = lambda h, n: json.load(open(os.path.join(sys.argv[1], h, n + ".json")))
+for e in sys.argv[2:]:
+    if not eval(e):
+        sys.exit("false: " + e)' "$FIX" "$@" < "$W/json"
+}
+if command -v python3 >/dev/null; then
+  K2=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ  # tb_matmul
+  check "list --json of the fixture: valid JSON, format 2.2, the totals" json_ok "$W/f.tbundle" \
+    'd["format"] == {"major": 2, "minor": 2}' \
+    'd["totals"] == {"kernels": 8, "files": 64, "bytes": sum(k["bytes"] for k in d["kernels"]), "records": 8}' \
+    'len(d["kernels"]) == 8 and len(d["records"]) == 8'
+  check "... the totals line of the plain list" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q \"^8 kernels, 64 files, \$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"totals\"][\"bytes\"])' < '$W/json') bytes, 8 launch records\""
+  check "... a kernel: hash, name, device, target, files with their sizes" json_ok "$W/f.tbundle" \
+    "kern['$K1']['name'] == 'tb_add' and kern['$K1']['device'] == 0" \
+    "kern['$K1']['target'] == {'backend': 'cuda', 'arch': 90, 'warp_size': 32}" \
+    "[f['name'] for f in kern['$K1']['files']] == sorted(os.listdir(os.path.join(sys.argv[1], '$K1')))" \
+    "all(f['size'] == os.path.getsize(os.path.join(sys.argv[1], '$K1', f['name'])) for f in kern['$K1']['files'] if not f['name'].endswith('.json'))" \
+    "kern['$K1']['bytes'] == sum(f['size'] for f in kern['$K1']['files'])"
+  check "... a record: key, name, argument types, no call info or grid" json_ok "$W/f.tbundle" \
+    "rec['$K1']['kernel_name'] == 'tb_add' and rec['$K1']['call'] is None and len(rec['$K1']['configs']) == 1" \
+    "rec['$K1']['configs'][0]['arg_types'] == 'OOOi' and rec['$K1']['configs'][0]['arg_divisibility'] == '1110'" \
+    "rec['$K1']['configs'][0]['flags'] == ['types_from_ir'] and rec['$K1']['configs'][0]['grid'] is None" \
+    "len(named('tb_add')) == 2"
+  check "... tb_matmul's config as its NAME.json says (warps, stages, shared memory)" json_ok "$W/f.tbundle" \
+    "rec['$K2']['configs'][0]['shared_mem'] == 131072 == meta('$K2', 'tb_matmul')['shared']" \
+    "rec['$K2']['configs'][0]['num_warps'] == meta('$K2', 'tb_matmul')['num_warps'] == 8" \
+    "rec['$K2']['configs'][0]['num_stages'] == meta('$K2', 'tb_matmul')['num_stages'] == 4" \
+    "rec['$K2']['configs'][0]['function_name'] == 'tb_matmul' and rec['$K2']['configs'][0]['binary_name'] == 'tb_matmul.cubin'" \
+    "rec['$K2']['configs'][0]['global_scratch'] == {'size': 0, 'align': 1}"
+  check "... --json may follow FILE" sh -c "$T list '$W/f.tbundle' --json | python3 -c 'import json,sys; json.load(sys.stdin)'"
+  check "list --json of a format 1.0 bundle says 1.0" json_ok tests/fixtures/format-1.0.tbundle \
+    'd["format"] == {"major": 1, "minor": 0}'
+  check "list --json of a damaged bundle fails (1)" status_is 1 $T list --json "$W/flip.tbundle"
+  check "... printing nothing on stdout, the cause on stderr" sh -c "[ ! -s '$W/out' ] && grep -q checksum '$W/err'"
+  # records as the Python companion exports them: call info, params, grid
+  # rules, tensor descriptors, scratch, flags
+  python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, triton_bundle as tb
+tb.write_file(test_python.sample_bundle(), sys.argv[1])' "$W/sample.tbundle"
+  check "list --json of an exported bundle: call info (names, mutated, reset, key)" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['call'] == {'arg_names': ['in_out_ptr0', 'xnumel', 'flag', 'big'], 'mutated': [0], 'reset': [], 'key': [1]}" \
+    "rec['triton:d']['call'] is None"
+  check "... params and num_stages from them" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['configs'][0]['params'] == [{'name': 'XBLOCK', 'value': 256}, {'name': 'num_stages', 'value': 3}]" \
+    "[c['num_stages'] for c in rec['inductor:k:1']['configs']] == [3, 2] and rec['triton:d']['configs'][0]['num_stages'] is None"
+  check "... the grid rule as text and as its program" json_ok "$W/sample.tbundle" \
+    "rec['inductor:k:1']['configs'][0]['grid']['text'] == '(cdiv(xnumel, XBLOCK), grid_args[1], 1)'" \
+    "rec['inductor:k:1']['configs'][0]['grid']['ops'] == [[{'op': 'arg', 'index': 1}, {'op': 'param', 'index': 0}, {'op': 'cdiv'}], [{'op': 'extra', 'index': 1}], [{'op': 'const', 'value': 1}]]" \
+    "rec['inductor:k:1']['configs'][1]['grid'] is None"
+  check "... the same grid text as the plain list" sh -c "$T list '$W/sample.tbundle' | grep -qF 'grid (cdiv(xnumel, XBLOCK), grid_args[1], 1)'"
+  check "... tensor descriptors, cluster, scratch and flags" json_ok "$W/sample.tbundle" \
+    "rec['triton:d']['configs'][0]['tensordescs'] == [{'tma': 1, 'rank': 2, 'swizzle': 3, 'elem_size': 2, 'elem_type': 6, 'fp4_padded': 0, 'block': [64, 32]}]" \
+    "rec['triton:d']['configs'][0]['cluster_dims'] == [2, 1, 1] and rec['triton:d']['configs'][0]['num_ctas'] == 2" \
+    "rec['triton:d']['configs'][0]['flags'] == ['pdl'] and rec['triton:d']['configs'][0]['global_scratch'] == {'size': 1024, 'align': 128}" \
+    "rec['inductor:k:1']['configs'][0]['global_scratch'] is None" \
+    "kern['HASH2']['device'] == 3 and kern['HASH2']['target'] is None and kern['HASH1']['name'] == 'k'"
+  # hostile names: a hash with a newline and ESC (above), and a bundle whose
+  # every name holds quotes, backslashes, control bytes, C1 controls and
+  # bytes that are not UTF-8
+  check "list --json of the hash with a newline and ESC: escaped, exact" json_ok "$W/esc.tbundle" \
+    "d['kernels'][0]['hash'] == 'EVIL\nFORGED\x1b[31m'" \
+    "b'\\\\u000a' in raw and b'\\\\u001b' in raw and not any(c < 0x20 and c != 10 for c in raw)"
+  python3 -c 'import sys; sys.path[:0] = ["python"]; import triton_bundle as tb
+evil = (b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "surrogateescape")
+meta = b"{\"target\": {\"backend\": \"cu\\\"da\", \"arch\": \"gfx\x01\", \"warp_size\": 64}, \"num_stages\": 007}"
+k = tb.Kernel("H\x01\"x", 0, [tb.Artifact("a\x1b\"b.cubin", b"x"), tb.Artifact("a\x1b\"b.json", meta)])
+g = tb.GridRule([(tb.ARG, 1, 0), (tb.PARAM, 0, 0), (tb.CEILDIV, 0, 0)], [(tb.CONST, 0, 7)], [(tb.CONST, 0, 1)])
+c = tb.Config(k.hash, "f" + evil, "a\x1b\"b.cubin", "Oi", "", 4, 1, 0, 0, params=[("B" + evil, 64)], grid=g)
+r = tb.Record("key" + evil, "name" + evil, [c], tb.CallInfo(["p" + evil, "n" + evil], [0], [0], [1]))
+tb.write_file(tb.Bundle([k], [r]), sys.argv[1])' "$W/hostile.tbundle"
+  EVIL_PY='(b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "replace")'
+  check "list --json of hostile names: valid JSON, ASCII controls escaped, each name exact (bytes not UTF-8 as U+FFFD)" json_ok "$W/hostile.tbundle" \
+    "not any(c < 0x20 and c != 10 for c in raw) and b'\\xc2\\x85' not in raw and b'\\\\u0085' in raw" \
+    "d['records'][0]['cache_key'] == 'key' + $EVIL_PY and d['records'][0]['kernel_name'] == 'name' + $EVIL_PY" \
+    "d['records'][0]['call']['arg_names'] == ['p' + $EVIL_PY, 'n' + $EVIL_PY]" \
+    "d['records'][0]['configs'][0]['function_name'] == 'f' + $EVIL_PY" \
+    "d['records'][0]['configs'][0]['params'] == [{'name': 'B' + $EVIL_PY, 'value': 64}]" \
+    "d['records'][0]['configs'][0]['grid']['text'] == '(cdiv(n' + $EVIL_PY + ', B' + $EVIL_PY + '), 7, 1)'" \
+    "d['kernels'][0]['hash'] == 'H\x01\"x' and d['kernels'][0]['files'][0]['name'] == 'a\x1b\"b.cubin'"
+  check "... a NAME.json that is no clean JSON gives no target values and no num_stages" json_ok "$W/hostile.tbundle" \
+    "d['kernels'][0]['target'] == {} and d['records'][0]['configs'][0]['num_stages'] is None"
+else
+  skip=$((skip + 17)); echo "skip list --json (no python3 to parse it)"
+fi
 # a live writer's temporary directory survives clean at any age
 if command -v flock >/dev/null; then
   mkdir -p "$W/cache/tmp.live" && touch -d '3 hours ago' "$W/cache/tmp.live"
