@@ -569,15 +569,18 @@ TBDEF tb_result tb_bundle_write_file(const tb_bundle *bundle, const char *path, 
 TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options,
                                       unsigned flags, tb_bundle **out, tb_error *err);
 /* Maps the file (TB_READ_COPY reads it into memory instead) and keeps it
-   open until tb_bundle_free. As with read_memory, names and structure are
-   copied and checked while reading. Once read, the library's own uses of
-   the payloads (emit's .json files, deriving records, loading a cubin) copy
-   them through the descriptor, and emit writes the others with write(2):
-   if another process truncates the file meanwhile, those give tb_err_io,
-   never SIGBUS. A caller reading artifact data itself, or a file truncated
-   during this call, can still fault as with any mapping: pass TB_READ_COPY
-   for files that others may truncate (tbundle does). Writing a mapped
-   bundle copies from the mapping (refused at once if the file is already
+   open until tb_bundle_free; artifacts' data point into the mapping
+   (zero-copy). The library itself never reads through the mapping: the
+   checksum and the structure are read with pread (names and structure
+   copied and checked, as with read_memory), and its own uses of the
+   payloads (emit, deriving records, loading a cubin) copy them from the
+   file by offset (pread, sendfile). So a file another process truncates
+   or rewrites during the read or afterwards gives tb_err_io (or, for
+   rewritten payload bytes, those bytes), never SIGBUS, and nothing the size
+   of the file is allocated. A caller that reads artifact data itself can
+   still fault as with any mapping: pass TB_READ_COPY where others may
+   truncate the file (tbundle list --json does). Writing a mapped bundle
+   copies from the mapping (refused at once if the file is already
    shorter). Each mapped bundle holds one file descriptor until freed. */
 TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options, unsigned flags,
                                     tb_bundle **out, tb_error *err);
@@ -662,6 +665,10 @@ typedef struct tb_pack_options {
     tb_collect_options collect;  /* recorded_cache_dir, threads, progress, flags */
     int no_launch_records;       /* 1: derive no launch records (an empty section 2) */
     unsigned write_flags;        /* TB_WRITE_FSYNC */
+    /* grid rules for the derived records, each "KERNEL=EXPR[,EXPR[,EXPR]]"
+       (tb_bundle_add_grid_rule); one that matches no record fails the pack */
+    const char *const *grid_rules;
+    uint32_t grid_rule_count;
 } tb_pack_options;
 
 typedef struct tb_pack_report {
@@ -788,6 +795,29 @@ TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slo
 TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *args, uint32_t arg_count,
                                 const int64_t *grid_args, uint32_t grid_arg_count, uint32_t grid[3],
                                 tb_error *err);
+/* Compiles one grid expression in Python's syntax, as the Python companion
+   writes them: integer literals, names, + - * // %, unary minus,
+   parentheses, cdiv (or triton.cdiv, ceildiv), min, max, int() and
+   meta['NAME']. A name is the argument of that name (arg_names[i]), else
+   the param of that name (a constexpr the config records; one a bare cache
+   inlined is written as its value). Constant parts are folded as the
+   Python companion folds them, so both give one program for one string.
+   ops holds TB_MAX_GRID_OPS; tb_err_parse names the column. */
+TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
+                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops,
+                              uint32_t *op_count, tb_error *err);
+/* Gives config `config` of record `record` (TB_ALL_CONFIGS: every config)
+   the grid rule, checked against each config and copied into the bundle
+   (NULL removes it). */
+#define TB_ALL_CONFIGS 0xFFFFFFFFu
+TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *bundle, uint32_t record, uint32_t config, const tb_grid_rule *rule,
+                                        tb_error *err);
+/* spec "KERNEL=EXPR[,EXPR[,EXPR]]" (y and z default to 1): the rule for
+   every record whose kernel name is KERNEL, or the one whose cache key is
+   (to pick one specialization). Names are the record's call info
+   arguments, else those its kernel's IR records (loc("n")).
+   tbundle pack --grid uses it. tb_err_not_found if no record matches. */
+TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uint32_t *records_changed, tb_error *err);
 
 #ifndef TB_NO_LAUNCHER
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
@@ -3224,7 +3254,42 @@ typedef struct tb__cur {
        process may rewrite them after the check, and a name that became
        "../x" then would decide a path. NULL: point into base. */
     tb_bundle *own;
+    /* A mapped file is read through its descriptor, never through base
+       (a file truncated under the mapping would fault): fd >= 0, and
+       every byte read comes from win, a window of the file refilled with
+       pread; base then only positions the views of payloads. */
+    int fd;
+    unsigned char *win;
+    size_t win_at, win_len;
 } tb__cur;
+#define TB__WINDOW ((size_t)256 << 10) /* holds the longest string, TB_MAX_STRING_LENGTH + 1 */
+#define TB__REFILL ((size_t)4096)
+
+/* n bytes at c->pos (n <= TB__WINDOW, within the input), or NULL with an
+   error: a file that no longer holds them changed since it was opened. */
+static const unsigned char *tb__at(tb__cur *c, size_t n) {
+    size_t got = 0, want;
+    if (c->fd < 0) return c->base + c->pos;
+    if (c->pos >= c->win_at && n <= c->win_len && c->pos - c->win_at <= c->win_len - n) return c->win + (c->pos - c->win_at);
+    /* a few KiB: the structure's fields sit between payloads, which are
+       only skipped, so a large refill would read the payloads a second
+       time (the checksum read them once) */
+    want = n > TB__REFILL ? n : TB__REFILL;
+    c->win_at = c->pos, c->win_len = 0;
+    while (got < want) {
+        ssize_t r = pread(c->fd, c->win + got, want - got, (off_t)(c->pos + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break; /* the file's end: the checks above bound what is asked */
+        got += (size_t)r;
+    }
+    c->win_len = got;
+    if (got < n) {
+        tb__fail(c->err, tb_err_io, c->kernel, NULL, (long long)c->pos, got ? 0 : errno,
+                 "the bundle file no longer holds its bytes (truncated or replaced while it was read?)");
+        return NULL;
+    }
+    return c->win;
+}
 
 static tb_result tb__need(tb__cur *c, size_t n, const char *what) {
     if (n > c->end - c->pos)
@@ -3233,22 +3298,29 @@ static tb_result tb__need(tb__cur *c, size_t n, const char *what) {
     return tb_ok;
 }
 static tb_result tb__rd_u32(tb__cur *c, uint32_t *v, const char *what) {
+    const unsigned char *q;
     if (tb__need(c, 4, what)) return tb_err_truncated;
-    *v = tb__le32(c->base + c->pos);
+    if (!(q = tb__at(c, 4))) return tb_err_io;
+    *v = tb__le32(q);
     c->pos += 4;
     return tb_ok;
 }
 static tb_result tb__rd_u64(tb__cur *c, uint64_t *v, const char *what) {
+    const unsigned char *q;
     if (tb__need(c, 8, what)) return tb_err_truncated;
-    *v = tb__le64(c->base + c->pos);
+    if (!(q = tb__at(c, 8))) return tb_err_io;
+    *v = tb__le64(q);
     c->pos += 8;
     return tb_ok;
 }
 static tb_result tb__rd_zeros(tb__cur *c, size_t align, const char *what) {
     size_t n = (align - (c->pos % align)) % align, i;
+    const unsigned char *q;
     if (tb__need(c, n, what)) return tb_err_truncated;
+    if (!n) return tb_ok;
+    if (!(q = tb__at(c, n))) return tb_err_io;
     for (i = 0; i < n; i++)
-        if (c->base[c->pos + i])
+        if (q[i])
             return tb__fail(c->err, tb_err_malformed, c->kernel, NULL, (long long)(c->pos + i), 0,
                             "padding after %s is not zero", what);
     c->pos += n;
@@ -3264,11 +3336,13 @@ static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char
         return tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)at, 0, "%s is %u bytes long, limit %zu",
                         what, n, max);
     if (tb__need(c, (size_t)n + 1, what)) return tb_err_truncated;
-    if (c->own) {
+    if (c->own || c->fd >= 0) {
         /* copy first, then check the copy: the source may change meanwhile */
-        char *s = (char *)tb__arena_alloc_aligned(&c->own->ctx, &c->own->arena, (size_t)n + 1, 1);
-        if (!s) return TB__OOM(c->err);
-        memcpy(s, c->base + c->pos, (size_t)n + 1);
+        const unsigned char *q = tb__at(c, (size_t)n + 1);
+        char *s;
+        if (!q) return tb_err_io;
+        if (!(s = (char *)tb__arena_alloc_aligned(&c->own->ctx, &c->own->arena, (size_t)n + 1, 1))) return TB__OOM(c->err);
+        memcpy(s, q, (size_t)n + 1);
         *out = s;
     } else {
         *out = (const char *)(c->base + c->pos);
@@ -3611,11 +3685,74 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
     return tb_ok;
 }
 
-static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, unsigned flags, tb_error *err) {
+/* pread of exactly n bytes at `at`: 0, or an errno (EIO: the file ends
+   first). The checksum's reader for a file. */
+static int tb__fd_read(void *user, size_t at, void *buf, size_t n) {
+    int fd = *(const int *)user;
+    char *q = (char *)buf;
+    while (n) {
+        ssize_t got = pread(fd, q, n, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got ? errno : EIO;
+        q += got, at += (size_t)got, n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* The checksum of the first n bytes of a file, as format `maj` takes it,
+   read with pread through block buffers (one per thread): no mapping is
+   touched and nothing the size of the file is allocated. */
+static tb_result tb__file_checksum(const tb__ctx *c, int fd, size_t n, unsigned maj, uint64_t *sum, tb_error *err) {
+    unsigned char *bufs[TB__MAX_THREADS];
+    size_t blocks = tb__chunk_count(n);
+    /* a buffer for each thread tb__checksum_blocks will run, no more: fresh
+       memory costs a page fault a page */
+    unsigned nt = 0, t, want = tb__thread_count(0, blocks < 256 ? blocks : 256, TB__CHUNKS_PER_THREAD, TB__MAX_THREADS);
+    int e = 0;
+    for (; nt < want; nt++)
+        if (!(bufs[nt] = (unsigned char *)tb__alloc(c, TB__CHUNK))) break;
+    if (!nt) return TB__OOM(err);
+    if (maj == 1 && n <= TB__CHUNK) { /* one XXH3 over the file */
+        if ((e = tb__fd_read(&fd, 0, bufs[0], n)) == 0) *sum = tb_xxh3_64(bufs[0], n);
+    } else if (maj == 1) {
+        tb__xxh h;
+        size_t at = 0;
+        tb__xxh_init(&h);
+        for (; at < n && !e; at += TB__CHUNK) {
+            size_t k = n - at < TB__CHUNK ? n - at : TB__CHUNK;
+            if ((e = tb__fd_read(&fd, at, bufs[0], k)) == 0) tb__xxh_update(&h, bufs[0], k);
+        }
+        *sum = tb__xxh_digest(&h);
+    } else {
+        e = tb__checksum_blocks(NULL, tb__fd_read, &fd, bufs, nt, n, sum);
+    }
+    for (t = 0; t < nt; t++) tb__free(c, bufs[t]);
+    if (e)
+        return tb__fail(err, tb_err_io, NULL, NULL, -1, e,
+                        "reading the bundle file failed (truncated or replaced while it was read?)");
+    return tb_ok;
+}
+
+/* Parses a bundle: from memory (p, fd < 0), or from a file (fd, through
+   the window win of TB__WINDOW bytes; p is then a mapping that is only
+   used to position the payloads' views, never read). */
+static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, int fd, unsigned char *win,
+                           unsigned flags, tb_error *err) {
     tb__cur c;
     uint64_t file_size;
     uint32_t nsec, i, maj, seen = 0;
     tb_result r;
+    unsigned char head[TB__HEADER_SIZE], tail[TB__TRAILER_SIZE];
+    const unsigned char *whole = p;
+    if (fd >= 0) { /* the header and the trailer, by pread */
+        size_t hn = size < TB__HEADER_SIZE ? size : TB__HEADER_SIZE;
+        int e = tb__fd_read(&fd, 0, head, hn);
+        if (!e && size >= TB__HEADER_SIZE + TB__TRAILER_SIZE) e = tb__fd_read(&fd, size - 8, tail, 8);
+        if (e)
+            return tb__fail(err, tb_err_io, NULL, NULL, 0, e,
+                            "reading the bundle file failed (truncated or replaced while it was read?)");
+        p = head;
+    }
     if (size < 8 ? memcmp(p, tb__magic, size) != 0 : memcmp(p, tb__magic, 8) != 0)
         return tb__fail(err, tb_err_bad_magic, NULL, NULL, 0, 0, "the input does not start with the bundle magic");
     if (size < TB__HEADER_SIZE + TB__TRAILER_SIZE)
@@ -3637,7 +3774,12 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
                         "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size, size);
     if (!(flags & TB_READ_NO_CHECKSUM)) {
         /* format 1: XXH3-64 of the bytes; 2: of their 1 MiB blocks' XXH3-64 values */
-        uint64_t want = tb__le64(p + size - 8), got = maj == 1 ? tb_xxh3_64(p, size - 8) : tb_bundle_checksum(p, size - 8);
+        uint64_t want = fd >= 0 ? tb__le64(tail) : tb__le64(p + size - 8), got = 0;
+        if (fd >= 0) {
+            if ((r = tb__file_checksum(&b->ctx, fd, size - 8, maj, &got, err)) != tb_ok) return r;
+        } else {
+            got = maj == 1 ? tb_xxh3_64(p, size - 8) : tb_bundle_checksum(p, size - 8);
+        }
         if (want != got)
             return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
                             "stored checksum %016llx, computed %016llx (format %u)", (unsigned long long)want,
@@ -3646,11 +3788,12 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     nsec = tb__le32(p + 24);
     if (nsec > TB_MAX_SECTIONS)
         return tb__fail(err, tb_err_limit, NULL, NULL, 24, 0, "%u sections, over TB_MAX_SECTIONS", nsec);
-    c.base = p;
+    c.base = whole;
     c.pos = TB__HEADER_SIZE;
     c.err = err;
     c.kernel = NULL;
     c.own = b->storage == TB_STORAGE_OWNED ? NULL : b;
+    c.fd = fd, c.win = win, c.win_at = 0, c.win_len = 0;
     for (i = 0; i < nsec; i++) {
         uint32_t type, sflags;
         uint64_t len;
@@ -3702,10 +3845,13 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, un
     return tb__drop_duplicate_records(b, err);
 }
 
-static tb_result tb__read_view(const void *data, size_t size, const tb_options *options, unsigned flags,
-                               tb_storage storage, tb_bundle **out, tb_error *err) {
+/* fd >= 0: data maps that file, and the bytes are read from the file
+   (tb__parse's window), never through the mapping. */
+static tb_result tb__read_view_fd(const void *data, size_t size, int fd, const tb_options *options, unsigned flags,
+                                  tb_storage storage, tb_bundle **out, tb_error *err) {
     tb_bundle *b;
     tb_result r;
+    unsigned char *win = NULL;
     const unsigned char *p = (const unsigned char *)data;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
@@ -3724,12 +3870,23 @@ static tb_result tb__read_view(const void *data, size_t size, const tb_options *
         storage = TB_STORAGE_OWNED;
     }
     b->storage = storage;
-    if ((r = tb__parse(b, size ? p : (const unsigned char *)"", size, flags, err)) != tb_ok) {
+    if (fd >= 0 && !(win = (unsigned char *)tb__alloc(&b->ctx, TB__WINDOW))) {
+        tb_bundle_free(b);
+        return TB__OOM(err);
+    }
+    r = tb__parse(b, size ? p : (const unsigned char *)"", size, fd, win, flags, err);
+    tb__free(&b->ctx, win);
+    if (r != tb_ok) {
         tb_bundle_free(b);
         return r;
     }
     *out = b;
     return tb_ok;
+}
+
+static tb_result tb__read_view(const void *data, size_t size, const tb_options *options, unsigned flags,
+                               tb_storage storage, tb_bundle **out, tb_error *err) {
+    return tb__read_view_fd(data, size, -1, options, flags, storage, out, err);
 }
 
 TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_options *options, unsigned flags,
@@ -3749,6 +3906,9 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 #include <fcntl.h>
 #include <sys/file.h> /* flock: the writers' liveness lock on their temporary directories */
 #include <sys/mman.h>
+#if defined(__linux__)
+#include <sys/sendfile.h> /* emit copies a mapped bundle's payloads file to file, in the kernel */
+#endif
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -3802,6 +3962,42 @@ static void tb__temp_name(char *out, size_t cap, const char *prefix) {
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(out, cap, "%s%ld.%llu.%lx%lx", prefix, (long)getpid(), (unsigned long long)tb__unique_seq(),
              (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+}
+
+/* Copies n bytes at offset `at` of file in to the end of out: 0, or -1
+   with errno (EIO: the file ends first). sendfile where Linux has it (one
+   copy, in the kernel, with an explicit offset, so threads share `in`),
+   else pread and write through a buffer. The file is never mapped here: a
+   file truncated meanwhile gives an error, not a fault. */
+static int tb__write_full(int fd, const void *data, size_t n);
+static int tb__copy_range(int in, size_t at, int out, size_t n) {
+    char buf[16384];
+#if defined(__linux__)
+    off_t off = (off_t)at;
+    while (n) {
+        ssize_t w = sendfile(out, in, &off, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EINVAL || errno == ENOSYS) && off == (off_t)at) break; /* not here: the buffer */
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            return -1;
+        }
+        n -= (size_t)w;
+    }
+    at = (size_t)off;
+#endif
+    while (n) {
+        size_t k = n < sizeof buf ? n : sizeof buf;
+        ssize_t got = pread(in, buf, k, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = EIO;
+            return -1;
+        }
+        if (tb__write_full(out, buf, (size_t)got) != 0) return -1;
+        at += (size_t)got, n -= (size_t)got;
+    }
+    return 0;
 }
 
 static int tb__write_full(int fd, const void *data, size_t n) {
@@ -4098,7 +4294,7 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
             close(fd);
             return tb__fail(err, tb_err_io, NULL, path, -1, e, "mmap failed");
         }
-        r = tb__read_view(base, size, options, flags, TB_STORAGE_MAPPED, out, err);
+        r = tb__read_view_fd(base, size, fd, options, flags, TB_STORAGE_MAPPED, out, err);
         if (r == tb_ok) {
             (*out)->map_base = base;
             (*out)->map_size = size;
@@ -4584,6 +4780,9 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
 }
 
 /* ---- pack: collect, derive and write in one pass ---- */
+/* the Grid section's: a "KERNEL=EXPR,..." rule's parts (tb_bundle_add_grid_rule) */
+static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap, char exprs[3][1024], uint32_t *count,
+                                     tb_error *err);
 /* Reader threads collect batches of TB__PACK_BATCH listing entries, each
    into a bundle of its own, and derive its launch records; the calling
    thread writes the finished batches in listing order, frees them, and
@@ -4614,6 +4813,9 @@ typedef struct tb__pack {
     const tb_collect_options *co;
     tb_options po;
     int derive;
+    const char *const *grid_rules;
+    uint32_t grid_rule_count;
+    uint32_t *grid_matched;     /* records each rule changed, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t batches, claimed, written, window;   /* claimed, written: under mu */
@@ -4637,6 +4839,18 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     }
     if (bt->fatal == tb_ok && p->derive && (r = tb_bundle_derive_launch_records(bt->bundle, &e)) != tb_ok)
         bt->fatal = r, bt->error = e;
+    for (at = 0; bt->fatal == tb_ok && at < p->grid_rule_count; at++) { /* names come from this batch's IR */
+        uint32_t n = 0;
+        r = tb_bundle_add_grid_rule(bt->bundle, p->grid_rules[at], &n, &e);
+        if (r == tb_err_not_found && n == 0 && strstr(e.message, "no launch record of this")) continue; /* another batch's */
+        if (r != tb_ok) {
+            bt->fatal = r, bt->error = e;
+            break;
+        }
+        pthread_mutex_lock(&p->mu);
+        p->grid_matched[at] += n;
+        pthread_mutex_unlock(&p->mu);
+    }
     bt->bytes = 0;
     for (at = 0; bt->bundle && at < bt->bundle->kernel_count; at++) {
         uint32_t j;
@@ -4724,6 +4938,24 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     pthread_cond_init(&p.cv, NULL);
     w.fd = -1;
     w.err = 0;
+    p.grid_rules = o->grid_rules, p.grid_rule_count = o->grid_rules ? o->grid_rule_count : 0;
+    if (p.grid_rule_count) {
+        p.grid_matched = (uint32_t *)tb__alloc(&c, p.grid_rule_count * sizeof *p.grid_matched);
+        if (!p.grid_matched) {
+            r = TB__OOM(err);
+            goto done;
+        }
+        memset(p.grid_matched, 0, p.grid_rule_count * sizeof *p.grid_matched);
+        for (i = 0; i < p.grid_rule_count; i++) { /* the form, before any work */
+            char key[TB_MAX_STRING_LENGTH + 1], ex[3][1024];
+            uint32_t nd;
+            if (!p.grid_rules[i]) {
+                r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "grid rule %zu is NULL", i);
+                goto done;
+            }
+            if ((r = tb__split_grid_spec(p.grid_rules[i], key, sizeof key, ex, &nd, err)) != tb_ok) goto done;
+        }
+    }
     p.slots = (tb__pack_batch *)tb__alloc(&c, p.window * sizeof *p.slots);
     if (p.slots) memset(p.slots, 0, p.window * sizeof *p.slots);
     if (!p.slots) {
@@ -4786,6 +5018,10 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
             o->collect.progress(o->collect.user, (uint32_t)((i + 1) * TB__PACK_BATCH < l.count ? (i + 1) * TB__PACK_BATCH : l.count),
                                 (uint32_t)l.count);
     }
+    for (i = 0; r == tb_ok && i < p.grid_rule_count; i++)
+        if (!p.grid_matched[i])
+            r = tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
+                         "the grid rule \"%.100s\" names no kernel (or cache key) of the cache", p.grid_rules[i]);
     if (begun && r == tb_ok) r = tb__writer_finish(&wr, recs, &total, err);
     else if (begun) tb__writer_end(&wr);
 done:
@@ -4802,6 +5038,7 @@ done:
     }
     tb_bundle_free(recs);
     tb__free(&c, p.slots);
+    tb__free(&c, p.grid_matched);
     pthread_cond_destroy(&p.cv);
     pthread_mutex_destroy(&p.mu);
     tb__list_close(&c, &l);
@@ -4977,9 +5214,14 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
             tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "cannot create the file");
             goto fail;
         }
-        /* write(2) from a mapping that another process truncated fails with
-           EFAULT inside the kernel; this process never faults */
-        ok = tb__write_full(fd, data, size) == 0 && (!(flags & TB_EMIT_FSYNC) || fsync(fd) == 0);
+        /* a mapped bundle's payload is copied from its file by offset, never
+           read through the mapping: a file truncated meanwhile is an error */
+        if (data == a->data && b->read_at && size && (uintptr_t)a->data >= (uintptr_t)b->map_base &&
+            (uintptr_t)a->data - (uintptr_t)b->map_base <= b->map_size - size)
+            ok = tb__copy_range(b->map_fd, (size_t)((uintptr_t)a->data - (uintptr_t)b->map_base), fd, size) == 0;
+        else
+            ok = tb__write_full(fd, data, size) == 0;
+        ok = ok && (!(flags & TB_EMIT_FSYNC) || fsync(fd) == 0);
         tb__free(&b->ctx, rep);
         if (!ok) {
             tb__fail(err, tb_err_io, k->hash, a->name, -1, errno, "writing %zu bytes failed", size);
@@ -5731,16 +5973,19 @@ static uint32_t tb__tensordesc_rank(const char *t, size_t n) {
 }
 
 static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
-                                     uint8_t *ranks, tb_error *err);
+                                     uint8_t *ranks, const char **names, uint32_t *name_lens, tb_error *err);
 
 TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
                                 tb_error *err) {
-    return tb__parse_ttfunc_ex(text, size, fn, types, div, cap, NULL, err);
+    return tb__parse_ttfunc_ex(text, size, fn, types, div, cap, NULL, NULL, NULL, err);
 }
 
-/* ranks (TB_MAX_ARGS entries, may be NULL): each 'T' argument's rank. */
+/* ranks (TB_MAX_ARGS entries, may be NULL): each 'T' argument's rank.
+   names, name_lens (TB_MAX_ARGS entries, may be NULL): each argument's
+   name as the IR records it, pointing into text: the loc("NAME") of the
+   argument, else its SSA name (%NAME). */
 static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
-                                     uint8_t *ranks, tb_error *err) {
+                                     uint8_t *ranks, const char **names, uint32_t *name_lens, tb_error *err) {
     const char *p, *end, *found = NULL;
     size_t nargs = 0, fl = fn ? strlen(fn) : 0;
     uint32_t skip = 0, skip_i64 = 0;
@@ -5836,6 +6081,13 @@ static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *
                             "argument %u has type %.*s, which a static launch cannot pass", (unsigned)nargs,
                             (int)((te - t) > 80 ? 80 : (te - t)), t);
         div[nargs] = tb__memmem(te, (size_t)(p - te), "tt.divisibility = 16 ") ? '1' : '0';
+        if (names) {
+            const char *loc = (const char *)tb__memmem(te, (size_t)(p - te), "loc(\""), *q;
+            if (loc && (q = (const char *)memchr(loc + 5, '"', (size_t)(p - loc - 5))) != NULL)
+                names[nargs] = loc + 5, name_lens[nargs] = (uint32_t)(q - loc - 5);
+            else
+                names[nargs] = arg + 1, name_lens[nargs] = (uint32_t)(colon - arg - 1);
+        }
         nargs++;
         if (*p == ')') break;
         p++;
@@ -6217,7 +6469,7 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     if (!ir) return tb__fail(err, tb_err_not_found, k->hash, NULL, -1, 0, "the kernel has no .source or .ttir file");
     if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
     r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, d->md.name, d->types, d->div, sizeof d->types,
-                            d->ranks, err);
+                            d->ranks, NULL, NULL, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
         if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
@@ -6473,6 +6725,400 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
             return r;
     }
     return tb_ok;
+}
+
+/* ---- grid expressions: Python's syntax, compiled to a rule's program ----
+   The C twin of the Python companion's GridCompiler, for callers without
+   Python (tbundle pack --grid): the same grammar, the same postfix order
+   and the same constant folding, so both give one program for one string.
+       expr  = term { ("+" | "-") term }
+       term  = unary { ("*" | "//" | "%") unary }
+       unary = ("-" | "+") unary | atom
+       atom  = integer | name | name "[" 'NAME' "]" | name "(" args ")" | "(" expr ")"
+   where a name may be dotted (triton.cdiv), calls are cdiv / ceildiv (two
+   arguments), min / max (one or more) and int (one), and name["X"] reads X
+   (Triton's meta['BLOCK']). */
+typedef struct tb__gx {
+    const char *s, *p;
+    const char *const *names;
+    uint32_t name_count;
+    const tb_config_param *params;
+    uint32_t param_count;
+    tb_grid_op *ops;
+    uint32_t n, depth;
+    tb_error *err;
+} tb__gx;
+
+static tb_result tb__gx_fail(tb__gx *g, const char *at, const char *what) {
+    return tb__fail(g->err, tb_err_parse, NULL, NULL, (long long)(at - g->s), 0, "grid expression, column %u: %s",
+                    (unsigned)(at - g->s) + 1, what);
+}
+static void tb__gx_ws(tb__gx *g) {
+    while (*g->p == ' ' || *g->p == '\t') g->p++;
+}
+static int tb__gx_ident(char c, int first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+/* Appends op and folds as the Python companion's _fold_ops does: a NEG of
+   a constant (not -2^63), and ADD SUB MUL MIN MAX of two constants where
+   the result fits. */
+static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t value, const char *at) {
+    tb_grid_op *o;
+    if (g->n == TB_MAX_GRID_OPS) return tb__gx_fail(g, at, "more than TB_MAX_GRID_OPS operations");
+    o = &g->ops[g->n++];
+    o->op = op, o->index = index, o->value = value;
+    if (op == TB_GRID_NEG && g->n >= 2 && o[-1].op == TB_GRID_CONST && o[-1].value != INT64_MIN) {
+        o[-1].value = -o[-1].value;
+        g->n--;
+    } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN || op == TB_GRID_MAX) &&
+               g->n >= 3 && o[-1].op == TB_GRID_CONST && o[-2].op == TB_GRID_CONST) {
+        int64_t a = o[-2].value, b = o[-1].value, v = 0;
+        int bad = 0;
+        switch (op) { /* the interpreter's own overflow tests decide "fits" */
+        case TB_GRID_ADD: bad = (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b); v = bad ? 0 : a + b; break;
+        case TB_GRID_SUB: bad = (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b); v = bad ? 0 : a - b; break;
+        case TB_GRID_MUL:
+            if (a == 0 || b == 0) v = 0;
+            else if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) bad = 1;
+            else if (a == -1 || b == -1) v = -(a == -1 ? b : a);
+            else v = (int64_t)((uint64_t)a * (uint64_t)b), bad = v / b != a;
+            break;
+        case TB_GRID_MIN: v = a < b ? a : b; break;
+        default: v = a > b ? a : b; break;
+        }
+        if (!bad) {
+            o[-2].value = v;
+            g->n -= 2;
+        }
+    }
+    return tb_ok;
+}
+
+static tb_result tb__gx_expr(tb__gx *g);
+
+/* A name read as an operand: an argument, else a param, else an error. */
+static tb_result tb__gx_name(tb__gx *g, const char *at, size_t len) {
+    uint32_t i;
+    for (i = 0; i < g->name_count; i++)
+        if (g->names[i] && strlen(g->names[i]) == len && memcmp(g->names[i], at, len) == 0)
+            return tb__gx_emit(g, TB_GRID_ARG, i, 0, at);
+    for (i = 0; i < g->param_count; i++)
+        if (g->params[i].name && strlen(g->params[i].name) == len && memcmp(g->params[i].name, at, len) == 0)
+            return tb__gx_emit(g, TB_GRID_PARAM, i, 0, at);
+    {
+        char what[200];
+        snprintf(what, sizeof what, "\"%.*s\" is no argument of the kernel and no param of the config (write a "
+                 "constexpr's value as a literal)", (int)(len > 60 ? 60 : len), at);
+        return tb__gx_fail(g, at, what);
+    }
+}
+
+static tb_result tb__gx_atom(tb__gx *g) {
+    const char *at;
+    tb_result r;
+    tb__gx_ws(g);
+    at = g->p;
+    if (*g->p >= '0' && *g->p <= '9') { /* decimal, or 0x / 0o / 0b; '_' between digits */
+        unsigned base = 10, d;
+        uint64_t v = 0;
+        int digits = 0;
+        if (g->p[0] == '0' && (g->p[1] == 'x' || g->p[1] == 'X' || g->p[1] == 'o' || g->p[1] == 'O' || g->p[1] == 'b' ||
+                               g->p[1] == 'B'))
+            base = (g->p[1] | 32) == 'x' ? 16 : (g->p[1] | 32) == 'o' ? 8 : 2, g->p += 2;
+        for (;; g->p++) {
+            char c = *g->p;
+            if (c == '_' && digits && tb__gx_ident(g->p[1], 0) && g->p[1] != '_') continue;
+            d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : (c | 32) >= 'a' && (c | 32) <= 'f' ? (unsigned)((c | 32) - 'a' + 10) : 99;
+            if (d >= base) break;
+            if (v > (UINT64_MAX - d) / base) return tb__gx_fail(g, at, "an integer past 2^63 - 1");
+            v = v * base + d, digits++;
+        }
+        if (!digits || v > (uint64_t)INT64_MAX) return tb__gx_fail(g, at, digits ? "an integer past 2^63 - 1" : "a bad integer");
+        if (base == 10 && at[0] == '0' && digits > 1 && v) return tb__gx_fail(g, at, "a decimal with a leading zero");
+        if (tb__gx_ident(*g->p, 0)) return tb__gx_fail(g, g->p, "a bad integer");
+        return tb__gx_emit(g, TB_GRID_CONST, 0, (int64_t)v, at);
+    }
+    if (*g->p == '(') {
+        g->p++;
+        if ((r = tb__gx_expr(g)) != tb_ok) return r;
+        tb__gx_ws(g);
+        if (*g->p != ')') return tb__gx_fail(g, g->p, "')' expected");
+        g->p++;
+        return tb_ok;
+    }
+    if (tb__gx_ident(*g->p, 1)) {
+        const char *name = g->p, *last = g->p;
+        size_t len;
+        while (tb__gx_ident(*g->p, 0) || (*g->p == '.' && tb__gx_ident(g->p[1], 1))) {
+            if (*g->p == '.') last = g->p + 1;
+            g->p++;
+        }
+        len = (size_t)(g->p - last);
+        tb__gx_ws(g);
+        if (*g->p == '(') { /* a call: the last component names it (triton.cdiv) */
+            int is_cdiv = (len == 4 && !memcmp(last, "cdiv", 4)) || (len == 7 && !memcmp(last, "ceildiv", 7));
+            int is_min = len == 3 && !memcmp(last, "min", 3), is_max = len == 3 && !memcmp(last, "max", 3);
+            int is_int = len == 3 && !memcmp(last, "int", 3);
+            uint32_t nargs = 0;
+            if (!is_cdiv && !is_min && !is_max && !is_int)
+                return tb__gx_fail(g, name, "unknown function (cdiv, ceildiv, min, max and int are known)");
+            g->p++;
+            tb__gx_ws(g);
+            while (*g->p != ')') {
+                if (nargs && *g->p++ != ',') return tb__gx_fail(g, g->p - 1, "',' or ')' expected");
+                if ((r = tb__gx_expr(g)) != tb_ok) return r;
+                nargs++;
+                if (nargs >= 2 && (is_min || is_max) &&
+                    (r = tb__gx_emit(g, is_min ? TB_GRID_MIN : TB_GRID_MAX, 0, 0, name)) != tb_ok)
+                    return r;
+                tb__gx_ws(g);
+                if (!*g->p) return tb__gx_fail(g, g->p, "')' expected");
+            }
+            g->p++;
+            if ((is_cdiv && nargs != 2) || (is_int && nargs != 1) || ((is_min || is_max) && nargs < 1))
+                return tb__gx_fail(g, name, is_cdiv ? "cdiv takes two arguments" : is_int ? "int takes one argument"
+                                                                                         : "min and max take at least one");
+            return is_cdiv ? tb__gx_emit(g, TB_GRID_CEILDIV, 0, 0, name) : tb_ok;
+        }
+        if (*g->p == '[') { /* meta['BLOCK'] */
+            const char *q;
+            char quote;
+            g->p++;
+            tb__gx_ws(g);
+            quote = *g->p;
+            if (quote != '\'' && quote != '"') return tb__gx_fail(g, g->p, "a quoted name expected in [ ]");
+            q = strchr(g->p + 1, quote);
+            if (!q) return tb__gx_fail(g, g->p, "unterminated string");
+            at = g->p + 1;
+            g->p = q + 1;
+            tb__gx_ws(g);
+            if (*g->p != ']') return tb__gx_fail(g, g->p, "']' expected");
+            g->p++;
+            return tb__gx_name(g, at, (size_t)(q - at));
+        }
+        if (last != name) return tb__gx_fail(g, name, "a dotted name is only known as a function (triton.cdiv)");
+        return tb__gx_name(g, name, len);
+    }
+    return tb__gx_fail(g, at, *at ? "an integer, a name or '(' expected" : "the expression ends too soon");
+}
+
+static tb_result tb__gx_unary(tb__gx *g) {
+    tb_result r;
+    const char *at;
+    tb__gx_ws(g);
+    at = g->p;
+    if (*g->p == '-' || *g->p == '+') {
+        if (++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
+        g->p++;
+        if ((r = tb__gx_unary(g)) != tb_ok) return r;
+        g->depth--;
+        return *at == '-' ? tb__gx_emit(g, TB_GRID_NEG, 0, 0, at) : tb_ok;
+    }
+    if (*g->p == '(' && ++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
+    r = tb__gx_atom(g);
+    if (*at == '(') g->depth--;
+    return r;
+}
+
+static tb_result tb__gx_term(tb__gx *g) {
+    tb_result r;
+    if ((r = tb__gx_unary(g)) != tb_ok) return r;
+    for (;;) {
+        const char *at;
+        uint32_t op;
+        tb__gx_ws(g);
+        at = g->p;
+        if (g->p[0] == '/' && g->p[1] == '/') op = TB_GRID_FLOORDIV, g->p += 2;
+        else if (g->p[0] == '*' && g->p[1] != '*') op = TB_GRID_MUL, g->p++;
+        else if (g->p[0] == '%') op = TB_GRID_MOD, g->p++;
+        else if (g->p[0] == '/' || g->p[0] == '*') return tb__gx_fail(g, at, "'/' and '**' are not grid operators (use //)");
+        else return tb_ok;
+        if ((r = tb__gx_unary(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
+    }
+}
+
+static tb_result tb__gx_expr(tb__gx *g) {
+    tb_result r;
+    if ((r = tb__gx_term(g)) != tb_ok) return r;
+    for (;;) {
+        const char *at;
+        uint32_t op;
+        tb__gx_ws(g);
+        at = g->p;
+        if (*g->p == '+') op = TB_GRID_ADD;
+        else if (*g->p == '-') op = TB_GRID_SUB;
+        else return tb_ok;
+        g->p++;
+        if ((r = tb__gx_term(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
+    }
+}
+
+TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
+                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops, uint32_t *op_count,
+                              tb_error *err) {
+    tb__gx g;
+    tb_result r;
+    if (!expr || !ops || !op_count || (arg_count && !arg_names) || (param_count && !params))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "expr, ops, op_count, names or params is NULL");
+    *op_count = 0;
+    memset(&g, 0, sizeof g);
+    g.s = g.p = expr;
+    g.names = arg_names, g.name_count = arg_count, g.params = params, g.param_count = param_count;
+    g.ops = ops, g.err = err;
+    if ((r = tb__gx_expr(&g)) != tb_ok) return r;
+    tb__gx_ws(&g);
+    if (*g.p) return tb__gx_fail(&g, g.p, *g.p == ',' ? "one expression per dimension here" : "an operator expected");
+    *op_count = g.n;
+    return tb_ok;
+}
+
+/* The names a record's grid rules read: its call info's, else those the
+   kernel's IR gives its arguments (tt.func's loc("NAME")), written into
+   buf as NUL-terminated strings with names[i] pointing at each. */
+static tb_result tb__record_arg_names(const tb_bundle *b, const tb_launch_record *rec, const char **names, char *buf,
+                                      size_t cap, tb_error *err) {
+    const tb_launch_config *cf = &rec->configs[0];
+    size_t n = strlen(cf->arg_types), used = 0, i;
+    const tb_kernel *k;
+    const tb_artifact *ir = NULL;
+    char fname[TB_MAX_NAME_LENGTH + 16], types[TB_MAX_ARGS + 1], div[TB_MAX_ARGS + 1];
+    const char *at[TB_MAX_ARGS + 1];
+    uint32_t len[TB_MAX_ARGS + 1];
+    const void *bytes;
+    void *copy;
+    tb_result r;
+    if (rec->call && rec->call->arg_count == n) {
+        for (i = 0; i < n; i++) names[i] = rec->call->arg_names[i];
+        return tb_ok;
+    }
+    k = tb_bundle_find_kernel(b, cf->kernel_hash);
+    if (k) {
+        size_t stem = strlen(cf->binary_name);
+        stem = stem > 6 && !strcmp(cf->binary_name + stem - 6, ".cubin") ? stem - 6 : stem;
+        snprintf(fname, sizeof fname, "%.*s.source", (int)stem, cf->binary_name);
+        if (!(ir = tb_kernel_find_artifact(k, fname))) {
+            snprintf(fname, sizeof fname, "%.*s.ttir", (int)stem, cf->binary_name);
+            ir = tb_kernel_find_artifact(k, fname);
+        }
+    }
+    if (!ir)
+        return tb__fail(err, tb_err_not_found, rec->cache_key, NULL, -1, 0,
+                        "the record has no argument names (no call info, and no IR of its kernel in the bundle)");
+    if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
+    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, cf->function_name, types, div, sizeof types, NULL, at,
+                            len, err);
+    if (r == tb_ok && strlen(types) != n)
+        r = tb__fail(err, tb_err_arg_mismatch, rec->cache_key, fname, -1, 0,
+                     "the IR has %zu arguments, the record %zu", strlen(types), n);
+    for (i = 0; r == tb_ok && i < n; i++) {
+        if (used + len[i] + 1 > cap) {
+            r = tb__fail(err, tb_err_limit, rec->cache_key, fname, -1, 0, "the argument names are too long");
+            break;
+        }
+        memcpy(buf + used, at[i], len[i]);
+        buf[used + len[i]] = 0;
+        names[i] = buf + used;
+        used += len[i] + 1;
+    }
+    tb__free(&b->ctx, copy);
+    return r;
+}
+
+TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *b, uint32_t record, uint32_t config, const tb_grid_rule *rule,
+                                        tb_error *err) {
+    tb_launch_record *rec;
+    const tb_grid_rule *g = NULL;
+    uint32_t j;
+    tb_result r;
+    if (!b || record >= b->record_count)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL or record %u out of range", record);
+    rec = &b->records[record];
+    if (config != TB_ALL_CONFIGS && config >= rec->config_count)
+        return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "config %u of %u", config,
+                        rec->config_count);
+    for (j = 0; j < rec->config_count; j++) /* every config checked before any changes */
+        if ((config == TB_ALL_CONFIGS || j == config) && rule &&
+            (r = tb__check_grid(rule, &rec->configs[j], rec->cache_key, -1, err)) != tb_ok)
+            return r;
+    if (rule && !(g = tb__dup_grid(b, rule))) return TB__OOM(err);
+    for (j = 0; j < rec->config_count; j++)
+        if (config == TB_ALL_CONFIGS || j == config) ((tb_launch_config *)(uintptr_t)&rec->configs[j])->grid = g;
+    return tb_ok;
+}
+
+/* "KERNEL=EXPR[,EXPR[,EXPR]]" split: the key, and up to three expressions
+   at commas outside brackets, each copied NUL-terminated into exprs[]. */
+static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap, char exprs[3][1024], uint32_t *count,
+                                     tb_error *err) {
+    const char *eq = strchr(spec, '='), *p, *start;
+    int depth = 0;
+    *count = 0;
+    if (!eq || eq == spec || (size_t)(eq - spec) >= key_cap)
+        return tb__fail(err, tb_err_parse, NULL, NULL, 0, 0, "a grid rule is KERNEL=EXPR[,EXPR[,EXPR]]: \"%.80s\"", spec);
+    memcpy(key, spec, (size_t)(eq - spec));
+    key[eq - spec] = 0;
+    for (p = start = eq + 1;; p++) {
+        if (*p == '(' || *p == '[') depth++;
+        else if ((*p == ')' || *p == ']') && depth) depth--;
+        else if ((*p == ',' && !depth) || !*p) {
+            if (*count == 3)
+                return tb__fail(err, tb_err_parse, key, NULL, (long long)(p - spec), 0, "more than three grid dimensions");
+            if ((size_t)(p - start) >= sizeof exprs[0])
+                return tb__fail(err, tb_err_limit, key, NULL, (long long)(start - spec), 0, "a grid expression over 1023 bytes");
+            memcpy(exprs[*count], start, (size_t)(p - start));
+            exprs[(*count)++][p - start] = 0;
+            if (!*p) break;
+            start = p + 1;
+        }
+    }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t *records_changed, tb_error *err) {
+    char key[TB_MAX_STRING_LENGTH + 1], exprs[3][1024], *namebuf = NULL;
+    const char **names = NULL;
+    uint32_t count, i, j, d, changed = 0;
+    tb_result r;
+    if (records_changed) *records_changed = 0;
+    if (!b || !spec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or spec is NULL");
+    if ((r = tb__split_grid_spec(spec, key, sizeof key, exprs, &count, err)) != tb_ok) return r;
+    if (!(names = (const char **)tb__alloc(&b->ctx, (TB_MAX_ARGS + 1) * sizeof *names)) ||
+        !(namebuf = (char *)tb__alloc(&b->ctx, (size_t)64 << 10))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (i = 0; i < b->record_count && r == tb_ok; i++) {
+        tb_launch_record *rec = &b->records[i];
+        if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
+        if ((r = tb__record_arg_names(b, rec, names, namebuf, (size_t)64 << 10, err)) != tb_ok) break;
+        for (j = 0; j < rec->config_count && r == tb_ok; j++) {
+            const tb_launch_config *cf = &rec->configs[j];
+            uint32_t n = (uint32_t)strlen(cf->arg_types);
+            tb_grid_op ops[3][TB_MAX_GRID_OPS];
+            tb_grid_rule g;
+            for (d = 0; d < 3 && r == tb_ok; d++) {
+                g.ops[d] = ops[d];
+                if (d >= count) {
+                    ops[d][0].op = TB_GRID_CONST, ops[d][0].index = 0, ops[d][0].value = 1, g.op_count[d] = 1;
+                } else if ((r = tb_grid_parse(exprs[d], names, n, cf->params, cf->param_count, ops[d], &g.op_count[d],
+                                              err)) != tb_ok && err) {
+                    char dim[64];
+                    snprintf(dim, sizeof dim, " (dimension %c of the rule for %.20s)", "xyz"[d], key);
+                    if (strlen(err->message) + strlen(dim) < sizeof err->message) strcat(err->message, dim);
+                }
+            }
+            if (r == tb_ok) r = tb_bundle_set_grid_rule(b, i, j, &g, err);
+        }
+        if (r == tb_ok) changed++;
+    }
+    if (r == tb_ok && !changed)
+        r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record of this kernel name or cache key for the grid rule");
+done:
+    tb__free(&b->ctx, names);
+    tb__free(&b->ctx, namebuf);
+    if (records_changed) *records_changed = changed;
+    return r;
 }
 
 #ifndef TB_NO_LAUNCHER

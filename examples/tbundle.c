@@ -12,7 +12,7 @@
    message on stderr names the file and the cause), 2 usage error (the
    message names the option or value at fault, then the usage follows). A
    command that fails leaves its output as it was: pack replaces FILE only
-   when it succeeds. Bundles are read into memory (TB_READ_COPY), so a file
+   when it succeeds. Bundles are read through their descriptor, so a file
    changed or truncated by another process while tbundle runs gives an
    error, never a crash. Names from bundles are printed with control bytes
    escaped as \xNN (as \u00XX in list --json). */
@@ -34,8 +34,8 @@
 static const char *prog = "tbundle";
 
 static const char *usage_pack =
-    "usage: tbundle pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]\n"
-    "                    CACHE_DIR [HASH...]\n"
+    "usage: tbundle pack [-o FILE] [--as DIR] [--grid KERNEL=EXPR[,EXPR[,EXPR]]]... [--keep-going] [--allow-empty]\n"
+    "                    [--no-records] [--fsync] [--threads N] [-v] CACHE_DIR [HASH...]\n"
     "  Packs every kernel directory of CACHE_DIR, CACHE_DIR/<hash>/ holding a\n"
     "  __grp__*.json (~/.triton/cache, not ~/.triton), or the named ones, into FILE\n"
     "  (default: triton_kernels.tbundle). A CACHE_DIR with no kernel directory is an\n"
@@ -47,6 +47,14 @@ static const char *usage_pack =
     "  in it are left out. FILE is replaced only if the pack succeeds.\n"
     "  --as DIR       the cache path the .json files name, if the cache was moved\n"
     "                 since Triton wrote it (default: CACHE_DIR's absolute path)\n"
+    "  --grid KERNEL=EXPR[,EXPR[,EXPR]]\n"
+    "                 the grid (x, y, z; y and z default to 1) of every record of kernel\n"
+    "                 name KERNEL, or of the one whose cache key is KERNEL (to pick one\n"
+    "                 specialization), so that TB_LAUNCH_GRID_AUTO can launch it. EXPR is\n"
+    "                 Python's syntax over the kernel's argument names (as its IR names\n"
+    "                 them), integers, + - * // %, cdiv, min and max; a constexpr, which a\n"
+    "                 cache has inlined, is written as its value:\n"
+    "                   --grid 'tb_add=cdiv(n, 1024)'. Repeatable.\n"
     "  --keep-going   pack the kernels that can be read and warn about the others\n"
     "                 (default: any kernel that cannot be packed fails the pack)\n"
     "  --allow-empty  a CACHE_DIR with no kernel directory gives a bundle of none\n"
@@ -538,11 +546,14 @@ static void moved_free(moved_t *m) {
 }
 
 /* Named hashes: collect them into a bundle, derive, write. */
-static int pack_named(const char *cache, const char **hashes, int count, const tb_collect_options *co, int records,
-                      unsigned write_flags, int keep_going, const char *out) {
+static int pack_named(const char *cache, const char **hashes, int count, const tb_pack_options *po, int keep_going,
+                      const char *out) {
+    const tb_collect_options *co = &po->collect;
+    int records = !po->no_launch_records;
+    unsigned write_flags = po->write_flags;
     tb_bundle *b = NULL;
     tb_error e;
-    uint32_t failed = 0;
+    uint32_t failed = 0, g;
     int i;
     if (tb_bundle_create(NULL, &b, &e) != tb_ok) return fail(&e);
     for (i = 0; i < count; i++)
@@ -561,6 +572,11 @@ static int pack_named(const char *cache, const char **hashes, int count, const t
         tb_bundle_free(b);
         return fail(&e);
     }
+    for (g = 0; g < po->grid_rule_count; g++) /* as tb_pack_cache applies them */
+        if (tb_bundle_add_grid_rule(b, po->grid_rules[g], NULL, &e) != tb_ok) {
+            tb_bundle_free(b);
+            return fail(&e);
+        }
     step("derive launch records");
     if (tb_bundle_write_file(b, out, write_flags, &e) != tb_ok) {
         tb_bundle_free(b);
@@ -579,7 +595,8 @@ static int cmd_pack(int argc, char **argv) {
     tb_pack_options po;
     tb_pack_report rep;
     tb_error e;
-    int i, n = 0, dashes = 0, keep_going = 0, allow_empty = 0, self = 0, checking = 0, st = 2;
+    const char **grids = (const char **)calloc((size_t)argc + 1, sizeof *grids);
+    int i, n = 0, ngrids = 0, dashes = 0, keep_going = 0, allow_empty = 0, self = 0, checking = 0, st = 2;
     progress_t pg;
     strlist entries; /* CACHE_DIR's, or the named hashes */
     moved_t moved;
@@ -588,7 +605,7 @@ static int cmd_pack(int argc, char **argv) {
     memset(&po, 0, sizeof po);
     memset(&entries, 0, sizeof entries);
     memset(&moved, 0, sizeof moved);
-    if (!pos) return 1;
+    if (!pos || !grids) return 1;
     for (i = 0; i < argc; i++) {
         const char *a = argv[i];
         int opt = is_option(a, &dashes);
@@ -600,6 +617,13 @@ static int cmd_pack(int argc, char **argv) {
             if (a[1] == 'o') out = argv[++i];
             else if (a[2] == 'a') po.collect.recorded_cache_dir = argv[++i];
             else if (!parse_threads(argv[++i], &po.collect.threads, usage_pack)) goto done;
+        } else if (!strcmp(a, "--grid")) {
+            if (missing_value(a, i, argc, usage_pack)) goto done;
+            if (!strchr(argv[i + 1], '=')) {
+                st = bad_usage(usage_pack, "--grid needs KERNEL=EXPR[,EXPR[,EXPR]], got '%s'", E(argv[i + 1]));
+                goto done;
+            }
+            grids[ngrids++] = argv[++i];
         } else if (!strcmp(a, "--keep-going")) keep_going = 1;
         else if (!strcmp(a, "--no-records")) po.no_launch_records = 1;
         else if (!strcmp(a, "--fsync")) po.write_flags = TB_WRITE_FSYNC;
@@ -608,6 +632,8 @@ static int cmd_pack(int argc, char **argv) {
         else { st = bad_usage(usage_pack, "unknown option '%s' for pack", E(a)); goto done; }
     }
     if (n < 1) { st = bad_usage(usage_pack, "pack needs CACHE_DIR"); goto done; }
+    if (ngrids && po.no_launch_records) { st = bad_usage(usage_pack, "--grid needs launch records: drop --no-records"); goto done; }
+    po.grid_rules = grids, po.grid_rule_count = (uint32_t)ngrids;
     pg.start = step_start = now();
     pg.last = 0;
     po.collect.progress = collect_progress;
@@ -641,7 +667,7 @@ static int cmd_pack(int argc, char **argv) {
     }
     step("look over the cache");
     if (n > 1) {
-        st = pack_named(pos[0], pos + 1, n - 1, &po.collect, !po.no_launch_records, po.write_flags, keep_going, out);
+        st = pack_named(pos[0], pos + 1, n - 1, &po, keep_going, out);
         fflush(stdout);
         if (st == 0) report_moved(&moved, po.collect.recorded_cache_dir, out);
         goto done;
@@ -667,14 +693,19 @@ done:
     strlist_free(&entries);
     moved_free(&moved);
     free(pos);
+    free(grids);
     return st;
 }
 
-/* Read into memory: the tool must not crash (SIGBUS) if another process
-   truncates the file under a mapping while it runs. */
-static int open_bundle(const char *path, tb_bundle **b) {
+/* The tool must not crash (SIGBUS) if another process truncates the file
+   while it runs. A mapped bundle is safe for what the library does with
+   it (it reads the file with pread and copies payloads by offset, never
+   through the mapping), which is all that unpack, verify and list do;
+   copy (TB_READ_COPY) where the tool reads payloads itself (list --json
+   parses each NAME.json). */
+static int open_bundle(const char *path, unsigned flags, tb_bundle **b) {
     tb_error e;
-    if (tb_bundle_read_file(path, NULL, TB_READ_COPY, b, &e) != tb_ok) return fail(&e);
+    if (tb_bundle_read_file(path, NULL, flags, b, &e) != tb_ok) return fail(&e);
     return 0;
 }
 
@@ -1104,7 +1135,7 @@ static int cmd_list(int argc, char **argv) {
     const char *path;
     int json = 0, st = one_path(argc, argv, usage_list, "list", &json, &path);
     if (st >= 0) return st;
-    if (open_bundle(path, &b)) return 1;
+    if (open_bundle(path, json ? TB_READ_COPY : 0, &b)) return 1;
     if (json) {
         list_json(path, b);
         tb_bundle_free(b);
@@ -1191,7 +1222,7 @@ static int cmd_verify(int argc, char **argv) {
     char e1[1100];
     int st = one_path(argc, argv, usage_verify, "verify", NULL, &path);
     if (st >= 0) return st;
-    if (open_bundle(path, &b)) return 1;
+    if (open_bundle(path, 0, &b)) return 1;
     printf("%s: ok (format %u.%u, %u kernels, %u launch records, checksum verified)\n", esc(path, e1, sizeof e1),
            (unsigned)(tb_bundle_format_version(b) >> 16), (unsigned)(tb_bundle_format_version(b) & 0xffff),
            tb_bundle_kernel_count(b), tb_bundle_launch_record_count(b));
@@ -1225,7 +1256,7 @@ static int cmd_unpack(int argc, char **argv) {
     }
     if (n != 2) return bad_usage(usage_unpack, n ? "unpack needs CACHE_DIR after FILE" : "unpack needs FILE and CACHE_DIR");
     step_start = now();
-    if (open_bundle(pos[0], &b)) return 1;
+    if (open_bundle(pos[0], 0, &b)) return 1;
     step("read");
     ep.p.start = now();
     ep.p.last = 0;
