@@ -1,6 +1,7 @@
-/* triton_bundle.h - v2.0.0 - carry compiled Triton GPU kernels from a Triton
+/* SPDX-License-Identifier: MIT-0 */
+/* triton_bundle.h - v2.1.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
-   MIT No Attribution licence (MIT-0), at the end of the file.
+   MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
    WHAT IT IS
    One C99 header (also valid C++11) that does five things:
@@ -184,9 +185,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 0
+#define TB_VERSION_MINOR 1
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.0.0"
+#define TB_VERSION_STRING "2.1.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 2
 
@@ -7511,13 +7512,16 @@ static uint32_t tb__param_layout(const tb_loaded_kernel *k, uint16_t *size, uint
 
 static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     uint32_t total = k->info.param_count, i, count = 0;
-    size_t off, size;
+    size_t off, size, got[TB_MAX_ARGS + 3];
     tb__CUresult cr;
     uint16_t want_size[TB_MAX_ARGS + 2], owner[TB_MAX_ARGS + 2];
     if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
     if (tb__param_layout(k, want_size, owner) != k->expanded)
         return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0, "internal: the parameter layout and its count disagree");
-    while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0) count++;
+    /* one pass: each parameter's size, until the driver says the list ends
+       (a load is compared with a bare cuModuleLoadData, so no call twice) */
+    while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0)
+        got[count++] = size;
     if (cr != TB__CUDA_ERROR_INVALID_VALUE && cr != 0)
         return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
     if (count != total)
@@ -7526,8 +7530,7 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
                         "pointers", count, k->info.arg_count, k->expanded, total - k->expanded);
     for (i = 0; i < total; i++) {
         uint32_t want = i < k->expanded ? want_size[i] : 8;
-        if ((cr = tb__drv.cuFuncGetParamInfo(k->function, i, &off, &size)) != 0)
-            return tb__cufail(err, cr, tb_err_cuda, k->name, "cuFuncGetParamInfo", "%s", "");
+        size = got[i];
         if (size == want) continue;
         /* PyTorch's codes say 'i' for i1 and 'I' for u1, which Triton 3.6
            compiles to a 1-byte parameter: pass it as the bool it is */
@@ -7546,8 +7549,17 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     return tb_ok;
 }
 
+static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
+                                const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err);
 TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
                               const tb_load_options *load, tb_loaded_kernel **out, tb_error *err) {
+    return tb__load_cubin(cubin, size, cfg, options, load, 0, out, err);
+}
+
+/* checked: cfg is a config of a bundle, which checked it when it was added
+   or read (the kernel table's loads): not checked again. */
+static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
+                                const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err) {
     tb__ctx c = tb__ctx_from(options);
     tb_loaded_kernel *k;
     tb_result r;
@@ -7562,8 +7574,9 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     if (!cubin || size == 0 || !cfg)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
     key = cfg->function_name ? cfg->function_name : "?";
-    if ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
-        (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok))
+    if (!checked &&
+        ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
+         (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok)))
         return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
@@ -7761,8 +7774,14 @@ fail:
     return r;
 }
 
+static tb_result tb__load_config(const tb_bundle *b, const tb_launch_config *cfg, const tb_options *options,
+                                 const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err);
 TBDEF tb_result tb_load_config(const tb_bundle *b, const tb_launch_config *cfg, const tb_options *options,
                                const tb_load_options *load, tb_loaded_kernel **out, tb_error *err) {
+    return tb__load_config(b, cfg, options, load, 0, out, err);
+}
+static tb_result tb__load_config(const tb_bundle *b, const tb_launch_config *cfg, const tb_options *options,
+                                 const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err) {
     const tb_kernel *k;
     const tb_artifact *a;
     const void *bytes;
@@ -7777,7 +7796,7 @@ TBDEF tb_result tb_load_config(const tb_bundle *b, const tb_launch_config *cfg, 
     /* a mapped bundle's cubin is copied through the descriptor: the driver
        reads it in this process, where a truncated file would fault */
     if ((r = tb__artifact_bytes(b, k, a, 0, &bytes, &copy, err)) != tb_ok) return r;
-    r = tb_load_cubin(bytes, (size_t)a->size, cfg, options, load, out, err);
+    r = tb__load_cubin(bytes, (size_t)a->size, cfg, options, load, checked, out, err);
     tb__free(&b->ctx, copy);
     return r;
 }
@@ -8261,7 +8280,7 @@ static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, 
     tb_result res = tb_ok;
     pthread_mutex_lock(&t->mu);
     if (!t->slots[s]) {
-        res = tb_load_config(t->bundle, &r->configs[cfg], &t->options, &t->load, &k, err);
+        res = tb__load_config(t->bundle, &r->configs[cfg], &t->options, &t->load, 1, &k, err); /* the bundle's: checked */
         if (res == tb_ok) TB__STORE_REL(t->slots[s], k);
     }
     pthread_mutex_unlock(&t->mu);
@@ -9308,13 +9327,21 @@ TBDEF void tb_graph_free(tb_graph *g) {
 #endif /* TRITON_BUNDLE_IMPLEMENTATION */
 
 /*
-   LICENSE: MIT No Attribution (MIT-0)
+   LICENSE: MIT No Attribution (MIT-0); SPDX-License-Identifier: MIT-0
    Copyright 2026 the triton_bundle.h authors.
+
    Permission is hereby granted, free of charge, to any person obtaining a copy
    of this software and associated documentation files (the "Software"), to deal
    in the Software without restriction, including without limitation the rights
    to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
    copies of the Software, and to permit persons to whom the Software is
    furnished to do so.
-   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND.
+
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+   FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+   LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+   SOFTWARE.
 */

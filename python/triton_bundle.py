@@ -41,7 +41,7 @@ import sys
 
 # The version of triton_bundle.h this module goes with (its TB_VERSION_STRING;
 # tests/test_package.py checks that they are equal).
-__version__ = "2.0.0"
+__version__ = "2.1.0"
 
 FORMAT_MAJOR = 2
 FORMAT_MINOR = 2
