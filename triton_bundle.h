@@ -45,12 +45,15 @@
      unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
      build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
      launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key;
-               TB_LAUNCH_GRID_AUTO: the grid from the record's rule, tb_grid_compute;
+               TB_LAUNCH_GRID_AUTO: the grid from the record's rule;
                TB_CONFIG_AUTOTUNE: the fastest config, tuned on first use),
                tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
                tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
      autotune  tb_kernel_table_set_autotune, _choice, _save_choices, _load_choices,
                _save_choices_memory, _load_choices_memory
+     grids     tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count, grid[3], &err),
+               tb_grid_parse (a Python-syntax expression to a rule's program),
+               tb_bundle_set_grid_rule, tb_bundle_add_grid_rule ("KERNEL=EXPR,...")
      graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update, tb_graph_free
                (a graph keeps the kernels it captured loaded until tb_graph_free)
      arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
@@ -80,6 +83,21 @@
        // specialized one these arguments satisfy
        if (tb_kernel_table_launch(t, "tb_add", 0, &p, &e)) fprintf(stderr, "%s\n", e.message);
        tb_kernel_table_free(t); tb_bundle_free(b);
+
+   EXAMPLE (grid rules: give a record from a bare cache its grid, then launch
+   it with its arguments alone)
+       tb_bundle *b; tb_error e; uint32_t grid[3], changed = 0;
+       tb_bundle_read_file("kernels.tbundle", NULL, 0, &b, &e);
+       // names are the kernel's arguments as its IR names them; a constexpr
+       // the cache inlined (BLOCK_SIZE = 1024) is written as its value
+       if (tb_bundle_add_grid_rule(b, "tb_add=cdiv(n, 1024)", &changed, &e))
+           fprintf(stderr, "%s\n", e.message);      // parse errors name the column
+       const tb_launch_record *r = tb_bundle_launch_record(b, 0);
+       tb_arg a[4] = { tb_arg_p(x), tb_arg_p(y), tb_arg_p(out), tb_arg_i(n) };
+       if (tb_grid_compute(&r->configs[0], a, 4, NULL, 0, grid, &e) == tb_ok)
+           printf("grid %u x %u x %u\n", grid[0], grid[1], grid[2]);
+       // or launch with p.flags = TB_LAUNCH_GRID_AUTO: the grid is computed the same way
+       tb_bundle_free(b);
 
    EXAMPLE (list a bundle's kernels, files and launch records)
        tb_bundle *b; tb_error e; uint32_t i, j;
@@ -152,6 +170,13 @@
    tb_grid_compute, tb_call_info, tb_kernel_name, autotune
    (TB_CONFIG_AUTOTUNE, tb_launch_params.arg_bytes) and CUDA graphs
    (tb_graph_*).
+
+   CHANGES IN 2.1 (from 2.0; additions and fixes, no call changes)
+   Grid rules from C (tb_grid_parse, tb_bundle_set_grid_rule,
+   tb_bundle_add_grid_rule, tb_pack_options.grid_rules); the autotune
+   choices in memory (tb_kernel_table_save_choices_memory, _load_...);
+   a graph keeps the kernels it captured; a mapped bundle is read with
+   pread, never through its mapping; bools reach the kernel as v != 0.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
