@@ -6646,9 +6646,25 @@ static int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
     return 0;
 }
 
+/* What a program reads besides its own operations: the arguments' codes
+   and values, the config's params, the caller's grid values, and the
+   kernel's name for messages. tb_grid_compute fills it from a config, a
+   loaded kernel from its plan. */
+typedef struct tb__grid_env {
+    const char *codes;
+    const tb_config_param *params; /* NULL: PARAM operands were resolved (a plan) */
+    const tb_arg *args;
+    const int64_t *extra;
+    uint32_t n_extra;
+    const char *name;
+} tb__grid_env;
+
 /* One dimension: the program's value, or an error naming what went wrong. */
-static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch_config *cf, const tb_arg *args,
-                              const int64_t *extra, uint32_t n_extra, uint32_t dim, int64_t *out, tb_error *err) {
+static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_env *env, uint32_t dim, int64_t *out,
+                              tb_error *err) {
+    const tb_arg *args = env->args;
+    const int64_t *extra = env->extra;
+    uint32_t n_extra = env->n_extra;
     int64_t st[TB_GRID_STACK], a, b, v, q, m;
     uint32_t sp = 0, i;
     static const char *const dims = "xyz";
@@ -6659,19 +6675,19 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch
             switch (o->op) {
             case TB_GRID_CONST: v = o->value; break;
             case TB_GRID_ARG:
-                if (tb__grid_arg(cf->arg_types[o->index], args[o->index], &v))
-                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                if (tb__grid_arg(env->codes[o->index], args[o->index], &v))
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                                     "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim], o->index);
-                if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__make_bool's mark */
-                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__grid_plan_bool's mark */
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                                     "grid %c: argument %u is a 1-byte bool in the cubin where the config says integer, "
                                     "and the grid rule reads it: pass 0 or 1, not %llu", dims[dim], o->index,
                                     (unsigned long long)args[o->index].u);
                 break;
-            case TB_GRID_PARAM: v = cf->params[o->index].value; break;
+            case TB_GRID_PARAM: v = env->params[o->index].value; break;
             default:
                 if (o->index >= n_extra || !extra)
-                    return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                                     "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index, n_extra);
                 v = extra[o->index];
             }
@@ -6704,7 +6720,7 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb_launch
             }
         }
         if (bad)
-            return tb__fail(err, tb_err_arg_range, cf->function_name, NULL, -1, 0,
+            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                             "grid %c: operation %u of the rule overflows or divides by zero", dims[dim], i);
         st[sp++] = v;
     }
@@ -6733,6 +6749,7 @@ static tb_result tb__no_grid_rule(const char *name, tb_error *err) {
    (at most 3 x TB_MAX_GRID_OPS operations) before it runs. */
 TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, uint32_t arg_count,
                                 const int64_t *extra, uint32_t n_extra, uint32_t grid[3], tb_error *err) {
+    tb__grid_env env;
     uint32_t d;
     tb_result r;
     if (!cf || !grid || !cf->arg_types) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
@@ -6744,14 +6761,88 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
     if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
         return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
                         arg_count, (unsigned)strlen(cf->arg_types));
+    env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
+    env.name = cf->function_name;
     for (d = 0; d < 3; d++) {
         int64_t v = 0;
-        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], cf, args, extra, n_extra, d, &v, err)) != tb_ok ||
+        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], &env, d, &v, err)) != tb_ok ||
             (r = tb__grid_store(cf->function_name, d, v, grid, err)) != tb_ok)
             return r;
     }
     return tb_ok;
 }
+
+#ifndef TB_NO_LAUNCHER
+/* ---- the rule as a loaded kernel keeps it ----
+   Params resolved to constants, and each dimension's usual shape marked so
+   that the launch evaluates it without the interpreter: form 1 a constant,
+   form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv). */
+typedef struct tb__grid_plan {
+    uint32_t count[3];          /* 0, 0, 0: the config has no rule */
+    uint8_t form[3];            /* 0: the interpreter */
+    uint32_t arg[3];
+    int64_t c[3];
+    tb_grid_op ops[3][TB_MAX_GRID_OPS];
+} tb__grid_plan;
+
+static void tb__grid_plan_make(tb__grid_plan *g, const tb_launch_config *cfg) {
+    uint32_t d, q;
+    memset(g->count, 0, sizeof g->count);
+    memset(g->form, 0, sizeof g->form);
+    if (!cfg->grid) return;
+    for (d = 0; d < 3; d++) {
+        g->count[d] = cfg->grid->op_count[d];
+        for (q = 0; q < g->count[d]; q++) {
+            tb_grid_op o = cfg->grid->ops[d][q];
+            if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
+            g->ops[d][q] = o;
+        }
+        if (g->count[d] == 1 && g->ops[d][0].op == TB_GRID_CONST)
+            g->form[d] = 1, g->c[d] = g->ops[d][0].value;
+        else if (g->count[d] == 3 && g->ops[d][0].op == TB_GRID_ARG && g->ops[d][1].op == TB_GRID_CONST &&
+                 g->ops[d][1].value > 0 && g->ops[d][2].op == TB_GRID_CEILDIV)
+            g->form[d] = 2, g->arg[d] = g->ops[d][0].index, g->c[d] = g->ops[d][1].value;
+    }
+}
+
+/* Argument a is a 1-byte bool in the cubin where the config says 'i' or
+   'I': the operations that read it are marked (value 1 in the plan's ARG,
+   a field the format leaves zero), so that the launch refuses anything but
+   0 and 1 there (tb_grid_compute, which reads the config's 'i', would
+   report another grid), and no fast path skips that check. */
+static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
+    uint32_t d, q;
+    for (d = 0; d < 3; d++)
+        for (q = 0; q < g->count[d]; q++)
+            if (g->ops[d][q].op == TB_GRID_ARG && g->ops[d][q].index == a) {
+                g->ops[d][q].value = 1;
+                if (g->form[d] == 2) g->form[d] = 0;
+            }
+}
+
+/* The launch's grid: the plan over the arguments (codes: the loaded
+   kernel's, bools included), into grid. */
+static tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name, const tb_arg *args,
+                                    const int64_t *extra, uint32_t n_extra, uint32_t *grid, tb_error *err) {
+    tb__grid_env env;
+    uint32_t d;
+    tb_result r;
+    if (TB__UNLIKELY(!g->count[0])) return tb__no_grid_rule(name, err);
+    env.codes = codes, env.params = NULL, env.args = args, env.extra = extra, env.n_extra = n_extra, env.name = name;
+    for (d = 0; d < 3; d++) {
+        int64_t v = 0, a;
+        if (g->form[d] == 1) {
+            v = g->c[d];
+        } else if (g->form[d] == 2 && !tb__grid_arg(codes[g->arg[d]], args[g->arg[d]], &a)) {
+            (void)tb__ceildiv(a, g->c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
+        } else if ((r = tb__grid_run(g->ops[d], g->count[d], &env, d, &v, err)) != tb_ok) {
+            return r;
+        }
+        if ((r = tb__grid_store(name, d, v, grid, err)) != tb_ok) return r;
+    }
+    return tb_ok;
+}
+#endif
 
 /* ---- grid expressions: Python's syntax, compiled to a rule's program ----
    The C twin of the Python companion's GridCompiler, for callers without
@@ -7414,15 +7505,9 @@ struct tb_loaded_kernel {
     uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
     uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
     tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
-    uint32_t grid_count[3];     /* the config's grid rule, 0,0,0: none */
-    /* per dimension, the rule's usual shapes, evaluated without the
-       interpreter: 1 CONST c, 2 CEILDIV(ARG a, CONST c > 0); 0 other */
-    uint8_t grid_form[3];
-    uint32_t grid_arg[3];
-    int64_t grid_c[3];
     uint32_t conv_count;
     uint16_t conv_idx[TB_MAX_ARGS];
-    tb_grid_op grid_ops[3][TB_MAX_GRID_OPS]; /* PARAM operands resolved to their values */
+    tb__grid_plan grid;         /* the config's grid rule (the Grid section's) */
     char codes[TB_MAX_ARGS + 1];
     char div[TB_MAX_ARGS + 1];
     char name[128];
@@ -7487,22 +7572,14 @@ TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info
 
 /* Argument a, an 'i' or 'I' in the config, is a 1-byte bool in the cubin
    (PyTorch's code for i1 and u1): the kernel gets v != 0, converted on
-   every host. A grid rule that reads it is marked (value 1 in the loaded
-   copy of its ARG operation, unused by the format) so that the launch
-   refuses anything but 0 and 1 there: tb_grid_compute, which reads the
-   config's 'i', would report another grid for any other value, and the
-   grid and the kernel must see one value. */
+   every host, and the grid plan marks the operations that read it
+   (tb__grid_plan_bool), so that the grid and the kernel see one value. */
 static void tb__make_bool(tb_loaded_kernel *k, uint32_t a) {
-    uint32_t i, d, q;
+    uint32_t i;
     k->codes[a] = '?';
     for (i = 0; i < k->conv_count && k->conv_idx[i] != a; i++) {}
     if (i == k->conv_count) k->conv_idx[k->conv_count++] = (uint16_t)a;
-    for (d = 0; d < 3; d++)
-        for (q = 0; q < k->grid_count[d]; q++)
-            if (k->grid_ops[d][q].op == TB_GRID_ARG && k->grid_ops[d][q].index == a) {
-                k->grid_ops[d][q].value = 1;
-                if (k->grid_form[d] == 2) k->grid_form[d] = 0; /* the interpreter checks the mark */
-            }
+    tb__grid_plan_bool(&k->grid, a);
 }
 
 /* The cubin's parameter list must be ours: count first, then every size. */
@@ -7581,37 +7658,14 @@ TBDEF tb_result tb_load_cubin(const void *cubin, size_t size, const tb_launch_co
     return tb__load_cubin(cubin, size, cfg, options, load, 0, out, err);
 }
 
-/* checked: cfg is a config of a bundle, which checked it when it was added
-   or read (the kernel table's loads): not checked again. */
-static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
-                                const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err) {
-    tb__ctx c = tb__ctx_from(options);
-    tb_loaded_kernel *k;
-    tb_result r;
-    tb__CUresult cr;
-    tb__CUctx cur = NULL;
-    int pushed = 0, ndev = 0, dev_req = load ? load->device : 0, optin = 0;
-    uint32_t i, n;
-    void *aligned = NULL;
-    const char *key;
-    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
-    *out = NULL;
-    if (!cubin || size == 0 || !cfg)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
-    key = cfg->function_name ? cfg->function_name : "?";
-    if (!checked &&
-        ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
-         (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok)))
-        return r;
-    if ((r = tb_driver_load(err)) != tb_ok) return r;
-    k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k);
-    if (!k) return TB__OOM(err);
-    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx)); /* the arrays are filled below */
-    memset(&k->info, 0, sizeof k->info);
-    k->ctx = c;
-    k->refs = 1;
+/* ---- the plan: everything a launch needs that the config decides ----
+   Driver-free, so that a whole program can be checked on a CPU before
+   anything touches a GPU: the argument codes and which ones need
+   converting, the grid plan, scratch, block and shared memory, the
+   parameters tensor descriptors become, and the launch attributes. */
+static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg, tb_error *err) {
+    uint32_t i, n = (uint32_t)strlen(cfg->arg_types);
     tb__copy_field(k->name, sizeof k->name, cfg->function_name);
-    n = (uint32_t)strlen(cfg->arg_types);
     memcpy(k->codes, cfg->arg_types, n + 1);
     if (cfg->arg_divisibility && *cfg->arg_divisibility) memcpy(k->div, cfg->arg_divisibility, n + 1);
     else k->div[0] = 0;
@@ -7625,22 +7679,7 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
         if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
-    if (cfg->grid) {
-        uint32_t d, q;
-        for (d = 0; d < 3; d++) {
-            k->grid_count[d] = cfg->grid->op_count[d];
-            for (q = 0; q < k->grid_count[d]; q++) {
-                tb_grid_op o = cfg->grid->ops[d][q];
-                if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
-                k->grid_ops[d][q] = o;
-            }
-            if (k->grid_count[d] == 1 && k->grid_ops[d][0].op == TB_GRID_CONST)
-                k->grid_form[d] = 1, k->grid_c[d] = k->grid_ops[d][0].value;
-            else if (k->grid_count[d] == 3 && k->grid_ops[d][0].op == TB_GRID_ARG && k->grid_ops[d][1].op == TB_GRID_CONST &&
-                     k->grid_ops[d][1].value > 0 && k->grid_ops[d][2].op == TB_GRID_CEILDIV)
-                k->grid_form[d] = 2, k->grid_arg[d] = k->grid_ops[d][0].index, k->grid_c[d] = k->grid_ops[d][1].value;
-        }
-    }
+    tb__grid_plan_make(&k->grid, cfg);
     k->global_present = cfg->global_scratch.present != 0;
     k->profile_present = cfg->profile_scratch.present != 0;
     k->global_size = cfg->global_scratch.size;
@@ -7655,101 +7694,10 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
             k->descs[k->desc_count++] = *m;
             k->expanded += m->tma ? 2 * m->rank : 1 + 4 * m->rank;
         }
-    if (k->expanded > TB_MAX_ARGS) {
-        r = tb__fail(err, tb_err_limit, k->name, NULL, -1, 0, "the arguments make %u parameters, over TB_MAX_ARGS (%u)",
-                     k->expanded, (unsigned)TB_MAX_ARGS);
-        goto fail;
-    }
-    for (i = 0; i < k->desc_count; i++)
-        if (k->descs[i].tma && !tb__drv.cuTensorMapEncodeTiled) {
-            r = tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
-                         "the kernel takes a TMA tensor descriptor and the driver has no cuTensorMapEncodeTiled");
-            goto fail;
-        }
+    if (k->expanded > TB_MAX_ARGS)
+        return tb__fail(err, tb_err_limit, k->name, NULL, -1, 0, "the arguments make %u parameters, over TB_MAX_ARGS (%u)",
+                        k->expanded, (unsigned)TB_MAX_ARGS);
     k->info.param_count = k->expanded + (uint32_t)k->global_present + (uint32_t)k->profile_present;
-
-    /* context: the current one, else the device's primary context */
-    cr = tb__drv.cuCtxGetCurrent(&cur);
-    if (cr) {
-        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetCurrent", "%s", "");
-        goto fail;
-    }
-    if (cur && !(load && (load->flags & TB_LOAD_PRIMARY_CONTEXT))) {
-        k->cu_ctx = cur;
-        if ((cr = tb__drv.cuCtxGetDevice(&k->device)) != 0) {
-            r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetDevice", "%s", "");
-            goto fail;
-        }
-    } else {
-        if ((cr = tb__drv.cuDeviceGetCount(&ndev)) != 0 || dev_req < 0 || dev_req >= ndev) {
-            r = tb__fail(err, tb_err_no_device, k->name, NULL, -1, 0, "CUDA device %d requested, %d present", dev_req,
-                         ndev);
-            goto fail;
-        }
-        if ((cr = tb__drv.cuDeviceGet(&k->device, dev_req)) != 0 ||
-            (cr = tb__drv.cuDevicePrimaryCtxRetain(&k->cu_ctx, k->device)) != 0) {
-            r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuDevicePrimaryCtxRetain", "device %d", dev_req);
-            goto fail;
-        }
-        k->retained = 1;
-    }
-    k->info.device = k->device;
-    if ((cr = tb__enter(k, &pushed)) != 0) {
-        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxPushCurrent", "%s", "");
-        goto fail;
-    }
-    if ((uintptr_t)cubin & 15u) {
-        /* the driver reads the ELF image in place: give it an aligned copy */
-        aligned = tb__alloc(&c, size + 16);
-        if (!aligned) {
-            r = TB__OOM(err);
-            goto fail;
-        }
-        memcpy((char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u), cubin, size);
-        cubin = (char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u);
-    }
-    cr = tb__drv.cuModuleLoadData(&k->module, cubin);
-    tb__free(&c, aligned);
-    if (cr) {
-        k->module = NULL;
-        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuModuleLoadData", "device %d", k->device);
-        goto fail;
-    }
-    if ((cr = tb__drv.cuModuleGetFunction(&k->function, k->module, cfg->function_name)) != 0) {
-        r = tb__cufail(err, cr, tb_err_not_found, k->name, "cuModuleGetFunction", "function \"%.100s\"",
-                       cfg->function_name);
-        goto fail;
-    }
-    tb__drv.cuFuncGetAttribute(&k->info.registers, TB__CU_FUNC_ATTRIBUTE_NUM_REGS, k->function);
-    tb__drv.cuFuncGetAttribute(&k->info.spills, TB__CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function);
-    k->info.spills /= 4;
-    tb__drv.cuFuncGetAttribute(&k->info.static_shared, TB__CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function);
-    tb__drv.cuFuncGetAttribute(&k->info.max_threads_per_block, TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                               k->function);
-    if (k->block_x > (unsigned)k->info.max_threads_per_block) {
-        r = tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
-                     "num_warps %u needs %u threads a block; the function allows %d", cfg->num_warps, k->block_x,
-                     k->info.max_threads_per_block);
-        goto fail;
-    }
-    /* in 64 bits: a shared_mem near 2^32 must not wrap past the check */
-    if ((uint64_t)k->shared + (uint64_t)(unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
-        tb__drv.cuDeviceGetAttribute(&optin, TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, k->device);
-        if ((uint64_t)k->shared + (uint64_t)k->info.static_shared > (uint64_t)optin) {
-            r = tb__fail(err, tb_err_shared_memory, k->name, NULL, -1, 0,
-                         "the kernel needs %u bytes of dynamic + %d of static shared memory; device %d allows %d a block",
-                         k->shared, k->info.static_shared, k->device, optin);
-            goto fail;
-        }
-        if ((cr = tb__drv.cuFuncSetAttribute(k->function, TB__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             (int)k->shared)) != 0) {
-            r = tb__cufail(err, cr, tb_err_shared_memory, k->name, "cuFuncSetAttribute",
-                           "opting in to %u bytes of shared memory", k->shared);
-            goto fail;
-        }
-    }
-    if (!(load && (load->flags & TB_LOAD_NO_PARAM_CHECK)) && (r = tb__check_params(k, err)) != tb_ok) goto fail;
-
     /* launch attributes, as Triton's own launcher sets them */
     k->cluster[0] = k->cluster[1] = k->cluster[2] = 1;
     if (cfg->flags & TB_CONFIG_PDL) {
@@ -7769,12 +7717,9 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
            that, or one that overflows, is no cluster the driver could run */
         if (k->cluster[0] > TB__MAX_CLUSTER_BLOCKS || k->cluster[1] > TB__MAX_CLUSTER_BLOCKS ||
             k->cluster[2] > TB__MAX_CLUSTER_BLOCKS ||
-            k->cluster[0] * k->cluster[1] * k->cluster[2] > TB__MAX_CLUSTER_BLOCKS) {
-            r = tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0,
-                         "cluster %u x %u x %u holds more than %u blocks", k->cluster[0], k->cluster[1], k->cluster[2],
-                         (unsigned)TB__MAX_CLUSTER_BLOCKS);
-            goto fail;
-        }
+            k->cluster[0] * k->cluster[1] * k->cluster[2] > TB__MAX_CLUSTER_BLOCKS)
+            return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0, "cluster %u x %u x %u holds more than %u blocks",
+                            k->cluster[0], k->cluster[1], k->cluster[2], (unsigned)TB__MAX_CLUSTER_BLOCKS);
         k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         k->attrs[k->num_attrs].value.cluster.x = k->cluster[0];
         k->attrs[k->num_attrs].value.cluster.y = k->cluster[1];
@@ -7783,11 +7728,127 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
         k->attrs[k->num_attrs++].value.scheduling = TB__CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
     }
     k->use_ex = k->num_attrs > 0;
-    if (k->use_ex && !tb__drv.cuLaunchKernelEx) {
-        r = tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
-                     "the kernel needs launch attributes and the driver has no cuLaunchKernelEx");
+    return tb_ok;
+}
+
+/* ---- the driver steps ---- */
+/* The driver has what the plan needs (TMA encoding, launch attributes). */
+static tb_result tb__load_features(const tb_loaded_kernel *k, tb_error *err) {
+    uint32_t i;
+    for (i = 0; i < k->desc_count; i++)
+        if (k->descs[i].tma && !tb__drv.cuTensorMapEncodeTiled)
+            return tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
+                            "the kernel takes a TMA tensor descriptor and the driver has no cuTensorMapEncodeTiled");
+    if (k->use_ex && !tb__drv.cuLaunchKernelEx)
+        return tb__fail(err, tb_err_no_driver, k->name, TB_LIBCUDA_NAME, -1, 0,
+                        "the kernel needs launch attributes and the driver has no cuLaunchKernelEx");
+    return tb_ok;
+}
+
+/* The context: the current one, else the device's primary context
+   (retained: released by tb_unload). */
+static tb_result tb__load_context(tb_loaded_kernel *k, const tb_load_options *load, tb_error *err) {
+    tb__CUctx cur = NULL;
+    tb__CUresult cr;
+    int ndev = 0, dev_req = load ? load->device : 0;
+    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0) return tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetCurrent", "%s", "");
+    if (cur && !(load && (load->flags & TB_LOAD_PRIMARY_CONTEXT))) {
+        k->cu_ctx = cur;
+        if ((cr = tb__drv.cuCtxGetDevice(&k->device)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetDevice", "%s", "");
+    } else {
+        if ((cr = tb__drv.cuDeviceGetCount(&ndev)) != 0 || dev_req < 0 || dev_req >= ndev)
+            return tb__fail(err, tb_err_no_device, k->name, NULL, -1, 0, "CUDA device %d requested, %d present", dev_req,
+                            ndev);
+        if ((cr = tb__drv.cuDeviceGet(&k->device, dev_req)) != 0 ||
+            (cr = tb__drv.cuDevicePrimaryCtxRetain(&k->cu_ctx, k->device)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, k->name, "cuDevicePrimaryCtxRetain", "device %d", dev_req);
+        k->retained = 1;
+    }
+    k->info.device = k->device;
+    return tb_ok;
+}
+
+/* The module and its function, in the kernel's context (entered): the
+   function's attributes, the block size and shared memory it allows. */
+static tb_result tb__load_module(tb_loaded_kernel *k, const void *cubin, size_t size, const char *function,
+                                 uint32_t num_warps, tb_error *err) {
+    void *aligned = NULL;
+    int optin = 0;
+    tb__CUresult cr;
+    if ((uintptr_t)cubin & 15u) {
+        /* the driver reads the ELF image in place: give it an aligned copy */
+        if (!(aligned = tb__alloc(&k->ctx, size + 16))) return TB__OOM(err);
+        memcpy((char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u), cubin, size);
+        cubin = (char *)aligned + ((16 - ((uintptr_t)aligned & 15u)) & 15u);
+    }
+    cr = tb__drv.cuModuleLoadData(&k->module, cubin);
+    tb__free(&k->ctx, aligned);
+    if (cr) {
+        k->module = NULL;
+        return tb__cufail(err, cr, tb_err_cuda, k->name, "cuModuleLoadData", "device %d", k->device);
+    }
+    if ((cr = tb__drv.cuModuleGetFunction(&k->function, k->module, function)) != 0)
+        return tb__cufail(err, cr, tb_err_not_found, k->name, "cuModuleGetFunction", "function \"%.100s\"", function);
+    tb__drv.cuFuncGetAttribute(&k->info.registers, TB__CU_FUNC_ATTRIBUTE_NUM_REGS, k->function);
+    tb__drv.cuFuncGetAttribute(&k->info.spills, TB__CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function);
+    k->info.spills /= 4;
+    tb__drv.cuFuncGetAttribute(&k->info.static_shared, TB__CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function);
+    tb__drv.cuFuncGetAttribute(&k->info.max_threads_per_block, TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->function);
+    if (k->block_x > (unsigned)k->info.max_threads_per_block)
+        return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
+                        "num_warps %u needs %u threads a block; the function allows %d", num_warps, k->block_x,
+                        k->info.max_threads_per_block);
+    /* in 64 bits: a shared_mem near 2^32 must not wrap past the check */
+    if ((uint64_t)k->shared + (uint64_t)(unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
+        tb__drv.cuDeviceGetAttribute(&optin, TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, k->device);
+        if ((uint64_t)k->shared + (uint64_t)k->info.static_shared > (uint64_t)optin)
+            return tb__fail(err, tb_err_shared_memory, k->name, NULL, -1, 0,
+                            "the kernel needs %u bytes of dynamic + %d of static shared memory; device %d allows %d a block",
+                            k->shared, k->info.static_shared, k->device, optin);
+        if ((cr = tb__drv.cuFuncSetAttribute(k->function, TB__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             (int)k->shared)) != 0)
+            return tb__cufail(err, cr, tb_err_shared_memory, k->name, "cuFuncSetAttribute",
+                              "opting in to %u bytes of shared memory", k->shared);
+    }
+    return tb_ok;
+}
+
+/* checked: cfg is a config of a bundle, which checked it when it was added
+   or read (the kernel table's loads): not checked again. The plan, then
+   the driver steps. */
+static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_config *cfg, const tb_options *options,
+                                const tb_load_options *load, int checked, tb_loaded_kernel **out, tb_error *err) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_loaded_kernel *k;
+    tb_result r;
+    tb__CUresult cr;
+    int pushed = 0;
+    const char *key;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!cubin || size == 0 || !cfg)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
+    key = cfg->function_name ? cfg->function_name : "?";
+    if (!checked &&
+        ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
+         (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok)))
+        return r;
+    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    if (!(k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k))) return TB__OOM(err);
+    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx)); /* the arrays are filled by the plan */
+    memset(&k->info, 0, sizeof k->info);
+    k->ctx = c;
+    k->refs = 1;
+    if ((r = tb__load_plan(k, cfg, err)) != tb_ok || (r = tb__load_features(k, err)) != tb_ok ||
+        (r = tb__load_context(k, load, err)) != tb_ok)
+        goto fail;
+    if ((cr = tb__enter(k, &pushed)) != 0) {
+        r = tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxPushCurrent", "%s", "");
         goto fail;
     }
+    if ((r = tb__load_module(k, cubin, size, cfg->function_name, cfg->num_warps, err)) != tb_ok) goto fail;
+    if (!(load && (load->flags & TB_LOAD_NO_PARAM_CHECK)) && (r = tb__check_params(k, err)) != tb_ok) goto fail;
     tb__leave(pushed);
     *out = k;
     return tb_ok;
@@ -8098,29 +8159,10 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
     return tb_ok;
 }
 
-/* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's rule (its params
-   already resolved) over the arguments, into grid. */
+/* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's plan over the
+   arguments, into grid. */
 static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
-    tb_launch_config view; /* what tb__grid_run reads of a config */
-    uint32_t d;
-    tb_result r;
-    if (TB__UNLIKELY(!k->grid_count[0])) return tb__no_grid_rule(k->name, err);
-    view.function_name = k->name;
-    view.arg_types = k->codes;
-    view.params = NULL;
-    for (d = 0; d < 3; d++) {
-        int64_t v = 0, a;
-        if (k->grid_form[d] == 1) {
-            v = k->grid_c[d];
-        } else if (k->grid_form[d] == 2 && !tb__grid_arg(k->codes[k->grid_arg[d]], p->args[k->grid_arg[d]], &a)) {
-            (void)tb__ceildiv(a, k->grid_c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
-        } else if ((r = tb__grid_run(k->grid_ops[d], k->grid_count[d], &view, p->args, p->grid_args, p->grid_arg_count, d,
-                                     &v, err)) != tb_ok) {
-            return r;
-        }
-        if ((r = tb__grid_store(k->name, d, v, grid, err)) != tb_ok) return r;
-    }
-    return tb_ok;
+    return tb__grid_plan_eval(&k->grid, k->codes, k->name, p->args, p->grid_args, p->grid_arg_count, grid, err);
 }
 
 /* TB_LAUNCH_GRID_AUTO: the loaded config's rule over the arguments. */
@@ -8197,6 +8239,11 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
 }
 
 /* ---- the kernel table ---- */
+/* The Autotune section's state, which the table holds and frees (its
+   struct, create and free are in >>autotune). */
+typedef struct tb__autotune tb__autotune;
+static tb__autotune *tb__autotune_create(const tb__ctx *c);
+static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
 /* Every record of a bundle, indexed once at creation so that a lookup by
    cache key or by name costs one hash and one string compare, whatever the
    bundle's size. Records that share a kernel name are the specializations
@@ -8228,30 +8275,8 @@ struct tb_kernel_table {
     uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
     uint32_t *by_key;           /* record, by cache key; UINT32_MAX: empty */
     uint32_t *by_name;          /* the most specialized record of a name */
-    /* autotune: the choices (see "---- autotune ----"), under tune_mu */
-    pthread_mutex_t tune_mu;
-    pthread_cond_t tune_cv;
-    pthread_mutex_t bench_mu;   /* one benchmark at a time: they share the GPU, the events and the flush buffer */
-    struct tb__cmap *cmap;      /* published whole (release); older ones kept until free */
-    uint32_t choice_count;
-    tb_autotune_options tune;
-    uint64_t flush;             /* the L2 flush buffer, flush_bytes */
-    size_t flush_bytes;
-    tb__CUctx bench_ctx;        /* the context the flush buffer and the events were made in */
-    void **events;
-    uint32_t event_count;
+    tb__autotune *at;           /* the choices and the benchmark's resources: the Autotune section's (>>autotune) */
 };
-static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o);
-typedef struct tb__choice {
-    uint32_t rec, nkey, cfg, state;
-    int64_t *key;
-    double ms;
-} tb__choice;
-typedef struct tb__cmap {
-    uint32_t cap;
-    tb__choice *slots;
-    struct tb__cmap *older;     /* a reader may still probe it */
-} tb__cmap;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TB__LOAD_ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
@@ -8266,35 +8291,14 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     tb__ctx c;
     if (!t) return;
     c = t->ctx;
-    if (t->flush || t->events) { /* in their context, before the kernels (and a retained primary context) go */
-        tb__CUctx old;
-        int pushed = t->bench_ctx && tb__drv.cuCtxPushCurrent(t->bench_ctx) == 0;
-        for (i = 0; t->events && i < t->event_count; i++)
-            if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
-        if (t->flush) tb__drv.cuMemFree(t->flush);
-        if (pushed) tb__drv.cuCtxPopCurrent(&old);
-    }
+    tb__autotune_free(t->at, &c); /* first: its buffers live in the context a kernel may hold */
     for (i = 0; t->slots && i < t->slot_count; i++) tb_unload(t->slots[i]);
     tb__free(&c, t->slots);
     tb__free(&c, t->first);
     tb__free(&c, t->spec);
     tb__free(&c, t->div_args);
     tb__free(&c, t->by_key);
-    if (t->cmap) {
-        tb__cmap *m = t->cmap, *o;
-        for (i = 0; i < m->cap; i++) /* keys are shared with the older maps: freed once */
-            if (m->slots[i].state != 0) tb__free(&c, m->slots[i].key);
-        for (; m; m = o) {
-            o = m->older;
-            tb__free(&c, m->slots);
-            tb__free(&c, m);
-        }
-    }
-    tb__free(&c, t->events);
     pthread_mutex_destroy(&t->mu);
-    pthread_mutex_destroy(&t->tune_mu);
-    pthread_cond_destroy(&t->tune_cv);
-    pthread_mutex_destroy(&t->bench_mu);
     tb__free(&c, t);
 }
 
@@ -8376,16 +8380,13 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     if (options) t->options = *options;
     if (load) t->load = *load;
     t->bundle = b;
-    t->tune = tb__autotune_defaults(NULL);
     pthread_mutex_init(&t->mu, NULL);
-    pthread_mutex_init(&t->tune_mu, NULL);
-    pthread_cond_init(&t->tune_cv, NULL);
-    pthread_mutex_init(&t->bench_mu, NULL);
+    t->at = tb__autotune_create(&c);
     t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
     t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     if (t->slots) memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     t->slot_count = n;
-    if (!t->first || !t->slots) {
+    if (!t->first || !t->slots || !t->at) {
         tb_kernel_table_free(t);
         return TB__OOM(err);
     }
@@ -8558,9 +8559,9 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint
 
 /* ---- autotune ----
    One choice per (record, size key), in an open-addressing map that
-   writers change under tune_mu and publish whole: a launch of a tuned key
+   writers change under at->mu and publish whole: a launch of a tuned key
    costs one hash and no lock. A key being tuned is marked so, and other
-   threads wait on tune_cv instead of benchmarking it again; benchmarks of
+   threads wait on at->cv instead of benchmarking it again; benchmarks of
    different keys run one at a time (bench_mu), since they share the GPU,
    the events and the flush buffer. The benchmark follows Triton's do_bench; the
    arguments the kernel writes run on copies, so the caller's data sees
@@ -8569,6 +8570,73 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint
 #define TB__CHOICE_TUNING 1u
 #define TB__CHOICE_DONE 2u
 #define TB__MAX_KEY TB_MAX_ARGS
+
+typedef struct tb__choice {
+    uint32_t rec, nkey, cfg, state;
+    int64_t *key;
+    double ms;
+} tb__choice;
+typedef struct tb__cmap {
+    uint32_t cap;
+    tb__choice *slots;
+    struct tb__cmap *older;     /* a reader may still probe it */
+} tb__cmap;
+
+/* A table's autotune state: the choices, under mu, and the benchmark's
+   resources, under bench_mu. */
+struct tb__autotune {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_mutex_t bench_mu;   /* one benchmark at a time: they share the GPU, the events and the flush buffer */
+    tb__cmap *cmap;             /* published whole (release); older ones kept until free */
+    uint32_t choice_count;
+    tb_autotune_options options; /* resolved by tb__autotune_defaults */
+    uint64_t flush;             /* the L2 flush buffer, flush_bytes */
+    size_t flush_bytes;
+    tb__CUctx bench_ctx;        /* the context the flush buffer and the events were made in */
+    void **events;
+    uint32_t event_count;
+};
+
+static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o);
+static tb__autotune *tb__autotune_create(const tb__ctx *c) {
+    tb__autotune *a = (tb__autotune *)tb__alloc(c, sizeof *a);
+    if (!a) return NULL;
+    memset(a, 0, sizeof *a);
+    a->options = tb__autotune_defaults(NULL);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_mutex_init(&a->bench_mu, NULL);
+    return a;
+}
+
+static void tb__autotune_free(tb__autotune *a, const tb__ctx *c) {
+    uint32_t i;
+    if (!a) return;
+    if (a->flush || a->events) { /* in their context, before the table's kernels (and a retained primary context) go */
+        tb__CUctx old;
+        int pushed = a->bench_ctx && tb__drv.cuCtxPushCurrent(a->bench_ctx) == 0;
+        for (i = 0; a->events && i < a->event_count; i++)
+            if (a->events[i]) tb__drv.cuEventDestroy(a->events[i]);
+        if (a->flush) tb__drv.cuMemFree(a->flush);
+        if (pushed) tb__drv.cuCtxPopCurrent(&old);
+    }
+    if (a->cmap) {
+        tb__cmap *m = a->cmap, *o;
+        for (i = 0; i < m->cap; i++) /* keys are shared with the older maps: freed once */
+            if (m->slots[i].state != 0) tb__free(c, m->slots[i].key);
+        for (; m; m = o) {
+            o = m->older;
+            tb__free(c, m->slots);
+            tb__free(c, m);
+        }
+    }
+    tb__free(c, a->events);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->bench_mu);
+    tb__free(c, a);
+}
 
 typedef struct tb__choice_trial {
     uint32_t reset_count;
@@ -8614,11 +8682,11 @@ static uint32_t tb__size_key(const tb_launch_record *r, const tb_arg *args, int6
 #else
 #define TB__ACQ(p) (p)
 #define TB__REL(p, v) ((p) = (v))
-#define TB__LOCK_FREE_CHOICES 0 /* every lookup takes tune_mu */
+#define TB__LOCK_FREE_CHOICES 0 /* every lookup takes at->mu */
 #endif
 
 /* The entry of (rec, key) in map m, or NULL; with slot, the empty entry
-   where it would go. Safe without tune_mu: an entry's fields are written
+   where it would go. Safe without at->mu: an entry's fields are written
    before its state is published, and entries never move. */
 static tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, uint32_t n, tb__choice **slot) {
     uint32_t at;
@@ -8635,17 +8703,17 @@ static tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, 
     }
 }
 
-/* Under tune_mu: the entry of (rec, key); a new or failed one is made
+/* Under at->mu: the entry of (rec, key); a new or failed one is made
    TUNING and *fresh set: the caller tunes it. */
 static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_t *key, uint32_t n, int *fresh) {
-    tb__cmap *m = t->cmap;
+    tb__cmap *m = t->at->cmap;
     tb__choice *slot, *c = tb__cmap_find(m, rec, key, n, &slot);
     *fresh = 0;
     if (c) {
         if (c->state == TB__CHOICE_FAILED) TB__REL(c->state, TB__CHOICE_TUNING), *fresh = 1;
         return c;
     }
-    if (!m || 2 * (t->choice_count + 1) > m->cap) { /* grow: a copy, published whole */
+    if (!m || 2 * (t->at->choice_count + 1) > m->cap) { /* grow: a copy, published whole */
         tb__cmap *nm = (tb__cmap *)tb__alloc(&t->ctx, sizeof *nm);
         uint32_t i;
         if (!nm) return NULL;
@@ -8662,7 +8730,7 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
                 tb__cmap_find(nm, m->slots[i].rec, m->slots[i].key, m->slots[i].nkey, &s2);
                 *s2 = m->slots[i];
             }
-        TB__REL(t->cmap, nm);
+        TB__REL(t->at->cmap, nm);
         m = nm;
         tb__cmap_find(m, rec, key, n, &slot);
     }
@@ -8671,7 +8739,7 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     if (n) memcpy(slot->key, key, (size_t)n * sizeof *key);
     slot->rec = rec, slot->nkey = n, slot->cfg = 0, slot->ms = 0;
     TB__REL(slot->state, TB__CHOICE_TUNING);
-    t->choice_count++;
+    t->at->choice_count++;
     *fresh = 1;
     return slot;
 }
@@ -8697,9 +8765,9 @@ static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o) {
 
 TBDEF tb_result tb_kernel_table_set_autotune(tb_kernel_table *t, const tb_autotune_options *o, tb_error *err) {
     if (!t) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table is NULL");
-    pthread_mutex_lock(&t->tune_mu);
-    t->tune = tb__autotune_defaults(o);
-    pthread_mutex_unlock(&t->tune_mu);
+    pthread_mutex_lock(&t->at->mu);
+    t->at->options = tb__autotune_defaults(o);
+    pthread_mutex_unlock(&t->at->mu);
     return tb_ok;
 }
 
@@ -8737,19 +8805,19 @@ static tb_result tb__bench(tb_kernel_table *t, const tb_autotune_options *o, con
     } while (0)
 #define TB__FLUSH()                                                                                    \
     do {                                                                                               \
-        if (t->flush_bytes)                                                                            \
-            TB__CU(tb__drv.cuMemsetD32Async(t->flush, 0, t->flush_bytes / 4, st), "cuMemsetD32Async"); \
+        if (t->at->flush_bytes)                                                                            \
+            TB__CU(tb__drv.cuMemsetD32Async(t->at->flush, 0, t->at->flush_bytes / 4, st), "cuMemsetD32Async"); \
     } while (0)
     TB__RUN();
     TB__CU(tb__drv.cuStreamSynchronize(st), "cuStreamSynchronize");
-    TB__CU(tb__drv.cuEventRecord(t->events[0], st), "cuEventRecord");
+    TB__CU(tb__drv.cuEventRecord(t->at->events[0], st), "cuEventRecord");
     for (i = 0; i < 5; i++) {
         TB__FLUSH();
         TB__RUN();
     }
-    TB__CU(tb__drv.cuEventRecord(t->events[1], st), "cuEventRecord");
-    TB__CU(tb__drv.cuEventSynchronize(t->events[1]), "cuEventSynchronize");
-    TB__CU(tb__drv.cuEventElapsedTime(&est, t->events[0], t->events[1]), "cuEventElapsedTime");
+    TB__CU(tb__drv.cuEventRecord(t->at->events[1], st), "cuEventRecord");
+    TB__CU(tb__drv.cuEventSynchronize(t->at->events[1]), "cuEventSynchronize");
+    TB__CU(tb__drv.cuEventElapsedTime(&est, t->at->events[0], t->at->events[1]), "cuEventElapsedTime");
     est /= 5;
     nw = est > 0 && warm / est < maxr ? (uint32_t)(warm / est) : maxr;
     nr = est > 0 && rep / est < maxr ? (uint32_t)(rep / est) : maxr;
@@ -8758,17 +8826,17 @@ static tb_result tb__bench(tb_kernel_table *t, const tb_autotune_options *o, con
     for (i = 0; i < nw; i++) TB__RUN();
     for (i = 0; i < nr; i++) {
         TB__FLUSH();
-        TB__CU(tb__drv.cuEventRecord(t->events[2 * i], st), "cuEventRecord");
+        TB__CU(tb__drv.cuEventRecord(t->at->events[2 * i], st), "cuEventRecord");
         TB__RUN();
-        TB__CU(tb__drv.cuEventRecord(t->events[2 * i + 1], st), "cuEventRecord");
+        TB__CU(tb__drv.cuEventRecord(t->at->events[2 * i + 1], st), "cuEventRecord");
     }
-    TB__CU(tb__drv.cuEventSynchronize(t->events[2 * nr - 1]), "cuEventSynchronize");
+    TB__CU(tb__drv.cuEventSynchronize(t->at->events[2 * nr - 1]), "cuEventSynchronize");
     if (!(times = (float *)tb__alloc(&t->ctx, nr * sizeof *times))) {
         r = TB__OOM(err);
         goto done;
     }
     for (i = 0; i < nr; i++)
-        TB__CU(tb__drv.cuEventElapsedTime(&times[i], t->events[2 * i], t->events[2 * i + 1]), "cuEventElapsedTime");
+        TB__CU(tb__drv.cuEventElapsedTime(&times[i], t->at->events[2 * i], t->at->events[2 * i + 1]), "cuEventElapsedTime");
     qsort(times, nr, sizeof *times, tb__cmp_float);
     *ms = nr % 2 ? times[nr / 2] : 0.5 * ((double)times[nr / 2 - 1] + times[nr / 2]);
 done:
@@ -8779,7 +8847,7 @@ done:
 }
 
 /* Tunes record rec for p: copies of the written arguments, every config
-   timed, the fastest kept in *c. Called without tune_mu. */
+   timed, the fastest kept in *c. Called without at->mu. */
 static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, tb__choice *c,
                           tb_error *err) {
     const tb_launch_record *rr = &t->bundle->records[rec];
@@ -8815,10 +8883,10 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
         goto done;
     }
     started = 1; /* from here on, work may be queued on the stream */
-    pthread_mutex_lock(&t->tune_mu);
-    opt = t->tune; /* resolved by tb__autotune_defaults */
-    pthread_mutex_unlock(&t->tune_mu);
-    pthread_mutex_lock(&t->bench_mu);
+    pthread_mutex_lock(&t->at->mu);
+    opt = t->at->options; /* resolved by tb__autotune_defaults */
+    pthread_mutex_unlock(&t->at->mu);
+    pthread_mutex_lock(&t->at->bench_mu);
     benching = 1;
     /* which arguments run on copies: mutated and reset (all pointers without call info) */
     if (rr->call) {
@@ -8857,25 +8925,25 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     {
         size_t want = opt.flush_bytes;
         uint32_t ne = 2 * opt.max_reps; /* at most 2 * TB_AUTOTUNE_MAX_REPS */
-        t->bench_ctx = k0->cu_ctx; /* entered above: what the buffers below are made in */
-        if (t->flush_bytes != want) {
-            if (t->flush) tb__drv.cuMemFree(t->flush);
-            t->flush = 0, t->flush_bytes = 0;
-            if (want) TB__CU(tb__drv.cuMemAlloc(&t->flush, want), "cuMemAlloc");
-            t->flush_bytes = want;
+        t->at->bench_ctx = k0->cu_ctx; /* entered above: what the buffers below are made in */
+        if (t->at->flush_bytes != want) {
+            if (t->at->flush) tb__drv.cuMemFree(t->at->flush);
+            t->at->flush = 0, t->at->flush_bytes = 0;
+            if (want) TB__CU(tb__drv.cuMemAlloc(&t->at->flush, want), "cuMemAlloc");
+            t->at->flush_bytes = want;
         }
-        if (t->event_count < ne) {
-            for (i = 0; t->events && i < t->event_count; i++)
-                if (t->events[i]) tb__drv.cuEventDestroy(t->events[i]);
-            tb__free(&t->ctx, t->events);
-            t->event_count = 0;
-            if (!(t->events = (void **)tb__alloc(&t->ctx, ne * sizeof(void *)))) {
+        if (t->at->event_count < ne) {
+            for (i = 0; t->at->events && i < t->at->event_count; i++)
+                if (t->at->events[i]) tb__drv.cuEventDestroy(t->at->events[i]);
+            tb__free(&t->ctx, t->at->events);
+            t->at->event_count = 0;
+            if (!(t->at->events = (void **)tb__alloc(&t->ctx, ne * sizeof(void *)))) {
                 r = TB__OOM(err);
                 goto done;
             }
-            memset(t->events, 0, ne * sizeof(void *));
-            t->event_count = ne;
-            for (i = 0; i < ne; i++) TB__CU(tb__drv.cuEventCreate(&t->events[i], 0), "cuEventCreate");
+            memset(t->at->events, 0, ne * sizeof(void *));
+            t->at->event_count = ne;
+            for (i = 0; i < ne; i++) TB__CU(tb__drv.cuEventCreate(&t->at->events[i], 0), "cuEventCreate");
         }
     }
     q = *p;
@@ -8911,7 +8979,7 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
 done:
     /* never on a stream being captured: a synchronize would invalidate the capture */
     if (started && tb__drv.cuStreamSynchronize) tb__drv.cuStreamSynchronize(p->stream);
-    if (benching) pthread_mutex_unlock(&t->bench_mu);
+    if (benching) pthread_mutex_unlock(&t->at->bench_mu);
     for (i = 0; i < n && i < TB_MAX_ARGS; i++)
         if (copies[i]) tb__drv.cuMemFree(copies[i]);
     tb__free(&t->ctx, args);
@@ -8937,31 +9005,31 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
     }
     n = tb__size_key(rr, p->args, key);
     if (TB__LOCK_FREE_CHOICES) {
-        c = tb__cmap_find((tb__cmap *)TB__ACQ(t->cmap), rec, key, n, NULL);
+        c = tb__cmap_find((tb__cmap *)TB__ACQ(t->at->cmap), rec, key, n, NULL);
         if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
             *cfg = TB__ACQ(c->cfg); /* load_choices may replace it */
             return tb_ok;
         }
     }
-    pthread_mutex_lock(&t->tune_mu);
+    pthread_mutex_lock(&t->at->mu);
     for (;;) {
         if (!(c = tb__choice_get(t, rec, key, n, &fresh))) {
-            pthread_mutex_unlock(&t->tune_mu);
+            pthread_mutex_unlock(&t->at->mu);
             return TB__OOM(err);
         }
         if (fresh || c->state == TB__CHOICE_DONE) break;
-        pthread_cond_wait(&t->tune_cv, &t->tune_mu); /* another thread tunes it */
+        pthread_cond_wait(&t->at->cv, &t->at->mu); /* another thread tunes it */
     }
     if (!fresh) {
         *cfg = c->cfg;
-        pthread_mutex_unlock(&t->tune_mu);
+        pthread_mutex_unlock(&t->at->mu);
         return tb_ok;
     }
-    pthread_mutex_unlock(&t->tune_mu);
+    pthread_mutex_unlock(&t->at->mu);
     result = *c;
     r = tb__tune(t, rec, p, &result, err);
-    pthread_mutex_lock(&t->tune_mu);
-    c = tb__cmap_find(t->cmap, rec, key, n, NULL); /* the map may have grown meanwhile */
+    pthread_mutex_lock(&t->at->mu);
+    c = tb__cmap_find(t->at->cmap, rec, key, n, NULL); /* the map may have grown meanwhile */
     if (r == tb_ok) {
         c->cfg = result.cfg, c->ms = result.ms;
         TB__REL(c->state, TB__CHOICE_DONE);
@@ -8969,8 +9037,8 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
     } else {
         TB__REL(c->state, TB__CHOICE_FAILED);
     }
-    pthread_cond_broadcast(&t->tune_cv);
-    pthread_mutex_unlock(&t->tune_mu);
+    pthread_cond_broadcast(&t->at->cv);
+    pthread_mutex_unlock(&t->at->mu);
     return r;
 }
 
@@ -8987,8 +9055,8 @@ static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg
         return tb_ok;
     }
     n = tb__size_key(&t->bundle->records[rec], args, key);
-    pthread_mutex_lock(&t->tune_mu);
-    c = tb__cmap_find(t->cmap, rec, key, n, NULL);
+    pthread_mutex_lock(&t->at->mu);
+    c = tb__cmap_find(t->at->cmap, rec, key, n, NULL);
     if (c && c->state == TB__CHOICE_DONE) {
         *config = c->cfg;
         if (ms) *ms = c->ms;
@@ -8997,7 +9065,7 @@ static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg
         r = tb__fail(err, tb_err_not_found, what, NULL, -1, 0,
                      "not tuned for these sizes yet: a launch with TB_CONFIG_AUTOTUNE tunes it (or load the choices)");
     }
-    pthread_mutex_unlock(&t->tune_mu);
+    pthread_mutex_unlock(&t->at->mu);
     return r;
 }
 
@@ -9017,9 +9085,9 @@ static tb_result tb__choices_text(tb_kernel_table *t, char **out, size_t *out_le
     size_t len = 0, cap = 0;
     uint32_t i, j;
     tb_result r = tb_ok;
-    pthread_mutex_lock(&t->tune_mu);
-    for (i = 0; i <= (t->cmap ? t->cmap->cap : 0) && r == tb_ok; i++) {
-        const tb__choice *c = t->cmap && i < t->cmap->cap ? &t->cmap->slots[i] : NULL;
+    pthread_mutex_lock(&t->at->mu);
+    for (i = 0; i <= (t->at->cmap ? t->at->cmap->cap : 0) && r == tb_ok; i++) {
+        const tb__choice *c = t->at->cmap && i < t->at->cmap->cap ? &t->at->cmap->slots[i] : NULL;
         size_t need;
         if (c && c->state != TB__CHOICE_DONE) continue;
         need = c ? 3 * (strlen(t->bundle->records[c->rec].cache_key) + TB_MAX_NAME_LENGTH) + 24 * (c->nkey + 4) : 64;
@@ -9047,7 +9115,7 @@ static tb_result tb__choices_text(tb_kernel_table *t, char **out, size_t *out_le
             buf[len++] = '\n';
         }
     }
-    pthread_mutex_unlock(&t->tune_mu);
+    pthread_mutex_unlock(&t->at->mu);
     if (r == tb_ok && !len) len = (size_t)snprintf(buf, cap, "%s", TB__CHOICES_MAGIC);
     if (r != tb_ok) {
         tb__free(&t->ctx, buf);
@@ -9144,7 +9212,7 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
     memset(&s, 0, sizeof s);
     s.t = t, s.name = name;
     if ((r = tb__choices_parse(&t->ctx, data, size, name, tb__choices_keep, &s, err)) == tb_ok) {
-        pthread_mutex_lock(&t->tune_mu);
+        pthread_mutex_lock(&t->at->mu);
         for (i = 0; i < s.count; i++) {
             int fresh;
             /* a text whose lines have no key values has no pool: no NULL + 0 */
@@ -9158,8 +9226,8 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
             c->ms = s.pc[i].ms;
             TB__REL(c->state, TB__CHOICE_DONE);
         }
-        pthread_cond_broadcast(&t->tune_cv);
-        pthread_mutex_unlock(&t->tune_mu);
+        pthread_cond_broadcast(&t->at->cv);
+        pthread_mutex_unlock(&t->at->mu);
         if (s.skipped)
             tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", name,
                     s.skipped);
