@@ -73,7 +73,7 @@ check-compile: | $(B)
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so
-	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh \
+	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  tests/test_install.sh
 

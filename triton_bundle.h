@@ -34,32 +34,86 @@
    No CUDA headers or toolkit are needed to build; libcuda.so.1 is opened on
    the first launcher call.
 
+   GLOSSARY
+     cache entry    one directory of Triton's cache, <cache>/<hash>/, and its
+                    files (tb_kernel: hash, device, artifacts); "kernel" in the
+                    format and the Filesystem section
+     record         a static launch record (tb_launch_record): a cache key, a
+                    kernel name, one or more configs, optional call info
+     config         one compiled variant of a record (tb_launch_config): its
+                    cubin (kernel_hash, binary_name), argument codes, num_warps,
+                    params (constexprs), scratch, tensor descriptors, grid rule
+     loaded kernel  a config whose cubin the driver loaded (tb_loaded_kernel),
+                    with everything a launch needs decided
+     program        (next: >>program) a whole compiled model: its inputs,
+                    outputs, weights, memory plan and steps
+     Objects from here on are made with create(desc) and freed with free,
+     where a zeroed desc means the defaults.
+
+   CONTENTS (grep the tag: each section's banner carries it, with the same
+   title, in the declarations and again in the implementation)
+     >>core      results, errors, options; allocation, logging, strings, threads
+     >>arena     (implementation only) a bundle's strings and copied bytes
+     >>model     bundles, kernels, records, names: the data model and its arrays
+     >>format    the binary format: the block checksum, the one writer, the reader
+     >>fs        bundle files; collect, pack and emit of Triton caches
+     >>parsers   Triton's metadata JSON, the tt.func line, the autotune choices text
+     >>args      argument codes and their conversion to kernel parameters
+     >>derive    launch records derived from a cache entry's own files
+     >>grid      grid rules: the language, tb_grid_compute, plans, expressions
+     >>driver    libcuda through dlopen (TB_NO_LAUNCHER leaves out this and below)
+     >>load      a cubin to a loaded kernel: the driver-free plan, the driver steps
+     >>launch    the launch path
+     >>table     the kernel table: by name or cache key, specializations, loads
+     >>autotune  choices per record and size key, the benchmark, the choices file
+     >>graphs    CUDA graph capture, replay and update
+     next: >>program and >>runner, a whole torch.compile'd model from C
+
    API AT A GLANCE (every fallible call returns tb_result, tb_ok == 0)
-     pack      tb_pack_cache (a whole cache, streaming) | tb_bundle_create,
-               tb_collect_cache / tb_collect_kernel, tb_bundle_derive_launch_records,
-               tb_bundle_write_file / _write_memory / _write_callback, tb_bundle_free
-     read      tb_bundle_read_file (mapped) / tb_bundle_read_memory (a view or a copy)
-     inspect   tb_bundle_kernel_count, tb_bundle_kernel (hash, device, files),
-               tb_kernel_name, tb_kernel_find_artifact, tb_bundle_launch_record_count,
-               tb_bundle_launch_record (key, name, configs), tb_bundle_names
-     unpack    tb_emit (into a Triton cache), tb_remove_stale_temporaries
-     build     tb_bundle_add_kernel, tb_bundle_add_artifact, tb_bundle_add_launch_record
-     launch    tb_kernel_table_create, tb_kernel_table_launch (by name or key;
-               TB_LAUNCH_GRID_AUTO: the grid from the record's rule;
-               TB_CONFIG_AUTOTUNE: the fastest config, tuned on first use),
-               tb_kernel_table_get / _select / _find; tb_load_config / tb_load_cubin /
-               tb_load_from_cache, tb_launch, tb_launch_raw, tb_unload
-     autotune  tb_kernel_table_set_autotune, _choice, _save_choices, _load_choices,
-               _save_choices_memory, _load_choices_memory
-     grids     tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count, grid[3], &err),
-               tb_grid_parse (a Python-syntax expression to a rule's program),
-               tb_bundle_set_grid_rule, tb_bundle_add_grid_rule ("KERNEL=EXPR,...")
-     graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update, tb_graph_free
-               (a graph keeps the kernels it captured loaded until tb_graph_free)
-     arguments tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
-               tb_arg_types_from_signature (Triton's signature to codes)
-     errors    tb_error (code, message, kernel, file, offset, errno, CUresult),
-               tb_result_string
+     >>core      tb_result_string, tb_version; tb_error (code, message, kernel,
+                 file, offset, errno, CUresult)
+     >>model     tb_bundle_create, tb_bundle_free, tb_bundle_add_kernel,
+                 tb_bundle_add_artifact, tb_bundle_add_launch_record,
+                 tb_bundle_kernel_count, tb_bundle_kernel, tb_bundle_find_kernel,
+                 tb_kernel_find_artifact, tb_kernel_name, tb_bundle_launch_record_count,
+                 tb_bundle_launch_record, tb_bundle_storage, tb_bundle_names,
+                 tb_names_free
+     >>format    tb_bundle_write_file, tb_bundle_write_memory,
+                 tb_bundle_write_callback, tb_bundle_read_file (mapped, read with
+                 pread), tb_bundle_read_memory (a view or a copy),
+                 tb_bundle_checksum, tb_xxh3_64, tb_bundle_format_version
+     >>fs        tb_pack_cache (a whole cache, streaming), tb_collect_cache,
+                 tb_collect_kernel, tb_emit (into a Triton cache),
+                 tb_remove_stale_temporaries, tb_cache_dir_resolve;
+                 PyTorch's bundler lifecycle: tb_bundler_begin, tb_bundler_put,
+                 tb_bundler_put_launch_record, tb_bundler_collect, tb_bundler_end
+     >>parsers   tb_parse_metadata_json, tb_parse_ttfunc
+     >>args      tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
+                 tb_arg_code_size, tb_arg_code_from_triton_type,
+                 tb_arg_types_from_signature (Triton's signature to codes),
+                 tb_fp16_from_double, tb_fp16_to_double, tb_bf16_from_double,
+                 tb_bf16_to_double
+     >>derive    tb_bundle_derive_launch_records
+     >>grid      tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count,
+                 grid[3], &err), tb_grid_parse (a Python-syntax expression to a
+                 rule's program), tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
+                 ("KERNEL=EXPR,...")
+     >>driver    tb_driver_load, tb_driver_symbol, tb_driver_device_count
+     >>load      tb_load_config, tb_load_cubin, tb_load_from_cache, tb_unload,
+                 tb_loaded_kernel_info
+     >>launch    tb_launch (TB_LAUNCH_GRID_AUTO: the grid from the config's rule;
+                 TB_LAUNCH_CHECKED), tb_launch_raw
+     >>table     tb_kernel_table_create, tb_kernel_table_launch (by name or key),
+                 tb_kernel_table_get, tb_kernel_table_select, tb_kernel_table_find,
+                 tb_kernel_table_free
+     >>autotune  TB_CONFIG_AUTOTUNE (the fastest config, tuned on first use),
+                 tb_kernel_table_set_autotune, tb_kernel_table_choice,
+                 tb_kernel_table_save_choices, tb_kernel_table_load_choices,
+                 tb_kernel_table_save_choices_memory,
+                 tb_kernel_table_load_choices_memory
+     >>graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update,
+                 tb_graph_launch_count, tb_graph_free (a graph keeps the kernels
+                 it captured loaded until tb_graph_free)
 
    EXAMPLE (pack a cache, then launch a kernel out of the bundle)
        tb_bundle *b = NULL; tb_error e;
@@ -280,7 +334,7 @@
 #endif
 
 /* ======================================================================
-   Results and errors
+   >>core  Core: results, errors, options
    ====================================================================== */
 typedef enum tb_result {
     tb_ok = 0,
@@ -322,9 +376,7 @@ typedef struct tb_error {
 TBDEF const char *tb_result_string(tb_result r);
 TBDEF const char *tb_version(void);
 
-/* ======================================================================
-   Options: allocator and logger (zero means default)
-   ====================================================================== */
+/* Options: allocator and logger (zero means default) */
 typedef struct tb_allocator {
     void *(*alloc)(void *user, size_t size);
     void *(*realloc)(void *user, void *ptr, size_t size);
@@ -344,7 +396,7 @@ typedef struct tb_options {
 } tb_options;
 
 /* ======================================================================
-   Data model
+   >>model  Data model: bundles, kernels, records, names
    ====================================================================== */
 /* One file of a kernel directory. data is 16-byte aligned when it comes
    from a bundle file, so a cubin can go straight to the driver. */
@@ -536,10 +588,6 @@ TBDEF tb_result tb_bundle_add_artifact(tb_bundle *bundle, uint32_t kernel_index,
 /* Deep-copies and validates the record. */
 TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *bundle, const tb_launch_record *record,
                                             tb_error *err);
-/* Adds one record per kernel that has NAME.cubin, NAME.json and a tt.func
-   line in NAME.source or NAME.ttir: cache key = hash, kernel name = NAME.
-   Kernels that already have a record (by hash) are left alone. */
-TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *bundle, tb_error *err);
 
 TBDEF uint32_t tb_bundle_kernel_count(const tb_bundle *bundle);
 TBDEF const tb_kernel *tb_bundle_kernel(const tb_bundle *bundle, uint32_t index);
@@ -556,18 +604,9 @@ TBDEF size_t tb_kernel_name(const tb_kernel *kernel, char *out, size_t cap);
 TBDEF tb_result tb_bundle_names(const tb_bundle *bundle, tb_names **out, tb_error *err);
 TBDEF void tb_names_free(tb_names *names);
 
-/* Triton signature type ("*fp32", "i32", "u1", "bf16", "constexpr", ...) to
-   an argument code; *code = 0 for constexpr (dropped). TMA descriptors and
-   tensordesc<...> are refused with tb_err_unsupported_type. */
-TBDEF tb_result tb_arg_code_from_triton_type(const char *type, char *code, tb_error *err);
-/* A whole signature to a NUL-terminated code string. */
-TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out,
-                                            size_t out_capacity, tb_error *err);
-/* Bytes the code occupies as a kernel parameter; 0 for an unknown code. */
-TBDEF uint32_t tb_arg_code_size(char code);
 
 /* ======================================================================
-   Format: binary serialization
+   >>format  Format: the checksum, the writer and the reader
    ====================================================================== */
 #define TB_READ_COPY 1u          /* copy the input; default: views into it */
 #define TB_READ_NO_CHECKSUM 2u   /* trusted input: skip the checksum (structure still checked) */
@@ -623,7 +662,7 @@ TBDEF uint64_t tb_xxh3_64(const void *data, size_t size);
 TBDEF uint32_t tb_bundle_format_version(const tb_bundle *bundle);
 
 /* ======================================================================
-   Filesystem: collect and emit Triton caches
+   >>fs  Filesystem: bundle files, collect, pack and emit
    ====================================================================== */
 #define TB_REPLACE_SENTINEL "[REPLACE]"
 
@@ -761,7 +800,7 @@ TBDEF tb_result tb_bundler_collect(tb_bundler *bundler, const tb_collect_options
 TBDEF void tb_bundler_end(tb_bundler *bundler);
 
 /* ======================================================================
-   Parsers: Triton metadata JSON and the tt.func line
+   >>parsers  Parsers: metadata JSON, the tt.func line, autotune choices
    ====================================================================== */
 typedef struct tb_kernel_metadata {
     char name[TB_MAX_NAME_LENGTH + 1];
@@ -787,8 +826,17 @@ TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *funct
                                 tb_error *err);
 
 /* ======================================================================
-   Launcher: load cubins, launch kernels
+   >>args  Arguments: codes and conversions
    ====================================================================== */
+/* Triton signature type ("*fp32", "i32", "u1", "bf16", "constexpr", ...) to
+   an argument code; *code = 0 for constexpr (dropped). TMA descriptors and
+   tensordesc<...> are refused with tb_err_unsupported_type. */
+TBDEF tb_result tb_arg_code_from_triton_type(const char *type, char *code, tb_error *err);
+/* A whole signature to a NUL-terminated code string. */
+TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out,
+                                            size_t out_capacity, tb_error *err);
+/* Bytes the code occupies as a kernel parameter; 0 for an unknown code. */
+TBDEF uint32_t tb_arg_code_size(char code);
 /* One 8-byte argument slot, converted at launch to the parameter's type:
    integers from .i/.u, floats from .f, pointers from .p. */
 typedef union tb_arg {
@@ -813,6 +861,17 @@ TBDEF double tb_bf16_to_double(uint16_t bits);
 /* Converts one argument to its parameter bytes (little-endian, in the low
    bytes of *slot). checked: range errors for narrowing. */
 TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
+/* ======================================================================
+   >>derive  Derive: launch records from a kernel's own files
+   ====================================================================== */
+/* Adds one record per kernel that has NAME.cubin, NAME.json and a tt.func
+   line in NAME.source or NAME.ttir: cache key = hash, kernel name = NAME.
+   Kernels that already have a record (by hash) are left alone. */
+TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *bundle, tb_error *err);
+
+/* ======================================================================
+   >>grid  Grid rules: the language, evaluation and expressions
+   ====================================================================== */
 /* The grid config's rule gives for these launch arguments (arg_count =
    strlen(config->arg_types)) and grid_args (Inductor's fixed grids pass
    theirs: the EXTRA operands). tb_err_not_found: the config has no rule;
@@ -849,6 +908,19 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uin
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
    header) leaves the launcher out: its declarations too, so that a call
    fails at compile time, not at link time. */
+/* ======================================================================
+   >>driver  Driver: libcuda through dlopen
+   ====================================================================== */
+/* Opens libcuda.so.1 once (thread-safe) and calls cuInit. */
+TBDEF tb_result tb_driver_load(tb_error *err);
+/* Any driver entry point, for callers that need more of the driver (memory,
+   streams) without linking it. NULL if absent or the driver is not loaded. */
+TBDEF void *tb_driver_symbol(const char *name);
+TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
+
+/* ======================================================================
+   >>load  Load: a cubin to a loaded kernel
+   ====================================================================== */
 typedef struct tb_loaded_kernel tb_loaded_kernel;
 
 #define TB_LOAD_NO_PARAM_CHECK 1u   /* skip the cuFuncGetParamInfo check (not advised) */
@@ -888,6 +960,9 @@ TBDEF tb_result tb_load_from_cache(const char *cache_dir, const char *hash, cons
 TBDEF void tb_unload(tb_loaded_kernel *kernel);
 TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *kernel, tb_kernel_info *info);
 
+/* ======================================================================
+   >>launch  Launch: a loaded kernel with its arguments
+   ====================================================================== */
 #define TB_LAUNCH_CHECKED 1u  /* range-check narrowing, check tt.divisibility assumptions */
 /* grid from the config's grid rule and the arguments (tb_grid_compute);
    .grid is ignored. A config without a rule is refused (tb_err_not_found). */
@@ -921,7 +996,10 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *kernel, uint32_t grid_x, u
 
 /* Every static launch record of a bundle, for runtimes. The bundle must
    outlive the table (lazy loads read from it). */
-#define TB_TABLE_LAZY 1u   /* load each config on first get */
+#define TB_TABLE_LAZY 1u   /* ======================================================================
+   >>table  Kernel table: launch by name or cache key
+   ====================================================================== */
+/* load each config on first get */
 typedef struct tb_kernel_table tb_kernel_table;
 TBDEF tb_result tb_kernel_table_create(const tb_bundle *bundle, const tb_options *options,
                                        const tb_load_options *load, unsigned flags,
@@ -951,8 +1029,10 @@ TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *table, const char *k
                                      const tb_arg *args, uint32_t arg_count, uint32_t *record, tb_error *err);
 TBDEF void tb_kernel_table_free(tb_kernel_table *table);
 
-/* ---- autotune ----
-   As config, TB_CONFIG_AUTOTUNE asks the table for the fastest config of
+/* ======================================================================
+   >>autotune  Autotune: choices per record and size key
+   ====================================================================== */
+/* As config, TB_CONFIG_AUTOTUNE asks the table for the fastest config of
    the record the arguments select. The first launch of each record and
    size key (the values of the arguments the record's call info keys on;
    every integer argument when it names none) benchmarks every config on
@@ -1000,8 +1080,10 @@ TBDEF tb_result tb_kernel_table_save_choices_memory(tb_kernel_table *table, void
 TBDEF tb_result tb_kernel_table_load_choices_memory(tb_kernel_table *table, const void *data, size_t size,
                                                     tb_error *err);
 
-/* ---- CUDA graphs ----
-   tb_graph_begin starts capturing a stream (not the legacy NULL stream,
+/* ======================================================================
+   >>graphs  Graphs: capture, replay and update
+   ====================================================================== */
+/* tb_graph_begin starts capturing a stream (not the legacy NULL stream,
    with its context current); every launch the library makes on it
    (tb_launch, by name, with auto grids, autotuned) is recorded, in order,
    until tb_graph_end, which instantiates the graph. tb_graph_launch
@@ -1023,15 +1105,6 @@ TBDEF uint32_t tb_graph_launch_count(const tb_graph *graph);
 TBDEF tb_result tb_graph_update(tb_graph *graph, uint32_t launch, const tb_launch_params *params, tb_error *err);
 TBDEF void tb_graph_free(tb_graph *graph);
 
-/* ======================================================================
-   Driver loading
-   ====================================================================== */
-/* Opens libcuda.so.1 once (thread-safe) and calls cuInit. */
-TBDEF tb_result tb_driver_load(tb_error *err);
-/* Any driver entry point, for callers that need more of the driver (memory,
-   streams) without linking it. NULL if absent or the driver is not loaded. */
-TBDEF void *tb_driver_symbol(const char *name);
-TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 #endif /* TB_NO_LAUNCHER */
 
 #endif /* TRITON_BUNDLE_H */
@@ -1102,9 +1175,10 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 #endif
 
 /* ---------------------------------------------------------------------- */
-/* Core: allocation, errors, logging                                      */
-/* The context every object carries: its allocator and logger, copied from */
-/* the caller's tb_options so that frees use what allocated.              */
+/* >>core  Core: results, errors, options */
+/* Allocation, errors and logging, strings and threads. The context every */
+/* object carries: its allocator and logger, copied from the caller's */
+/* tb_options so that frees use what allocated. */
 /* ---------------------------------------------------------------------- */
 typedef struct tb__ctx {
     tb_allocator a;
@@ -1346,7 +1420,8 @@ static void tb__join(tb__team *t) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Arena: a bundle's strings and copied bytes, freed all at once.         */
+/* >>arena  Arena (implementation only) */
+/* A bundle's strings and copied bytes, freed all at once. */
 /* ---------------------------------------------------------------------- */
 typedef struct tb__block {
     struct tb__block *next;
@@ -1433,7 +1508,7 @@ static void tb__arena_free(const tb__ctx *c, tb__arena *ar) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Data model: bundle, kernels, records, names                           */
+/* >>model  Data model: bundles, kernels, records, names */
 /* A bundle owns an arena (strings, copied bytes) and growable arrays of  */
 /* the public structs. A bundle read from a buffer points into it; its    */
 /* artifact and config arrays are single blocks sliced per kernel/record, */
@@ -2214,7 +2289,8 @@ TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t cou
 }
 
 /* ---------------------------------------------------------------------- */
-/* Format: the checksum, the writer and the reader (docs/FORMAT.md).      */
+/* >>format  Format: the checksum, the writer and the reader */
+/* (docs/FORMAT.md).                                                      */
 /* XXH3-64 because it is public, specified, 64 bits wide and fast (about  */
 /* 22 GB/s a core with SSE2, where XXH64 gives 8 and a table CRC32 2);    */
 /* over 1 MiB blocks, then over the blocks' values, because one server    */
@@ -3921,7 +3997,7 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 }
 
 /* ---------------------------------------------------------------------- */
-/* Filesystem: bundle files, collect, pack and emit of Triton caches.    */
+/* >>fs  Filesystem: bundle files, collect, pack and emit */
 /* Everything goes through directory descriptors (openat family) with    */
 /* O_NOFOLLOW, so a symlink planted in a cache never redirects a read or  */
 /* a write. A kernel appears under its final name only by one rename of a */
@@ -5630,7 +5706,7 @@ TBDEF void tb_bundler_end(tb_bundler *z) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Parsers: Triton's metadata JSON and the tt.func line of the IR.        */
+/* >>parsers  Parsers: metadata JSON, the tt.func line, autotune choices */
 /* Both read untrusted bytes with an explicit end (no NUL needed), bound  */
 /* their nesting, and say where parsing stopped. The JSON reader reads    */
 /* the top-level keys the launcher needs and skips the rest.             */
@@ -6341,7 +6417,8 @@ done:
 #endif /* TB_NO_LAUNCHER */
 
 /* ---------------------------------------------------------------------- */
-/* Conversions: what each argument code passes to the kernel.            */
+/* >>args  Arguments: codes and conversions */
+/* What each argument code passes to the kernel.                         */
 /* ---------------------------------------------------------------------- */
 TBDEF uint16_t tb_fp16_from_double(double d) {
     uint64_t bits, m, q, rem, half;
@@ -6452,7 +6529,7 @@ TBDEF tb_result tb_arg_convert(char code, tb_arg v, int checked, tb_arg *slot, t
 }
 
 /* ---------------------------------------------------------------------- */
-/* Launch records derived from a kernel's own files                      */
+/* >>derive  Derive: launch records from a kernel's own files */
 /* ---------------------------------------------------------------------- */
 typedef struct tb__derived {
     tb_launch_config cfg;
@@ -6602,7 +6679,8 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Grid rules: a config's grid from a launch's arguments (format 2.2)     */
+/* >>grid  Grid rules: the language, evaluation and expressions */
+/* A config's grid from a launch's arguments (format 2.2).               */
 /* ---------------------------------------------------------------------- */
 /* The value launch argument i gives a rule: what the kernel reads, as a
    signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
@@ -7240,7 +7318,8 @@ done:
 
 #ifndef TB_NO_LAUNCHER
 /* ---------------------------------------------------------------------- */
-/* Driver loading: libcuda.so.1 opened once with dlopen, entry points     */
+/* >>driver  Driver: libcuda through dlopen */
+/* libcuda.so.1 opened once with dlopen, entry points                     */
 /* resolved by name. No CUDA header: the few types and constants used are */
 /* mirrored here from the driver API's documented ABI.                   */
 /* ---------------------------------------------------------------------- */
@@ -7479,7 +7558,8 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Launcher: a loaded kernel keeps everything a launch needs, decided at  */
+/* >>load  Load: a cubin to a loaded kernel */
+/* A loaded kernel keeps everything a launch needs, decided at            */
 /* load time (block size, shared memory, which arguments need converting, */
 /* launch attributes), so that a launch is a few stores and one driver    */
 /* call: no allocation, no parsing, no driver queries but the current     */
@@ -7940,6 +8020,15 @@ done:
     return r;
 }
 
+/* ---------------------------------------------------------------------- */
+/* >>launch  Launch: a loaded kernel with its arguments */
+/* The launch path: arguments converted into fixed arrays, the grid from */
+/* the plan, one driver call; a capture in progress is noted through one */
+/* hook (tb__capturing, tb__graph_note: >>graphs). */
+/* ---------------------------------------------------------------------- */
+static int tb__capturing(void);
+static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream);
+
 /* Range and tt.divisibility checks of TB_LAUNCH_CHECKED. */
 static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     uint32_t i;
@@ -7969,67 +8058,6 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
     return tb_ok;
 }
 
-/* ---- graph capture: which launches a capture holds ----
-   tb_graph_begin registers its stream here; a launch on a registered
-   stream notes its kernel and the graph node the driver made for it (the
-   capture's dependency set right after the launch), so that
-   tb_graph_update can find the node again. Launches outside a capture pay
-   one relaxed load. */
-typedef struct tb__graph_launch {
-    const tb_loaded_kernel *k;
-    void *node;
-    uint32_t grid[3];
-} tb__graph_launch;
-
-struct tb_graph {
-    tb__ctx ctx;
-    void *stream;
-    void *graph, *exec;
-    int capturing;
-    uint32_t count, cap;
-    tb__graph_launch *launches;
-    tb_result failed;           /* a note that went wrong during capture */
-    char why[200];
-};
-
-#define TB__MAX_CAPTURES 64
-static tb_graph *tb__captures[TB__MAX_CAPTURES];
-static int tb__capture_count;
-static pthread_mutex_t tb__captures_mu = PTHREAD_MUTEX_INITIALIZER;
-#if defined(__GNUC__) || defined(__clang__)
-#define TB__CAPTURING() __atomic_load_n(&tb__capture_count, __ATOMIC_RELAXED)
-#else
-#define TB__CAPTURING() 1 /* always look */
-#endif
-
-static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream) {
-    int i, status = 0;
-    unsigned long long id = 0;
-    void *graph = NULL;
-    void *const *deps = NULL;
-    size_t nd = 0;
-    pthread_mutex_lock(&tb__captures_mu);
-    for (i = 0; i < TB__MAX_CAPTURES; i++) {
-        tb_graph *g = tb__captures[i];
-        if (!g || g->stream != stream || !g->capturing || g->failed) continue;
-        if (g->count == g->cap && !tb__grow(&g->ctx, (void **)&g->launches, &g->cap, g->count + 1, sizeof *g->launches)) {
-            g->failed = tb_err_out_of_memory;
-            snprintf(g->why, sizeof g->why, "out of memory noting launch %u", g->count);
-        } else if (tb__drv.cuStreamGetCaptureInfo(stream, &status, &id, &graph, &deps, &nd) != 0 || nd != 1 || !deps) {
-            g->failed = tb_err_cuda;
-            snprintf(g->why, sizeof g->why, "the driver did not tell the graph node of launch %u (%zu dependencies)",
-                     g->count, nd);
-        } else {
-            tb__graph_launch *l = &g->launches[g->count++];
-            tb__kernel_retain(k); /* released by tb_graph_free */
-            l->k = k, l->node = deps[0];
-            l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
-        }
-        break;
-    }
-    pthread_mutex_unlock(&tb__captures_mu);
-}
-
 static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
                                    void **params) {
     tb__CUresult cr;
@@ -8050,7 +8078,7 @@ static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint3
         lc.num_attrs = k->num_attrs;
         cr = tb__drv.cuLaunchKernelEx(&lc, k->function, params, NULL);
     }
-    if (TB__UNLIKELY(TB__CAPTURING()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
+    if (TB__UNLIKELY(tb__capturing()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
     tb__leave(pushed);
     return cr;
 }
@@ -8238,7 +8266,11 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
     return tb_ok;
 }
 
-/* ---- the kernel table ---- */
+/* ---------------------------------------------------------------------- */
+/* >>table  Kernel table: launch by name or cache key */
+/* Every record indexed once at creation; loaded kernels filled in lazily. */
+/* ---------------------------------------------------------------------- */
+
 /* The Autotune section's state, which the table holds and frees (its
    struct, create and free are in >>autotune). */
 typedef struct tb__autotune tb__autotune;
@@ -8557,8 +8589,11 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint
     return tb_launch(k, p, err);
 }
 
-/* ---- autotune ----
-   One choice per (record, size key), in an open-addressing map that
+/* ---------------------------------------------------------------------- */
+/* >>autotune  Autotune: choices per record and size key */
+/* The choices, the benchmark, and the choices file (its text: >>parsers). */
+/* ---------------------------------------------------------------------- */
+/* One choice per (record, size key), in an open-addressing map that
    writers change under at->mu and publish whole: a launch of a tuned key
    costs one hash and no lock. A key being tuned is marked so, and other
    threads wait on at->cv instead of benchmarking it again; benchmarks of
@@ -9253,7 +9288,74 @@ TBDEF tb_result tb_kernel_table_load_choices(tb_kernel_table *t, const char *pat
     return r;
 }
 
-/* ---- CUDA graphs ---- */
+/* ---------------------------------------------------------------------- */
+/* >>graphs  Graphs: capture, replay and update */
+/* The registry of captures (the launch path's hook) and the graph API. */
+/* ---------------------------------------------------------------------- */
+/* ---- graph capture: which launches a capture holds ----
+   tb_graph_begin registers its stream here; a launch on a registered
+   stream notes its kernel and the graph node the driver made for it (the
+   capture's dependency set right after the launch), so that
+   tb_graph_update can find the node again. Launches outside a capture pay
+   one relaxed load. */
+typedef struct tb__graph_launch {
+    const tb_loaded_kernel *k;
+    void *node;
+    uint32_t grid[3];
+} tb__graph_launch;
+
+struct tb_graph {
+    tb__ctx ctx;
+    void *stream;
+    void *graph, *exec;
+    int capturing;
+    uint32_t count, cap;
+    tb__graph_launch *launches;
+    tb_result failed;           /* a note that went wrong during capture */
+    char why[200];
+};
+
+#define TB__MAX_CAPTURES 64
+static tb_graph *tb__captures[TB__MAX_CAPTURES];
+static int tb__capture_count;
+static pthread_mutex_t tb__captures_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The launch path's hook: is any capture running? One relaxed load. */
+static int tb__capturing(void) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_load_n(&tb__capture_count, __ATOMIC_RELAXED);
+#else
+    return 1; /* always look */
+#endif
+}
+
+static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream) {
+    int i, status = 0;
+    unsigned long long id = 0;
+    void *graph = NULL;
+    void *const *deps = NULL;
+    size_t nd = 0;
+    pthread_mutex_lock(&tb__captures_mu);
+    for (i = 0; i < TB__MAX_CAPTURES; i++) {
+        tb_graph *g = tb__captures[i];
+        if (!g || g->stream != stream || !g->capturing || g->failed) continue;
+        if (g->count == g->cap && !tb__grow(&g->ctx, (void **)&g->launches, &g->cap, g->count + 1, sizeof *g->launches)) {
+            g->failed = tb_err_out_of_memory;
+            snprintf(g->why, sizeof g->why, "out of memory noting launch %u", g->count);
+        } else if (tb__drv.cuStreamGetCaptureInfo(stream, &status, &id, &graph, &deps, &nd) != 0 || nd != 1 || !deps) {
+            g->failed = tb_err_cuda;
+            snprintf(g->why, sizeof g->why, "the driver did not tell the graph node of launch %u (%zu dependencies)",
+                     g->count, nd);
+        } else {
+            tb__graph_launch *l = &g->launches[g->count++];
+            tb__kernel_retain(k); /* released by tb_graph_free */
+            l->k = k, l->node = deps[0];
+            l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&tb__captures_mu);
+}
+
 static int tb__capture_register(tb_graph *g) {
     int i, ok = 0;
     pthread_mutex_lock(&tb__captures_mu);
