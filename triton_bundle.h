@@ -1174,6 +1174,48 @@ TBDEF void tb_graph_free(tb_graph *graph);
 #define TB__BIG_ENDIAN 0
 #endif
 
+/* The argument codes: the one table of the alphabet (the >>args section's,
+   defined here because the data model checks codes too). A row: the code,
+   the bytes it occupies as a parameter, its kind, Triton's signature name
+   (and another it also writes), and the MLIR type of the tt.func line
+   ("" where the IR cannot say: it has no unsigned types). Every switch
+   over codes is generated from it, so none can miss one, and the Python
+   companion's table is checked against it (tests/test_python.py).
+   'O' and 'T' are matched by prefix ("*fp32", "!tt.ptr<...>",
+   "tensordesc<...>", "!tt.tensordesc<...>"). */
+#define TB__KIND_PTR 1
+#define TB__KIND_BOOL 2
+#define TB__KIND_SINT 3
+#define TB__KIND_UINT 4
+#define TB__KIND_FLOAT 5
+#define TB__KIND_DESC 6
+#define TB__ARG_CODES(X)                                        \
+    X('O', 8, TB__KIND_PTR, "*", "", "!tt.ptr<")                \
+    X('?', 1, TB__KIND_BOOL, "i1", "u1", "i1")                  \
+    X('b', 1, TB__KIND_SINT, "i8", "", "i8")                    \
+    X('h', 2, TB__KIND_SINT, "i16", "", "i16")                  \
+    X('i', 4, TB__KIND_SINT, "i32", "", "i32")                  \
+    X('l', 8, TB__KIND_SINT, "i64", "", "i64")                  \
+    X('B', 1, TB__KIND_UINT, "u8", "", "")                      \
+    X('H', 2, TB__KIND_UINT, "u16", "", "")                     \
+    X('I', 4, TB__KIND_UINT, "u32", "", "")                     \
+    X('K', 8, TB__KIND_UINT, "u64", "", "")                     \
+    X('e', 2, TB__KIND_FLOAT, "fp16", "", "f16")                \
+    X('y', 2, TB__KIND_FLOAT, "bf16", "", "bf16")               \
+    X('f', 4, TB__KIND_FLOAT, "fp32", "f32", "f32")             \
+    X('d', 8, TB__KIND_FLOAT, "fp64", "", "f64")                \
+    X('T', 8, TB__KIND_DESC, "tensordesc<", "", "!tt.tensordesc<")
+
+/* kind of a code, 0 if none: the table as a switch */
+static int tb__code_kind(char c) {
+    switch (c) {
+#define TB__X(code, bytes, kind, triton, triton2, mlir) case code: return kind;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
+    default: return 0;
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 /* >>core  Core: results, errors, options */
 /* Allocation, errors and logging, strings and threads. The context every */
@@ -1569,12 +1611,11 @@ static tb_result tb__check_name(const char *s, const char *what, const char *ker
     return tb_ok;
 }
 
-TBDEF uint32_t tb_arg_code_size(char code) {
+TBDEF uint32_t tb_arg_code_size(char code) { /* T: the slot holds a tb_tensor_desc * */
     switch (code) {
-    case 'O': case 'l': case 'K': case 'd': case 'T': return 8; /* T: the slot holds a tb_tensor_desc * */
-    case 'i': case 'I': case 'f': return 4;
-    case 'h': case 'H': case 'e': case 'y': return 2;
-    case 'b': case 'B': case '?': return 1;
+#define TB__X(code, bytes, kind, triton, triton2, mlir) case code: return bytes;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
     default: return 0;
     }
 }
@@ -1898,7 +1939,10 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
 /* A grid rule must run: every operand in range, the stack never short or
    past TB_GRID_STACK, one value left per dimension, unused fields zero. An
    operator this version does not know was written by a newer one. */
-static int tb__grid_int_code(char c) { return c && strchr("?bhilBHIK", c) != NULL; }
+static int tb__grid_int_code(char c) {
+    int k = tb__code_kind(c);
+    return k == TB__KIND_BOOL || k == TB__KIND_SINT || k == TB__KIND_UINT;
+}
 static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
                                 tb_error *err) {
     size_t nargs = strlen(cf->arg_types);
@@ -2244,17 +2288,21 @@ TBDEF void tb_names_free(tb_names *names) {
 
 /* Triton signature types to PyTorch codes. */
 TBDEF tb_result tb_arg_code_from_triton_type(const char *ty, char *code, tb_error *err) {
-    static const struct { const char *name; char code; } map[] = {
-        {"i1", '?'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
-        {"u1", '?'}, {"u8", 'B'}, {"u16", 'H'}, {"u32", 'I'}, {"u64", 'K'},
-        {"fp16", 'e'}, {"bf16", 'y'}, {"fp32", 'f'}, {"f32", 'f'}, {"fp64", 'd'},
-        {"constexpr", 0}
+    static const struct { const char *name, *name2; char code; int kind; } map[] = {
+#define TB__X(code, bytes, kind, triton, triton2, mlir) {triton, triton2, code, kind},
+        TB__ARG_CODES(TB__X)
+#undef TB__X
     };
     size_t i;
     if (!ty || !code) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "type or code is NULL");
     if (ty[0] == '*' && ty[1]) { *code = 'O'; return tb_ok; }
+    if (strcmp(ty, "constexpr") == 0) { *code = 0; return tb_ok; } /* no parameter */
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(ty, map[i].name) == 0) { *code = map[i].code; return tb_ok; }
+        if (map[i].kind != TB__KIND_PTR && map[i].kind != TB__KIND_DESC &&
+            (strcmp(ty, map[i].name) == 0 || (map[i].name2[0] && strcmp(ty, map[i].name2) == 0))) {
+            *code = map[i].code;
+            return tb_ok;
+        }
     if (strncmp(ty, "tensordesc<", 11) == 0) { /* passed as a tb_tensor_desc; its meta comes from the kernel */
         *code = 'T';
         return tb_ok;
@@ -6047,15 +6095,17 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
 
 /* MLIR type of a tt.func argument to a code (0: unsupported). */
 static char tb__mlir_code(const char *t, size_t n) {
-    static const struct { const char *name; char code; } map[] = {
-        {"i1", '?'}, {"i8", 'b'}, {"i16", 'h'}, {"i32", 'i'}, {"i64", 'l'},
-        {"f16", 'e'}, {"bf16", 'y'}, {"f32", 'f'}, {"f64", 'd'}
+    static const struct { const char *name; char code; int kind; } map[] = {
+#define TB__X(code, bytes, kind, triton, triton2, mlir) {mlir, code, kind},
+        TB__ARG_CODES(TB__X)
+#undef TB__X
     };
     size_t i;
-    if (n >= 8 && memcmp(t, "!tt.ptr<", 8) == 0) return 'O';
-    if (n >= 15 && memcmp(t, "!tt.tensordesc<", 15) == 0) return 'T';
-    for (i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strlen(map[i].name) == n && memcmp(t, map[i].name, n) == 0) return map[i].code;
+    for (i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t len = strlen(map[i].name);
+        int prefix = map[i].kind == TB__KIND_PTR || map[i].kind == TB__KIND_DESC;
+        if (len && (prefix ? n >= len : n == len) && memcmp(t, map[i].name, len) == 0) return map[i].code;
+    }
     return 0;
 }
 
@@ -6476,17 +6526,34 @@ TBDEF double tb_bf16_to_double(uint16_t h) {
 
 /* Converts without range checks; writes the parameter's bytes at the
    start of the slot, in host order. */
+/* The low `bytes` bytes of u as that width's integer, in host order. */
+static void tb__store(tb_arg *slot, uint64_t u, uint32_t bytes) {
+    switch (bytes) {
+    case 1: { uint8_t x = (uint8_t)u; memcpy(slot, &x, 1); break; }
+    case 2: { uint16_t x = (uint16_t)u; memcpy(slot, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)u; memcpy(slot, &x, 4); break; }
+    default: slot->u = u; break;
+    }
+}
+static void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
+    switch (code) {
+    case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
+    case 'e': tb__store(slot, tb_fp16_from_double(v.f), 2); break;
+    case 'y': tb__store(slot, tb_bf16_from_double(v.f), 2); break;
+    default: *slot = v; break; /* d: the double's 8 bytes */
+    }
+}
 static void tb__convert(char code, tb_arg v, tb_arg *slot) {
     slot->u = 0;
-    switch (code) {
-    case 'b': case 'B': { uint8_t x = (uint8_t)v.u; memcpy(slot, &x, 1); break; }
-    case '?': { uint8_t x = v.u != 0; memcpy(slot, &x, 1); break; } /* what the grid reads too */
-    case 'h': case 'H': { uint16_t x = (uint16_t)v.u; memcpy(slot, &x, 2); break; }
-    case 'i': case 'I': { uint32_t x = (uint32_t)v.u; memcpy(slot, &x, 4); break; }
-    case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
-    case 'e': { uint16_t x = tb_fp16_from_double(v.f); memcpy(slot, &x, 2); break; }
-    case 'y': { uint16_t x = tb_bf16_from_double(v.f); memcpy(slot, &x, 2); break; }
-    default: *slot = v; break; /* O l K d: all 8 bytes */
+    switch (code) { /* the code table as a switch: each case's kind and width are constants */
+#define TB__X(c, bytes, kind, triton, triton2, mlir)                                          \
+    case c:                                                                                   \
+        if (kind == TB__KIND_FLOAT) tb__convert_float(c, v, slot);                            \
+        else tb__store(slot, kind == TB__KIND_BOOL ? (uint64_t)(v.u != 0) : v.u, bytes); /* bools: what the grid reads */ \
+        break;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
+    default: *slot = v; break;
     }
 }
 
@@ -6684,17 +6751,30 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
 /* ---------------------------------------------------------------------- */
 /* The value launch argument i gives a rule: what the kernel reads, as a
    signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
+static int64_t tb__sext(uint64_t u, uint32_t bytes) { /* the low bytes, sign-extended */
+    switch (bytes) {
+    case 1: return (int8_t)(uint8_t)u;
+    case 2: return (int16_t)(uint16_t)u;
+    case 4: return (int32_t)(uint32_t)u;
+    default: return (int64_t)u;
+    }
+}
+static uint64_t tb__zext(uint64_t u, uint32_t bytes) { /* the low bytes */
+    return bytes == 1 ? (uint8_t)u : bytes == 2 ? (uint16_t)u : bytes == 4 ? (uint32_t)u : u;
+}
 static int tb__grid_arg(char code, tb_arg a, int64_t *v) {
-    switch (code) {
-    case '?': *v = a.u ? 1 : 0; return 0;
-    case 'b': *v = (int8_t)(uint8_t)a.u; return 0;
-    case 'B': *v = (uint8_t)a.u; return 0;
-    case 'h': *v = (int16_t)(uint16_t)a.u; return 0;
-    case 'H': *v = (uint16_t)a.u; return 0;
-    case 'i': *v = (int32_t)(uint32_t)a.u; return 0;
-    case 'I': *v = (uint32_t)a.u; return 0;
-    case 'l': *v = a.i; return 0;
-    default: /* 'K' */
+    uint64_t u;
+    switch (code) { /* the code table as a switch (rules only read integer and bool codes) */
+#define TB__X(c, bytes, kind, triton, triton2, mlir)                                    \
+    case c:                                                                             \
+        if (kind == TB__KIND_BOOL) *v = a.u != 0;                                       \
+        else if (kind == TB__KIND_SINT) *v = tb__sext(a.u, bytes);                      \
+        else if ((u = tb__zext(a.u, bytes)) > (uint64_t)INT64_MAX) return 1;            \
+        else *v = (int64_t)u;                                                           \
+        return 0;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
+    default:
         if (a.u > (uint64_t)INT64_MAX) return 1;
         *v = (int64_t)a.u;
         return 0;
@@ -7755,7 +7835,8 @@ static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg,
         /* on little-endian hosts the low bytes of an integer slot are the
            narrowed value already: only floats and bools (v != 0, as the
            grid reads them) need converting */
-        int conv = code == 'f' || code == 'e' || code == 'y' || code == '?' || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
+        int kind = tb__code_kind(code);
+        int conv = (kind == TB__KIND_FLOAT && code != 'd') || kind == TB__KIND_BOOL || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
         if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
