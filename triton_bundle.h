@@ -1731,33 +1731,38 @@ TBDEF size_t tb_kernel_name(const tb_kernel *k, char *out, size_t cap) {
     return 0;
 }
 
-/* An artifact's bytes for the library's own reading (parsing JSON, loading
-   a cubin): a->data, or a copy that the caller frees with
+/* A payload's bytes for the library's own reading (an artifact's, for
+   parsing JSON or loading a cubin; any bytes a section carries): the
+   bytes, or a copy that the caller frees with
    tb__free(&b->ctx, *copy). A mapped bundle's payloads are copied from
    the file with pread, so that a file truncated under the mapping gives
    tb_err_io here rather than SIGBUS (artifacts added after the read are
    not in the file, and are used as they are). stable: also copy a view's
    bytes, for a reader that reads them twice (the sentinel's count, then
    its replacement) and must see the same bytes both times. */
-static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, int stable,
-                                    const void **data, void **copy, tb_error *err) {
-    uintptr_t at = (uintptr_t)a->data, base = (uintptr_t)b->map_base;
-    int mapped = b->read_at && at >= base && at - base <= b->map_size && a->size <= b->map_size - (at - base);
+static tb_result tb__payload_bytes(const tb_bundle *b, const void *payload, uint64_t size, int stable,
+                                   const char *kernel, const char *name, const void **data, void **copy, tb_error *err) {
+    uintptr_t at = (uintptr_t)payload, base = (uintptr_t)b->map_base;
+    int mapped = b->read_at && at >= base && at - base <= b->map_size && size <= b->map_size - (at - base);
     *copy = NULL;
-    *data = a->data;
-    if (!a->size || !(mapped || (stable && b->storage == TB_STORAGE_VIEW))) return tb_ok;
-    if (!(*copy = tb__alloc(&b->ctx, (size_t)a->size))) return TB__OOM(err);
+    *data = payload;
+    if (!size || !(mapped || (stable && b->storage == TB_STORAGE_VIEW))) return tb_ok;
+    if (size > (uint64_t)SIZE_MAX || !(*copy = tb__alloc(&b->ctx, (size_t)size))) return TB__OOM(err);
     if (!mapped) {
-        memcpy(*copy, a->data, (size_t)a->size);
-    } else if (b->read_at(b, (size_t)(at - base), *copy, (size_t)a->size) != 0) {
+        memcpy(*copy, payload, (size_t)size);
+    } else if (b->read_at(b, (size_t)(at - base), *copy, (size_t)size) != 0) {
         int e = errno;
         tb__free(&b->ctx, *copy);
         *copy = NULL;
-        return tb__fail(err, tb_err_io, k ? k->hash : NULL, a->name, -1, e,
-                        "the bundle file no longer holds this file's bytes (truncated or replaced since it was read?)");
+        return tb__fail(err, tb_err_io, kernel, name, -1, e,
+                        "the bundle file no longer holds these bytes (truncated or replaced since it was read?)");
     }
     *data = *copy;
     return tb_ok;
+}
+static tb_result tb__artifact_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, int stable,
+                                    const void **data, void **copy, tb_error *err) {
+    return tb__payload_bytes(b, a->data, a->size, stable, k ? k->hash : NULL, a->name, data, copy, err);
 }
 
 /* Writing a mapped bundle copies its payloads from the mapping in this
@@ -1791,6 +1796,40 @@ static tb_result tb__add_kernel(tb_bundle *b, const char *hash, size_t hash_len,
     b->slots[b->kernel_count].artifact_cap = 0;
     if (out_index) *out_index = b->kernel_count;
     b->kernel_count++;
+    return tb_ok;
+}
+
+/* Drops the last kernel added (a collect that failed half way). */
+static void tb__pop_kernel(tb_bundle *b) {
+    uint32_t i = b->kernel_count - 1;
+    if (b->slots[i].artifact_cap) tb__free(&b->ctx, (void *)b->kernels[i].artifacts);
+    b->kernel_count = i;
+}
+
+/* Moves every kernel of part (and the arena holding its bytes) to the end
+   of b; part is left empty. Both use the same allocator. */
+static tb_result tb__absorb(tb_bundle *b, tb_bundle *part, tb_error *err) {
+    uint32_t n = part->kernel_count, need = b->kernel_count + n;
+    tb__block *tail;
+    if (!n) return tb_ok;
+    if (!tb__grow(&b->ctx, (void **)&b->kernels, &b->kernel_cap, need, sizeof(tb_kernel)) ||
+        !tb__grow(&b->ctx, (void **)&b->slots, &b->slot_cap, need, sizeof(tb__kernel_slot)))
+        return TB__OOM(err);
+    memcpy(b->kernels + b->kernel_count, part->kernels, (size_t)n * sizeof(tb_kernel));
+    memcpy(b->slots + b->kernel_count, part->slots, (size_t)n * sizeof(tb__kernel_slot));
+    b->kernel_count = need;
+    part->kernel_count = 0;
+    if (part->arena.head) {
+        for (tail = part->arena.head; tail->next; tail = tail->next) {
+        }
+        if (b->arena.head) {
+            tail->next = b->arena.head->next; /* b's current block stays first */
+            b->arena.head->next = part->arena.head;
+        } else {
+            b->arena.head = part->arena.head;
+        }
+        part->arena.head = NULL;
+    }
     return tb_ok;
 }
 
@@ -2865,9 +2904,9 @@ static uint32_t tb__count_descs(const tb_bundle *b) {
         for (j = 0; j < b->records[i].config_count; j++) n += b->records[i].configs[j].tensordesc_count;
     return n;
 }
-static size_t tb__descs_size(const tb_bundle *b) {
+static size_t tb__descs_size(const tb_bundle *b) { /* the payload; 0: not written */
     uint32_t n = tb__count_descs(b);
-    return n ? TB__SECTION_HEADER + 8 + (size_t)n * TB__DESC_ENTRY : 0;
+    return n ? 8 + (size_t)n * TB__DESC_ENTRY : 0;
 }
 
 
@@ -2891,7 +2930,7 @@ static int tb__rec_has_grids(const tb_launch_record *r) {
     return 0;
 }
 /* The section's payload length, 0 when no record has call info or rules. */
-static size_t tb__calls_size(const tb_bundle *b, uint32_t *entries) {
+static size_t tb__calls_count_size(const tb_bundle *b, uint32_t *entries) {
     size_t pos = 8;
     uint32_t i, j, k;
     *entries = 0;
@@ -2917,13 +2956,13 @@ static void tb__sink_u32s(tb__sink *k, const uint32_t *v, uint32_t n) {
     uint32_t i;
     for (i = 0; i < n; i++) tb__sink_u32(k, v[i]);
 }
+static size_t tb__calls_size(const tb_bundle *b) {
+    uint32_t n;
+    return tb__calls_count_size(b, &n);
+}
 static void tb__write_calls(const tb_bundle *b, tb__sink *k) {
     uint32_t n, i, j, d, q;
-    size_t len = tb__calls_size(b, &n);
-    if (!len) return;
-    tb__sink_u32(k, TB__SEC_CALLS);
-    tb__sink_u32(k, 0); /* optional: readers before 2.2 skip it and launch with the grids they are given */
-    tb__sink_u64(k, len);
+    tb__calls_count_size(b, &n);
     tb__sink_u32(k, n);
     tb__sink_u32(k, 0);
     for (i = 0; i < b->record_count; i++) {
@@ -2961,9 +3000,81 @@ static void tb__write_calls(const tb_bundle *b, tb__sink *k) {
             }
     }
 }
+/* Section 2's payload length: a walk of the records. */
+static size_t tb__records_size(const tb_bundle *b) {
+    size_t pos = 16;
+    uint32_t i, j, q;
+    for (i = 0; i < b->record_count; i++) {
+        const tb_launch_record *r = &b->records[i];
+        pos += tb__str_size(r->cache_key) + tb__str_size(r->kernel_name) + 8;
+        for (j = 0; j < r->config_count; j++) {
+            const tb_launch_config *c = &r->configs[j];
+            pos += tb__str_size(c->kernel_hash) + tb__str_size(c->function_name) + tb__str_size(c->binary_name) +
+                   tb__str_size(c->arg_types) + tb__str_size(c->arg_divisibility) + 32 + 32;
+            for (q = 0; q < c->param_count; q++) pos += tb__str_size(c->params[q].name) + 8;
+        }
+    }
+    return pos;
+}
+typedef struct tb__cur tb__cur; /* the reader's cursor (below) */
+static void tb__write_records(const tb_bundle *b, tb__sink *k);
+static void tb__write_descs(const tb_bundle *b, tb__sink *k);
+static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c);
+static tb_result tb__rd_records(tb_bundle *b, tb__cur *c);
+static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c);
+static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c);
+
+/* The sections, one row each, in the order writers write them: adding a
+   section is a row and its three functions. Section 1 is the exception
+   the streaming writer needs: its kernels go out one by one (no size or
+   write here) and its header is patched at the end. A row's size is its
+   payload's length (0: the section is not written, unless `always`); the
+   writer frames it (type, flags, length) and pads it to 8. A reader
+   dispatches on the type, refuses a section before those in `after` (bits
+   by type), and skips a type no row has unless it is required. */
+typedef struct tb__section {
+    uint32_t type, flags;       /* flags: TB__SEC_REQUIRED, or 0 for a section older readers skip */
+    uint32_t after;             /* 1 << type of the sections that must come before it */
+    int always;                 /* written even when empty (an empty section holds zero counts) */
+    size_t (*size)(const tb_bundle *b);
+    void (*write)(const tb_bundle *b, tb__sink *k);
+    tb_result (*read)(tb_bundle *b, tb__cur *c);
+} tb__section;
+static const tb__section tb__sections[] = {
+    {TB__SEC_KERNELS, TB__SEC_REQUIRED, 0, 1, NULL, NULL, tb__rd_kernels},
+    {TB__SEC_RECORDS, TB__SEC_REQUIRED, 0, 1, tb__records_size, tb__write_records, tb__rd_records},
+    /* 2.1: only files with a tensor descriptor hold it, and older readers refuse those by name */
+    {TB__SEC_TENSORDESCS, TB__SEC_REQUIRED, 1u << TB__SEC_RECORDS, 0, tb__descs_size, tb__write_descs, tb__rd_descs},
+    /* 2.2: optional; readers before it skip it and launch with the grids they are given */
+    {TB__SEC_CALLS, 0, 1u << TB__SEC_RECORDS, 0, tb__calls_size, tb__write_calls, tb__rd_calls},
+};
+#define TB__SECTION_ROWS (sizeof tb__sections / sizeof tb__sections[0])
+
+static const tb__section *tb__section_row(uint32_t type) {
+    size_t i;
+    for (i = 0; i < TB__SECTION_ROWS; i++)
+        if (tb__sections[i].type == type) return &tb__sections[i];
+    return NULL;
+}
 static uint32_t tb__section_count(const tb_bundle *b) {
-    uint32_t n;
-    return 2u + (tb__count_descs(b) ? 1u : 0u) + (tb__calls_size(b, &n) ? 1u : 0u);
+    uint32_t n = 1; /* section 1 */
+    size_t i;
+    for (i = 1; i < TB__SECTION_ROWS; i++) n += tb__sections[i].always || tb__sections[i].size(b) != 0;
+    return n;
+}
+/* Every section after section 1, each framed, in row order. */
+static void tb__write_sections(const tb_bundle *b, tb__sink *k) {
+    size_t i;
+    for (i = 1; i < TB__SECTION_ROWS; i++) {
+        const tb__section *row = &tb__sections[i];
+        size_t len = row->size(b);
+        if (!len && !row->always) continue;
+        tb__sink_u32(k, row->type);
+        tb__sink_u32(k, row->flags);
+        tb__sink_u64(k, len);
+        row->write(b, k);
+        tb__sink_align(k, 8);
+    }
 }
 
 /* Walks the bundle once to size it; fails on sizes that overflow. */
@@ -2980,26 +3091,10 @@ static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_le
         }
     }
     *kernels_len = pos - start + 8;
-    pos += TB__SECTION_HEADER;
-    start = pos;
-    pos += 16;
-    for (i = 0; i < b->record_count; i++) {
-        const tb_launch_record *r = &b->records[i];
-        pos += tb__str_size(r->cache_key) + tb__str_size(r->kernel_name) + 8;
-        for (j = 0; j < r->config_count; j++) {
-            const tb_launch_config *c = &r->configs[j];
-            uint32_t q;
-            pos += tb__str_size(c->kernel_hash) + tb__str_size(c->function_name) + tb__str_size(c->binary_name) +
-                   tb__str_size(c->arg_types) + tb__str_size(c->arg_divisibility) + 32 + 32;
-            for (q = 0; q < c->param_count; q++) pos += tb__str_size(c->params[q].name) + 8;
-        }
-    }
-    *records_len = pos - start;
-    pos += tb__descs_size(b);
-    {
-        uint32_t n;
-        size_t cl = tb__calls_size(b, &n);
-        if (cl) pos += TB__SECTION_HEADER + cl;
+    *records_len = tb__records_size(b);
+    for (i = 1; i < TB__SECTION_ROWS; i++) { /* the rows after section 1, framed and padded */
+        size_t len = tb__sections[i].size(b);
+        if (len || tb__sections[i].always) pos += TB__SECTION_HEADER + tb__pad8(len);
     }
     if (!tb__add(pos, TB__TRAILER_SIZE, &s)) return 0;
     *total = s;
@@ -3052,10 +3147,6 @@ static void tb__write_kernel(tb__sink *k, const tb_kernel *kn) {
 static void tb__write_descs(const tb_bundle *b, tb__sink *k) {
     uint32_t i, j;
     uint32_t n = tb__count_descs(b), g = 0, d;
-    if (!n) return;
-    tb__sink_u32(k, TB__SEC_TENSORDESCS);
-    tb__sink_u32(k, TB__SEC_REQUIRED);
-    tb__sink_u64(k, 8 + (uint64_t)n * TB__DESC_ENTRY);
     tb__sink_u32(k, n);
     tb__sink_u32(k, 0);
     for (i = 0; i < b->record_count; i++)
@@ -3079,12 +3170,9 @@ static void tb__write_descs(const tb_bundle *b, tb__sink *k) {
         }
 }
 
-/* Sections 2, 3 (tensor descriptors) and 4 (call info, grid rules). */
-static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
+/* Section 2's payload. */
+static void tb__write_records(const tb_bundle *b, tb__sink *k) {
     uint32_t i, j, params, configs = tb__count_configs(b, &params);
-    tb__sink_u32(k, TB__SEC_RECORDS);
-    tb__sink_u32(k, TB__SEC_REQUIRED);
-    tb__sink_u64(k, rlen);
     tb__sink_u32(k, b->record_count);
     tb__sink_u32(k, configs);
     tb__sink_u32(k, params);
@@ -3123,19 +3211,17 @@ static void tb__write_records(const tb_bundle *b, tb__sink *k, size_t rlen) {
             }
         }
     }
-    tb__write_descs(b, k);
-    tb__write_calls(b, k);
 }
 
 /* Everything before the trailer, in one walk: the helper threads' walk. */
-static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t rlen, size_t total) {
+static void tb__write_body(const tb_bundle *b, tb__sink *k, size_t klen, size_t total) {
     unsigned char head[TB__HEAD_SIZE];
     uint32_t i, artifacts = 0;
     for (i = 0; i < b->kernel_count; i++) artifacts += b->kernels[i].artifact_count;
     tb__head_bytes(head, total, klen, b->kernel_count, artifacts, tb__section_count(b));
     tb__sink_put(k, head, sizeof head);
     for (i = 0; i < b->kernel_count; i++) tb__write_kernel(k, &b->kernels[i]);
-    tb__write_records(b, k, rlen);
+    tb__write_sections(b, k);
     TB_ASSERT(k->failed || k->pos == total - TB__TRAILER_SIZE);
 }
 
@@ -3154,7 +3240,7 @@ typedef struct tb__block_job {
 
 static void *tb__block_writer(void *arg) {
     tb__block_job *j = (tb__block_job *)arg;
-    tb__write_body(j->b, &j->k, j->klen, j->rlen, j->total);
+    tb__write_body(j->b, &j->k, j->klen, j->total);
     return NULL;
 }
 
@@ -3310,7 +3396,7 @@ static tb_result tb__writer_finish(tb__writer *w, const tb_bundle *recs, size_t 
             r = tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the launch records' size overflows size_t");
         klen = w->k.pos - TB__HEADER_SIZE - TB__SECTION_HEADER;
     }
-    if (r == tb_ok) tb__write_records(recs, &w->k, rlen);
+    if (r == tb_ok) tb__write_sections(recs, &w->k);
     *total = w->k.pos + TB__TRAILER_SIZE;
     if (r == tb_ok && w->whole) {
         TB_ASSERT(w->k.failed || *total == w->total);
@@ -3394,7 +3480,7 @@ TBDEF tb_result tb_bundle_write_callback(const tb_bundle *b, tb_write_fn fn, voi
 }
 
 /* ---- reader ---- */
-typedef struct tb__cur {
+struct tb__cur {
     const unsigned char *base;
     size_t pos, end;        /* end: the current section's end */
     tb_error *err;
@@ -3411,7 +3497,7 @@ typedef struct tb__cur {
     int fd;
     unsigned char *win;
     size_t win_at, win_len;
-} tb__cur;
+};
 #define TB__WINDOW ((size_t)256 << 10) /* holds the longest string, TB_MAX_STRING_LENGTH + 1 */
 #define TB__REFILL ((size_t)4096)
 
@@ -3476,6 +3562,28 @@ static tb_result tb__rd_zeros(tb__cur *c, size_t align, const char *what) {
     c->pos += n;
     return tb_ok;
 }
+/* A blob (FORMAT.md's conventions): a u64 length, zeros to 16, the bytes,
+   zeros to 8. The bytes stay where they are (a view into the input, never
+   read here, so a payload of a mapped file is not touched), 16-byte
+   aligned for the driver: the payload path of artifacts, and of any
+   section that carries bytes. */
+static tb_result tb__rd_blob(tb__cur *c, uint64_t max, const char *max_name, const char *kernel, const char *name,
+                             const void **data, uint64_t *size) {
+    size_t at = c->pos;
+    tb_result r;
+    if ((r = tb__rd_u64(c, size, "blob size")) != tb_ok) return r;
+    if (*size > max)
+        return tb__fail(c->err, tb_err_limit, kernel, name, (long long)at, 0, "a blob of %llu bytes, over %s",
+                        (unsigned long long)*size, max_name);
+    if ((r = tb__rd_zeros(c, 16, "blob size")) != tb_ok) return r;
+    if (*size > (uint64_t)(c->end - c->pos))
+        return tb__fail(c->err, tb_err_truncated, kernel, name, (long long)at, 0, "a blob of %llu bytes, %zu remain",
+                        (unsigned long long)*size, c->end - c->pos);
+    *data = c->base + c->pos;
+    c->pos += (size_t)*size;
+    return tb__rd_zeros(c, 8, "blob data");
+}
+
 /* A length-prefixed, NUL-terminated string; max bounds the length. */
 static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char *what) {
     uint32_t n;
@@ -3559,26 +3667,16 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
         for (j = 0; j < cnt; j++) {
             tb_artifact *a = &b->artifact_block[used + j];
             uint64_t size;
-            size_t at;
             uint32_t q;
             if ((r = tb__rd_name(c, &a->name, "artifact name")) != tb_ok) return r;
             for (q = 0; q < j; q++)
                 if (strcmp(b->artifact_block[used + q].name, a->name) == 0)
                     return tb__fail(c->err, tb_err_malformed, k->hash, a->name, (long long)c->pos, 0,
                                     "the kernel holds two files of this name");
-            at = c->pos;
-            if ((r = tb__rd_u64(c, &size, "artifact size")) != tb_ok) return r;
-            if (size > TB_MAX_ARTIFACT_SIZE)
-                return tb__fail(c->err, tb_err_limit, k->hash, a->name, (long long)at, 0,
-                                "artifact of %llu bytes, over TB_MAX_ARTIFACT_SIZE", (unsigned long long)size);
-            if ((r = tb__rd_zeros(c, 16, "artifact size")) != tb_ok) return r;
-            if (size > (uint64_t)(c->end - c->pos))
-                return tb__fail(c->err, tb_err_truncated, k->hash, a->name, (long long)at, 0,
-                                "artifact of %llu bytes, %zu remain", (unsigned long long)size, c->end - c->pos);
-            a->data = c->base + c->pos;
+            if ((r = tb__rd_blob(c, TB_MAX_ARTIFACT_SIZE, "TB_MAX_ARTIFACT_SIZE", k->hash, a->name, &a->data, &size)) !=
+                tb_ok)
+                return r;
             a->size = size;
-            c->pos += (size_t)size;
-            if ((r = tb__rd_zeros(c, 8, "artifact data")) != tb_ok) return r;
             k->artifact_count = j + 1;
         }
         used += cnt;
@@ -3892,6 +3990,7 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, in
     uint64_t file_size;
     uint32_t nsec, i, maj, seen = 0;
     tb_result r;
+    const tb__section *row;
     unsigned char head[TB__HEADER_SIZE], tail[TB__TRAILER_SIZE];
     const unsigned char *whole = p;
     if (fd >= 0) { /* the header and the trailer, by pread */
@@ -3957,18 +4056,14 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, in
                             "section %u of %llu bytes, %zu remain", i, (unsigned long long)len, c.end - c.pos);
         body_end = c.pos + (size_t)len;
         c.end = body_end;
-        if (type == TB__SEC_KERNELS || type == TB__SEC_RECORDS || type == TB__SEC_TENSORDESCS || type == TB__SEC_CALLS) {
+        if ((row = tb__section_row(type)) != NULL) {
             if (seen & (1u << type))
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice", type);
-            if ((type == TB__SEC_TENSORDESCS || type == TB__SEC_CALLS) && !(seen & (1u << TB__SEC_RECORDS)))
+            if ((row->after & seen) != row->after)
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0,
                                 "section %u comes before section 2 (launch records)", type);
             seen |= 1u << type;
-            r = type == TB__SEC_KERNELS   ? tb__rd_kernels(b, &c)
-                : type == TB__SEC_RECORDS ? tb__rd_records(b, &c)
-                : type == TB__SEC_CALLS   ? tb__rd_calls(b, &c)
-                                          : tb__rd_descs(b, &c);
-            if (r) return r;
+            if ((r = row->read(b, &c)) != tb_ok) return r;
             if (c.pos != body_end)
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)c.pos, 0,
                                 "section %u ends %zu bytes before its stated length", type, body_end - c.pos);
@@ -4665,12 +4760,6 @@ static int tb__read_regular(tb_bundle *b, int dfd, const char *name, const char 
     return got;
 }
 
-static void tb__pop_kernel(tb_bundle *b) {
-    uint32_t i = b->kernel_count - 1;
-    if (b->slots[i].artifact_cap) tb__free(&b->ctx, (void *)b->kernels[i].artifacts);
-    b->kernel_count = i;
-}
-
 /* Collects <cachefd>/<hash>. require_grp: return tb_err_not_found
    (without error text) when the directory holds no __grp__*.json. */
 static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *hash, int32_t device,
@@ -4777,33 +4866,6 @@ TBDEF tb_result tb_collect_kernel(tb_bundle *b, const char *cache_dir, const cha
     r = tb__collect_dir(b, cfd, hash, device, rec, 0, err);
     close(cfd);
     return r;
-}
-
-/* Moves every kernel of part (and the arena holding its bytes) to the end
-   of b; part is left empty. Both use the same allocator. */
-static tb_result tb__absorb(tb_bundle *b, tb_bundle *part, tb_error *err) {
-    uint32_t n = part->kernel_count, need = b->kernel_count + n;
-    tb__block *tail;
-    if (!n) return tb_ok;
-    if (!tb__grow(&b->ctx, (void **)&b->kernels, &b->kernel_cap, need, sizeof(tb_kernel)) ||
-        !tb__grow(&b->ctx, (void **)&b->slots, &b->slot_cap, need, sizeof(tb__kernel_slot)))
-        return TB__OOM(err);
-    memcpy(b->kernels + b->kernel_count, part->kernels, (size_t)n * sizeof(tb_kernel));
-    memcpy(b->slots + b->kernel_count, part->slots, (size_t)n * sizeof(tb__kernel_slot));
-    b->kernel_count = need;
-    part->kernel_count = 0;
-    if (part->arena.head) {
-        for (tail = part->arena.head; tail->next; tail = tail->next) {
-        }
-        if (b->arena.head) {
-            tail->next = b->arena.head->next; /* b's current block stays first */
-            b->arena.head->next = part->arena.head;
-        } else {
-            b->arena.head = part->arena.head;
-        }
-        part->arena.head = NULL;
-    }
-    return tb_ok;
 }
 
 /* Listing entry i into b: tb_err_not_found when it is no kernel directory
