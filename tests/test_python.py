@@ -2,7 +2,8 @@
 """The Python companion (python/triton_bundle.py) against the C library,
 without a GPU or torch: the checksum, byte-for-byte round trips both ways,
 grid rules evaluated on both sides, the grid compiler against Python's own
-arithmetic, and hostile input, which both readers must refuse alike.
+arithmetic and against the C one (tb_grid_parse), and hostile input, which
+both readers must refuse alike.
 usage: tests/test_python.py build/libtriton_bundle.so  (from the repository root)"""
 
 import os
