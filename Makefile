@@ -161,7 +161,8 @@ tsan: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_launcher_tsan tests/test_launcher.c $(LIBS)
 	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" "$(B)/test_launcher_tsan autotune"
 
-# libFuzzer targets over the bundle reader and the two text parsers.
+# libFuzzer targets over the bundle reader, the text parsers and the grid
+# expression compiler (fuzz_gridexpr).
 $(B)/fuzz_%: fuzz/fuzz_%.c $(HDR) | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $@ $< $(LIBS)
@@ -172,7 +173,7 @@ corpus: $(B)/tbundle
 # fuzz_mutate drives the mutation API on read bundles, from the reader's seeds;
 # fuzz_grid and fuzz_graph run the launcher against the stand-in driver
 $(B)/fuzz_grid $(B)/fuzz_graph: $(B)/libfakecuda.so tests/fake_client.h tests/fake_cuda.h
-FUZZERS := read json ttfunc mutate choices grid graph
+FUZZERS := read json ttfunc mutate choices grid graph gridexpr
 fuzz: $(foreach t,$(FUZZERS),$(B)/fuzz_$(t))
 	@for t in $(FUZZERS); do mkdir -p $(B)/corpus_$$t; \
 	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \

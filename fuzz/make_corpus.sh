@@ -1,6 +1,6 @@
 #!/bin/sh
 # Rebuilds fuzz/corpus/ from the fixture: small real bundles for the reader,
-# the metadata JSON files, and the tt.func lines of the IR files.
+# the metadata JSON files, the tt.func lines of the IR files, and grid expressions.
 set -e
 FIX=tests/fixtures/triton-3.6-sm90/cache
 T=build/tbundle
@@ -26,4 +26,18 @@ mkdir -p fuzz/corpus/grid fuzz/corpus/graph
 printf '\003\001\240\240\003\032\104\010\001\001\001\001\200\200\003\002' > fuzz/corpus/grid/cdiv.bin
 printf '\010\000\024\002\004\005\026\007\005\011\003\001\006\010\011\012' > fuzz/corpus/graph/capture_free_update
 printf '\000\002\004\005\006\007\003\001\010\011\012' > fuzz/corpus/graph/free_before_update
+# grid expressions (tb_grid_parse, pack --grid): what Triton, Inductor and people write, and errors
+mkdir -p fuzz/corpus/gridexpr
+printf 'cdiv(n, 1024)' > fuzz/corpus/gridexpr/cdiv
+printf 'triton.cdiv(x_numel, meta["XBLOCK"])' > fuzz/corpus/gridexpr/triton_cdiv_meta
+printf -- '-((x_numel) // -(128))' > fuzz/corpus/gridexpr/inductor_ceil
+printf '((x_numel + (XBLOCK - 1)) // (XBLOCK))' > fuzz/corpus/gridexpr/inductor_round_up
+printf 'min(max(ceildiv(m, R0_BLOCK), 1), 65535, n, ks0)' > fuzz/corpus/gridexpr/min_max
+printf 'int(n // 2) %% 3 * -ks0 - +m' > fuzz/corpus/gridexpr/operators
+printf '0x7fff_ffff + 0o17 * 0b1010 - 1_000' > fuzz/corpus/gridexpr/literals
+printf -- '-9223372036854775807 - 1 + (9223372036854775807 + 1) * 3037000500 * 3037000500' > fuzz/corpus/gridexpr/int64_edges
+printf 'n + (m + (x_numel + (XBLOCK + (ks0 + (n + (m + (x_numel + (XBLOCK + (ks0 + (n + (m + (x_numel + (XBLOCK + (ks0 + (n + (m + 1))))))))))))))))' > fuzz/corpus/gridexpr/deep_stack
+printf '((((((((-(-(-(-(n)))))))))))) * max(m, x_numel, n, ks0)' > fuzz/corpus/gridexpr/nested
+printf 'cdiv(n, 1024' > fuzz/corpus/gridexpr/unclosed
+printf 'n / 2 ** meta["nope"]' > fuzz/corpus/gridexpr/refused
 ls fuzz/corpus/* | wc -l

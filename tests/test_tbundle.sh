@@ -173,6 +173,107 @@ ln -s "$(cd $FIX && pwd)" "$W/linked-cache"
 check "pack follows a symlinked CACHE_DIR" status_is 0 $T pack -o "$W/l.tbundle" --as /tmp/triton_cache "$W/linked-cache"
 check "... packs all 8" out_has "packed 8 kernels"
 check "... the same bytes as the real path" cmp -s "$W/f.tbundle" "$W/l.tbundle"
+# grid rules: pack --grid KERNEL=EXPR[,EXPR[,EXPR]], by kernel name or cache
+# key, over the names the kernel's IR gives its arguments; tb_add has two
+# records (K1 and K3)
+K3=JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA
+KM=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ # tb_matmul
+grid_of() { # FILE KEY: the grid list prints for record KEY's config 0, or "none"
+  $T list "$1" | awk -v k="$2" '$1 == "record" { on = ($2 == k) }
+    on && / config 0: / { if (match($0, /  grid \(.*\)$/)) print substr($0, RSTART + 7); else print "none" }'
+}
+grids() { # FILE KEY TEXT [KEY TEXT]...: each record's grid is TEXT
+  local f=$1; shift
+  while [ $# -ge 2 ]; do [ "$(grid_of "$f" "$1")" = "$2" ] || return 1; shift 2; done
+}
+grid_count() { [ "$($T list "$1" | grep -c '  grid (')" -eq "$2" ]; } # FILE N: N records have a grid
+same_but_grids() { # FILE: list prints what it prints for f.tbundle (packed without --grid), grids aside
+  [ "$($T list "$1" | sed 's/  grid (.*)$//')" = "$($T list "$W/f.tbundle")" ]
+}
+errs() { local p; for p in "$@"; do grep -q -- "$p" "$W/err" || return 1; done; } # every pattern on stderr
+kept() { cmp -s "$W/f.tbundle" "$W/keep.tbundle"; }
+grid_fails() { # STATUS RULE [HASH...]: pack --grid RULE into keep.tbundle exits STATUS, prints nothing on stdout, keeps it
+  local want=$1 rule=$2; shift 2
+  cp "$W/f.tbundle" "$W/keep.tbundle" &&
+    status_is "$want" $T pack -o "$W/keep.tbundle" --as /tmp/triton_cache --grid "$rule" $FIX "$@" &&
+    [ ! -s "$W/out" ] && kept
+}
+check "pack --grid 'tb_add=cdiv(n, 1024)' (0)" status_is 0 $T pack -o "$W/g.tbundle" --as /tmp/triton_cache \
+  --grid 'tb_add=cdiv(n, 1024)' $FIX
+check "... packs all 8" out_has "packed 8 kernels, 8 launch records"
+check "... both tb_add records get the grid, n as argument 3" \
+  grids "$W/g.tbundle" $K1 '(cdiv(arg3, 1024), 1, 1)' $K3 '(cdiv(arg3, 1024), 1, 1)'
+check "... no other record has one" grid_count "$W/g.tbundle" 2
+check "... and nothing else differs from the pack without --grid" same_but_grids "$W/g.tbundle"
+check "... verify ok" status_is 0 $T verify "$W/g.tbundle"
+check "a second dimension: 'tb_add=cdiv(n, 1024),2' (0)" status_is 0 $T pack -o "$W/g2.tbundle" --as /tmp/triton_cache \
+  --grid 'tb_add=cdiv(n, 1024),2' $FIX
+check "... (cdiv(arg3, 1024), 2, 1) on both tb_add records" \
+  grids "$W/g2.tbundle" $K1 '(cdiv(arg3, 1024), 2, 1)' $K3 '(cdiv(arg3, 1024), 2, 1)'
+check "... and on no other" grid_count "$W/g2.tbundle" 2
+check "three dimensions, and a rule for another kernel by its own names (0)" status_is 0 $T pack -o "$W/g3.tbundle" \
+  --as /tmp/triton_cache --grid 'tb_add=n, 2, -(-n // 65536) % 3' --grid 'tb_matmul=cdiv(M, 128) * cdiv(N, 128)' $FIX
+check "... tb_add's z as written, tb_matmul's over M and N (arguments 3 and 4)" \
+  grids "$W/g3.tbundle" $K1 '(arg3, 2, (-((-(arg3) // 65536)) % 3))' $KM '((cdiv(arg3, 128) * cdiv(arg4, 128)), 1, 1)'
+check "... three records with a grid" grid_count "$W/g3.tbundle" 3
+check "a rule by cache key, one of tb_add's two (0)" status_is 0 $T pack -o "$W/gk.tbundle" --as /tmp/triton_cache \
+  --grid "$K3=cdiv(n, 512)" $FIX
+check "... that record has the grid, the other tb_add record none" \
+  grids "$W/gk.tbundle" $K3 '(cdiv(arg3, 512), 1, 1)' $K1 none
+check "... and no other record" grid_count "$W/gk.tbundle" 1
+check "rules apply in order: by name, then by key (0)" status_is 0 $T pack -o "$W/go.tbundle" --as /tmp/triton_cache \
+  --grid 'tb_add=1' --grid "$K1=2" $FIX
+check "... the key's rule replaced the name's on its record only" grids "$W/go.tbundle" $K1 '(2, 1, 1)' $K3 '(1, 1, 1)'
+# refused rules: exit 1 (a rule that cannot apply) or 2 (the command line),
+# a message that says where, and the output file as it was
+cp "$W/f.tbundle" "$W/keep.tbundle"
+check "an unknown name in a rule fails (1), the output kept" grid_fails 1 'tb_add=cdiv(nn, 1024)'
+check "... naming the name, its column and the dimension" errs '"nn" is no argument' 'column 6' 'dimension x'
+check "an unknown name in the y expression fails (1)" grid_fails 1 'tb_add=n, cdiv(n, XBLOCK)'
+check "... its column in that expression (its leading space counts), dimension y" \
+  errs '"XBLOCK" is no argument' 'column 10' 'dimension y'
+check "a syntax error fails (1), the output kept" grid_fails 1 'tb_add=cdiv(n, 1024'
+check "... saying the column" errs 'column 13' "')' expected"
+check "'/' fails (1)" grid_fails 1 'tb_add=n / 1024'
+check "... column 3, suggesting //" errs 'column 3' 'use //'
+check "a rule for an unknown kernel fails (1), the output kept" grid_fails 1 'nosuch=1'
+check "... the rule names no kernel" errs 'names no kernel' 'nosuch'
+check "a pointer argument in a rule fails (1)" grid_fails 1 'tb_add=x_ptr'
+check "... not an integer argument" errs 'not an integer argument'
+check "four dimensions fail (1)" grid_fails 1 'tb_add=n,1,1,1'
+check "... more than three" errs 'more than three grid dimensions'
+check "an empty expression fails (1)" grid_fails 1 'tb_add='
+check "... column 1, too soon" errs 'column 1' 'ends too soon'
+check "one bad rule of two fails the pack (1), the output kept" status_is 1 $T pack -o "$W/keep.tbundle" \
+  --as /tmp/triton_cache --grid 'tb_add=n' --grid 'tb_matmul=n' $FIX
+check "... tb_matmul has no n" sh -c "grep -q '\"n\" is no argument' '$W/err' && cmp -s '$W/f.tbundle' '$W/keep.tbundle'"
+check "a rule without '=' is a usage error (2), the output kept" grid_fails 2 'tb_add'
+check "... naming the value" errs "^tbundle: --grid needs KERNEL=EXPR\[,EXPR\[,EXPR\]\], got 'tb_add'\$"
+check "--grid with --no-records is a usage error (2)" status_is 2 $T pack --no-records -o "$W/keep.tbundle" \
+  --grid 'tb_add=n' $FIX
+check "... saying why, the output kept" sh -c "grep -q '^tbundle: --grid needs launch records: drop --no-records' '$W/err' &&
+  cmp -s '$W/f.tbundle' '$W/keep.tbundle'"
+check "--grid without a value is a usage error (2)" status_is 2 $T pack -o "$W/keep.tbundle" $FIX --grid
+check "... naming the option, the output kept" sh -c "grep -q \"^tbundle: option '--grid' needs a value\" '$W/err' &&
+  cmp -s '$W/f.tbundle' '$W/keep.tbundle'"
+# the same through named hashes: collected, records derived, rules applied
+check "named hashes with --grid 'tb_add=cdiv(n, 1024)' (0)" status_is 0 $T pack -o "$W/gn.tbundle" --as /tmp/triton_cache \
+  $FIX $K1 $K3 $KM --grid 'tb_add=cdiv(n, 1024)'
+check "... packs 3" out_has "packed 3 kernels, 3 launch records"
+check "... both tb_add records get the grid, tb_matmul none" \
+  grids "$W/gn.tbundle" $K1 '(cdiv(arg3, 1024), 1, 1)' $K3 '(cdiv(arg3, 1024), 1, 1)' $KM none
+check "named hashes, a rule by cache key with a second dimension (0)" status_is 0 $T pack -o "$W/gnk.tbundle" \
+  --as /tmp/triton_cache $FIX $K1 $K3 --grid "$K1=cdiv(n, 1024),2"
+check "... on that record only" grids "$W/gnk.tbundle" $K1 '(cdiv(arg3, 1024), 2, 1)' $K3 none
+check "named hashes, an unknown name fails (1), the output kept" grid_fails 1 'tb_add=cdiv(nn, 1024)' $K1 $K3
+check "... naming the name and its column" errs '"nn" is no argument' 'column 6'
+check "named hashes, a syntax error fails (1), the output kept" grid_fails 1 'tb_add=cdiv(n, 1024' $K1 $K3
+check "... saying the column" errs 'column 13'
+check "named hashes, a rule for a kernel not packed fails (1), the output kept" grid_fails 1 'tb_matmul=M' $K1 $K3
+check "... the rule names no kernel, as without hashes" errs 'names no kernel' 'tb_matmul'
+check "named hashes, a rule without '=' is a usage error (2)" grid_fails 2 'tb_add' $K1
+check "named hashes, --grid with --no-records is a usage error (2)" status_is 2 $T pack --no-records \
+  -o "$W/keep.tbundle" --grid 'tb_add=n' $FIX $K1
 # FIFOs and empty paths
 mkfifo "$W/pipe.tbundle"
 for c in verify list; do
@@ -280,6 +381,25 @@ tb.write_file(tb.Bundle([k], [r]), sys.argv[1])' "$W/hostile.tbundle"
     "d['kernels'][0]['target'] == {} and d['records'][0]['configs'][0]['num_stages'] is None"
 else
   skip=$((skip + 17)); echo "skip list --json (no python3 to parse it)"
+fi
+# list --json of the --grid packs: the rule's program and text
+if command -v python3 >/dev/null; then
+  ADD_OPS="[[{'op': 'arg', 'index': 3}, {'op': 'const', 'value': 1024}, {'op': 'cdiv'}], [{'op': 'const', 'value': 1}], [{'op': 'const', 'value': 1}]]"
+  check "list --json after --grid 'tb_add=cdiv(n, 1024)': the program of both tb_add records" json_ok "$W/g.tbundle" \
+    "rec['$K1']['configs'][0]['grid']['ops'] == rec['$K3']['configs'][0]['grid']['ops'] == $ADD_OPS" \
+    "rec['$K1']['configs'][0]['grid']['text'] == '(cdiv(arg3, 1024), 1, 1)'" \
+    "all(r['configs'][0]['grid'] is None for r in d['records'] if r['kernel_name'] != 'tb_add')"
+  check "... a second dimension: const 2" json_ok "$W/g2.tbundle" \
+    "rec['$K3']['configs'][0]['grid']['ops'][1] == [{'op': 'const', 'value': 2}]"
+  check "... folded as the Python companion folds: -(-n // 65536) % 3" json_ok "$W/g3.tbundle" \
+    "rec['$K1']['configs'][0]['grid']['ops'][2] == [{'op': 'arg', 'index': 3}, {'op': 'neg'}, {'op': 'const', 'value': 65536}, {'op': 'floordiv'}, {'op': 'neg'}, {'op': 'const', 'value': 3}, {'op': 'mod'}]"
+  check "... by cache key: that record alone" json_ok "$W/gk.tbundle" \
+    "rec['$K3']['configs'][0]['grid']['ops'][0][1] == {'op': 'const', 'value': 512} and rec['$K1']['configs'][0]['grid'] is None"
+  check "... through named hashes: both tb_add records, tb_matmul none" json_ok "$W/gn.tbundle" \
+    "rec['$K1']['configs'][0]['grid']['ops'] == rec['$K3']['configs'][0]['grid']['ops'] == $ADD_OPS" \
+    "rec['$KM']['configs'][0]['grid'] is None"
+else
+  skip=$((skip + 5)); echo "skip list --json of grid rules (no python3 to parse it)"
 fi
 # a live writer's temporary directory survives clean at any age
 if command -v flock >/dev/null; then
