@@ -887,7 +887,10 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *ar
    the param of that name (a constexpr the config records; one a bare cache
    inlined is written as its value). Constant parts are folded as the
    Python companion folds them, so both give one program for one string.
-   ops holds TB_MAX_GRID_OPS; tb_err_parse names the column. */
+   The grammar is a strict subset of Python's: integers within int64
+   (-9223372036854775808 is INT64_MIN), no trailing commas, comments,
+   bools or line breaks; 64 levels of nesting at most. ops holds
+   TB_MAX_GRID_OPS; tb_err_parse names the column. */
 TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
                               const tb_config_param *params, uint32_t param_count, tb_grid_op *ops,
                               uint32_t *op_count, tb_error *err);
@@ -5054,7 +5057,7 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     for (at = 0; bt->fatal == tb_ok && at < p->grid_rule_count; at++) { /* names come from this batch's IR */
         uint32_t n = 0;
         r = tb_bundle_add_grid_rule(bt->bundle, p->grid_rules[at], &n, &e);
-        if (r == tb_err_not_found && n == 0 && strstr(e.message, "no launch record of this")) continue; /* another batch's */
+        if (r == tb_err_not_found && n == 0 && strstr(e.message, "names no kernel (or cache key)")) continue; /* another batch's */
         if (r != tb_ok) {
             bt->fatal = r, bt->error = e;
             break;
@@ -5233,7 +5236,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     for (i = 0; r == tb_ok && i < p.grid_rule_count; i++)
         if (!p.grid_matched[i])
             r = tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
-                         "the grid rule \"%.100s\" names no kernel (or cache key) of the cache", p.grid_rules[i]);
+                         "the grid rule \"%.100s\" names no kernel (or cache key) of the bundle", p.grid_rules[i]);
     if (begun && r == tb_ok) r = tb__writer_finish(&wr, recs, &total, err);
     else if (begun) tb__writer_end(&wr);
 done:
@@ -7081,8 +7084,10 @@ typedef struct tb__gx {
     uint32_t name_count;
     const tb_config_param *params;
     uint32_t param_count;
-    tb_grid_op *ops;
+    tb_grid_op ops[TB_MAX_GRID_OPS + 1]; /* one over: an operation is appended, then folded, then counted */
     uint32_t n, depth;
+    uint32_t big;               /* 1 + the index of a CONST that holds the literal 2^63, which only NEG may follow */
+    const char *big_at;
     tb_error *err;
 } tb__gx;
 
@@ -7102,7 +7107,12 @@ static int tb__gx_ident(char c, int first) {
    the result fits. */
 static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t value, const char *at) {
     tb_grid_op *o;
-    if (g->n == TB_MAX_GRID_OPS) return tb__gx_fail(g, at, "more than TB_MAX_GRID_OPS operations");
+    if (g->big) { /* 2^63 is a literal only as -9223372036854775808, as Python folds it */
+        if (op != TB_GRID_NEG || g->big != g->n) return tb__gx_fail(g, g->big_at, "an integer past 2^63 - 1");
+        g->big = 0; /* its CONST already holds -2^63 */
+        return tb_ok;
+    }
+    if (g->n > TB_MAX_GRID_OPS) return tb__gx_fail(g, at, "more than TB_MAX_GRID_OPS operations");
     o = &g->ops[g->n++];
     o->op = op, o->index = index, o->value = value;
     if (op == TB_GRID_NEG && g->n >= 2 && o[-1].op == TB_GRID_CONST && o[-1].value != INT64_MIN) {
@@ -7171,9 +7181,15 @@ static tb_result tb__gx_atom(tb__gx *g) {
             if (v > (UINT64_MAX - d) / base) return tb__gx_fail(g, at, "an integer past 2^63 - 1");
             v = v * base + d, digits++;
         }
-        if (!digits || v > (uint64_t)INT64_MAX) return tb__gx_fail(g, at, digits ? "an integer past 2^63 - 1" : "a bad integer");
+        if (!digits || v > (uint64_t)INT64_MAX + 1u)
+            return tb__gx_fail(g, at, digits ? "an integer past 2^63 - 1" : "a bad integer");
         if (base == 10 && at[0] == '0' && digits > 1 && v) return tb__gx_fail(g, at, "a decimal with a leading zero");
         if (tb__gx_ident(*g->p, 0)) return tb__gx_fail(g, g->p, "a bad integer");
+        if (v > (uint64_t)INT64_MAX) { /* 2^63: the next operation must negate it (tb__gx_emit) */
+            if ((r = tb__gx_emit(g, TB_GRID_CONST, 0, INT64_MIN, at)) != tb_ok) return r;
+            g->big = g->n, g->big_at = at;
+            return tb_ok;
+        }
         return tb__gx_emit(g, TB_GRID_CONST, 0, (int64_t)v, at);
     }
     if (*g->p == '(') {
@@ -7200,6 +7216,7 @@ static tb_result tb__gx_atom(tb__gx *g) {
             uint32_t nargs = 0;
             if (!is_cdiv && !is_min && !is_max && !is_int)
                 return tb__gx_fail(g, name, "unknown function (cdiv, ceildiv, min, max and int are known)");
+            if (++g->depth > 64) return tb__gx_fail(g, name, "nested too deeply"); /* int(int(...)) emits nothing */
             g->p++;
             tb__gx_ws(g);
             while (*g->p != ')') {
@@ -7213,6 +7230,7 @@ static tb_result tb__gx_atom(tb__gx *g) {
                 if (!*g->p) return tb__gx_fail(g, g->p, "')' expected");
             }
             g->p++;
+            g->depth--;
             if ((is_cdiv && nargs != 2) || (is_int && nargs != 1) || ((is_min || is_max) && nargs < 1))
                 return tb__gx_fail(g, name, is_cdiv ? "cdiv takes two arguments" : is_int ? "int takes one argument"
                                                                                          : "min and max take at least one");
@@ -7294,7 +7312,7 @@ static tb_result tb__gx_expr(tb__gx *g) {
 TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
                               const tb_config_param *params, uint32_t param_count, tb_grid_op *ops, uint32_t *op_count,
                               tb_error *err) {
-    tb__gx g;
+    tb__gx g; /* a few KiB on the stack: the parser allocates nothing */
     tb_result r;
     if (!expr || !ops || !op_count || (arg_count && !arg_names) || (param_count && !params))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "expr, ops, op_count, names or params is NULL");
@@ -7302,10 +7320,13 @@ TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, ui
     memset(&g, 0, sizeof g);
     g.s = g.p = expr;
     g.names = arg_names, g.name_count = arg_count, g.params = params, g.param_count = param_count;
-    g.ops = ops, g.err = err;
+    g.err = err;
     if ((r = tb__gx_expr(&g)) != tb_ok) return r;
     tb__gx_ws(&g);
     if (*g.p) return tb__gx_fail(&g, g.p, *g.p == ',' ? "one expression per dimension here" : "an operator expected");
+    if (g.big) return tb__gx_fail(&g, g.big_at, "an integer past 2^63 - 1");
+    if (g.n > TB_MAX_GRID_OPS) return tb__gx_fail(&g, g.p, "more than TB_MAX_GRID_OPS operations");
+    memcpy(ops, g.ops, g.n * sizeof *ops);
     *op_count = g.n;
     return tb_ok;
 }
@@ -7450,7 +7471,8 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t
         if (r == tb_ok) changed++;
     }
     if (r == tb_ok && !changed)
-        r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record of this kernel name or cache key for the grid rule");
+        r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0,
+                     "the grid rule \"%.100s\" names no kernel (or cache key) of the bundle", spec);
 done:
     tb__free(&b->ctx, names);
     tb__free(&b->ctx, namebuf);
