@@ -5081,6 +5081,24 @@ static void tb__pack_read(tb__pack *p, size_t i) {
 /* Under mu: claims the next batch if the window and the byte budget have
    room (the batch the writer needs next is always claimed); SIZE_MAX if
    not. */
+/* The options' grid rules: their form checked before any work, and a
+   count per rule of the records it changed (a rule that changes none
+   fails the pack at the end). */
+static tb_result tb__pack_grid_rules(tb__pack *p, const tb__ctx *c, const tb_pack_options *o, tb_error *err) {
+    char key[TB_MAX_STRING_LENGTH + 1], ex[3][1024];
+    uint32_t i, nd;
+    tb_result r;
+    p->grid_rules = o->grid_rules, p->grid_rule_count = o->grid_rules ? o->grid_rule_count : 0;
+    if (!p->grid_rule_count) return tb_ok;
+    if (!(p->grid_matched = (uint32_t *)tb__alloc(c, p->grid_rule_count * sizeof *p->grid_matched))) return TB__OOM(err);
+    memset(p->grid_matched, 0, p->grid_rule_count * sizeof *p->grid_matched);
+    for (i = 0; i < p->grid_rule_count; i++) {
+        if (!p->grid_rules[i]) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "grid rule %u is NULL", i);
+        if ((r = tb__split_grid_spec(p->grid_rules[i], key, sizeof key, ex, &nd, err)) != tb_ok) return r;
+    }
+    return tb_ok;
+}
+
 static size_t tb__pack_claim(tb__pack *p) {
     if (p->stop || p->claimed >= p->batches || p->claimed >= p->written + p->window) return (size_t)-1;
     if (p->claimed > p->written && p->held >= TB__PACK_HELD_MAX) return (size_t)-1;
@@ -5153,24 +5171,7 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
     pthread_cond_init(&p.cv, NULL);
     w.fd = -1;
     w.err = 0;
-    p.grid_rules = o->grid_rules, p.grid_rule_count = o->grid_rules ? o->grid_rule_count : 0;
-    if (p.grid_rule_count) {
-        p.grid_matched = (uint32_t *)tb__alloc(&c, p.grid_rule_count * sizeof *p.grid_matched);
-        if (!p.grid_matched) {
-            r = TB__OOM(err);
-            goto done;
-        }
-        memset(p.grid_matched, 0, p.grid_rule_count * sizeof *p.grid_matched);
-        for (i = 0; i < p.grid_rule_count; i++) { /* the form, before any work */
-            char key[TB_MAX_STRING_LENGTH + 1], ex[3][1024];
-            uint32_t nd;
-            if (!p.grid_rules[i]) {
-                r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "grid rule %zu is NULL", i);
-                goto done;
-            }
-            if ((r = tb__split_grid_spec(p.grid_rules[i], key, sizeof key, ex, &nd, err)) != tb_ok) goto done;
-        }
-    }
+    if ((r = tb__pack_grid_rules(&p, &c, o, err)) != tb_ok) goto done;
     p.slots = (tb__pack_batch *)tb__alloc(&c, p.window * sizeof *p.slots);
     if (p.slots) memset(p.slots, 0, p.window * sizeof *p.slots);
     if (!p.slots) {
