@@ -149,60 +149,6 @@ TEST(test_tensordesc_plain) {
     CHECK(load(&c, sizes, 11, &k, &e) == tb_err_arg_mismatch && k == NULL);
 }
 
-/* The launch by name runs the cubin that the arguments choose. */
-TEST(test_launch_by_name) {
-    static const size_t sizes[] = {8, 4};
-    tb_bundle *b = NULL;
-    tb_kernel_table *t = NULL;
-    tb_error e;
-    tb_launch_config c[2];
-    tb_launch_record r;
-    tb_launch_params p;
-    memset(&c, 0, sizeof c);
-    memset(&r, 0, sizeof r);
-    tb_arg a[2];
-    const tb_loaded_kernel *aligned = NULL, *general = NULL;
-    uint32_t kk;
-    uintptr_t fa, fg;
-    NEED_FAKE();
-    fake.set_params(sizes, 2);
-    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
-    CHECK_OK(tb_bundle_add_kernel(b, "HA", 0, &kk, &e), &e);
-    CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", "cubin A", 7, TB_COPY, &e), &e);
-    CHECK_OK(tb_bundle_add_kernel(b, "HG", 0, &kk, &e), &e);
-    CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", "cubin G", 7, TB_COPY, &e), &e);
-    c[0] = config("Oi", "11"), c[0].kernel_hash = "HA";
-    c[1] = config("Oi", "00"), c[1].kernel_hash = "HG";
-    r.kernel_name = "k", r.config_count = 1;
-    r.cache_key = "HA", r.configs = &c[0];
-    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
-    r.cache_key = "HG", r.configs = &c[1];
-    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
-    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, 0, &t, &e), &e);
-    REQUIRE(t);
-    CHECK_OK(tb_kernel_table_get(t, "HA", 0, &aligned, &e), &e);
-    CHECK_OK(tb_kernel_table_get(t, "HG", 0, &general, &e), &e);
-    REQUIRE(aligned && general && aligned != general);
-    memset(&p, 0, sizeof p);
-    p.grid[0] = p.grid[1] = p.grid[2] = 1;
-    p.args = a, p.arg_count = 2;
-    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(64);
-    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
-    fa = fake.function();
-    a[1] = tb_arg_i(65);
-    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
-    fg = fake.function();
-    CHECK(fa != fg);
-    a[0] = tb_arg_u(0x1008), a[1] = tb_arg_i(64);
-    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
-    CHECK(fake.function() == fg);
-    a[0] = tb_arg_u(0x2000);
-    CHECK_OK(tb_kernel_table_launch(t, "k", 0, &p, &e), &e);
-    CHECK(fake.function() == fa);
-    tb_kernel_table_free(t);
-    tb_bundle_free(b);
-}
-
 /* Launch attributes, grid arithmetic, and sizes that wrapped in 1.1. */
 TEST(test_attributes_and_sizes) {
     static const size_t none[] = {8, 8};
