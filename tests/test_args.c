@@ -1,8 +1,9 @@
 /* The launcher without a driver: argument codes and their conversions
-   (fp16/bf16 bits, checked ranges), the fixed-size argument arrays, the
-   kernel table's choice of specialization, and the errors when no libcuda
-   can be opened. (tests/test_launcher.c covers what needs a driver, with a
-   stand-in one.) Compiled as C99 and as C++11; run from the repository
+   (fp16/bf16 bits, checked ranges), the fixed-size argument arrays, and the
+   errors when no libcuda can be opened. (tests/test_launcher.c covers what
+   needs a driver, with a stand-in one; the kernel table, grid rules and
+   autotuning have their own programs: tests/test_table.c, test_grid.c and
+   test_autotune.c.) Compiled as C99 and as C++11; run from the repository
    root: build/test_args [name-filter] */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"

@@ -2,9 +2,11 @@
    build/libfakecuda.so instead of libcuda.so.1 (TB_LIBCUDA_NAME), which
    answers with fixed values and records what each launch was given. So the
    parameter layouts (bools, tensor descriptors with and without TMA), the
-   CUtensorMap encoding's arguments, the launch by name and the launch
-   attributes are checked on every CI run, and the GPU suite checks the same
-   against a real driver. Run from the repository root after
+   CUtensorMap encoding's arguments and the launch attributes are checked
+   on every CI run, and the GPU suite checks the same against a real
+   driver. The same stand-in serves tests/test_table.c (the launch by
+   name), test_grid.c (the launch-time grid), test_autotune.c and
+   test_graphs.c. Run from the repository root after
    `make build/libfakecuda.so`: build/test_launcher [name-filter] */
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
 #define TRITON_BUNDLE_IMPLEMENTATION
