@@ -28,7 +28,7 @@ $(B)/launch: examples/launch.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
-CPUTESTS := format parsers args fs hostile launcher graphs limits
+CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits
 
 $(B)/test_%: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
@@ -41,7 +41,8 @@ $(B)/test_%_cpp: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
-$(B)/test_launcher $(B)/test_launcher_cpp $(B)/test_graphs $(B)/test_graphs_cpp: $(B)/libfakecuda.so
+FAKETESTS := launcher graphs grid table autotune
+$(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
 # The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,
 # 17 and 20, gcc and clang, -Werror, no CUDA include path, with and without
@@ -153,13 +154,13 @@ sanitize: $(B)/libfakecuda.so | $(B)
 	    -fno-omit-frame-pointer -o $(B)/test_$${t}_asan tests/test_$$t.c $(LIBS) || exit 1; done
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(foreach t,$(CPUTESTS),$(B)/test_$(t)_asan)
 
-# ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler).
+# ThreadSanitizer over the tests that run threads (collect/emit workers, the bundler, autotuning).
 tsan: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_fs_tsan tests/test_fs.c $(LIBS)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_format_tsan tests/test_format.c $(LIBS)
 	$(MAKE) $(B)/libfakecuda.so
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_launcher_tsan tests/test_launcher.c $(LIBS)
-	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" "$(B)/test_launcher_tsan autotune"
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_autotune_tsan tests/test_autotune.c $(LIBS)
+	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" $(B)/test_autotune_tsan
 
 # libFuzzer targets over the bundle reader, the text parsers and the grid
 # expression compiler (fuzz_gridexpr).

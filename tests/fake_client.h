@@ -1,6 +1,7 @@
 /* The test side of tests/fake_cuda.c (build/libfakecuda.so): the stand-in
    driver's record read back through dlsym on the handle the library
-   opened, and the helpers the launcher, graph and fuzz programs share.
+   opened, and the helpers the launcher, graphs, grid, table and autotune
+   programs and the fuzz targets share.
    Include after triton_bundle.h's implementation, with TB_LIBCUDA_NAME
    pointing at the stand-in. */
 #ifndef TB_FAKE_CLIENT_H

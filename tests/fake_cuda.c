@@ -1,11 +1,12 @@
 /* A stand-in for libcuda.so.1, so that the launcher's own logic (parameter
    checks, argument packing, tensor descriptors, launch by name, launch
    attributes) is tested on machines without a GPU: built as
-   build/libfakecuda.so and opened by tests/test_launcher.c, which is
-   compiled with TB_LIBCUDA_NAME pointing at it. It runs nothing: it
-   answers the calls the library makes with fixed values and records what a
-   launch and a tensor map encoding were given, for the test to read back
-   through the fake_* functions. */
+   build/libfakecuda.so and opened by tests/test_launcher.c, test_graphs.c,
+   test_grid.c, test_table.c and test_autotune.c, which are compiled with
+   TB_LIBCUDA_NAME pointing at it. It runs nothing: it answers the calls
+   the library makes with fixed values and records what a launch and a
+   tensor map encoding were given, for the test to read back through the
+   fake_* functions. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -183,55 +183,6 @@ TEST(test_derived_records_flag_ir_types) {
     tb_bundle_free(b);
 }
 
-/* Grid rules for records from a bare cache (tbundle pack --grid): the
-   expression's names are the kernel's arguments as its IR names them, the
-   rule goes to every record of the name (or the one of a cache key), and
-   tb_grid_compute then gives the grid. Python syntax errors and unknown
-   names are refused with the column. */
-TEST(test_grid_rule_from_ir_names) {
-    tb_bundle *b = u_fixture_bundle(1);
-    tb_error e;
-    uint32_t n = 0, i, with = 0, grid[3];
-    tb_arg a[4];
-    const char *names[] = {"n", "m"};
-    tb_config_param ps[1] = {{"XBLOCK", 128}};
-    tb_grid_op ops[TB_MAX_GRID_OPS];
-    REQUIRE(b);
-    CHECK_OK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(n, 1024)", &n, &e), &e);
-    CHECK(n == 2); /* both specializations of tb_add */
-    for (i = 0; i < tb_bundle_launch_record_count(b); i++) {
-        const tb_launch_record *r = tb_bundle_launch_record(b, i);
-        if (!r->configs[0].grid) continue;
-        with++;
-        CHECK(strcmp(r->kernel_name, "tb_add") == 0);
-        a[0] = a[1] = a[2] = tb_arg_u(0x1000), a[3] = tb_arg_i(3000);
-        CHECK_OK(tb_grid_compute(&r->configs[0], a, 4, NULL, 0, grid, &e), &e);
-        CHECK(grid[0] == 3 && grid[1] == 1 && grid[2] == 1);
-    }
-    CHECK(with == 2);
-    /* by cache key: that record alone, y given */
-    CHECK_OK(tb_bundle_add_grid_rule(b, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ=n // 512 + 1, 2", &n, &e), &e);
-    CHECK(n == 1);
-    CHECK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(n, BLOCK)", &n, &e) == tb_err_parse && strstr(e.message, "column 9") &&
-          strstr(e.message, "BLOCK"));
-    CHECK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(x_ptr, 4)", &n, &e) == tb_err_malformed); /* a pointer: no integer */
-    CHECK(tb_bundle_add_grid_rule(b, "nope=1", &n, &e) == tb_err_not_found && n == 0);
-    CHECK(tb_bundle_add_grid_rule(b, "tb_add", &n, &e) == tb_err_parse);
-    CHECK(tb_bundle_add_grid_rule(b, "tb_add=1,2,3,4", &n, &e) == tb_err_parse);
-    /* the parser alone: names, params, folding, errors with columns */
-    CHECK_OK(tb_grid_parse("-(n // -XBLOCK) * (2 + 3)", names, 2, ps, 1, ops, &n, &e), &e);
-    CHECK(n == 7 && ops[0].op == TB_GRID_ARG && ops[0].index == 0 && ops[1].op == TB_GRID_PARAM && ops[2].op == TB_GRID_NEG &&
-          ops[3].op == TB_GRID_FLOORDIV && ops[4].op == TB_GRID_NEG && ops[5].op == TB_GRID_CONST && ops[5].value == 5 &&
-          ops[6].op == TB_GRID_MUL);
-    CHECK_OK(tb_grid_parse("meta['XBLOCK'] - -9223372036854775807 - 1", names, 2, ps, 1, ops, &n, &e), &e);
-    CHECK(n == 5 && ops[1].value == -INT64_MAX);
-    CHECK(tb_grid_parse("n / 2", names, 2, ps, 1, ops, &n, &e) == tb_err_parse && strstr(e.message, "column 3"));
-    CHECK(tb_grid_parse("9223372036854775808", names, 2, ps, 1, ops, &n, &e) == tb_err_parse);
-    CHECK(tb_grid_parse("(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1))))))))))))))))))))))))))))))))"
-                        "))))))))))))))))))))))))))))))))", names, 2, ps, 1, ops, &n, &e) == tb_err_parse);
-    tb_bundle_free(b);
-}
-
 /* FORMAT.md [R-tensordesc-meta]. Hardening 2.0 (8): a tensordesc_meta shorter than the IR's
    descriptors derives no record (the rest are not plain descriptors: the
    kernel was compiled for TMA), and says so at TB_LOG_WARN; before, the
