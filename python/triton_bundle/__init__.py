@@ -53,6 +53,7 @@ from .format import (  # noqa: E402
     MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD, MAX_GRID_EXTRA, MAX_GRID_OPS, MAX_KERNELS, MAX_NAME_LENGTH,
     MAX_PARAMS_PER_CONFIG, MAX_RECORDS, MAX_SECTIONS, MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS,
     MAX_TENSOR_RANK, MIN, MOD, MUL, NEG, OP_NAMES, PARAM, SUB, TRITON_CODES,
+    SEC_CALLS, SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SECTION_REQUIRED, SECTIONS, Section,
     Artifact, Bundle, BundleError, CallInfo, Config, GridRule, Kernel, Record, TensorDesc,
     bundle_checksum, check_grid, check_record, read, read_file, valid_name, write, write_file, xxh3_64,
     _Cur, _Out, _check_call, _check_config, _check_descs, _check_string, _check_unique, _enc, _pad,

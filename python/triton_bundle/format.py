@@ -5,6 +5,7 @@ Artifact, Record, Config, TensorDesc, CallInfo, GridRule), validation, and
 the writer and the reader: the same bytes as the C library for the same
 bundle, and the same refusals of damaged or hostile input."""
 
+import collections
 import os
 import struct
 
@@ -489,6 +490,12 @@ class _Out:
         self.align(8)
 
 
+def _str_size(s):
+    """The bytes _Out.string writes for s (at an 8-aligned position)."""
+    n = 4 + len(_enc(s)) + 1
+    return n + _pad(n, 8)
+
+
 def _check_unique(bundle):
     seen = set()
     for k in bundle.kernels:
@@ -502,8 +509,8 @@ def _check_unique(bundle):
         seen.add(r.cache_key)
 
 
-def write(bundle):
-    """The bundle's bytes (format 2.2), as tb_bundle_write_memory writes them."""
+def _check_writable(bundle):
+    """What the writer refuses, in the order the C writer checks it."""
     _check_unique(bundle)
     for k in bundle.kernels:
         for n in [k.hash] + [a.name for a in k.artifacts]:
@@ -518,11 +525,12 @@ def write(bundle):
             names.add(a.name)
     for r in bundle.records:
         check_record(r)
-    o = _Out()
-    o.b += b"\0" * 32
-    # section 1
-    s1 = len(o.b)
-    o.b += b"\0" * 16
+
+
+# The sections' payloads: for each, what it writes (and its size, for the
+# rows that have one) and, under "reader" below, what it reads.
+def _wr_kernels(bundle, o):
+    """Section 1: every kernel and its files (artifact data 16-aligned)."""
     o.u32(len(bundle.kernels))
     o.u32(sum(len(k.artifacts) for k in bundle.kernels))
     for k in bundle.kernels:
@@ -535,10 +543,21 @@ def write(bundle):
             o.align(16)
             o.b += a.data
             o.align(8)
-    struct.pack_into("<IIQ", o.b, s1, 1, 1, len(o.b) - s1 - 16)
-    # section 2
-    s2 = len(o.b)
-    o.b += b"\0" * 16
+
+
+def _records_size(bundle):
+    n = 16
+    for r in bundle.records:
+        n += _str_size(r.cache_key) + _str_size(r.kernel_name) + 8
+        for c in r.configs:
+            n += sum(_str_size(s) for s in (c.kernel_hash, c.function_name, c.binary_name, c.arg_types,
+                                             c.arg_divisibility)) + 32 + 32
+            n += sum(_str_size(name) + 8 for name, _ in c.params)
+    return n
+
+
+def _wr_records(bundle, o):
+    """Section 2: the launch records, their configs and params."""
     configs = [c for r in bundle.records for c in r.configs]
     o.u32(len(bundle.records))
     o.u32(len(configs))
@@ -561,74 +580,83 @@ def write(bundle):
             for n, v in c.params:
                 o.string(n)
                 o.u64(v)
-    struct.pack_into("<IIQ", o.b, s2, 2, 1, len(o.b) - s2 - 16)
-    sections = 2
-    # section 3
-    descs = [(g, i, m) for g, c in enumerate(configs)
-             for i, m in zip([j for j, ch in enumerate(c.arg_types) if ch == "T"], c.tensordescs)]
-    if descs:
-        s3 = len(o.b)
-        o.b += b"\0" * 16
-        o.u32(len(descs))
-        o.u32(0)
-        for g, i, m in descs:
-            for v in (g, i, m.tma, m.rank, m.swizzle, m.elem_size, m.elem_type, m.fp4_padded):
+
+
+def _desc_entries(bundle):
+    """(config number over all records, argument index, TensorDesc) of every 'T' argument."""
+    configs = [c for r in bundle.records for c in r.configs]
+    return [(g, i, m) for g, c in enumerate(configs)
+            for i, m in zip([j for j, ch in enumerate(c.arg_types) if ch == "T"], c.tensordescs)]
+
+
+def _descs_size(bundle):
+    n = len(_desc_entries(bundle))
+    return 8 + 64 * n if n else 0
+
+
+def _wr_descs(bundle, o):
+    """Section 3 (2.1): how each tensor descriptor argument is passed."""
+    descs = _desc_entries(bundle)
+    o.u32(len(descs))
+    o.u32(0)
+    for g, i, m in descs:
+        for v in (g, i, m.tma, m.rank, m.swizzle, m.elem_size, m.elem_type, m.fp4_padded):
+            o.u32(v)
+        for q in range(MAX_TENSOR_RANK):
+            o.u32(m.block[q] if q < m.rank else 0)
+        o.b += b"\0" * 12
+
+
+def _call_entries(bundle):
+    """(record index, Record) of the records with call info or a grid rule."""
+    return [(i, r) for i, r in enumerate(bundle.records) if r.call is not None or any(c.grid for c in r.configs)]
+
+
+def _calls_size(bundle):
+    entries = _call_entries(bundle)
+    if not entries:
+        return 0
+    n = 8
+    for _, r in entries:
+        ci = r.call
+        n += 32
+        if ci:
+            n += sum(_str_size(name) for name in ci.arg_names)
+            lists = 4 * (len(ci.mutated) + len(ci.reset) + len(ci.key))
+            n += lists + _pad(lists, 8)
+        if any(c.grid for c in r.configs):
+            n += sum(16 + (16 * sum(len(p) for p in c.grid.dims) if c.grid else 0) for c in r.configs)
+    return n
+
+
+def _wr_calls(bundle, o):
+    """Section 4 (2.2): call info and grid rules, for the records that have them."""
+    entries = _call_entries(bundle)
+    o.u32(len(entries))
+    o.u32(0)
+    for i, r in entries:
+        ci = r.call
+        grids = any(c.grid for c in r.configs)
+        for v in (i, len(ci.arg_names) if ci else 0, len(ci.mutated) if ci else 0, len(ci.reset) if ci else 0,
+                  len(ci.key) if ci else 0, 1 if ci else 0, 1 if grids else 0, 0):
+            o.u32(v)
+        if ci:
+            for n in ci.arg_names:
+                o.string(n)
+            for v in ci.mutated + ci.reset + ci.key:
                 o.u32(v)
-            for q in range(MAX_TENSOR_RANK):
-                o.u32(m.block[q] if q < m.rank else 0)
-            o.b += b"\0" * 12
-        struct.pack_into("<IIQ", o.b, s3, 3, 1, len(o.b) - s3 - 16)
-        sections += 1
-    # section 4
-    entries = [(i, r) for i, r in enumerate(bundle.records) if r.call is not None or any(c.grid for c in r.configs)]
-    if entries:
-        s4 = len(o.b)
-        o.b += b"\0" * 16
-        o.u32(len(entries))
-        o.u32(0)
-        for i, r in entries:
-            ci = r.call
-            grids = any(c.grid for c in r.configs)
-            for v in (i, len(ci.arg_names) if ci else 0, len(ci.mutated) if ci else 0, len(ci.reset) if ci else 0,
-                      len(ci.key) if ci else 0, 1 if ci else 0, 1 if grids else 0, 0):
-                o.u32(v)
-            if ci:
-                for n in ci.arg_names:
-                    o.string(n)
-                for v in ci.mutated + ci.reset + ci.key:
+            o.align(8)
+        if grids:
+            for c in r.configs:
+                g = c.grid
+                for v in ([len(p) for p in g.dims] + [1]) if g else (0, 0, 0, 0):
                     o.u32(v)
-                o.align(8)
-            if grids:
-                for c in r.configs:
-                    g = c.grid
-                    for v in ([len(p) for p in g.dims] + [1]) if g else (0, 0, 0, 0):
-                        o.u32(v)
-                    if g:
-                        for prog in g.dims:
-                            for op, index, value in prog:
-                                o.u32(op)
-                                o.u32(index)
-                                o.u64(value)
-        struct.pack_into("<IIQ", o.b, s4, 4, 0, len(o.b) - s4 - 16)
-        sections += 1
-    total = len(o.b) + 8
-    struct.pack_into("<8sHHIQII", o.b, 0, MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0, total, sections, 0)
-    o.u64(bundle_checksum(o.b))
-    return bytes(o.b)
-
-
-def write_file(bundle, path):
-    """Written beside path and renamed onto it: readers see the old file or
-    the new one."""
-    data = write(bundle)
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+                if g:
+                    for prog in g.dims:
+                        for op, index, value in prog:
+                            o.u32(op)
+                            o.u32(index)
+                            o.u64(value)
 
 
 # ---------------------------------------------------------------- reader
@@ -861,6 +889,85 @@ def _rd_calls(b, c):
                 cf.grid = g
 
 
+# --------------------------------------------------------------- sections
+SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS = 1, 2, 3, 4
+SECTION_REQUIRED = 1  # a section flag: a reader that does not know the type refuses the file
+HEADER_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE = 32, 16, 8
+
+Section = collections.namedtuple("Section", "type name flags after always size write read")
+Section.__doc__ = """One section of the format (the header's tb__sections[] row).
+type, flags: its header's fields (flags: SECTION_REQUIRED or 0, a section
+older readers skip); after: the types that must come before it; always:
+written even when empty; size(bundle): its payload's length, 0 when it is
+not written, or None (section 1's length is known once written);
+write(bundle, out): its payload; read(bundle, cursor): reads the payload."""
+
+# The sections, one row each, in the order writers write them: adding a
+# section is a row and its functions. The writer frames each row it writes
+# (type, flags, payload length, payload, zeros to 8); the reader dispatches
+# on the type, refuses a section before those in `after` and a second one of
+# a type, and skips a type no row has unless it is required.
+SECTIONS = (
+    Section(SEC_KERNELS, "kernels", SECTION_REQUIRED, (), True, None, _wr_kernels, _rd_kernels),
+    Section(SEC_RECORDS, "launch records", SECTION_REQUIRED, (), True, _records_size, _wr_records, _rd_records),
+    # 2.1: only files with a tensor descriptor hold it, and older readers refuse those by name
+    Section(SEC_TENSORDESCS, "tensor descriptors", SECTION_REQUIRED, (SEC_RECORDS,), False, _descs_size, _wr_descs,
+            _rd_descs),
+    # 2.2: optional; readers before it skip it and launch with the grids they are given
+    Section(SEC_CALLS, "call info", 0, (SEC_RECORDS,), False, _calls_size, _wr_calls, _rd_calls),
+)
+_SECTION_ROW = {row.type: row for row in SECTIONS}
+
+
+def _write_sections(bundle, o):
+    """Every section, in row order, each framed and padded to 8: section 1
+    first, then each row whose payload is not empty or that is always
+    written. Returns how many were written."""
+    count = 0
+    for row in SECTIONS:
+        size = row.size(bundle) if row.size is not None else None
+        if size == 0 and not row.always:
+            continue
+        at = len(o.b)
+        o.u32(row.type)
+        o.u32(row.flags)
+        o.u64(size or 0)
+        row.write(bundle, o)
+        length = len(o.b) - at - SECTION_HEADER_SIZE
+        if size is None:
+            struct.pack_into("<Q", o.b, at + 8, length)
+        elif length != size:
+            raise AssertionError("section %d: %d bytes written, %d sized" % (row.type, length, size))
+        o.align(8)
+        count += 1
+    return count
+
+
+def write(bundle):
+    """The bundle's bytes (format 2.2), as tb_bundle_write_memory writes them."""
+    _check_writable(bundle)
+    o = _Out()
+    o.b += b"\0" * HEADER_SIZE
+    sections = _write_sections(bundle, o)
+    total = len(o.b) + TRAILER_SIZE
+    struct.pack_into("<8sHHIQII", o.b, 0, MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0, total, sections, 0)
+    o.u64(bundle_checksum(o.b))
+    return bytes(o.b)
+
+
+def write_file(bundle, path):
+    """Written beside path and renamed onto it: readers see the old file or
+    the new one."""
+    data = write(bundle)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
 def read(data, verify_checksum=True):
     """A Bundle from bytes, refusing damaged or hostile input with
     BundleError exactly where the C reader refuses it."""
@@ -868,7 +975,7 @@ def read(data, verify_checksum=True):
     size = len(data)
     if data[:min(size, 8)] != MAGIC[:min(size, 8)]:
         raise BundleError("bad_magic", "the input does not start with the bundle magic", 0)
-    if size < 40:
+    if size < HEADER_SIZE + TRAILER_SIZE:
         raise BundleError("truncated", "%d bytes, smaller than a header and trailer" % size, size)
     maj, minor = struct.unpack_from("<HH", data, 8)
     if not 1 <= maj <= FORMAT_MAJOR:
@@ -892,7 +999,6 @@ def read(data, verify_checksum=True):
     c = _Cur(data)
     c.pos = 32
     seen = set()
-    readers = {1: _rd_kernels, 2: _rd_records, 3: _rd_descs, 4: _rd_calls}
     for i in range(nsec):
         at = c.pos
         c.end = size - 8
@@ -901,17 +1007,20 @@ def read(data, verify_checksum=True):
             raise BundleError("truncated", "section %d of %d bytes, %d remain" % (i, length, c.end - c.pos), at)
         body_end = c.pos + length
         c.end = body_end
-        if typ in readers:
+        row = _SECTION_ROW.get(typ)
+        if row is not None:
             if typ in seen:
                 raise BundleError("malformed", "section type %d appears twice" % typ, at)
-            if typ in (3, 4) and 2 not in seen:
-                raise BundleError("malformed", "section %d comes before section 2 (launch records)" % typ, at)
+            for before in row.after:
+                if before not in seen:
+                    raise BundleError("malformed", "section %d comes before section %d (%s)" % (
+                        typ, before, _SECTION_ROW[before].name), at)
             seen.add(typ)
-            readers[typ](b, c)
+            row.read(b, c)
             if c.pos != body_end:
                 raise BundleError("malformed", "section %d ends %d bytes before its stated length" % (
                     typ, body_end - c.pos), c.pos)
-        elif flags & 1:
+        elif flags & SECTION_REQUIRED:
             raise BundleError("unsupported_version", "required section type %d is unknown to this reader" % typ, at)
         else:
             c.pos = body_end
