@@ -75,6 +75,7 @@ CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so
 	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
+	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" \
 	  tests/test_install.sh
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp

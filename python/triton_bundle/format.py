@@ -41,12 +41,38 @@ ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG = 16, 17, 18, 19, 20, 21, 2
 OP_NAMES = {CONST: "CONST", ARG: "ARG", PARAM: "PARAM", EXTRA: "EXTRA", ADD: "ADD", SUB: "SUB", MUL: "MUL",
             FLOORDIV: "FLOORDIV", CEILDIV: "CEILDIV", MOD: "MOD", MIN: "MIN", MAX: "MAX", NEG: "NEG"}
 
-CODE_SIZES = {"O": 8, "l": 8, "K": 8, "d": 8, "T": 8, "i": 4, "I": 4, "f": 4, "h": 2, "H": 2, "e": 2, "y": 2,
-              "b": 1, "B": 1, "?": 1}
-INT_CODES = set("?bhilBHIK")
-# Triton 3.6 signature types to argument codes (FORMAT.md's table)
-TRITON_CODES = {"i1": "?", "u1": "?", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u8": "B", "u16": "H",
-                "u32": "I", "u64": "K", "fp16": "e", "bf16": "y", "fp32": "f", "f32": "f", "fp64": "d"}
+# The argument codes: one row each, the header's TB__ARG_CODES row for row
+# (tests/test_codes.py checks it): the code, the bytes it occupies as a
+# kernel parameter, its kind, Triton's signature name (and another it also
+# writes), and the MLIR type of the tt.func line ("" where the IR cannot say:
+# it has no unsigned types). 'O' and 'T' are matched by prefix ("*fp32",
+# "tensordesc<...>"). The maps below are derived from it.
+KIND_PTR, KIND_BOOL, KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DESC = 1, 2, 3, 4, 5, 6
+ArgCode = collections.namedtuple("ArgCode", "code bytes kind triton triton2 mlir")
+ARG_CODES = (
+    ArgCode("O", 8, KIND_PTR, "*", "", "!tt.ptr<"),
+    ArgCode("?", 1, KIND_BOOL, "i1", "u1", "i1"),
+    ArgCode("b", 1, KIND_SINT, "i8", "", "i8"),
+    ArgCode("h", 2, KIND_SINT, "i16", "", "i16"),
+    ArgCode("i", 4, KIND_SINT, "i32", "", "i32"),
+    ArgCode("l", 8, KIND_SINT, "i64", "", "i64"),
+    ArgCode("B", 1, KIND_UINT, "u8", "", ""),
+    ArgCode("H", 2, KIND_UINT, "u16", "", ""),
+    ArgCode("I", 4, KIND_UINT, "u32", "", ""),
+    ArgCode("K", 8, KIND_UINT, "u64", "", ""),
+    ArgCode("e", 2, KIND_FLOAT, "fp16", "", "f16"),
+    ArgCode("y", 2, KIND_FLOAT, "bf16", "", "bf16"),
+    ArgCode("f", 4, KIND_FLOAT, "fp32", "f32", "f32"),
+    ArgCode("d", 8, KIND_FLOAT, "fp64", "", "f64"),
+    ArgCode("T", 8, KIND_DESC, "tensordesc<", "", "!tt.tensordesc<"),
+)
+# bytes by code (tb_arg_code_size)
+CODE_SIZES = {r.code: r.bytes for r in ARG_CODES}
+# the codes a grid rule may read: bools and integers
+INT_CODES = {r.code for r in ARG_CODES if r.kind in (KIND_BOOL, KIND_SINT, KIND_UINT)}
+# Triton 3.6 signature types of scalars to argument codes (FORMAT.md's table)
+TRITON_CODES = {name: r.code for r in ARG_CODES if r.kind not in (KIND_PTR, KIND_DESC)
+                for name in (r.triton, r.triton2) if name}
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 

@@ -5,8 +5,8 @@ Triton's grid expressions compiled into the format's small postfix language
 
 import ast
 
-from .format import (ADD, ARG, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, MAX, MIN, MOD, MUL, NEG, PARAM, SUB,
-                     BundleError, GridRule)
+from .format import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL,
+                     KIND_SINT, MAX, MIN, MOD, MUL, NEG, PARAM, SUB, BundleError, GridRule)
 
 
 def _floordiv(a, b):
@@ -15,13 +15,18 @@ def _floordiv(a, b):
     return a // b
 
 
+# (bytes, kind) of the codes a rule may read, from the table of codes
+_INT_ARGS = {r.code: (r.bytes, r.kind) for r in ARG_CODES if r.code in INT_CODES}
+
+
 def _grid_arg(code, v):
     """What the kernel reads from argument v of this code, as an int64."""
-    bits = {"?": 1, "b": 8, "B": 8, "h": 16, "H": 16, "i": 32, "I": 32, "l": 64, "K": 64}[code]
-    if code == "?":
+    size, kind = _INT_ARGS[code]
+    if kind == KIND_BOOL:
         return 1 if v else 0
+    bits = 8 * size
     u = v & ((1 << bits) - 1)
-    if code in "bhil" and u >> (bits - 1):
+    if kind == KIND_SINT and u >> (bits - 1):
         u -= 1 << bits
     if u > I64_MAX:
         raise BundleError("arg_range", "an argument over 2^63 in a grid rule")
