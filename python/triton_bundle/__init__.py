@@ -70,5 +70,5 @@ from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_con
 from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
-from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary  # noqa: E402
+from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
 from .cli import PROG, main, _export_cli, _list  # noqa: E402

@@ -12,6 +12,54 @@ LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
 CONFIG_AUTOTUNE = 0xFFFFFFFF
 
 
+_STRUCTS = None
+
+
+def c_structs():
+    """The ctypes mirrors of the header's structs that CLibrary passes, by
+    their C names: tb_error, tb_arg (a union), tb_scratch, tb_launch_config,
+    tb_launch_record and tb_launch_params. Built on the first call (ctypes
+    is imported only then). tests/test_layout.py checks each one's size and
+    its fields' offsets and sizes against the C compiler's (tests/layout.c)."""
+    global _STRUCTS
+    if _STRUCTS is not None:
+        return _STRUCTS
+    import ctypes as ct
+
+    class Error(ct.Structure):
+        _fields_ = [("code", ct.c_int), ("sys_errno", ct.c_int), ("cuda_result", ct.c_int),
+                    ("offset", ct.c_longlong), ("kernel", ct.c_char * 128), ("file", ct.c_char * 256),
+                    ("message", ct.c_char * 640)]
+
+    class Arg(ct.Union):
+        _fields_ = [("i", ct.c_int64), ("u", ct.c_uint64), ("f", ct.c_double), ("p", ct.c_void_p)]
+
+    class Scratch(ct.Structure):
+        _fields_ = [("size", ct.c_uint64), ("align", ct.c_uint32), ("present", ct.c_uint32)]
+
+    class Config(ct.Structure):
+        _fields_ = [("kernel_hash", ct.c_char_p), ("function_name", ct.c_char_p), ("binary_name", ct.c_char_p),
+                    ("arg_types", ct.c_char_p), ("arg_divisibility", ct.c_char_p), ("num_warps", ct.c_uint32),
+                    ("num_ctas", ct.c_uint32), ("shared_mem", ct.c_uint32), ("flags", ct.c_uint32),
+                    ("cluster_dims", ct.c_uint32 * 3), ("global_scratch", Scratch), ("profile_scratch", Scratch),
+                    ("param_count", ct.c_uint32), ("params", ct.c_void_p), ("tensordesc_count", ct.c_uint32),
+                    ("tensordescs", ct.c_void_p), ("grid", ct.c_void_p)]
+
+    class Record(ct.Structure):
+        _fields_ = [("cache_key", ct.c_char_p), ("kernel_name", ct.c_char_p), ("config_count", ct.c_uint32),
+                    ("configs", ct.POINTER(Config)), ("call", ct.c_void_p)]
+
+    class Params(ct.Structure):
+        _fields_ = [("grid", ct.c_uint32 * 3), ("stream", ct.c_void_p), ("args", ct.POINTER(Arg)),
+                    ("arg_count", ct.c_uint32), ("flags", ct.c_uint), ("global_scratch", ct.c_void_p),
+                    ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
+                    ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
+
+    _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
+                "tb_launch_record": Record, "tb_launch_params": Params}
+    return _STRUCTS
+
+
 class CLibrary:
     """triton_bundle.h built as a shared object (`make lib` builds
     build/libtriton_bundle.so, `make install` puts it in PREFIX/lib), through
@@ -48,36 +96,9 @@ class CLibrary:
         import ctypes as ct
         self.ct = ct
         self.path, self.found_by = self.locate(path)
-
-        class Error(ct.Structure):
-            _fields_ = [("code", ct.c_int), ("sys_errno", ct.c_int), ("cuda_result", ct.c_int),
-                        ("offset", ct.c_longlong), ("kernel", ct.c_char * 128), ("file", ct.c_char * 256),
-                        ("message", ct.c_char * 640)]
-
-        class Arg(ct.Union):
-            _fields_ = [("i", ct.c_int64), ("u", ct.c_uint64), ("f", ct.c_double), ("p", ct.c_void_p)]
-
-        class Scratch(ct.Structure):
-            _fields_ = [("size", ct.c_uint64), ("align", ct.c_uint32), ("present", ct.c_uint32)]
-
-        class Config(ct.Structure):
-            _fields_ = [("kernel_hash", ct.c_char_p), ("function_name", ct.c_char_p), ("binary_name", ct.c_char_p),
-                        ("arg_types", ct.c_char_p), ("arg_divisibility", ct.c_char_p), ("num_warps", ct.c_uint32),
-                        ("num_ctas", ct.c_uint32), ("shared_mem", ct.c_uint32), ("flags", ct.c_uint32),
-                        ("cluster_dims", ct.c_uint32 * 3), ("global_scratch", Scratch), ("profile_scratch", Scratch),
-                        ("param_count", ct.c_uint32), ("params", ct.c_void_p), ("tensordesc_count", ct.c_uint32),
-                        ("tensordescs", ct.c_void_p), ("grid", ct.c_void_p)]
-
-        class Record(ct.Structure):
-            _fields_ = [("cache_key", ct.c_char_p), ("kernel_name", ct.c_char_p), ("config_count", ct.c_uint32),
-                        ("configs", ct.POINTER(Config)), ("call", ct.c_void_p)]
-
-        class Params(ct.Structure):
-            _fields_ = [("grid", ct.c_uint32 * 3), ("stream", ct.c_void_p), ("args", ct.POINTER(Arg)),
-                        ("arg_count", ct.c_uint32), ("flags", ct.c_uint), ("global_scratch", ct.c_void_p),
-                        ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
-                        ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
-
+        st = c_structs()
+        Error, Arg, Config, Record, Params = (st[n] for n in ("tb_error", "tb_arg", "tb_launch_config",
+                                                              "tb_launch_record", "tb_launch_params"))
         self.Error, self.Arg, self.Config, self.Record, self.Params = Error, Arg, Config, Record, Params
         try:
             L = self.L = ct.CDLL(self.path)
