@@ -73,10 +73,16 @@ check-compile: | $(B)
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
-test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so
+test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so $(B)/layout
 	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
+	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
 	  tests/test_install.sh
+
+# the layout of the structs the Python companion mirrors with ctypes, as JSON
+# (tests/test_layout.py compares them)
+$(B)/layout: tests/layout.c $(HDR) | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
 	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp

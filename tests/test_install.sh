@@ -138,7 +138,7 @@ sys.exit(0 if v >= (70, 1) or u.find_spec("wheel") else 1)' >/dev/null 2>&1; the
 else
   mkdir -p "$W/src"
   cp -R pyproject.toml README.md LICENSE python "$W/src/"
-  rm -rf "$W/src/python/__pycache__"
+  find "$W/src/python" -name __pycache__ -prune -exec rm -rf {} +
   before=$(ls -d build/lib build/bdist.* python/*.egg-info ./*.egg-info 2>/dev/null)
   check "pip install --no-build-isolation --no-index (pyproject.toml)" \
     "$V/bin/python" -m pip install --no-build-isolation --no-index --disable-pip-version-check -q "$W/src"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Python companion as a package: its __version__ is the header's
-TB_VERSION_STRING, pyproject.toml installs it as one module with the
+TB_VERSION_STRING, pyproject.toml installs it as one package with the
 triton-bundle command, --version and the program name, and CLibrary's
 lookup order (a path, then TRITON_BUNDLE_LIB, then the system loader).
 tests/test_install.sh installs it with pip; this test needs no pip.
@@ -19,7 +19,7 @@ import triton_bundle as tb  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from pycheck import check, summary  # noqa: E402
 
-MODULE = os.path.join(ROOT, "python", "triton_bundle.py")
+PACKAGE = os.path.join(ROOT, "python", "triton_bundle")
 
 
 def header_version():
@@ -74,25 +74,25 @@ def main():
         check("version" in proj.get("dynamic", []) and
               st.get("dynamic", {}).get("version") == {"attr": "triton_bundle.__version__"},
               "pyproject.toml: its version is triton_bundle.__version__ (one source)")
-        check(st.get("py-modules") == ["triton_bundle"] and st.get("package-dir") == {"": "python"},
-              "pyproject.toml: one module, python/triton_bundle.py")
-        check(proj.get("scripts") == {"triton-bundle": "triton_bundle:main"},
-              "pyproject.toml: the triton-bundle command runs triton_bundle.main")
+        check(st.get("packages") == ["triton_bundle"] and "py-modules" not in st and
+              st.get("package-dir") == {"": "python"}, "pyproject.toml: one package, python/triton_bundle/")
+        check(proj.get("scripts") == {"triton-bundle": "triton_bundle.cli:main"},
+              "pyproject.toml: the triton-bundle command runs triton_bundle.cli.main")
         check(pp.get("build-system", {}).get("build-backend") == "setuptools.build_meta",
               "pyproject.toml: built by setuptools, nothing compiled")
 
-    # the command line, as a file and as python -m
-    r = run([sys.executable, MODULE, "--version"])
+    # the command line, as the package's directory and as python -m
+    r = run([sys.executable, PACKAGE, "--version"])
     check(r.returncode == 0 and r.stdout.strip() == "triton-bundle " + string,
-          "triton_bundle.py --version prints 'triton-bundle %s' (%r)" % (string, r.stdout.strip()))
+          "python3 python/triton_bundle --version prints 'triton-bundle %s' (%r)" % (string, r.stdout.strip()))
     r = run([sys.executable, "-m", "triton_bundle", "--version"],
             env=env_with(PYTHONPATH=os.path.join(ROOT, "python")), cwd=os.path.join(ROOT, "tests"))
     check(r.returncode == 0 and r.stdout.strip() == "triton-bundle " + string,
           "python -m triton_bundle --version prints 'triton-bundle %s'" % string)
-    r = run([sys.executable, MODULE])
+    r = run([sys.executable, PACKAGE])
     check(r.returncode == 2 and r.stdout.startswith("usage: triton-bundle "),
           "no command: the usage of triton-bundle, exit status 2")
-    r = run([sys.executable, MODULE, "list", os.path.join(ROOT, "no-such.tbundle")])
+    r = run([sys.executable, PACKAGE, "list", os.path.join(ROOT, "no-such.tbundle")])
     check(r.returncode == 1 and r.stderr.startswith("triton-bundle: "), "errors are prefixed with triton-bundle:")
 
     # CLibrary's lookup order

@@ -522,21 +522,21 @@ def main():
     # the command line
     path = os.path.join(tmp, "sample.tbundle")
     tb.write_file(sample, path)
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle.py"), "list", path],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path],
                          capture_output=True, text=True)
     check(out.returncode == 0 and "grid (cdiv(xnumel, XBLOCK), grid_args[1], 1)" in out.stdout and
           "mutated in_out_ptr0" in out.stdout, "triton_bundle.py list shows records, configs and grid rules")
     out = subprocess.run([os.path.join(ROOT, "build", "tbundle"), "list", path], capture_output=True, text=True)
     check(out.returncode == 0 and "grid (cdiv(xnumel, XBLOCK), grid_args[1], 1)" in out.stdout and
           "mutated in_out_ptr0" in out.stdout, "tbundle list shows the same grid rule and call info")
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle.py"), "list", path + "x"],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path + "x"],
                          capture_output=True, text=True)
     check(out.returncode == 1 and "No such file" in out.stderr, "triton_bundle.py list of a missing file: an error")
     script = os.path.join(tmp, "make_bundle.py")
     with open(script, "w") as fh:
         fh.write("import sys\nsys.path.insert(0, %r)\nimport test_python\n\ndef export():\n"
                  "    return test_python.sample_bundle()\n" % os.path.join(ROOT, "tests"))
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle.py"), "export", script, "-o",
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "export", script, "-o",
                           os.path.join(tmp, "exported.tbundle")], capture_output=True, text=True)
     check(out.returncode == 0 and tb.read_file(os.path.join(tmp, "exported.tbundle")) == sample,
           "triton_bundle.py export runs a script's export() and writes its bundle")

@@ -1,0 +1,74 @@
+"""triton_bundle - the Python companion of triton_bundle.h.
+
+Standard library only, Python 3.9 or later, MIT No Attribution licence
+(MIT-0, as triton_bundle.h). It holds:
+
+- a reader and a writer of the bundle format (docs/FORMAT.md, 2.2): the
+  same bytes as the C library for the same bundle, and the same refusals of
+  damaged or hostile input;
+- grid rules: Inductor's and Triton's grid expressions compiled into the
+  format's small postfix language, and evaluated exactly as the C library
+  evaluates them (tb_grid_compute);
+- exporters, which import torch or triton only when called:
+    export_triton(fns, grids)    every compiled kernel of @triton.jit
+                                 functions (autotuned or not), with exact
+                                 signatures, constexprs and user grids;
+    TorchCapture()               every Triton kernel a torch.compile'd
+                                 callable launches: one record per
+                                 Inductor autotuner holding all its configs,
+                                 their kwargs, num_warps, num_stages, the
+                                 mutated arguments and the grid rule; and
+                                 the launches in order, for replay;
+- a command line: triton-bundle list FILE | export ... (--help, --version),
+  also run as python -m triton_bundle or python3 python/triton_bundle;
+- CLibrary: the C library (libtriton_bundle.so) through ctypes.
+
+Installed with `pip install .` from the repository root (pyproject.toml).
+The package's modules mirror the header's sections; this one re-exports
+them all (import triton_bundle as tb; tb.read, tb.write, tb.CLibrary...):
+    format    constants and limits, the argument codes, XXH3-64, the data
+              model, validation, the writer and the reader (>>model,
+              >>format)
+    grid      grid rules: evaluation and the compiler (>>grid)
+    collect   Triton cache directories and metadata configs (>>fs,
+              >>derive)
+    export    export_triton and TorchCapture
+    native    CLibrary, the C library through ctypes
+    cli       the command line (main; __main__ runs it)
+
+Records the exporters write are exact: signed and unsigned types, 1-byte
+bools, and the constexprs Triton baked in (as config params). Records that
+`tbundle pack` derives from a bare cache carry flag bit 2 (types from the
+IR) instead, and no grid rules.
+"""
+
+# The version of triton_bundle.h this package goes with (its
+# TB_VERSION_STRING; tests/test_package.py checks that they are equal).
+# Defined before the modules are imported: the command line prints it.
+__version__ = "2.1.0"
+
+from .format import (  # noqa: E402
+    # constants and limits
+    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_ARGS, MAX_ARTIFACTS_PER_KERNEL, MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD,
+    MAX_GRID_EXTRA, MAX_GRID_OPS, MAX_KERNELS, MAX_NAME_LENGTH, MAX_PARAMS_PER_CONFIG, MAX_RECORDS, MAX_SECTIONS,
+    MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS, MAX_TENSOR_RANK, GRID_STACK, I64_MAX, I64_MIN,
+    CONFIG_COOPERATIVE, CONFIG_PDL, CONFIG_TYPES_FROM_IR,
+    # grid operations
+    CONST, ARG, PARAM, EXTRA, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG, OP_NAMES,
+    # argument codes
+    ARG_CODES, ArgCode, KIND_PTR, KIND_BOOL, KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DESC, CODE_SIZES, INT_CODES,
+    TRITON_CODES,
+    # sections
+    SECTIONS, Section, SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SECTION_REQUIRED,
+    # the data model, the checksum, validation, the writer and the reader
+    Artifact, Bundle, BundleError, CallInfo, Config, GridRule, Kernel, Record, TensorDesc,
+    bundle_checksum, check_grid, check_record, read, read_file, valid_name, write, write_file, xxh3_64,
+    _Cur, _Out, _check_call, _check_config, _check_descs, _check_string, _check_unique, _enc, _pad,
+    _rd_calls, _rd_descs, _rd_kernels, _rd_records)
+from .grid import GridCompiler, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
+from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_config  # noqa: E402
+from .export import (  # noqa: E402
+    TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
+    _config_dict, _grid_names, _kernel_dir, _lambda_grid)
+from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
+from .cli import PROG, main, _export_cli, _list  # noqa: E402

@@ -1,0 +1,187 @@
+"""Grid rules, as the header's >>grid section: a rule evaluated exactly as
+the C library evaluates it (eval_grid, tb_grid_compute), and Inductor's and
+Triton's grid expressions compiled into the format's small postfix language
+(GridCompiler, grid_rule)."""
+
+import ast
+
+from .format import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL,
+                     KIND_SINT, MAX, MIN, MOD, MUL, NEG, PARAM, SUB, BundleError, GridRule)
+
+
+def _floordiv(a, b):
+    if b == 0 or (a == I64_MIN and b == -1):
+        raise BundleError("arg_range", "division by zero or overflow")
+    return a // b
+
+
+# (bytes, kind) of the codes a rule may read, from the table of codes
+_INT_ARGS = {r.code: (r.bytes, r.kind) for r in ARG_CODES if r.code in INT_CODES}
+
+
+def _grid_arg(code, v):
+    """What the kernel reads from argument v of this code, as an int64."""
+    size, kind = _INT_ARGS[code]
+    if kind == KIND_BOOL:
+        return 1 if v else 0
+    bits = 8 * size
+    u = v & ((1 << bits) - 1)
+    if kind == KIND_SINT and u >> (bits - 1):
+        u -= 1 << bits
+    if u > I64_MAX:
+        raise BundleError("arg_range", "an argument over 2^63 in a grid rule")
+    return u
+
+
+def eval_grid(config, args, grid_args=()):
+    """The grid (x, y, z) config's rule gives for these launch arguments
+    (integers; pointers anything) and grid_args, exactly as the C library's
+    tb_grid_compute; BundleError("arg_range") where it refuses,
+    BundleError("not_found") without a rule."""
+    g = config.grid
+    if g is None:
+        raise BundleError("not_found", "the config has no grid rule")
+    if len(args) != len(config.arg_types):
+        raise BundleError("arg_mismatch", "%d arguments given, the kernel takes %d" % (len(args), len(config.arg_types)))
+    out = []
+    for d, prog in enumerate(g.dims):
+        st = []
+        for op, index, value in prog:
+            if op == CONST:
+                st.append(value)
+            elif op == ARG:
+                st.append(_grid_arg(config.arg_types[index], int(args[index])))
+            elif op == PARAM:
+                st.append(config.params[index][1])
+            elif op == EXTRA:
+                if index >= len(grid_args):
+                    raise BundleError("arg_range", "the rule reads grid_args[%d], and %d were given" % (index, len(grid_args)))
+                st.append(int(grid_args[index]))
+            elif op == NEG:
+                st.append(-st.pop())
+            else:
+                b, a = st.pop(), st.pop()
+                if op == ADD:
+                    v = a + b
+                elif op == SUB:
+                    v = a - b
+                elif op == MUL:
+                    v = a * b
+                elif op == FLOORDIV:
+                    v = _floordiv(a, b)
+                elif op == MOD:
+                    _floordiv(a, b)
+                    v = a % b
+                elif op == CEILDIV:  # exact on Python's integers; the range check below catches 2^63
+                    if b == 0:
+                        raise BundleError("arg_range", "division by zero")
+                    v = -((-a) // b)
+                elif op == MIN:
+                    v = min(a, b)
+                else:
+                    v = max(a, b)
+                st.append(v)
+            if not I64_MIN <= st[-1] <= I64_MAX:
+                raise BundleError("arg_range", "grid %s: the rule overflows" % "xyz"[d])
+        most = (1 << 31) - 1 if d == 0 else 65535
+        if not 0 <= st[0] <= most:
+            raise BundleError("arg_range", "grid %s is %d, outside 0..%d" % ("xyz"[d], st[0], most))
+        out.append(st[0])
+    return tuple(out)
+
+
+class GridCompiler:
+    """Compiles Python grid expressions (Inductor's python-mode strings,
+    Triton grid lambdas, or strings written by hand) into grid rules.
+
+    names: how a free name resolves: a callable name -> ("arg", index) |
+    ("param", index) | ("extra", index) | ("const", value) | None. Supports
+    + - * // % unary -, integer literals, max/min (any arity), cdiv /
+    triton.cdiv / ceildiv, meta['NAME'] and temporaries assigned before
+    (prefix lines "t = expr")."""
+
+    BINOPS = {ast.Add: ADD, ast.Sub: SUB, ast.Mult: MUL, ast.FloorDiv: FLOORDIV, ast.Mod: MOD}
+
+    def __init__(self, names):
+        self.names = names
+        self.temps = {}
+
+    def assign(self, line):
+        tree = ast.parse(line.strip().rstrip(";"))
+        stmt = tree.body[0]
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            raise ValueError("not an assignment: %r" % line)
+        self.temps[stmt.targets[0].id] = self._ops(stmt.value)
+
+    def compile(self, expr):
+        if isinstance(expr, int):
+            return [(CONST, 0, expr)]
+        node = ast.parse(str(expr).strip(), mode="eval").body if not isinstance(expr, ast.AST) else expr
+        return self._ops(node)
+
+    def _name(self, name):
+        if name in self.temps:
+            return list(self.temps[name])
+        r = self.names(name)
+        if r is None:
+            raise ValueError("the grid names %r, which is not an argument, a constexpr or a grid value" % name)
+        kind, v = r
+        return [{"arg": (ARG, v, 0), "param": (PARAM, v, 0), "extra": (EXTRA, v, 0), "const": (CONST, 0, v)}[kind]]
+
+    def _ops(self, n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):  # bool is an int
+            return [(CONST, 0, int(n.value))]
+        if isinstance(n, ast.Name):
+            return self._name(n.id)
+        if isinstance(n, ast.Subscript):  # meta['BLOCK']
+            key = n.slice.value if isinstance(n.slice, ast.Constant) else getattr(getattr(n.slice, "value", None), "value", None)
+            if not isinstance(key, str):
+                raise ValueError("unsupported subscript in a grid")
+            return self._name(key)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return self._ops(n.operand) + [(NEG, 0, 0)]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.UAdd):
+            return self._ops(n.operand)
+        if isinstance(n, ast.BinOp) and type(n.op) in self.BINOPS:
+            return self._ops(n.left) + self._ops(n.right) + [(self.BINOPS[type(n.op)], 0, 0)]
+        if isinstance(n, ast.Call) and not n.keywords:
+            f = n.func
+            fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if fname in ("max", "min") and n.args:
+                out = self._ops(n.args[0])
+                for a in n.args[1:]:
+                    out += self._ops(a) + [(MAX if fname == "max" else MIN, 0, 0)]
+                return out
+            if fname in ("cdiv", "ceildiv") and len(n.args) == 2:
+                return self._ops(n.args[0]) + self._ops(n.args[1]) + [(CEILDIV, 0, 0)]
+            if fname == "int" and len(n.args) == 1:
+                return self._ops(n.args[0])
+        raise ValueError("unsupported grid expression: %s" % ast.dump(n))
+
+
+def grid_rule(exprs, names, prefix=()):
+    """A GridRule from up to three expressions (missing ones are 1)."""
+    gc = GridCompiler(names)
+    for line in prefix:
+        gc.assign(line)
+    exprs = list(exprs) + [1] * (3 - len(exprs))
+    return GridRule(*[_fold_ops(gc.compile(e)) for e in exprs[:3]])
+
+
+def _fold_ops(ops):
+    """Constant-folds where it cannot change a result (no division by
+    zero, no overflow): keeps programs short and readable."""
+    out = []
+    for op in ops:
+        out.append(op)
+        if op[0] == NEG and len(out) >= 2 and out[-2][0] == CONST and out[-2][2] != I64_MIN:
+            v = -out[-2][2]
+            del out[-2:]
+            out.append((CONST, 0, v))
+        elif op[0] in (ADD, SUB, MUL, MIN, MAX) and len(out) >= 3 and out[-2][0] == CONST and out[-3][0] == CONST:
+            a, b = out[-3][2], out[-2][2]
+            v = {ADD: a + b, SUB: a - b, MUL: a * b, MIN: min(a, b), MAX: max(a, b)}[op[0]]
+            if I64_MIN <= v <= I64_MAX:
+                del out[-3:]
+                out.append((CONST, 0, v))
+    return out

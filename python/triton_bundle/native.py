@@ -1,0 +1,231 @@
+"""The C library (libtriton_bundle.so) through ctypes: CLibrary."""
+
+import os
+
+from .format import _M, BundleError
+
+
+RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_magic", "unsupported_version", "checksum",
+           "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
+           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch"]
+LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
+CONFIG_AUTOTUNE = 0xFFFFFFFF
+
+
+_STRUCTS = None
+
+
+def c_structs():
+    """The ctypes mirrors of the header's structs that CLibrary passes, by
+    their C names: tb_error, tb_arg (a union), tb_scratch, tb_launch_config,
+    tb_launch_record and tb_launch_params. Built on the first call (ctypes
+    is imported only then). tests/test_layout.py checks each one's size and
+    its fields' offsets and sizes against the C compiler's (tests/layout.c)."""
+    global _STRUCTS
+    if _STRUCTS is not None:
+        return _STRUCTS
+    import ctypes as ct
+
+    class Error(ct.Structure):
+        _fields_ = [("code", ct.c_int), ("sys_errno", ct.c_int), ("cuda_result", ct.c_int),
+                    ("offset", ct.c_longlong), ("kernel", ct.c_char * 128), ("file", ct.c_char * 256),
+                    ("message", ct.c_char * 640)]
+
+    class Arg(ct.Union):
+        _fields_ = [("i", ct.c_int64), ("u", ct.c_uint64), ("f", ct.c_double), ("p", ct.c_void_p)]
+
+    class Scratch(ct.Structure):
+        _fields_ = [("size", ct.c_uint64), ("align", ct.c_uint32), ("present", ct.c_uint32)]
+
+    class Config(ct.Structure):
+        _fields_ = [("kernel_hash", ct.c_char_p), ("function_name", ct.c_char_p), ("binary_name", ct.c_char_p),
+                    ("arg_types", ct.c_char_p), ("arg_divisibility", ct.c_char_p), ("num_warps", ct.c_uint32),
+                    ("num_ctas", ct.c_uint32), ("shared_mem", ct.c_uint32), ("flags", ct.c_uint32),
+                    ("cluster_dims", ct.c_uint32 * 3), ("global_scratch", Scratch), ("profile_scratch", Scratch),
+                    ("param_count", ct.c_uint32), ("params", ct.c_void_p), ("tensordesc_count", ct.c_uint32),
+                    ("tensordescs", ct.c_void_p), ("grid", ct.c_void_p)]
+
+    class Record(ct.Structure):
+        _fields_ = [("cache_key", ct.c_char_p), ("kernel_name", ct.c_char_p), ("config_count", ct.c_uint32),
+                    ("configs", ct.POINTER(Config)), ("call", ct.c_void_p)]
+
+    class Params(ct.Structure):
+        _fields_ = [("grid", ct.c_uint32 * 3), ("stream", ct.c_void_p), ("args", ct.POINTER(Arg)),
+                    ("arg_count", ct.c_uint32), ("flags", ct.c_uint), ("global_scratch", ct.c_void_p),
+                    ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
+                    ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
+
+    _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
+                "tb_launch_record": Record, "tb_launch_params": Params}
+    return _STRUCTS
+
+
+class CLibrary:
+    """triton_bundle.h built as a shared object (`make lib` builds
+    build/libtriton_bundle.so, `make install` puts it in PREFIX/lib), through
+    ctypes: read and write bundles, compute grids, and launch kernels by
+    name from Python, with no torch or triton at run time.
+
+    CLibrary(path=None) finds the shared object in this order:
+      1. path, when given (a file name; used as it is, never searched);
+      2. the environment variable TRITON_BUNDLE_LIB, when set and not empty
+         (likewise a file name);
+      3. the system loader: dlopen("libtriton_bundle.so"), which searches
+         LD_LIBRARY_PATH, the ld.so cache and the default directories
+         (after `make install` into /usr/local, run ldconfig once; for
+         another prefix, set LD_LIBRARY_PATH or TRITON_BUNDLE_LIB).
+    The first of these that is given is the only one tried: a path or
+    TRITON_BUNDLE_LIB that does not load raises OSError rather than falling
+    back to another library."""
+
+    LIB_NAME = "libtriton_bundle.so"
+    LIB_ENV = "TRITON_BUNDLE_LIB"
+
+    @classmethod
+    def locate(cls, path=None):
+        """(what to dlopen, where it came from: "path", "TRITON_BUNDLE_LIB"
+        or "system loader") by the order above."""
+        if path:
+            return os.fspath(path), "path"
+        env = os.environ.get(cls.LIB_ENV)
+        if env:
+            return env, cls.LIB_ENV
+        return cls.LIB_NAME, "system loader"
+
+    def __init__(self, path=None):
+        import ctypes as ct
+        self.ct = ct
+        self.path, self.found_by = self.locate(path)
+        st = c_structs()
+        Error, Arg, Config, Record, Params = (st[n] for n in ("tb_error", "tb_arg", "tb_launch_config",
+                                                              "tb_launch_record", "tb_launch_params"))
+        self.Error, self.Arg, self.Config, self.Record, self.Params = Error, Arg, Config, Record, Params
+        try:
+            L = self.L = ct.CDLL(self.path)
+        except OSError as e:
+            hint = {"path": "",
+                    self.LIB_ENV: " (from %s)" % self.LIB_ENV,
+                    "system loader": " (neither a path nor %s was given; build it with `make lib` or install it "
+                                     "with `make install`, and run ldconfig or set LD_LIBRARY_PATH or %s)"
+                                     % (self.LIB_ENV, self.LIB_ENV)}[self.found_by]
+            raise OSError("cannot load %s%s: %s" % (self.path, hint, e)) from e
+        vp, sz, u32 = ct.c_void_p, ct.c_size_t, ct.c_uint32
+        L.tb_bundle_read_memory.argtypes = [ct.c_char_p, sz, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+        L.tb_bundle_read_file.argtypes = [ct.c_char_p, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+        L.tb_bundle_write_memory.argtypes = [vp, vp, sz, ct.POINTER(sz), ct.POINTER(Error)]
+        L.tb_bundle_free.argtypes = [vp]
+        L.tb_bundle_launch_record.argtypes = [vp, u32]
+        L.tb_bundle_launch_record.restype = ct.POINTER(Record)
+        L.tb_grid_compute.argtypes = [ct.POINTER(Config), ct.POINTER(Arg), u32, ct.POINTER(ct.c_int64), u32,
+                                      u32 * 3, ct.POINTER(Error)]
+        L.tb_xxh3_64.argtypes = [ct.c_char_p, sz]
+        L.tb_xxh3_64.restype = ct.c_uint64
+        if hasattr(L, "tb_kernel_table_choice"):
+            L.tb_kernel_table_choice.argtypes = [vp, ct.c_char_p, ct.POINTER(Arg), u32, ct.POINTER(u32),
+                                                 ct.POINTER(ct.c_double), ct.POINTER(Error)]
+        if hasattr(L, "tb_kernel_table_create"):
+            L.tb_kernel_table_create.argtypes = [vp, vp, vp, ct.c_uint, ct.POINTER(vp), ct.POINTER(Error)]
+            L.tb_kernel_table_launch.argtypes = [vp, ct.c_char_p, u32, ct.POINTER(Params), ct.POINTER(Error)]
+            L.tb_kernel_table_find.argtypes = [vp, ct.c_char_p, u32, ct.POINTER(Arg), u32, ct.POINTER(u32),
+                                               ct.POINTER(Error)]
+            L.tb_kernel_table_free.argtypes = [vp]
+
+    def _fail(self, r, e):
+        raise BundleError(RESULTS[r], e.message.decode(errors="replace"))
+
+    def read(self, data, copy=True):
+        """A bundle handle (free it with .free), or BundleError."""
+        b, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_bundle_read_memory(data, len(data), None, 1 if copy else 0, self.ct.byref(b), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return b
+
+    def read_file(self, path):
+        b, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_bundle_read_file(os.fsencode(path), None, 0, self.ct.byref(b), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return b
+
+    def write(self, b):
+        n, e = self.ct.c_size_t(), self.Error()
+        r = self.L.tb_bundle_write_memory(b, None, 0, self.ct.byref(n), self.ct.byref(e))
+        buf = self.ct.create_string_buffer(max(1, n.value))
+        r = r or self.L.tb_bundle_write_memory(b, buf, n.value, None, self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return buf.raw[:n.value]
+
+    def free(self, b):
+        self.L.tb_bundle_free(b)
+
+    def _args(self, args):
+        a = (self.Arg * max(1, len(args)))()
+        for i, v in enumerate(args):
+            if isinstance(v, float):
+                a[i].f = v
+            else:
+                a[i].u = int(v) & _M
+        return a
+
+    def grid(self, b, record, config, args, grid_args=()):
+        """tb_grid_compute on record's config: (x, y, z), or BundleError."""
+        rec = self.L.tb_bundle_launch_record(b, record)
+        x = (self.ct.c_int64 * max(1, len(grid_args)))(*[int(v) for v in grid_args])
+        g, e = (self.ct.c_uint32 * 3)(), self.Error()
+        r = self.L.tb_grid_compute(self.ct.byref(rec.contents.configs[config]), self._args(args), len(args), x,
+                                   len(grid_args), g, self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return tuple(g)
+
+    def table(self, b, lazy=True):
+        t, e = self.ct.c_void_p(), self.Error()
+        r = self.L.tb_kernel_table_create(b, None, None, 1 if lazy else 0, self.ct.byref(t), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return t
+
+    def find(self, t, key_or_name, config, args):
+        rec, e = self.ct.c_uint32(), self.Error()
+        r = self.L.tb_kernel_table_find(t, key_or_name.encode(), config, self._args(args), len(args), self.ct.byref(rec),
+                                        self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return rec.value
+
+    def launch(self, t, key_or_name, config, args, grid=None, grid_args=(), stream=0, scratch=(None, None), flags=0,
+               arg_bytes=None):
+        """tb_kernel_table_launch; grid None: TB_LAUNCH_GRID_AUTO; config
+        CONFIG_AUTOTUNE: the tuned choice (arg_bytes: the sizes of the
+        pointer arguments the trials copy). args: ints (pointers as ints)
+        and floats, one per code."""
+        p, e = self.Params(), self.Error()
+        a = self._args(args)
+        x = (self.ct.c_int64 * max(1, len(grid_args)))(*[int(v) for v in grid_args])
+        if grid is None:
+            flags |= LAUNCH_GRID_AUTO
+        else:
+            p.grid[0], p.grid[1], p.grid[2] = grid
+        p.stream, p.args, p.arg_count, p.flags = stream, a, len(args), flags
+        p.global_scratch, p.profile_scratch = scratch
+        p.grid_args, p.grid_arg_count = x, len(grid_args)
+        if arg_bytes is not None:
+            nb = (self.ct.c_size_t * max(1, len(arg_bytes)))(*[int(v) for v in arg_bytes])
+            p.arg_bytes = self.ct.cast(nb, self.ct.POINTER(self.ct.c_size_t))
+        r = self.L.tb_kernel_table_launch(t, key_or_name.encode(), config, self.ct.byref(p), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+
+    def choice(self, t, key_or_name, args):
+        """(config, median ms) of the autotune choice for these arguments."""
+        cfg, ms, e = self.ct.c_uint32(), self.ct.c_double(), self.Error()
+        r = self.L.tb_kernel_table_choice(t, key_or_name.encode(), self._args(args), len(args), self.ct.byref(cfg),
+                                          self.ct.byref(ms), self.ct.byref(e))
+        if r:
+            self._fail(r, e)
+        return cfg.value, ms.value
+
+    def free_table(self, t):
+        self.L.tb_kernel_table_free(t)
