@@ -21,7 +21,7 @@
         specialization that the arguments fit;
      5. how to call them: grid rules computed from the arguments
         (TB_LAUNCH_GRID_AUTO), autotuning on first use (TB_CONFIG_AUTOTUNE)
-        and CUDA graphs (tb_graph_*); python/triton_bundle.py exports
+        and CUDA graphs (tb_graph_*); the Python package python/triton_bundle exports
         records with configs and grid rules from torch.compile and Triton.
 
    USING IT
@@ -1183,7 +1183,7 @@ TBDEF void tb_graph_free(tb_graph *graph);
    (and another it also writes), and the MLIR type of the tt.func line
    ("" where the IR cannot say: it has no unsigned types). Every switch
    over codes is generated from it, so none can miss one, and the Python
-   companion's table is checked against it (tests/test_python.py).
+   companion's table is checked against it (tests/test_codes.py).
    'O' and 'T' are matched by prefix ("*fp32", "!tt.ptr<...>",
    "tensordesc<...>", "!tt.tensordesc<...>"). */
 #define TB__KIND_PTR 1
