@@ -997,12 +997,12 @@ TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params
 TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *kernel, uint32_t grid_x, uint32_t grid_y,
                               uint32_t grid_z, void *stream, void **params, tb_error *err);
 
-/* Every static launch record of a bundle, for runtimes. The bundle must
-   outlive the table (lazy loads read from it). */
-#define TB_TABLE_LAZY 1u   /* ======================================================================
+/* ======================================================================
    >>table  Kernel table: launch by name or cache key
    ====================================================================== */
-/* load each config on first get */
+/* Every static launch record of a bundle, for runtimes. The bundle must
+   outlive the table (lazy loads read from it). */
+#define TB_TABLE_LAZY 1u   /* load each config on first get */
 typedef struct tb_kernel_table tb_kernel_table;
 TBDEF tb_result tb_kernel_table_create(const tb_bundle *bundle, const tb_options *options,
                                        const tb_load_options *load, unsigned flags,
@@ -3501,29 +3501,39 @@ struct tb__cur {
     unsigned char *win;
     size_t win_at, win_len;
 };
-#define TB__WINDOW ((size_t)256 << 10) /* holds the longest string, TB_MAX_STRING_LENGTH + 1 */
+/* the window holds the longest string a field may be (its limit + 1),
+   whatever limits a build sets */
+#define TB__WMAX(a, b) ((size_t)(a) > (size_t)(b) ? (size_t)(a) : (size_t)(b))
+#define TB__WINDOW TB__WMAX(TB__WMAX((size_t)256 << 10, (size_t)TB_MAX_STRING_LENGTH + 1), \
+                            TB__WMAX((size_t)TB_MAX_ARGS + 1, (size_t)TB_MAX_NAME_LENGTH + 1))
 #define TB__REFILL ((size_t)4096)
 
 /* n bytes at c->pos (n <= TB__WINDOW, within the input), or NULL with an
    error: a file that no longer holds them changed since it was opened. */
 static const unsigned char *tb__at(tb__cur *c, size_t n) {
     size_t got = 0, want;
+    int e = 0;
     if (c->fd < 0) return c->base + c->pos;
+    if (n > TB__WINDOW) { /* no field is longer; a guard, not a path */
+        tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)c->pos, 0, "a field of %zu bytes", n);
+        return NULL;
+    }
     if (c->pos >= c->win_at && n <= c->win_len && c->pos - c->win_at <= c->win_len - n) return c->win + (c->pos - c->win_at);
     /* a few KiB: the structure's fields sit between payloads, which are
        only skipped, so a large refill would read the payloads a second
        time (the checksum read them once) */
-    want = n > TB__REFILL ? n : TB__REFILL;
+    want = n > TB__REFILL ? n : TB__REFILL; /* <= TB__WINDOW */
     c->win_at = c->pos, c->win_len = 0;
     while (got < want) {
         ssize_t r = pread(c->fd, c->win + got, want - got, (off_t)(c->pos + got));
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0) e = errno;
         if (r <= 0) break; /* the file's end: the checks above bound what is asked */
         got += (size_t)r;
     }
     c->win_len = got;
     if (got < n) {
-        tb__fail(c->err, tb_err_io, c->kernel, NULL, (long long)c->pos, got ? 0 : errno,
+        tb__fail(c->err, tb_err_io, c->kernel, NULL, (long long)c->pos, e,
                  "the bundle file no longer holds its bytes (truncated or replaced while it was read?)");
         return NULL;
     }
@@ -4998,6 +5008,8 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
 /* the Grid section's: a "KERNEL=EXPR,..." rule's parts (tb_bundle_add_grid_rule) */
 static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap, char exprs[3][1024], uint32_t *count,
                                      tb_error *err);
+static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_none, uint32_t *records_changed,
+                                   tb_error *err);
 /* Reader threads collect batches of TB__PACK_BATCH listing entries, each
    into a bundle of its own, and derive its launch records; the calling
    thread writes the finished batches in listing order, frees them, and
@@ -5056,8 +5068,7 @@ static void tb__pack_read(tb__pack *p, size_t i) {
         bt->fatal = r, bt->error = e;
     for (at = 0; bt->fatal == tb_ok && at < p->grid_rule_count; at++) { /* names come from this batch's IR */
         uint32_t n = 0;
-        r = tb_bundle_add_grid_rule(bt->bundle, p->grid_rules[at], &n, &e);
-        if (r == tb_err_not_found && n == 0 && strstr(e.message, "names no kernel (or cache key)")) continue; /* another batch's */
+        r = tb__add_grid_rule(bt->bundle, p->grid_rules[at], 1, &n, &e); /* none here: another batch's */
         if (r != tb_ok) {
             bt->fatal = r, bt->error = e;
             break;
@@ -5433,7 +5444,8 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         /* a mapped bundle's payload is copied from its file by offset, never
            read through the mapping: a file truncated meanwhile is an error */
         if (data == a->data && b->read_at && size && (uintptr_t)a->data >= (uintptr_t)b->map_base &&
-            (uintptr_t)a->data - (uintptr_t)b->map_base <= b->map_size - size)
+            (uintptr_t)a->data - (uintptr_t)b->map_base <= b->map_size &&
+            size <= b->map_size - ((uintptr_t)a->data - (uintptr_t)b->map_base))
             ok = tb__copy_range(b->map_fd, (size_t)((uintptr_t)a->data - (uintptr_t)b->map_base), fd, size) == 0;
         else
             ok = tb__write_full(fd, data, size) == 0;
@@ -7434,51 +7446,93 @@ static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap
     return tb_ok;
 }
 
-TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t *records_changed, tb_error *err) {
-    char key[TB_MAX_STRING_LENGTH + 1], exprs[3][1024], *namebuf = NULL;
-    const char **names = NULL;
-    uint32_t count, i, j, d, changed = 0;
-    tb_result r;
-    if (records_changed) *records_changed = 0;
-    if (!b || !spec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or spec is NULL");
-    if ((r = tb__split_grid_spec(spec, key, sizeof key, exprs, &count, err)) != tb_ok) return r;
-    if (!(names = (const char **)tb__alloc(&b->ctx, (TB_MAX_ARGS + 1) * sizeof *names)) ||
-        !(namebuf = (char *)tb__alloc(&b->ctx, (size_t)64 << 10))) {
-        r = TB__OOM(err);
-        goto done;
-    }
-    for (i = 0; i < b->record_count && r == tb_ok; i++) {
-        tb_launch_record *rec = &b->records[i];
-        if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
-        if ((r = tb__record_arg_names(b, rec, names, namebuf, (size_t)64 << 10, err)) != tb_ok) break;
-        for (j = 0; j < rec->config_count && r == tb_ok; j++) {
-            const tb_launch_config *cf = &rec->configs[j];
-            uint32_t n = (uint32_t)strlen(cf->arg_types);
-            tb_grid_op ops[3][TB_MAX_GRID_OPS];
-            tb_grid_rule g;
-            for (d = 0; d < 3 && r == tb_ok; d++) {
-                g.ops[d] = ops[d];
-                if (d >= count) {
-                    ops[d][0].op = TB_GRID_CONST, ops[d][0].index = 0, ops[d][0].value = 1, g.op_count[d] = 1;
-                } else if ((r = tb_grid_parse(exprs[d], names, n, cf->params, cf->param_count, ops[d], &g.op_count[d],
-                                              err)) != tb_ok && err) {
+/* One record's rule for every config, into rules[config] (ops from pool):
+   names count as the record's arguments, and every config must take that
+   many (a record whose configs differ is refused, never read past). */
+static tb_result tb__grid_rule_for(tb_bundle *b, uint32_t rec, const char *key, char exprs[3][1024], uint32_t count,
+                                   const char **names, char *namebuf, size_t namecap, tb_grid_rule *rules,
+                                   tb_grid_op *pool, tb_error *err) {
+    const tb_launch_record *r = &b->records[rec];
+    uint32_t j, d, n0 = (uint32_t)strlen(r->configs[0].arg_types);
+    tb_result res;
+    if ((res = tb__record_arg_names(b, r, names, namebuf, namecap, err)) != tb_ok) return res;
+    for (j = 0; j < r->config_count; j++) {
+        const tb_launch_config *cf = &r->configs[j];
+        if ((uint32_t)strlen(cf->arg_types) != n0)
+            return tb__fail(err, tb_err_arg_mismatch, r->cache_key, NULL, -1, 0,
+                            "config %u takes %u arguments, config 0 %u: one grid rule cannot name them", j,
+                            (unsigned)strlen(cf->arg_types), n0);
+        for (d = 0; d < 3; d++) {
+            tb_grid_op *ops = pool + ((size_t)j * 3 + d) * TB_MAX_GRID_OPS;
+            rules[j].ops[d] = ops;
+            if (d >= count) {
+                ops[0].op = TB_GRID_CONST, ops[0].index = 0, ops[0].value = 1, rules[j].op_count[d] = 1;
+            } else if ((res = tb_grid_parse(exprs[d], names, n0, cf->params, cf->param_count, ops, &rules[j].op_count[d],
+                                            err)) != tb_ok) {
+                if (err) {
                     char dim[64];
                     snprintf(dim, sizeof dim, " (dimension %c of the rule for %.20s)", "xyz"[d], key);
                     if (strlen(err->message) + strlen(dim) < sizeof err->message) strcat(err->message, dim);
                 }
+                return res;
             }
-            if (r == tb_ok) r = tb_bundle_set_grid_rule(b, i, j, &g, err);
         }
-        if (r == tb_ok) changed++;
+        if ((res = tb__check_grid(&rules[j], cf, r->cache_key, -1, err)) != tb_ok) return res;
     }
-    if (r == tb_ok && !changed)
+    return tb_ok;
+}
+
+/* allow_none: no record of the name is no error (pack: another batch's).
+   Every matching record's rules are made and checked before any record
+   changes, so a rule refused for one record changes none. */
+static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_none, uint32_t *records_changed,
+                                   tb_error *err) {
+    char *key = NULL, exprs[3][1024], *namebuf = NULL;
+    const char **names = NULL;
+    tb_grid_rule *rules = NULL;
+    tb_grid_op *pool = NULL;
+    uint32_t count, i, j, pass, changed = 0, most = 0;
+    size_t keycap = (size_t)TB_MAX_STRING_LENGTH + 1, namecap = (size_t)64 << 10;
+    tb_result r = tb_ok;
+    if (records_changed) *records_changed = 0;
+    if (!b || !spec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or spec is NULL");
+    if (!(key = (char *)tb__alloc(&b->ctx, keycap))) return TB__OOM(err);
+    if ((r = tb__split_grid_spec(spec, key, keycap, exprs, &count, err)) != tb_ok) goto done;
+    for (i = 0; i < b->record_count; i++) /* the most configs a matching record has: what the rules need */
+        if ((!strcmp(b->records[i].kernel_name, key) || !strcmp(b->records[i].cache_key, key)) &&
+            b->records[i].config_count > most)
+            most = b->records[i].config_count;
+    if (!(names = (const char **)tb__alloc(&b->ctx, (TB_MAX_ARGS + 1) * sizeof *names)) ||
+        !(namebuf = (char *)tb__alloc(&b->ctx, namecap)) ||
+        !(rules = (tb_grid_rule *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * sizeof *rules)) ||
+        !(pool = (tb_grid_op *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * 3 * TB_MAX_GRID_OPS * sizeof *pool))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (pass = 0; pass < 2 && r == tb_ok; pass++) /* 0: make and check every rule; 1: set them */
+        for (i = 0; i < b->record_count && r == tb_ok; i++) {
+            tb_launch_record *rec = &b->records[i];
+            if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
+            if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok) break;
+            if (pass == 0) continue;
+            for (j = 0; j < rec->config_count && r == tb_ok; j++) r = tb_bundle_set_grid_rule(b, i, j, &rules[j], err);
+            if (r == tb_ok) changed++;
+        }
+    if (r == tb_ok && !changed && !allow_none)
         r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0,
                      "the grid rule \"%.100s\" names no kernel (or cache key) of the bundle", spec);
 done:
+    tb__free(&b->ctx, key);
     tb__free(&b->ctx, names);
     tb__free(&b->ctx, namebuf);
+    tb__free(&b->ctx, rules);
+    tb__free(&b->ctx, pool);
     if (records_changed) *records_changed = changed;
     return r;
+}
+
+TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t *records_changed, tb_error *err) {
+    return tb__add_grid_rule(b, spec, 0, records_changed, err);
 }
 
 #ifndef TB_NO_LAUNCHER

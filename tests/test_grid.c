@@ -362,4 +362,38 @@ TEST(test_grid_launch_agrees) {
     }
 }
 
+/* A record whose configs take different argument counts (nothing refuses
+   one in a hostile bundle): a grid rule for it is refused, never parsed
+   with names past the first config's (review of 2.1.0: an out-of-bounds
+   read); and a rule refused for one record changes no other. */
+TEST(test_grid_rule_mismatched_configs) {
+    static const char *const names[] = {"n"};
+    static tb_call_info ci;
+    tb_config_param ps[1] = {{"BLOCK", 64}};
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_bundle *b = NULL;
+    tb_error e;
+    uint32_t n = 9;
+    memset(c, 0, sizeof c);
+    memset(&r, 0, sizeof r);
+    memset(&ci, 0, sizeof ci);
+    ci.arg_count = 1, ci.arg_names = names;
+    c[0].kernel_hash = "H", c[0].function_name = "k", c[0].binary_name = "k.cubin", c[0].arg_types = "i";
+    c[0].num_warps = c[0].num_ctas = 1, c[0].params = ps, c[0].param_count = 1;
+    c[1] = c[0], c[1].arg_types = "iii";
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    r.cache_key = "K", r.kernel_name = "k", r.config_count = 2, r.configs = c;
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    c[1].arg_types = "i";
+    r.cache_key = "K2", r.call = &ci;
+    CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    CHECK(tb_bundle_add_grid_rule(b, "K=cdiv(7, BLOCK)", &n, &e) == tb_err_not_found || e.code != tb_ok);
+    CHECK(tb_bundle_add_grid_rule(b, "k=cdiv(n, BLOCK)", &n, &e) != tb_ok && n == 0);
+    CHECK(tb_bundle_launch_record(b, 1)->configs[0].grid == NULL); /* K2 fits, and was left alone */
+    CHECK_OK(tb_bundle_add_grid_rule(b, "K2=cdiv(n, BLOCK)", &n, &e), &e);
+    CHECK(n == 1 && tb_bundle_launch_record(b, 1)->configs[1].grid != NULL);
+    tb_bundle_free(b);
+}
+
 int main(int argc, char **argv) { return th_main(argc, argv); }
