@@ -8865,17 +8865,25 @@ static tb__autotune *tb__autotune_create(const tb__ctx *c) {
     return a;
 }
 
-static void tb__autotune_free(tb__autotune *a, const tb__ctx *c) {
+/* The benchmark's flush buffer and events, freed in the context they were
+   made in (pushed for the calls). The event array stays allocated. */
+static void tb__release_bench(tb__autotune *a) {
     uint32_t i;
-    if (!a) return;
-    if (a->flush || a->events) { /* in their context, before the table's kernels (and a retained primary context) go */
+    if (a->flush || a->events) {
         tb__CUctx old;
         int pushed = a->bench_ctx && tb__drv.cuCtxPushCurrent(a->bench_ctx) == 0;
         for (i = 0; a->events && i < a->event_count; i++)
-            if (a->events[i]) tb__drv.cuEventDestroy(a->events[i]);
+            if (a->events[i]) tb__drv.cuEventDestroy(a->events[i]), a->events[i] = NULL;
         if (a->flush) tb__drv.cuMemFree(a->flush);
         if (pushed) tb__drv.cuCtxPopCurrent(&old);
     }
+    a->flush = 0, a->flush_bytes = 0, a->event_count = 0;
+}
+
+static void tb__autotune_free(tb__autotune *a, const tb__ctx *c) {
+    uint32_t i;
+    if (!a) return;
+    tb__release_bench(a); /* before the table's kernels (and a retained primary context) go */
     if (a->cmap) {
         tb__cmap *m = a->cmap, *o;
         for (i = 0; i < m->cap; i++) /* keys are shared with the older maps: freed once */
@@ -9180,7 +9188,10 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     {
         size_t want = opt.flush_bytes;
         uint32_t ne = 2 * opt.max_reps; /* at most 2 * TB_AUTOTUNE_MAX_REPS */
-        t->at->bench_ctx = k0->cu_ctx; /* entered above: what the buffers below are made in */
+        if (t->at->bench_ctx != k0->cu_ctx) { /* made in another context: freed there, made again in this one */
+            tb__release_bench(t->at);
+            t->at->bench_ctx = k0->cu_ctx; /* entered above */
+        }
         if (t->at->flush_bytes != want) {
             if (t->at->flush) tb__drv.cuMemFree(t->at->flush);
             t->at->flush = 0, t->at->flush_bytes = 0;
