@@ -6895,13 +6895,41 @@ typedef struct tb__grid_env {
     const char *name;
 } tb__grid_env;
 
+/* A binary operation, exact: 1 where the result does not fit or a divisor
+   is zero. The interpreter's, and the expression parser's folding. */
+static int tb__grid_binop(uint32_t op, int64_t a, int64_t b, int64_t *v) {
+    int64_t q, m;
+    *v = 0;
+    switch (op) {
+    case TB_GRID_ADD:
+        if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+        *v = a + b;
+        return 0;
+    case TB_GRID_SUB:
+        if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) return 1;
+        *v = a - b;
+        return 0;
+    case TB_GRID_MUL:
+        if (a == 0 || b == 0) return 0;
+        if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) return 1;
+        if (a == -1 || b == -1) return *v = -(a == -1 ? b : a), 0;
+        *v = (int64_t)((uint64_t)a * (uint64_t)b);
+        return *v / b != a;
+    case TB_GRID_FLOORDIV: return tb__floordiv(a, b, v, &m);
+    case TB_GRID_MOD: return tb__floordiv(a, b, &q, v);
+    case TB_GRID_CEILDIV: return tb__ceildiv(a, b, v);
+    case TB_GRID_MIN: return *v = a < b ? a : b, 0;
+    default: return *v = a > b ? a : b, 0; /* MAX */
+    }
+}
+
 /* One dimension: the program's value, or an error naming what went wrong. */
 static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_env *env, uint32_t dim, int64_t *out,
                               tb_error *err) {
     const tb_arg *args = env->args;
     const int64_t *extra = env->extra;
     uint32_t n_extra = env->n_extra;
-    int64_t st[TB_GRID_STACK], a, b, v, q, m;
+    int64_t st[TB_GRID_STACK], a, b, v;
     uint32_t sp = 0, i;
     static const char *const dims = "xyz";
     for (i = 0; i < n; i++) {
@@ -6936,24 +6964,7 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
             v = bad ? 0 : -b;
         } else {
             a = st[--sp];
-            switch (o->op) {
-            case TB_GRID_ADD: bad = (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b); v = bad ? 0 : a + b; break;
-            case TB_GRID_SUB: bad = (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b); v = bad ? 0 : a - b; break;
-            case TB_GRID_MUL:
-                if (a == 0 || b == 0) v = 0;
-                else if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) bad = 1, v = 0;
-                else if (a == -1 || b == -1) v = -(a == -1 ? b : a);
-                else {
-                    v = (int64_t)((uint64_t)a * (uint64_t)b);
-                    bad = v / b != a;
-                }
-                break;
-            case TB_GRID_FLOORDIV: bad = tb__floordiv(a, b, &v, &m); break;
-            case TB_GRID_MOD: bad = tb__floordiv(a, b, &q, &v); break;
-            case TB_GRID_CEILDIV: bad = tb__ceildiv(a, b, &v); break;
-            case TB_GRID_MIN: v = a < b ? a : b; break;
-            default: v = a > b ? a : b; break; /* MAX */
-            }
+            bad = tb__grid_binop(o->op, a, b, &v);
         }
         if (bad)
             return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
@@ -7133,21 +7144,8 @@ static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t val
         g->n--;
     } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN || op == TB_GRID_MAX) &&
                g->n >= 3 && o[-1].op == TB_GRID_CONST && o[-2].op == TB_GRID_CONST) {
-        int64_t a = o[-2].value, b = o[-1].value, v = 0;
-        int bad = 0;
-        switch (op) { /* the interpreter's own overflow tests decide "fits" */
-        case TB_GRID_ADD: bad = (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b); v = bad ? 0 : a + b; break;
-        case TB_GRID_SUB: bad = (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b); v = bad ? 0 : a - b; break;
-        case TB_GRID_MUL:
-            if (a == 0 || b == 0) v = 0;
-            else if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) bad = 1;
-            else if (a == -1 || b == -1) v = -(a == -1 ? b : a);
-            else v = (int64_t)((uint64_t)a * (uint64_t)b), bad = v / b != a;
-            break;
-        case TB_GRID_MIN: v = a < b ? a : b; break;
-        default: v = a > b ? a : b; break;
-        }
-        if (!bad) {
+        int64_t v;
+        if (!tb__grid_binop(op, o[-2].value, o[-1].value, &v)) { /* the interpreter's test of "fits" */
             o[-2].value = v;
             g->n -= 2;
         }
