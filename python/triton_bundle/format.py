@@ -1,4 +1,4 @@
-"""The bundle format (docs/FORMAT.md, 2.2), as the header's >>model and
+"""The bundle format (docs/FORMAT.md, 2.3), as the header's >>model and
 >>format sections: the format's constants and limits, the argument codes,
 BundleError, XXH3-64 and the checksum, the data model (Bundle, Kernel,
 Artifact, Record, Config, TensorDesc, CallInfo, GridRule), validation, and
@@ -10,7 +10,7 @@ import os
 import struct
 
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 2
+FORMAT_MINOR = 3
 MAGIC = b"\x89TBUND\r\n"
 
 # Limits: docs/FORMAT.md's table (a reader may lower them).
@@ -30,6 +30,11 @@ MAX_SENTINELS = 4096
 MAX_GRID_OPS = 64
 GRID_STACK = 16
 MAX_GRID_EXTRA = 8
+MAX_PROGRAM_TENSORS = 65536
+MAX_PROGRAM_CONSTANTS = 1000000
+MAX_PROGRAM_BUFFERS = 1000000
+MAX_PROGRAM_STEPS = 1000000
+MAX_TENSOR_DIMS = 8
 
 CONFIG_COOPERATIVE = 1
 CONFIG_PDL = 2
@@ -75,6 +80,37 @@ TRITON_CODES = {name: r.code for r in ARG_CODES if r.kind not in (KIND_PTR, KIND
                 for name in (r.triton, r.triton2) if name}
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+
+# The program (FORMAT.md, section 5): dtypes, one row each, the header's
+# TB__DTYPES row for row (tests/test_codes.py checks it): the number, the
+# name (PyTorch's), the bytes of one element, and the .npy descr that
+# tbundle run reads and writes (bf16 and fp8 as their bit patterns).
+DType = collections.namedtuple("DType", "number name bytes npy")
+DTYPES = (
+    DType(1, "float32", 4, "<f4"),
+    DType(2, "float16", 2, "<f2"),
+    DType(3, "bfloat16", 2, "<u2"),
+    DType(4, "float64", 8, "<f8"),
+    DType(5, "int8", 1, "|i1"),
+    DType(6, "int16", 2, "<i2"),
+    DType(7, "int32", 4, "<i4"),
+    DType(8, "int64", 8, "<i8"),
+    DType(9, "uint8", 1, "|u1"),
+    DType(10, "bool", 1, "|b1"),
+    DType(11, "float8_e4m3fn", 1, "|u1"),
+    DType(12, "float8_e5m2", 1, "|u1"),
+    DType(13, "uint16", 2, "<u2"),
+    DType(14, "uint32", 4, "<u4"),
+    DType(15, "uint64", 8, "<u8"),
+    DType(16, "float8_e4m3fnuz", 1, "|u1"),
+    DType(17, "float8_e5m2fnuz", 1, "|u1"),
+)
+DTYPE_BY_NAME = {d.name: d for d in DTYPES}
+DTYPE_BY_NUMBER = {d.number: d for d in DTYPES}
+# operand spaces and step kinds
+LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER = 0, 1, 2, 3, 4
+LAUNCH, MEMSET, COPY = 1, 2, 3
+CONSTANT_STATE = 1
 
 
 class BundleError(Exception):
@@ -341,13 +377,90 @@ class Record:
             o.cache_key, o.kernel_name, o.configs, o.call)
 
 
+class TensorSpec:
+    """A program's input or output: name, dtype (a DTYPES name), sizes and
+    strides (elements), and the alignment its data pointer needs."""
+
+    def __init__(self, name, dtype, shape, strides, align=16):
+        self.name, self.dtype, self.shape, self.strides = name, dtype, list(shape), list(strides)
+        self.align = align
+
+    def extent(self):
+        """Bytes from the first element to the end of the last."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return (1 + sum((n - 1) * st for n, st in zip(self.shape, self.strides))) * DTYPE_BY_NAME[self.dtype].bytes
+
+    def __eq__(self, o):
+        return isinstance(o, TensorSpec) and (self.name, self.dtype, self.shape, self.strides, self.align) == (
+            o.name, o.dtype, o.shape, o.strides, o.align)
+
+
+class Constant:
+    """A weight or buffer: its bytes, stored once; state: the model
+    updates it in place (running statistics), and it persists across runs."""
+
+    def __init__(self, name, dtype, data, state=False):
+        self.name, self.dtype, self.data, self.state = name, dtype, data, bool(state)
+
+    def __eq__(self, o):
+        return isinstance(o, Constant) and (self.name, self.dtype, self.state) == (o.name, o.dtype, o.state) and \
+            bytes(self.data) == bytes(o.data)
+
+
+class Buffer:
+    """An intermediate in the workspace: bytes [offset, offset + size),
+    used by steps first..last (inclusive)."""
+
+    def __init__(self, offset, size, first, last):
+        self.offset, self.size, self.first, self.last = offset, size, first, last
+
+    def __eq__(self, o):
+        return isinstance(o, Buffer) and (self.offset, self.size, self.first, self.last) == (
+            o.offset, o.size, o.first, o.last)
+
+
+class Step:
+    """LAUNCH (record index, config, grid, one operand per argument code),
+    MEMSET (width, value, count elements; operand: destination) or COPY
+    (count bytes; operands: destination, source). An operand is (space,
+    index, value): (LITERAL, 0, the tb_arg bits as an unsigned 64-bit
+    int) or (INPUT/OUTPUT/CONSTANT/BUFFER, which, byte offset)."""
+
+    def __init__(self, kind, operands, record=0, config=0, grid=(0, 0, 0), width=0, value=0, count=0):
+        self.kind, self.operands = kind, [tuple(o) for o in operands]
+        self.record, self.config, self.grid = record, config, tuple(grid)
+        self.width, self.value, self.count = width, value, count
+
+    FIELDS = ("kind", "operands", "record", "config", "grid", "width", "value", "count")
+
+    def __eq__(self, o):
+        return isinstance(o, Step) and all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
+
+
+class Program:
+    """A whole compiled model (FORMAT.md, section 5)."""
+
+    def __init__(self, inputs=None, outputs=None, constants=None, buffers=None, workspace_size=0, steps=None):
+        self.inputs, self.outputs = list(inputs or []), list(outputs or [])
+        self.constants, self.buffers = list(constants or []), list(buffers or [])
+        self.workspace_size, self.steps = workspace_size, list(steps or [])
+
+    FIELDS = ("inputs", "outputs", "constants", "buffers", "workspace_size", "steps")
+
+    def __eq__(self, o):
+        return isinstance(o, Program) and all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
+
+
 class Bundle:
-    def __init__(self, kernels=None, records=None):
+    def __init__(self, kernels=None, records=None, program=None):
         self.kernels, self.records = list(kernels or []), list(records or [])
+        self.program = program  # a Program, or None
         self.version = (FORMAT_MAJOR, FORMAT_MINOR)
 
     def __eq__(self, o):
-        return isinstance(o, Bundle) and (self.kernels, self.records) == (o.kernels, o.records)
+        return isinstance(o, Bundle) and (self.kernels, self.records, self.program) == (
+            o.kernels, o.records, o.program)
 
     def kernel(self, hash):
         for k in self.kernels:
