@@ -907,6 +907,136 @@ TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *bundle, uint32_t record, uint
    tbundle pack --grid uses it. tb_err_not_found if no record matches. */
 TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uint32_t *records_changed, tb_error *err);
 
+/* ======================================================================
+   >>program  Program: a whole compiled model (format 2.3)
+   ====================================================================== */
+/* A program is what a torch.compile'd forward does, as data: its inputs
+   and outputs (tb_tensor_spec), its constants (weights and buffers, their
+   bytes stored once), a workspace plan (one size, every intermediate an
+   offset in it with the steps it lives between), and the steps (launch a
+   record's config, memset, copy) whose operands are literals or places:
+   (space, index, byte offset). The Python companion's export_model makes
+   it; the >>runner section runs it. docs/FORMAT.md, section 5, is its
+   byte layout and its rules; a reader checks every one of them, so a
+   program that loads never makes a runner touch memory outside what it
+   allocated or was given. */
+#ifndef TB_MAX_PROGRAM_TENSORS
+#define TB_MAX_PROGRAM_TENSORS 65536u     /* inputs; outputs */
+#endif
+#ifndef TB_MAX_PROGRAM_CONSTANTS
+#define TB_MAX_PROGRAM_CONSTANTS 1000000u
+#endif
+#ifndef TB_MAX_PROGRAM_BUFFERS
+#define TB_MAX_PROGRAM_BUFFERS 1000000u
+#endif
+#ifndef TB_MAX_PROGRAM_STEPS
+#define TB_MAX_PROGRAM_STEPS 1000000u
+#endif
+#define TB_MAX_TENSOR_DIMS 8u
+
+/* dtypes: PyTorch's names, one number each (FORMAT.md's table) */
+#define TB_DTYPE_FLOAT32 1u
+#define TB_DTYPE_FLOAT16 2u
+#define TB_DTYPE_BFLOAT16 3u
+#define TB_DTYPE_FLOAT64 4u
+#define TB_DTYPE_INT8 5u
+#define TB_DTYPE_INT16 6u
+#define TB_DTYPE_INT32 7u
+#define TB_DTYPE_INT64 8u
+#define TB_DTYPE_UINT8 9u
+#define TB_DTYPE_BOOL 10u
+#define TB_DTYPE_FLOAT8_E4M3FN 11u
+#define TB_DTYPE_FLOAT8_E5M2 12u
+#define TB_DTYPE_UINT16 13u
+#define TB_DTYPE_UINT32 14u
+#define TB_DTYPE_UINT64 15u
+#define TB_DTYPE_FLOAT8_E4M3FNUZ 16u
+#define TB_DTYPE_FLOAT8_E5M2FNUZ 17u
+/* "float32"...; NULL for a number outside the table */
+TBDEF const char *tb_dtype_name(uint32_t dtype);
+/* bytes of one element; 0 outside the table */
+TBDEF uint32_t tb_dtype_size(uint32_t dtype);
+/* the number of a name ("float32", also "torch.float32"); 0 if none */
+TBDEF uint32_t tb_dtype_from_name(const char *name);
+/* The .npy descr of a dtype, for tools: "<f4"...; bf16 and fp8 have no
+   numpy type and are written as their bit patterns ("<u2", "|u1"). */
+TBDEF const char *tb_dtype_npy(uint32_t dtype);
+
+/* An input or output as the program states it. strides in elements. */
+typedef struct tb_tensor_spec {
+    const char *name;
+    uint32_t dtype;              /* TB_DTYPE_* */
+    uint32_t rank;               /* 0..TB_MAX_TENSOR_DIMS */
+    uint32_t align;              /* the data pointer is a multiple of it (a power of two) */
+    int64_t shape[TB_MAX_TENSOR_DIMS];
+    int64_t strides[TB_MAX_TENSOR_DIMS];
+} tb_tensor_spec;
+/* Bytes from the first element to the end of the last (0 when a size is
+   0); UINT64_MAX when that overflows. */
+TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *spec);
+
+#define TB_CONSTANT_STATE 1u     /* updated in place by runs; kept across them (a reset reloads it) */
+typedef struct tb_program_constant {
+    const char *name;            /* "fc1.weight" */
+    uint32_t dtype;
+    uint32_t flags;              /* TB_CONSTANT_STATE */
+    uint64_t size;               /* bytes (one constant may pass 4 GiB) */
+    /* its bytes: in the bundle's input (a mapped file's mapping: read them
+       with tb_program_read_constant, which never faults) */
+    const void *data;
+} tb_program_constant;
+
+typedef struct tb_program_buffer {
+    uint64_t offset, size;       /* bytes within the workspace */
+    uint32_t first_step, last_step; /* its lifetime, inclusive */
+} tb_program_buffer;
+
+#define TB_SPACE_LITERAL 0u      /* value: the tb_arg bits of a scalar */
+#define TB_SPACE_INPUT 1u        /* index: the input; value: a byte offset */
+#define TB_SPACE_OUTPUT 2u
+#define TB_SPACE_CONSTANT 3u
+#define TB_SPACE_BUFFER 4u       /* index: the workspace buffer */
+typedef struct tb_operand {
+    uint32_t space, index;
+    uint64_t value;
+} tb_operand;
+
+#define TB_STEP_LAUNCH 1u        /* record's config, grid, one operand per argument code */
+#define TB_STEP_MEMSET 2u        /* count elements of width bytes = value; operand: destination */
+#define TB_STEP_COPY 3u          /* count bytes; operands: destination, source */
+typedef struct tb_program_step {
+    uint32_t kind;
+    uint32_t record, config;     /* launch: tb_bundle_launch_record index and its config */
+    uint32_t grid[3];            /* launch */
+    uint32_t width, value;       /* memset */
+    uint64_t count;              /* memset: elements; copy: bytes */
+    uint32_t operand_count;
+    const tb_operand *operands;
+} tb_program_step;
+
+typedef struct tb_program {
+    uint32_t input_count, output_count;
+    const tb_tensor_spec *inputs, *outputs;
+    uint32_t constant_count;
+    const tb_program_constant *constants;
+    uint32_t buffer_count;
+    const tb_program_buffer *buffers;
+    uint64_t workspace_size;
+    uint32_t step_count;
+    const tb_program_step *steps;
+} tb_program;
+
+/* The bundle's program; NULL when it has none. */
+TBDEF const tb_program *tb_bundle_program(const tb_bundle *bundle);
+/* Copies program into the bundle (constants' bytes too), after checking
+   it against the bundle's records as a reader would; NULL removes it. */
+TBDEF tb_result tb_bundle_set_program(tb_bundle *bundle, const tb_program *program, tb_error *err);
+/* size bytes of constant `index` from byte `offset` into dst: through the
+   checked read path (pread for a mapped file, which a truncation turns
+   into tb_err_io, never SIGBUS). */
+TBDEF tb_result tb_program_read_constant(const tb_bundle *bundle, uint32_t index, uint64_t offset, void *dst,
+                                         size_t size, tb_error *err);
+
 #ifndef TB_NO_LAUNCHER
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
    header) leaves the launcher out: its declarations too, so that a call
@@ -1107,6 +1237,77 @@ TBDEF tb_result tb_graph_launch(const tb_graph *graph, void *stream, tb_error *e
 TBDEF uint32_t tb_graph_launch_count(const tb_graph *graph);
 TBDEF tb_result tb_graph_update(tb_graph *graph, uint32_t launch, const tb_launch_params *params, tb_error *err);
 TBDEF void tb_graph_free(tb_graph *graph);
+
+/* ======================================================================
+   >>runner  Runner: a program on the GPU
+   ====================================================================== */
+/* tb_model_load uploads a bundle's constants once (read in bounded pieces,
+   never the file whole), allocates the workspace once and loads every
+   kernel the steps launch; tb_model_run checks the caller's tensors and
+   runs the steps on a stream, allocating nothing. With TB_MODEL_GRAPH the
+   steps are captured once into a CUDA graph and each run replays it (the
+   kernels whose input or output pointers changed are updated in place;
+   a program whose memset or copy steps touch inputs or outputs replays on
+   static buffers it copies through instead).
+   Threads: one model runs on one thread at a time with its own workspace
+   (and graph). Several threads may run one model at once when each passes
+   its own workspace of tb_model_workspace_size bytes to
+   tb_model_run_workspace (no graph there) and the program has no state
+   (tb_model_state_count 0): state is the model's, shared by every run.
+   The model owns its kernel table unless desc.table gives one, which must
+   then outlive it. */
+typedef struct tb_model tb_model;
+
+/* A caller's tensor: a device pointer and what it holds. */
+typedef struct tb_tensor {
+    void *data;
+    uint32_t dtype;              /* TB_DTYPE_* */
+    uint32_t rank;
+    int64_t shape[TB_MAX_TENSOR_DIMS];
+    int64_t strides[TB_MAX_TENSOR_DIMS]; /* elements */
+} tb_tensor;
+
+#define TB_MODEL_GRAPH 1u        /* replay the program as one CUDA graph */
+#define TB_MODEL_STATIC_IO 2u    /* with GRAPH: always copy through static buffers (no node updates) */
+typedef struct tb_model_desc {
+    const tb_bundle *bundle;     /* holds a program; must outlive the model */
+    tb_kernel_table *table;      /* NULL: the model makes its own from the bundle */
+    int device;                  /* with no current context: this device's primary context (default 0) */
+    unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO */
+    const tb_options *options;   /* allocator, logger; NULL: defaults */
+    size_t upload_chunk;         /* bytes per upload piece; 0: 8 MiB */
+} tb_model_desc;
+
+TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err);
+/* The program's inputs and outputs, for allocating them (NULL past the end). */
+TBDEF uint32_t tb_model_input_count(const tb_model *model);
+TBDEF uint32_t tb_model_output_count(const tb_model *model);
+TBDEF const tb_tensor_spec *tb_model_input(const tb_model *model, uint32_t index);
+TBDEF const tb_tensor_spec *tb_model_output(const tb_model *model, uint32_t index);
+/* A tensor for spec at data: dtype, sizes and strides copied. */
+TBDEF tb_tensor tb_tensor_for(const tb_tensor_spec *spec, void *data);
+/* Bytes a caller's workspace needs (intermediates, then kernel scratch). */
+TBDEF uint64_t tb_model_workspace_size(const tb_model *model);
+/* Device bytes the model holds: constants and state, and its own workspace. */
+TBDEF uint64_t tb_model_constant_bytes(const tb_model *model);
+TBDEF uint32_t tb_model_state_count(const tb_model *model);
+/* Runs the program once on stream (asynchronous, as a kernel launch is).
+   inputs and outputs: one tensor each, in order, with exactly the dtype,
+   sizes and strides the program states, on the model's device, their
+   data a multiple of the spec's align; a mismatch is refused with the
+   tensor's name and what was expected (tb_err_arg_mismatch,
+   tb_err_misaligned), before anything runs. */
+TBDEF tb_result tb_model_run(tb_model *model, const tb_tensor *inputs, uint32_t input_count, const tb_tensor *outputs,
+                             uint32_t output_count, void *stream, tb_error *err);
+/* The same with the caller's workspace (device memory of
+   tb_model_workspace_size bytes, 256-byte aligned), never the graph. */
+TBDEF tb_result tb_model_run_workspace(tb_model *model, const tb_tensor *inputs, uint32_t input_count,
+                                       const tb_tensor *outputs, uint32_t output_count, void *workspace,
+                                       void *stream, tb_error *err);
+/* Loads the state constants' bytes from the bundle again (on stream,
+   then waits for it). */
+TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
+TBDEF void tb_model_free(tb_model *model);
 
 #endif /* TB_NO_LAUNCHER */
 
