@@ -28,7 +28,7 @@ $(B)/launch: examples/launch.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
-CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits
+CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits program
 
 $(B)/test_%: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) $(OPT) -o $@ $< $(LIBS)
@@ -41,7 +41,7 @@ $(B)/test_%_cpp: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
-FAKETESTS := launcher graphs grid table autotune
+FAKETESTS := launcher graphs grid table autotune program
 $(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
 # The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,

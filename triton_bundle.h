@@ -268,7 +268,7 @@
 #define TB_VERSION_PATCH 0
 #define TB_VERSION_STRING "2.1.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 2
+#define TB_FORMAT_VERSION_MINOR 3
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -1789,6 +1789,7 @@ struct tb_bundle {
     int (*read_at)(const tb_bundle *bundle, size_t offset, void *dst, size_t size);
     int map_fd;
     uint16_t format_major, format_minor; /* of the bytes read; 0 for a bundle built in memory */
+    tb_program *program;        /* section 5, in the arena; NULL: none */
 };
 
 /* A name that may become a path component: non-empty, bounded, no NUL, no
@@ -3108,7 +3109,8 @@ static uint32_t tb__count_descs(const tb_bundle *b) {
         for (j = 0; j < b->records[i].config_count; j++) n += b->records[i].configs[j].tensordesc_count;
     return n;
 }
-static size_t tb__descs_size(const tb_bundle *b) { /* the payload; 0: not written */
+static size_t tb__descs_size(const tb_bundle *b, size_t at) { /* the payload; 0: not written */
+    (void)at;
     uint32_t n = tb__count_descs(b);
     return n ? 8 + (size_t)n * TB__DESC_ENTRY : 0;
 }
@@ -3160,7 +3162,8 @@ static void tb__sink_u32s(tb__sink *k, const uint32_t *v, uint32_t n) {
     uint32_t i;
     for (i = 0; i < n; i++) tb__sink_u32(k, v[i]);
 }
-static size_t tb__calls_size(const tb_bundle *b) {
+static size_t tb__calls_size(const tb_bundle *b, size_t at) {
+    (void)at;
     uint32_t n;
     return tb__calls_count_size(b, &n);
 }
@@ -3205,8 +3208,9 @@ static void tb__write_calls(const tb_bundle *b, tb__sink *k) {
     }
 }
 /* Section 2's payload length: a walk of the records. */
-static size_t tb__records_size(const tb_bundle *b) {
+static size_t tb__records_size(const tb_bundle *b, size_t at) {
     size_t pos = 16;
+    (void)at;
     uint32_t i, j, q;
     for (i = 0; i < b->record_count; i++) {
         const tb_launch_record *r = &b->records[i];
@@ -3227,6 +3231,9 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c);
 static tb_result tb__rd_records(tb_bundle *b, tb__cur *c);
 static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c);
 static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c);
+static size_t tb__program_size(const tb_bundle *b, size_t at);
+static void tb__write_program(const tb_bundle *b, tb__sink *k);
+static tb_result tb__rd_program(tb_bundle *b, tb__cur *c);
 
 /* The sections, one row each, in the order writers write them: adding a
    section is a row and its three functions. Section 1 is the exception
@@ -3240,7 +3247,7 @@ typedef struct tb__section {
     uint32_t type, flags;       /* flags: TB__SEC_REQUIRED, or 0 for a section older readers skip */
     uint32_t after;             /* 1 << type of the sections that must come before it */
     int always;                 /* written even when empty (an empty section holds zero counts) */
-    size_t (*size)(const tb_bundle *b);
+    size_t (*size)(const tb_bundle *b, size_t at); /* at: the payload's absolute offset */
     void (*write)(const tb_bundle *b, tb__sink *k);
     tb_result (*read)(tb_bundle *b, tb__cur *c);
 } tb__section;
@@ -3251,6 +3258,8 @@ static const tb__section tb__sections[] = {
     {TB__SEC_TENSORDESCS, TB__SEC_REQUIRED, 1u << TB__SEC_RECORDS, 0, tb__descs_size, tb__write_descs, tb__rd_descs},
     /* 2.2: optional; readers before it skip it and launch with the grids they are given */
     {TB__SEC_CALLS, 0, 1u << TB__SEC_RECORDS, 0, tb__calls_size, tb__write_calls, tb__rd_calls},
+    /* 2.3: optional; readers before it skip it and still launch every kernel */
+    {5u /* TB__SEC_PROGRAM */, 0, 1u << TB__SEC_RECORDS, 0, tb__program_size, tb__write_program, tb__rd_program},
 };
 #define TB__SECTION_ROWS (sizeof tb__sections / sizeof tb__sections[0])
 
@@ -3263,7 +3272,7 @@ static const tb__section *tb__section_row(uint32_t type) {
 static uint32_t tb__section_count(const tb_bundle *b) {
     uint32_t n = 1; /* section 1 */
     size_t i;
-    for (i = 1; i < TB__SECTION_ROWS; i++) n += tb__sections[i].always || tb__sections[i].size(b) != 0;
+    for (i = 1; i < TB__SECTION_ROWS; i++) n += tb__sections[i].always || tb__sections[i].size(b, 0) != 0;
     return n;
 }
 /* Every section after section 1, each framed, in row order. */
@@ -3271,7 +3280,7 @@ static void tb__write_sections(const tb_bundle *b, tb__sink *k) {
     size_t i;
     for (i = 1; i < TB__SECTION_ROWS; i++) {
         const tb__section *row = &tb__sections[i];
-        size_t len = row->size(b);
+        size_t len = row->size(b, k->pos + TB__SECTION_HEADER);
         if (!len && !row->always) continue;
         tb__sink_u32(k, row->type);
         tb__sink_u32(k, row->flags);
@@ -3295,9 +3304,9 @@ static int tb__sizes(const tb_bundle *b, size_t *kernels_len, size_t *records_le
         }
     }
     *kernels_len = pos - start + 8;
-    *records_len = tb__records_size(b);
+    *records_len = tb__records_size(b, 0);
     for (i = 1; i < TB__SECTION_ROWS; i++) { /* the rows after section 1, framed and padded */
-        size_t len = tb__sections[i].size(b);
+        size_t len = tb__sections[i].size(b, pos + TB__SECTION_HEADER);
         if (len || tb__sections[i].always) pos += TB__SECTION_HEADER + tb__pad8(len);
     }
     if (!tb__add(pos, TB__TRAILER_SIZE, &s)) return 0;
@@ -7734,6 +7743,692 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t
     return tb__add_grid_rule(b, spec, 0, records_changed, err);
 }
 
+/* ---------------------------------------------------------------------- */
+/* >>program  Program: a whole compiled model (format 2.3) */
+/* The dtypes' table, the program's one checker (the reader and          */
+/* tb_bundle_set_program both call it: a rule is written once), the      */
+/* section's writer and reader, and the checked read of a constant.      */
+/* ---------------------------------------------------------------------- */
+/* The dtypes: one row each (number, name, bytes, .npy descr); the Python
+   companion's DTYPES is checked against it (tests/test_codes.py). */
+#define TB__DTYPES(X)                                   \
+    X(1, "float32", 4, "<f4")                           \
+    X(2, "float16", 2, "<f2")                           \
+    X(3, "bfloat16", 2, "<u2")                          \
+    X(4, "float64", 8, "<f8")                           \
+    X(5, "int8", 1, "|i1")                              \
+    X(6, "int16", 2, "<i2")                             \
+    X(7, "int32", 4, "<i4")                             \
+    X(8, "int64", 8, "<i8")                             \
+    X(9, "uint8", 1, "|u1")                             \
+    X(10, "bool", 1, "|b1")                             \
+    X(11, "float8_e4m3fn", 1, "|u1")                    \
+    X(12, "float8_e5m2", 1, "|u1")                      \
+    X(13, "uint16", 2, "<u2")                           \
+    X(14, "uint32", 4, "<u4")                           \
+    X(15, "uint64", 8, "<u8")                           \
+    X(16, "float8_e4m3fnuz", 1, "|u1")                  \
+    X(17, "float8_e5m2fnuz", 1, "|u1")
+
+typedef struct tb__dtype_row {
+    uint32_t number, bytes;
+    const char *name, *npy;
+} tb__dtype_row;
+#define TB__DTYPE_ROW(n, name, bytes, npy) {n, bytes, name, npy},
+static const tb__dtype_row tb__dtypes[] = {TB__DTYPES(TB__DTYPE_ROW)};
+#undef TB__DTYPE_ROW
+#define TB__DTYPE_COUNT (sizeof tb__dtypes / sizeof tb__dtypes[0])
+static const tb__dtype_row *tb__dtype(uint32_t d) {
+    return d >= 1 && d <= TB__DTYPE_COUNT ? &tb__dtypes[d - 1] : NULL; /* numbered 1.. in order */
+}
+TBDEF const char *tb_dtype_name(uint32_t d) { return tb__dtype(d) ? tb__dtype(d)->name : NULL; }
+TBDEF uint32_t tb_dtype_size(uint32_t d) { return tb__dtype(d) ? tb__dtype(d)->bytes : 0; }
+TBDEF const char *tb_dtype_npy(uint32_t d) { return tb__dtype(d) ? tb__dtype(d)->npy : NULL; }
+TBDEF uint32_t tb_dtype_from_name(const char *name) {
+    size_t i;
+    if (!name) return 0;
+    if (!strncmp(name, "torch.", 6)) name += 6;
+    for (i = 0; i < TB__DTYPE_COUNT; i++)
+        if (!strcmp(tb__dtypes[i].name, name)) return tb__dtypes[i].number;
+    return 0;
+}
+
+TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *t) {
+    uint64_t last = 0, bytes;
+    uint32_t i;
+    if (!t || !tb__dtype(t->dtype) || t->rank > TB_MAX_TENSOR_DIMS) return UINT64_MAX;
+    for (i = 0; i < t->rank; i++) {
+        uint64_t step;
+        if (t->shape[i] < 0 || t->strides[i] < 0) return UINT64_MAX;
+        if (t->shape[i] == 0) return 0;
+        if ((uint64_t)(t->shape[i] - 1) && (uint64_t)t->strides[i] > UINT64_MAX / (uint64_t)(t->shape[i] - 1))
+            return UINT64_MAX;
+        step = (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+        if (last > UINT64_MAX - step) return UINT64_MAX;
+        last += step;
+    }
+    bytes = tb__dtype(t->dtype)->bytes;
+    if (last >= UINT64_MAX / bytes) return UINT64_MAX;
+    return (last + 1) * bytes;
+}
+
+TBDEF const tb_program *tb_bundle_program(const tb_bundle *b) { return b ? b->program : NULL; }
+
+/* The size of the object a pointer operand points into; 0 with *ok 0 when
+   the operand names none. */
+static uint64_t tb__operand_size(const tb_program *p, const tb_operand *o, int *ok) {
+    *ok = 1;
+    switch (o->space) {
+    case TB_SPACE_INPUT: if (o->index < p->input_count) return tb_tensor_spec_extent(&p->inputs[o->index]); break;
+    case TB_SPACE_OUTPUT: if (o->index < p->output_count) return tb_tensor_spec_extent(&p->outputs[o->index]); break;
+    case TB_SPACE_CONSTANT: if (o->index < p->constant_count) return p->constants[o->index].size; break;
+    case TB_SPACE_BUFFER: if (o->index < p->buffer_count) return p->buffers[o->index].size; break;
+    default: break;
+    }
+    *ok = 0;
+    return 0;
+}
+
+static const char *const tb__space_names[] = {"literal", "input", "output", "constant", "buffer"};
+
+/* A pointer operand of step s: names an object, `touch` bytes from its
+   offset lie within it, and a buffer is live at s. */
+static tb_result tb__check_pointer(const tb_program *p, uint32_t s, uint32_t i, const tb_operand *o, uint64_t touch,
+                                   tb_error *err) {
+    int ok;
+    uint64_t size;
+    if (o->space == TB_SPACE_LITERAL || o->space > TB_SPACE_BUFFER)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u operand %u: space %u is not a pointer",
+                        s, i, o->space);
+    size = tb__operand_size(p, o, &ok);
+    if (!ok)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u operand %u: %s %u does not exist", s, i,
+                        tb__space_names[o->space], o->index);
+    if (o->value > size || touch > size - o->value)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u operand %u: bytes %llu..+%llu lie outside %s %u (%llu bytes)", s, i,
+                        (unsigned long long)o->value, (unsigned long long)touch, tb__space_names[o->space], o->index,
+                        (unsigned long long)size);
+    if (o->space == TB_SPACE_BUFFER && (s < p->buffers[o->index].first_step || s > p->buffers[o->index].last_step))
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u operand %u: buffer %u lives from step %u to %u only", s, i, o->index,
+                        p->buffers[o->index].first_step, p->buffers[o->index].last_step);
+    return tb_ok;
+}
+
+/* The byte address modulo 16 a pointer operand has, given that inputs and
+   outputs are aligned to their align, constants to 256 and the workspace
+   to 256: 0 when it is surely a multiple of 16. */
+static int tb__operand_aligned16(const tb_program *p, const tb_operand *o) {
+    uint64_t base = 0;
+    if (o->space == TB_SPACE_INPUT && p->inputs[o->index].align < 16) return 0;
+    if (o->space == TB_SPACE_OUTPUT && p->outputs[o->index].align < 16) return 0;
+    if (o->space == TB_SPACE_BUFFER) base = p->buffers[o->index].offset;
+    return ((base + o->value) & 15u) == 0;
+}
+
+static tb_result tb__check_launch(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
+    const tb_program_step *st = &p->steps[s];
+    const tb_launch_config *cf;
+    size_t n;
+    uint32_t i;
+    tb_result r;
+    if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist", s,
+                        st->record, st->config);
+    cf = &b->records[st->record].configs[st->config];
+    n = strlen(cf->arg_types);
+    if (st->operand_count != n)
+        return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
+                        "program step %u: %u operands for %zu arguments", s, st->operand_count, n);
+    if (!st->grid[0] || !st->grid[1] || !st->grid[2] || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
+        st->grid[2] > 65535u)
+        return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
+                        "program step %u: grid %u x %u x %u is outside CUDA's range", s, st->grid[0], st->grid[1],
+                        st->grid[2]);
+    for (i = 0; i < st->operand_count; i++) {
+        const tb_operand *o = &st->operands[i];
+        char code = cf->arg_types[i];
+        int div = cf->arg_divisibility[0] && cf->arg_divisibility[i] == '1';
+        if (code == 'T')
+            return tb__fail(err, tb_err_unsupported_type, b->records[st->record].cache_key, NULL, -1, 0,
+                            "program step %u: argument %u is a tensor descriptor, which a program cannot pass", s, i);
+        if (code == 'O') {
+            if ((r = tb__check_pointer(p, s, i, o, 0, err)) != tb_ok) return r;
+            if (div && !tb__operand_aligned16(p, o))
+                return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
+                                "program step %u: argument %u must be 16-byte aligned (the cubin assumes it)", s, i);
+            continue;
+        }
+        if (o->space != TB_SPACE_LITERAL || o->index)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u operand %u: a scalar argument ('%c') needs a literal", s, i, code);
+        {
+            tb_arg v;
+            v.u = o->value;
+            if (!tb__in_range(code, v, (cf->flags & TB_CONFIG_TYPES_FROM_IR) != 0) ||
+                (tb__code_kind(code) == TB__KIND_BOOL && v.u > 1))
+                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                                "program step %u operand %u: literal %lld does not fit its type '%c'", s, i,
+                                (long long)v.i, code);
+            if (div && tb__code_kind(code) != TB__KIND_FLOAT && (v.u & 15u))
+                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                                "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s,
+                                i, (long long)v.i);
+        }
+    }
+    return tb_ok;
+}
+
+static int tb__writes_constant(const tb_program *p, const tb_operand *dst) {
+    return dst->space == TB_SPACE_CONSTANT && dst->index < p->constant_count &&
+           !(p->constants[dst->index].flags & TB_CONSTANT_STATE);
+}
+
+static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
+    const tb_program_step *st = &p->steps[s];
+    uint64_t touch;
+    tb_result r;
+    if (st->operand_count > TB_MAX_ARGS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program step %u: %u operands, over TB_MAX_ARGS", s,
+                        st->operand_count);
+    if (st->operand_count && !st->operands)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program step %u: operands is NULL", s);
+    switch (st->kind) {
+    case TB_STEP_LAUNCH:
+        if (st->width || st->value || st->count)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch with memset fields", s);
+        return tb__check_launch(b, p, s, err);
+    case TB_STEP_MEMSET:
+        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2] || st->operand_count != 1 ||
+            (st->width != 1 && st->width != 2 && st->width != 4) || (st->width < 4 && st->value >> (8 * st->width)))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: a memset needs one operand, width 1, 2 or 4 and a value that fits it "
+                            "(width %u, value %u, %u operands)", s, st->width, st->value, st->operand_count);
+        if (st->count > UINT64_MAX / st->width)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: memset count overflows", s);
+        touch = st->count * st->width;
+        if ((r = tb__check_pointer(p, s, 0, &st->operands[0], touch, err)) != tb_ok) return r;
+        break;
+    case TB_STEP_COPY:
+        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2] || st->width || st->value ||
+            st->operand_count != 2)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: a copy needs two operands and no launch or memset fields", s);
+        if ((r = tb__check_pointer(p, s, 0, &st->operands[0], st->count, err)) != tb_ok ||
+            (r = tb__check_pointer(p, s, 1, &st->operands[1], st->count, err)) != tb_ok)
+            return r;
+        if (st->operands[0].space == st->operands[1].space && st->operands[0].index == st->operands[1].index &&
+            st->count && st->operands[0].value < st->operands[1].value + st->count &&
+            st->operands[1].value < st->operands[0].value + st->count)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy onto itself", s);
+        break;
+    default:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s, st->kind);
+    }
+    if (tb__writes_constant(p, &st->operands[0]))
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u writes constant %u, which is not state (read only)", s, st->operands[0].index);
+    return tb_ok;
+}
+
+static tb_result tb__check_tensor(const tb_tensor_spec *t, const char *what, uint32_t i, tb_error *err) {
+    uint32_t d;
+    size_t n = t->name ? strlen(t->name) : 0;
+    if (n == 0 || n > TB_MAX_NAME_LENGTH)
+        return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program %s %u: a name of %zu bytes",
+                        what, i, n);
+    if (!tb__dtype(t->dtype))
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program %s %u (%.80s): dtype %u is unknown",
+                        what, i, t->name, t->dtype);
+    if (t->rank > TB_MAX_TENSOR_DIMS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program %s %u (%.80s): rank %u, over %u", what, i, t->name,
+                        t->rank, (unsigned)TB_MAX_TENSOR_DIMS);
+    if (!t->align || t->align > 4096u || (t->align & (t->align - 1)))
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): align %u is not a power of two up to 4096",
+                        what, i, t->name, t->align);
+    for (d = 0; d < t->rank; d++)
+        if (t->shape[d] < 0 || t->strides[d] < 0)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): a negative size or stride",
+                            what, i, t->name);
+    if (tb_tensor_spec_extent(t) == UINT64_MAX)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): its extent overflows", what, i,
+                        t->name);
+    return tb_ok;
+}
+
+static int tb__cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+static int tb__cmp_buffer(const void *a, const void *b) {
+    const tb_program_buffer *x = *(const tb_program_buffer *const *)a, *y = *(const tb_program_buffer *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Names unique within one list (sorted copies of the pointers). */
+static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *t, uint32_t n, const char *what,
+                                        tb_error *err) {
+    const char **v;
+    uint32_t i;
+    tb_result r = tb_ok;
+    if (n < 2) return tb_ok;
+    if (!(v = (const char **)tb__alloc(c, (size_t)n * sizeof *v))) return TB__OOM(err);
+    for (i = 0; i < n; i++) v[i] = t[i].name;
+    qsort(v, n, sizeof *v, tb__cmp_name);
+    for (i = 1; i < n && r == tb_ok; i++)
+        if (!strcmp(v[i - 1], v[i]))
+            r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: two %ss named \"%.80s\"", what, v[i]);
+    tb__free(c, v);
+    return r;
+}
+
+/* The plan: buffers inside the workspace, lifetimes within the steps, and
+   no two whose lifetimes overlap sharing a byte (sorted by offset, each
+   compared with those that start before it ends). */
+static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error *err) {
+    const tb_program_buffer **v;
+    uint32_t i, j;
+    tb_result r = tb_ok;
+    for (i = 0; i < p->buffer_count; i++) {
+        const tb_program_buffer *q = &p->buffers[i];
+        if (q->offset > p->workspace_size || q->size > p->workspace_size - q->offset)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u lies outside the workspace", i);
+        if (q->first_step > q->last_step || q->last_step >= p->step_count)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u: lifetime %u..%u of %u steps", i,
+                            q->first_step, q->last_step, p->step_count);
+    }
+    if (p->buffer_count < 2) return tb_ok;
+    if (!(v = (const tb_program_buffer **)tb__alloc(c, (size_t)p->buffer_count * sizeof *v))) return TB__OOM(err);
+    for (i = 0; i < p->buffer_count; i++) v[i] = &p->buffers[i];
+    qsort(v, p->buffer_count, sizeof *v, tb__cmp_buffer);
+    for (i = 0; i < p->buffer_count && r == tb_ok; i++)
+        for (j = i + 1; j < p->buffer_count && v[j]->offset < v[i]->offset + v[i]->size && r == tb_ok; j++)
+            if (v[j]->size && v[i]->first_step <= v[j]->last_step && v[j]->first_step <= v[i]->last_step)
+                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                             "program buffers %u and %u share bytes while both are live (steps %u..%u and %u..%u)",
+                             (uint32_t)(v[i] - p->buffers), (uint32_t)(v[j] - p->buffers), v[i]->first_step,
+                             v[i]->last_step, v[j]->first_step, v[j]->last_step);
+    tb__free(c, v);
+    return r;
+}
+
+/* Every rule of FORMAT.md's section 5 that is not about bytes: the one
+   checker of a program, for the reader and tb_bundle_set_program. */
+static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_error *err) {
+    uint32_t i;
+    tb_result r;
+    if (p->input_count > TB_MAX_PROGRAM_TENSORS || p->output_count > TB_MAX_PROGRAM_TENSORS ||
+        p->constant_count > TB_MAX_PROGRAM_CONSTANTS || p->buffer_count > TB_MAX_PROGRAM_BUFFERS ||
+        p->step_count > TB_MAX_PROGRAM_STEPS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "a program count is over its TB_MAX_PROGRAM_* limit");
+    if ((p->input_count && !p->inputs) || (p->output_count && !p->outputs) || (p->constant_count && !p->constants) ||
+        (p->buffer_count && !p->buffers) || (p->step_count && !p->steps))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a program array is NULL");
+    for (i = 0; i < p->input_count; i++)
+        if ((r = tb__check_tensor(&p->inputs[i], "input", i, err)) != tb_ok) return r;
+    for (i = 0; i < p->output_count; i++)
+        if ((r = tb__check_tensor(&p->outputs[i], "output", i, err)) != tb_ok) return r;
+    if ((r = tb__check_unique_names(&b->ctx, p->inputs, p->input_count, "input", err)) != tb_ok ||
+        (r = tb__check_unique_names(&b->ctx, p->outputs, p->output_count, "output", err)) != tb_ok)
+        return r;
+    for (i = 0; i < p->constant_count; i++) {
+        const tb_program_constant *k = &p->constants[i];
+        size_t n = k->name ? strlen(k->name) : 0;
+        if (n == 0 || n > TB_MAX_STRING_LENGTH)
+            return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program constant %u: a name of %zu bytes", i, n);
+        if (!tb__dtype(k->dtype))
+            return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program constant %u (%.80s): dtype %u is unknown",
+                            i, k->name, k->dtype);
+        if (k->flags & ~TB_CONSTANT_STATE)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u", i, k->name, k->flags);
+        if (k->size && !k->data)
+            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constant %u (%.80s): data is NULL", i, k->name);
+    }
+    if ((r = tb__check_plan(&b->ctx, p, err)) != tb_ok) return r;
+    for (i = 0; i < p->step_count; i++)
+        if ((r = tb__check_step(b, p, i, err)) != tb_ok) return r;
+    return tb_ok;
+}
+
+/* ---- section 5: sizes and the writer ---- */
+#define TB__SEC_PROGRAM 5u
+#define TB__PROGRAM_HEAD 40u
+#define TB__PROGRAM_STEP 48u
+#define TB__PROGRAM_OPERAND 16u
+#define TB__CONSTANT_ALIGN 64u
+static uint64_t tb__align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+/* The tables' length (everything before the constants' bytes). */
+static size_t tb__program_tables(const tb_program *p) {
+    size_t pos = TB__PROGRAM_HEAD;
+    uint32_t i;
+    for (i = 0; i < p->input_count + p->output_count; i++) {
+        const tb_tensor_spec *t = i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count];
+        pos += tb__str_size(t->name) + 16 + 16 * (size_t)t->rank;
+    }
+    for (i = 0; i < p->constant_count; i++) pos += tb__str_size(p->constants[i].name) + 24;
+    pos += (size_t)p->buffer_count * 24;
+    for (i = 0; i < p->step_count; i++) pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
+    return pos;
+}
+/* Constant i's absolute offset when the payload starts at `at`, and the
+   payload's length (0: no program). */
+static uint64_t tb__constant_offset(const tb_program *p, size_t at, uint32_t index) {
+    uint64_t pos = at + tb__program_tables(p);
+    uint32_t i;
+    for (i = 0;; i++) {
+        pos = tb__align_up64(pos, TB__CONSTANT_ALIGN);
+        if (i == index) return pos;
+        pos += p->constants[i].size;
+    }
+}
+static size_t tb__program_size(const tb_bundle *b, size_t at) {
+    const tb_program *p = b->program;
+    uint64_t end;
+    if (!p) return 0;
+    if (!p->constant_count) return tb__program_tables(p);
+    end = tb__constant_offset(p, at, p->constant_count - 1) + p->constants[p->constant_count - 1].size;
+    return (size_t)(end - at);
+}
+static void tb__write_tensor(tb__sink *k, const tb_tensor_spec *t) {
+    uint32_t d;
+    tb__sink_str(k, t->name);
+    tb__sink_u32(k, t->dtype);
+    tb__sink_u32(k, t->rank);
+    tb__sink_u32(k, t->align);
+    tb__sink_u32(k, 0);
+    for (d = 0; d < t->rank; d++) tb__sink_u64(k, (uint64_t)t->shape[d]);
+    for (d = 0; d < t->rank; d++) tb__sink_u64(k, (uint64_t)t->strides[d]);
+}
+static void tb__write_program(const tb_bundle *b, tb__sink *k) {
+    const tb_program *p = b->program;
+    size_t at = k->pos;
+    uint32_t i, j, operands = 0;
+    for (i = 0; i < p->step_count; i++) operands += p->steps[i].operand_count;
+    tb__sink_u32(k, p->input_count);
+    tb__sink_u32(k, p->output_count);
+    tb__sink_u32(k, p->constant_count);
+    tb__sink_u32(k, p->buffer_count);
+    tb__sink_u32(k, p->step_count);
+    tb__sink_u32(k, operands);
+    tb__sink_u32(k, 0);
+    tb__sink_u32(k, 0);
+    tb__sink_u64(k, p->workspace_size);
+    for (i = 0; i < p->input_count; i++) tb__write_tensor(k, &p->inputs[i]);
+    for (i = 0; i < p->output_count; i++) tb__write_tensor(k, &p->outputs[i]);
+    for (i = 0; i < p->constant_count; i++) {
+        tb__sink_str(k, p->constants[i].name);
+        tb__sink_u32(k, p->constants[i].dtype);
+        tb__sink_u32(k, p->constants[i].flags);
+        tb__sink_u64(k, p->constants[i].size);
+        tb__sink_u64(k, tb__constant_offset(p, at, i));
+    }
+    for (i = 0; i < p->buffer_count; i++) {
+        tb__sink_u64(k, p->buffers[i].offset);
+        tb__sink_u64(k, p->buffers[i].size);
+        tb__sink_u32(k, p->buffers[i].first_step);
+        tb__sink_u32(k, p->buffers[i].last_step);
+    }
+    for (i = 0; i < p->step_count; i++) {
+        const tb_program_step *s = &p->steps[i];
+        tb__sink_u32(k, s->kind);
+        tb__sink_u32(k, s->operand_count);
+        tb__sink_u32(k, s->record);
+        tb__sink_u32(k, s->config);
+        for (j = 0; j < 3; j++) tb__sink_u32(k, s->grid[j]);
+        tb__sink_u32(k, s->width);
+        tb__sink_u32(k, s->value);
+        tb__sink_u32(k, 0);
+        tb__sink_u64(k, s->count);
+        for (j = 0; j < s->operand_count; j++) {
+            tb__sink_u32(k, s->operands[j].space);
+            tb__sink_u32(k, s->operands[j].index);
+            tb__sink_u64(k, s->operands[j].value);
+        }
+    }
+    for (i = 0; i < p->constant_count; i++) {
+        tb__sink_align(k, TB__CONSTANT_ALIGN);
+        tb__sink_put(k, p->constants[i].data, (size_t)p->constants[i].size);
+    }
+}
+
+/* ---- section 5: the reader ---- */
+/* n bytes from c->pos that must be zero, read in window-sized pieces. */
+static tb_result tb__rd_zero_run(tb__cur *c, uint64_t n, const char *what) {
+    while (n) {
+        size_t piece = n > (uint64_t)TB__REFILL ? TB__REFILL : (size_t)n, i;
+        const unsigned char *q;
+        if (tb__need(c, piece, what)) return tb_err_truncated;
+        if (!(q = tb__at(c, piece))) return tb_err_io;
+        for (i = 0; i < piece; i++)
+            if (q[i])
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)(c->pos + i), 0, "%s is not zero", what);
+        c->pos += piece;
+        n -= piece;
+    }
+    return tb_ok;
+}
+static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, const char *what, uint32_t index) {
+    uint32_t v[4], d;
+    size_t at = c->pos;
+    tb_result r;
+    if ((r = tb__rd_str(c, &t->name, TB_MAX_NAME_LENGTH, "tensor name")) != tb_ok) return r;
+    for (d = 0; d < 4; d++)
+        if ((r = tb__rd_u32(c, &v[d], "tensor")) != tb_ok) return r;
+    t->dtype = v[0], t->rank = v[1], t->align = v[2];
+    if (v[3]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: reserved field not zero", what, index);
+    if (!*t->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program %s %u has an empty name", what, index);
+    if (!tb__dtype(t->dtype))
+        return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)at, 0, "program %s %u: dtype %u is unknown (a newer version's?)",
+                        what, index, t->dtype);
+    if (t->rank > TB_MAX_TENSOR_DIMS)
+        return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "program %s %u: rank %u, over %u", what, index, t->rank,
+                        (unsigned)TB_MAX_TENSOR_DIMS);
+    for (d = 0; d < 2 * t->rank; d++) {
+        uint64_t x;
+        if ((r = tb__rd_u64(c, &x, "tensor sizes")) != tb_ok) return r;
+        if (d < t->rank) t->shape[d] = (int64_t)x;
+        else t->strides[d - t->rank] = (int64_t)x;
+    }
+    (void)b;
+    return tb__check_tensor(t, what, index, c->err);
+}
+
+static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
+    tb_program *p;
+    uint32_t h[8], i, j, operands = 0;
+    uint64_t ws;
+    size_t at = c->pos, total;
+    tb_result r;
+    tb_tensor_spec *tensors = NULL;
+    tb_program_constant *consts = NULL;
+    tb_program_buffer *bufs = NULL;
+    tb_program_step *steps = NULL;
+    uint64_t *offsets = NULL;
+    static const uint32_t limits[5] = {TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_CONSTANTS,
+                                       TB_MAX_PROGRAM_BUFFERS, TB_MAX_PROGRAM_STEPS};
+    static const size_t smallest[5] = {24, 24, 32, 24, 48};
+    static const char *const names[5] = {"input count", "output count", "constant count", "buffer count", "step count"};
+    for (i = 0; i < 5; i++)
+        if ((r = tb__rd_count(c, &h[i], limits[i], smallest[i], names[i])) != tb_ok) return r;
+    for (i = 5; i < 8; i++)
+        if ((r = tb__rd_u32(c, &h[i], "program head")) != tb_ok) return r;
+    if (h[6] || h[7]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program flags or reserved field not zero");
+    if ((r = tb__rd_u64(c, &ws, "workspace size")) != tb_ok) return r;
+    /* every item's smallest size together must fit too */
+    total = (size_t)h[0] * 24 + (size_t)h[1] * 24 + (size_t)h[2] * 32 + (size_t)h[3] * 24 + (size_t)h[4] * 48;
+    if (total > c->end - c->pos)
+        return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)at, 0, "the program's tables cannot fit in the %zu bytes that remain",
+                        c->end - c->pos);
+    if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(c->err);
+    memset(p, 0, sizeof *p);
+    if ((h[0] + h[1] && !(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, ((size_t)h[0] + h[1]) * sizeof *tensors))) ||
+        (h[2] && !(consts = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[2] * sizeof *consts))) ||
+        (h[2] && !(offsets = (uint64_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[2] * sizeof *offsets))) ||
+        (h[3] && !(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[3] * sizeof *bufs))) ||
+        (h[4] && !(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[4] * sizeof *steps))))
+        return TB__OOM(c->err);
+    if (tensors) memset(tensors, 0, ((size_t)h[0] + h[1]) * sizeof *tensors);
+    p->input_count = h[0], p->output_count = h[1], p->constant_count = h[2], p->buffer_count = h[3], p->step_count = h[4];
+    p->inputs = tensors, p->outputs = tensors ? tensors + h[0] : NULL;
+    p->constants = consts, p->buffers = bufs, p->steps = steps, p->workspace_size = ws;
+    for (i = 0; i < h[0] + h[1]; i++)
+        if ((r = tb__rd_tensor(b, c, &tensors[i], i < h[0] ? "input" : "output", i < h[0] ? i : i - h[0])) != tb_ok) return r;
+    for (i = 0; i < h[2]; i++) {
+        tb_program_constant *k = &consts[i];
+        size_t kat = c->pos;
+        if ((r = tb__rd_str(c, &k->name, TB_MAX_STRING_LENGTH, "constant name")) || (r = tb__rd_u32(c, &k->dtype, "constant")) ||
+            (r = tb__rd_u32(c, &k->flags, "constant")) || (r = tb__rd_u64(c, &k->size, "constant")) ||
+            (r = tb__rd_u64(c, &offsets[i], "constant")))
+            return r;
+        if (!*k->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "program constant %u has an empty name", i);
+        if (!tb__dtype(k->dtype))
+            return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0, "program constant %u: dtype %u is unknown", i, k->dtype);
+        if ((k->flags & ~TB_CONSTANT_STATE) || offsets[i] % TB__CONSTANT_ALIGN)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                            "program constant %u: flags %u, or offset %llu not a multiple of 64", i, k->flags,
+                            (unsigned long long)offsets[i]);
+    }
+    for (i = 0; i < h[3]; i++)
+        if ((r = tb__rd_u64(c, &bufs[i].offset, "buffer")) || (r = tb__rd_u64(c, &bufs[i].size, "buffer")) ||
+            (r = tb__rd_u32(c, &bufs[i].first_step, "buffer")) || (r = tb__rd_u32(c, &bufs[i].last_step, "buffer")))
+            return r;
+    for (i = 0; i < h[4]; i++) {
+        tb_program_step *s = &steps[i];
+        uint32_t f[10];
+        size_t sat = c->pos, need;
+        tb_operand *ops = NULL;
+        for (j = 0; j < 10; j++)
+            if ((r = tb__rd_u32(c, &f[j], "step")) != tb_ok) return r;
+        if ((r = tb__rd_u64(c, &s->count, "step")) != tb_ok) return r;
+        s->kind = f[0], s->operand_count = f[1], s->record = f[2], s->config = f[3];
+        s->grid[0] = f[4], s->grid[1] = f[5], s->grid[2] = f[6], s->width = f[7], s->value = f[8];
+        if (f[9]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: reserved field not zero", i);
+        if (s->operand_count > TB_MAX_ARGS)
+            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)sat, 0, "program step %u: %u operands, over TB_MAX_ARGS", i,
+                            s->operand_count);
+        need = (size_t)s->operand_count * TB__PROGRAM_OPERAND;
+        if (need > c->end - c->pos)
+            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)sat, 0, "program step %u: %u operands cannot fit", i,
+                            s->operand_count);
+        if (s->operand_count && !(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, need))) return TB__OOM(c->err);
+        for (j = 0; j < s->operand_count; j++)
+            if ((r = tb__rd_u32(c, &ops[j].space, "operand")) || (r = tb__rd_u32(c, &ops[j].index, "operand")) ||
+                (r = tb__rd_u64(c, &ops[j].value, "operand")))
+                return r;
+        s->operands = ops;
+        operands += s->operand_count; /* <= 1e6 * 512: fits */
+    }
+    if (operands != h[5])
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program operand total %u, the steps hold %u", h[5], operands);
+    /* the constants' bytes: in order, after the tables, zeros between */
+    for (i = 0; i < h[2]; i++) {
+        uint64_t off = offsets[i];
+        if (off < c->pos)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)off, 0,
+                            "program constant %u at %llu overlaps the tables or the constant before it", i, (unsigned long long)off);
+        if (off > c->end || consts[i].size > (uint64_t)(c->end - off))
+            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)off, 0,
+                            "program constant %u (%llu bytes at %llu) runs past its section", i,
+                            (unsigned long long)consts[i].size, (unsigned long long)off);
+        if ((r = tb__rd_zero_run(c, off - c->pos, "padding before a constant")) != tb_ok) return r;
+        consts[i].data = c->base + c->pos;
+        c->pos += (size_t)consts[i].size;
+    }
+    if ((r = tb__rd_zero_run(c, c->end - c->pos, "the bytes after the constants")) != tb_ok) return r;
+    if ((r = tb__check_program(b, p, c->err)) != tb_ok) return r;
+    b->program = p;
+    return tb_ok;
+}
+
+/* ---- building and reading ---- */
+TBDEF tb_result tb_bundle_set_program(tb_bundle *b, const tb_program *src, tb_error *err) {
+    tb_program *p;
+    tb_tensor_spec *tensors = NULL;
+    tb_program_constant *consts = NULL;
+    tb_program_buffer *bufs = NULL;
+    tb_program_step *steps = NULL;
+    uint32_t i;
+    tb_result r;
+    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    if (!src) {
+        b->program = NULL;
+        return tb_ok;
+    }
+    if ((r = tb__check_program(b, src, err)) != tb_ok) return r;
+    for (i = 0; i < src->constant_count; i++)
+        if (src->constants[i].size > (uint64_t)(SIZE_MAX / 2))
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program constant %u is too large for this host", i);
+    /* copies in the bundle's arena: freed with it */
+    if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(err);
+    *p = *src;
+    if (src->input_count + src->output_count) {
+        size_t n = (size_t)src->input_count + src->output_count;
+        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) return TB__OOM(err);
+        if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
+        if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
+        for (i = 0; i < n; i++)
+            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) return TB__OOM(err);
+    }
+    p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
+    if (src->constant_count) {
+        if (!(consts = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, src->constant_count * sizeof *consts)))
+            return TB__OOM(err);
+        memcpy(consts, src->constants, src->constant_count * sizeof *consts);
+        for (i = 0; i < src->constant_count; i++) {
+            void *d = NULL;
+            if (!(consts[i].name = tb__arena_strdup(&b->ctx, &b->arena, consts[i].name, strlen(consts[i].name)))) return TB__OOM(err);
+            if (consts[i].size && !(d = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)consts[i].size, TB__CONSTANT_ALIGN)))
+                return TB__OOM(err);
+            if (d) memcpy(d, src->constants[i].data, (size_t)consts[i].size);
+            consts[i].data = d;
+        }
+    }
+    p->constants = consts;
+    if (src->buffer_count) {
+        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) return TB__OOM(err);
+        memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
+    }
+    p->buffers = bufs;
+    if (src->step_count) {
+        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) return TB__OOM(err);
+        memcpy(steps, src->steps, src->step_count * sizeof *steps);
+        for (i = 0; i < src->step_count; i++) {
+            tb_operand *ops = NULL;
+            if (steps[i].operand_count) {
+                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops)))
+                    return TB__OOM(err);
+                memcpy(ops, src->steps[i].operands, steps[i].operand_count * sizeof *ops);
+            }
+            steps[i].operands = ops;
+        }
+    }
+    p->steps = steps;
+    b->program = p;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uint64_t offset, void *dst, size_t size,
+                                         tb_error *err) {
+    const tb_program_constant *k;
+    uintptr_t at, base;
+    if (!b || !b->program || index >= b->program->constant_count || (size && !dst))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no such constant, or dst is NULL");
+    k = &b->program->constants[index];
+    if (offset > k->size || size > k->size - offset)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bytes %llu..+%zu of constant %u (%llu bytes)",
+                        (unsigned long long)offset, size, index, (unsigned long long)k->size);
+    if (!size) return tb_ok;
+    at = (uintptr_t)k->data + (uintptr_t)offset, base = (uintptr_t)b->map_base;
+    if (b->read_at && at >= base && at - base <= b->map_size && size <= b->map_size - (at - base)) {
+        if (b->read_at(b, (size_t)(at - base), dst, size) != 0)
+            return tb__fail(err, tb_err_io, NULL, k->name, -1, errno,
+                            "the bundle file no longer holds constant %u's bytes (truncated or replaced since it was read?)", index);
+        return tb_ok;
+    }
+    memcpy(dst, (const char *)k->data + offset, size);
+    return tb_ok;
+}
+
 #ifndef TB_NO_LAUNCHER
 /* ---------------------------------------------------------------------- */
 /* >>driver  Driver: libcuda through dlopen */
@@ -7828,6 +8523,15 @@ typedef struct tb__driver {
     tb__CUresult (*cuMemcpyDtoDAsync)(uint64_t, uint64_t, size_t, void *);
     tb__CUresult (*cuMemsetD8Async)(uint64_t, unsigned char, size_t, void *);
     tb__CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
+    /* the runner: constants' upload, memset steps, input checks */
+    tb__CUresult (*cuMemsetD16Async)(uint64_t, unsigned short, size_t, void *);
+    tb__CUresult (*cuMemcpyHtoD)(uint64_t, const void *, size_t);
+    tb__CUresult (*cuMemcpyHtoDAsync)(uint64_t, const void *, size_t, void *);
+    tb__CUresult (*cuMemAllocHost)(void **, size_t);
+    tb__CUresult (*cuMemFreeHost)(void *);
+    tb__CUresult (*cuStreamCreate)(void **, unsigned);
+    tb__CUresult (*cuStreamDestroy)(void *);
+    tb__CUresult (*cuPointerGetAttribute)(void *, int, uint64_t);
     tb__CUresult (*cuStreamSynchronize)(void *);
     tb__CUresult (*cuStreamIsCapturing)(void *, int *);
     tb__CUresult (*cuStreamBeginCapture)(void *, int);
@@ -7897,6 +8601,14 @@ static void tb__driver_init(void) {
     TB__SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 0);
     TB__SYM(cuMemsetD8Async, "cuMemsetD8Async", 0);
     TB__SYM(cuMemsetD32Async, "cuMemsetD32Async", 0);
+    TB__SYM(cuMemsetD16Async, "cuMemsetD16Async", 0);
+    TB__SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 0);
+    TB__SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 0);
+    TB__SYM(cuMemAllocHost, "cuMemAllocHost_v2", 0);
+    TB__SYM(cuMemFreeHost, "cuMemFreeHost", 0);
+    TB__SYM(cuStreamCreate, "cuStreamCreate", 0);
+    TB__SYM(cuStreamDestroy, "cuStreamDestroy_v2", 0);
+    TB__SYM(cuPointerGetAttribute, "cuPointerGetAttribute", 0);
     TB__SYM(cuStreamSynchronize, "cuStreamSynchronize", 0);
     TB__SYM(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
     TB__SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
@@ -9944,6 +10656,625 @@ TBDEF void tb_graph_free(tb_graph *g) {
     for (i = 0; i < g->count; i++) tb_unload((tb_loaded_kernel *)(uintptr_t)g->launches[i].k); /* the references */
     tb__free(&c, g->launches);
     tb__free(&c, g);
+}
+
+/* ---------------------------------------------------------------------- */
+/* >>runner  Runner: a program on the GPU */
+/* A loaded model resolves every step once (the kernel, its argument     */
+/* slots, which of them are pointers and into what), so that a run is a  */
+/* check of the caller's tensors, then per step a copy of its slots with */
+/* the pointers filled in and one driver call; or one graph launch.      */
+/* ---------------------------------------------------------------------- */
+#define TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define TB__MODEL_ALIGN 256u
+
+typedef struct tb__model_step {
+    const tb_program_step *st;
+    const tb_loaded_kernel *k;   /* launch */
+    tb_arg *args;                /* launch: literals filled, pointer slots filled per run */
+    uint32_t ptr_begin, ptr_end; /* launch: its pointer slots in tb_model.ptrs */
+    uint32_t launch;             /* launch: its number in the graph */
+    uint64_t global_bytes, profile_bytes; /* scratch this launch needs */
+} tb__model_step;
+
+typedef struct tb__model_ptr {
+    uint32_t slot;               /* argument index */
+    tb_operand op;
+} tb__model_ptr;
+
+struct tb_model {
+    tb__ctx ctx;
+    const tb_bundle *bundle;
+    const tb_program *p;
+    tb_kernel_table *table;
+    int own_table;
+    tb__CUctx cu_ctx;
+    tb__CUdevice device;
+    int retained;
+    unsigned flags;
+    uint64_t consts;             /* device: every constant, each 256-aligned */
+    uint64_t *const_addr;
+    uint64_t const_bytes;
+    uint32_t state_count;
+    uint64_t ws;                 /* device: the model's own workspace */
+    uint64_t ws_bytes;           /* intermediates (aligned), then scratch */
+    uint64_t global_off, profile_off; /* scratch within the workspace */
+    tb__model_step *steps;
+    tb__model_ptr *ptrs;
+    tb_arg *arg_block;
+    uint64_t *checked;           /* per input, then output: the last pointer found on the device */
+    /* graph replay */
+    tb_graph *graph;
+    int static_io;
+    uint64_t *io_dev;            /* static buffers (static_io), inputs then outputs */
+    uint64_t *io_graph;          /* the pointers the graph holds, inputs then outputs */
+    size_t upload_chunk;
+    tb_options options;          /* the caller's, for the graph */
+};
+
+TBDEF uint32_t tb_model_input_count(const tb_model *m) { return m ? m->p->input_count : 0; }
+TBDEF uint32_t tb_model_output_count(const tb_model *m) { return m ? m->p->output_count : 0; }
+TBDEF const tb_tensor_spec *tb_model_input(const tb_model *m, uint32_t i) {
+    return m && i < m->p->input_count ? &m->p->inputs[i] : NULL;
+}
+TBDEF const tb_tensor_spec *tb_model_output(const tb_model *m, uint32_t i) {
+    return m && i < m->p->output_count ? &m->p->outputs[i] : NULL;
+}
+TBDEF uint64_t tb_model_workspace_size(const tb_model *m) { return m ? m->ws_bytes : 0; }
+TBDEF uint64_t tb_model_constant_bytes(const tb_model *m) { return m ? m->const_bytes : 0; }
+TBDEF uint32_t tb_model_state_count(const tb_model *m) { return m ? m->state_count : 0; }
+TBDEF tb_tensor tb_tensor_for(const tb_tensor_spec *spec, void *data) {
+    tb_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    if (spec) {
+        t.dtype = spec->dtype, t.rank = spec->rank;
+        memcpy(t.shape, spec->shape, sizeof t.shape);
+        memcpy(t.strides, spec->strides, sizeof t.strides);
+    }
+    return t;
+}
+
+/* Makes the model's context current if it is not; *pushed says to pop it. */
+static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
+    tb__CUctx cur = NULL;
+    tb__CUresult cr = tb__drv.cuCtxGetCurrent(&cur);
+    *pushed = 0;
+    if (cr || cur == m->cu_ctx) return cr;
+    if ((cr = tb__drv.cuCtxPushCurrent(m->cu_ctx)) == 0) *pushed = 1;
+    return cr;
+}
+
+/* The constants (state_only: the state ones) from the bundle to the
+   device: pieces of upload_chunk bytes read through the checked path into
+   two pinned buffers in turn, each copied while the next is read. */
+static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
+    const tb_program *p = m->p;
+    void *host[2] = {NULL, NULL}, *ev[2] = {NULL, NULL}, *stream = NULL;
+    int pinned = 0, used[2] = {0, 0};
+    size_t chunk = m->upload_chunk;
+    uint64_t biggest = 0;
+    uint32_t i, turn = 0;
+    tb__CUresult cr = 0;
+    tb_result r = tb_ok;
+    for (i = 0; i < p->constant_count; i++)
+        if ((!state_only || (p->constants[i].flags & TB_CONSTANT_STATE)) && p->constants[i].size > biggest)
+            biggest = p->constants[i].size;
+    if (!biggest) return tb_ok;
+    if (biggest < chunk) chunk = (size_t)biggest;
+    if (tb__drv.cuMemAllocHost && tb__drv.cuMemFreeHost && tb__drv.cuMemcpyHtoDAsync && tb__drv.cuStreamCreate &&
+        tb__drv.cuEventCreate && tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */) == 0) {
+        pinned = tb__drv.cuMemAllocHost(&host[0], chunk) == 0 && tb__drv.cuMemAllocHost(&host[1], chunk) == 0 &&
+                 tb__drv.cuEventCreate(&ev[0], 2 /* CU_EVENT_DISABLE_TIMING */) == 0 &&
+                 tb__drv.cuEventCreate(&ev[1], 2) == 0;
+    }
+    if (!pinned) { /* pageable, synchronous */
+        if (host[0]) tb__drv.cuMemFreeHost(host[0]);
+        if (host[1]) tb__drv.cuMemFreeHost(host[1]);
+        host[0] = host[1] = NULL;
+        if (!(host[0] = tb__alloc(&m->ctx, chunk))) r = TB__OOM(err);
+    }
+    for (i = 0; i < p->constant_count && r == tb_ok; i++) {
+        const tb_program_constant *k = &p->constants[i];
+        uint64_t off;
+        if (state_only && !(k->flags & TB_CONSTANT_STATE)) continue;
+        for (off = 0; off < k->size && r == tb_ok; off += chunk) {
+            size_t n = k->size - off < chunk ? (size_t)(k->size - off) : chunk;
+            if (pinned && used[turn] && (cr = tb__drv.cuEventSynchronize(ev[turn])) != 0) break;
+            if ((r = tb_program_read_constant(m->bundle, i, off, host[pinned ? turn : 0], n, err)) != tb_ok) break;
+            if (pinned) {
+                if ((cr = tb__drv.cuMemcpyHtoDAsync(m->const_addr[i] + off, host[turn], n, stream)) != 0 ||
+                    (cr = tb__drv.cuEventRecord(ev[turn], stream)) != 0)
+                    break;
+                used[turn] = 1;
+                turn ^= 1;
+            } else if ((cr = tb__drv.cuMemcpyHtoD(m->const_addr[i] + off, host[0], n)) != 0) {
+                break;
+            }
+        }
+        if (cr) break;
+    }
+    if (stream && tb__drv.cuStreamSynchronize(stream) != 0 && !cr) cr = 1;
+    if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "uploading the constants", "%s", "");
+    if (pinned) {
+        tb__drv.cuMemFreeHost(host[0]);
+        tb__drv.cuMemFreeHost(host[1]);
+    } else {
+        tb__free(&m->ctx, host[0]);
+    }
+    if (ev[0]) tb__drv.cuEventDestroy(ev[0]);
+    if (ev[1]) tb__drv.cuEventDestroy(ev[1]);
+    if (stream && tb__drv.cuStreamDestroy) tb__drv.cuStreamDestroy(stream);
+    return r;
+}
+
+/* Resolves the steps: each launch's kernel (from the table), argument
+   slots (literals now, pointers listed), scratch and graph number. */
+static tb_result tb__model_steps(tb_model *m, tb_error *err) {
+    const tb_program *p = m->p;
+    uint32_t s, i, nptr = 0, launches = 0;
+    size_t nargs = 0, a = 0;
+    uint64_t gmax = 0, pmax = 0, scratch_at;
+    tb_result r;
+    for (s = 0; s < p->step_count; s++)
+        if (p->steps[s].kind == TB_STEP_LAUNCH) {
+            nargs += p->steps[s].operand_count;
+            for (i = 0; i < p->steps[s].operand_count; i++) nptr += p->steps[s].operands[i].space != TB_SPACE_LITERAL;
+        }
+    if (!(m->steps = (tb__model_step *)tb__alloc(&m->ctx, (p->step_count ? p->step_count : 1) * sizeof *m->steps)) ||
+        !(m->ptrs = (tb__model_ptr *)tb__alloc(&m->ctx, (nptr ? nptr : 1) * sizeof *m->ptrs)) ||
+        !(m->arg_block = (tb_arg *)tb__alloc(&m->ctx, (nargs ? nargs : 1) * sizeof *m->arg_block)))
+        return TB__OOM(err);
+    memset(m->steps, 0, (p->step_count ? p->step_count : 1) * sizeof *m->steps);
+    nptr = 0;
+    for (s = 0; s < p->step_count; s++) {
+        tb__model_step *ms = &m->steps[s];
+        const tb_program_step *st = &p->steps[s];
+        const tb_launch_record *rec;
+        uint64_t blocks;
+        ms->st = st;
+        if (st->kind != TB_STEP_LAUNCH) continue;
+        rec = &m->bundle->records[st->record];
+        if ((r = tb_kernel_table_get(m->table, rec->cache_key, st->config, &ms->k, err)) != tb_ok) return r;
+        ms->args = m->arg_block + a;
+        a += st->operand_count;
+        ms->ptr_begin = nptr;
+        for (i = 0; i < st->operand_count; i++) {
+            if (st->operands[i].space == TB_SPACE_LITERAL) {
+                ms->args[i].u = st->operands[i].value;
+            } else {
+                ms->args[i].u = 0;
+                m->ptrs[nptr].slot = i;
+                m->ptrs[nptr++].op = st->operands[i];
+            }
+        }
+        ms->ptr_end = nptr;
+        ms->launch = launches++;
+        /* Triton's scratch: size per program, times the grid and num_ctas */
+        blocks = (uint64_t)st->grid[0] * st->grid[1] * st->grid[2] * (rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1);
+        if (ms->k->global_size && blocks > UINT64_MAX / ms->k->global_size)
+            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
+        if (ms->k->profile_size && blocks > UINT64_MAX / ms->k->profile_size)
+            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
+        ms->global_bytes = ms->k->global_size * blocks;
+        ms->profile_bytes = ms->k->profile_size * blocks;
+        if (ms->global_bytes > gmax) gmax = ms->global_bytes;
+        if (ms->profile_bytes > pmax) pmax = ms->profile_bytes;
+    }
+    /* the workspace: the plan's bytes, then the two scratch areas */
+    scratch_at = tb__align_up64(p->workspace_size, TB__MODEL_ALIGN);
+    m->global_off = scratch_at;
+    m->profile_off = tb__align_up64(scratch_at + gmax, TB__MODEL_ALIGN);
+    m->ws_bytes = tb__align_up64(m->profile_off + pmax, TB__MODEL_ALIGN);
+    if (scratch_at < p->workspace_size || m->profile_off < scratch_at || m->ws_bytes < m->profile_off)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the workspace's size overflows");
+    return tb_ok;
+}
+
+/* The device address of a pointer operand for one run. */
+static uint64_t tb__model_addr(const tb_model *m, const tb_operand *o, const tb_tensor *in, const tb_tensor *out,
+                               uint64_t ws) {
+    switch (o->space) {
+    case TB_SPACE_INPUT: return (uint64_t)(uintptr_t)in[o->index].data + o->value;
+    case TB_SPACE_OUTPUT: return (uint64_t)(uintptr_t)out[o->index].data + o->value;
+    case TB_SPACE_CONSTANT: return m->const_addr[o->index] + o->value;
+    default: return ws + m->p->buffers[o->index].offset + o->value;
+    }
+}
+
+/* Does any step other than an updatable launch touch an input or output? */
+static int tb__model_needs_static_io(const tb_model *m) {
+    uint32_t s, i;
+    for (s = 0; s < m->p->step_count; s++) {
+        const tb__model_step *ms = &m->steps[s];
+        int updatable = ms->st->kind == TB_STEP_LAUNCH && !ms->k->desc_count && !ms->k->use_ex;
+        for (i = 0; i < ms->st->operand_count; i++) {
+            uint32_t sp = ms->st->operands[i].space;
+            if ((sp == TB_SPACE_INPUT || sp == TB_SPACE_OUTPUT) && !updatable) return 1;
+        }
+    }
+    return 0;
+}
+
+static void tb__model_release(tb_model *m) {
+    int pushed = 0;
+    uint32_t i;
+    tb__ctx c = m->ctx;
+    if (m->cu_ctx && tb__model_enter(m, &pushed) == 0) {
+        if (m->consts) tb__drv.cuMemFree(m->consts);
+        if (m->ws) tb__drv.cuMemFree(m->ws);
+        if (m->io_dev)
+            for (i = 0; i < m->p->input_count + m->p->output_count; i++)
+                if (m->io_dev[i]) tb__drv.cuMemFree(m->io_dev[i]);
+        tb__leave(pushed);
+    }
+    tb_graph_free(m->graph);
+    if (m->own_table) tb_kernel_table_free(m->table);
+    if (m->retained) tb__drv.cuDevicePrimaryCtxRelease(m->device);
+    tb__free(&c, m->const_addr);
+    tb__free(&c, m->steps);
+    tb__free(&c, m->ptrs);
+    tb__free(&c, m->arg_block);
+    tb__free(&c, m->checked);
+    tb__free(&c, m->io_dev);
+    tb__free(&c, m->io_graph);
+    tb__free(&c, m);
+}
+TBDEF void tb_model_free(tb_model *m) {
+    if (m) tb__model_release(m);
+}
+
+/* The context, as a load's: the current one, else the device's primary
+   context (retained, and made current for the load). */
+static tb_result tb__model_context(tb_model *m, int device, int *pushed, tb_error *err) {
+    tb__CUctx cur = NULL;
+    tb__CUresult cr;
+    int ndev = 0;
+    *pushed = 0;
+    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxGetCurrent", "%s", "");
+    if (cur) {
+        m->cu_ctx = cur;
+        if ((cr = tb__drv.cuCtxGetDevice(&m->device)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxGetDevice", "%s", "");
+        return tb_ok;
+    }
+    if ((cr = tb__drv.cuDeviceGetCount(&ndev)) != 0 || device < 0 || device >= ndev)
+        return tb__fail(err, tb_err_no_device, NULL, NULL, -1, 0, "CUDA device %d requested, %d present", device, ndev);
+    if ((cr = tb__drv.cuDeviceGet(&m->device, device)) != 0 ||
+        (cr = tb__drv.cuDevicePrimaryCtxRetain(&m->cu_ctx, m->device)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuDevicePrimaryCtxRetain", "device %d", device);
+    m->retained = 1;
+    if ((cr = tb__drv.cuCtxPushCurrent(m->cu_ctx)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    *pushed = 1;
+    return tb_ok;
+}
+
+/* The device memory: constants (each at a multiple of 256), the
+   workspace, static input and output buffers for a static-io graph. */
+static tb_result tb__model_memory(tb_model *m, tb_error *err) {
+    const tb_program *p = m->p;
+    uint64_t at = 0;
+    uint32_t i, n = p->input_count + p->output_count;
+    tb__CUresult cr;
+    if (!(m->const_addr = (uint64_t *)tb__alloc(&m->ctx, (p->constant_count ? p->constant_count : 1) * sizeof(uint64_t))) ||
+        !(m->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
+        !(m->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))))
+        return TB__OOM(err);
+    memset(m->checked, 0, (n ? n : 1) * sizeof(uint64_t));
+    for (i = 0; i < p->constant_count; i++) {
+        m->const_addr[i] = at;
+        if (p->constants[i].flags & TB_CONSTANT_STATE) m->state_count++;
+        if (p->constants[i].size > UINT64_MAX - at - TB__MODEL_ALIGN)
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the constants' size overflows");
+        at = tb__align_up64(at + p->constants[i].size, TB__MODEL_ALIGN);
+    }
+    m->const_bytes = at;
+    if (at > (uint64_t)SIZE_MAX || m->ws_bytes > (uint64_t)SIZE_MAX)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the model's memory is too large for this host");
+    if (at && (cr = tb__drv.cuMemAlloc(&m->consts, (size_t)at)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of constants", (unsigned long long)at);
+    for (i = 0; i < p->constant_count; i++) m->const_addr[i] += m->consts;
+    if (m->ws_bytes && (cr = tb__drv.cuMemAlloc(&m->ws, (size_t)m->ws_bytes)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of workspace", (unsigned long long)m->ws_bytes);
+    if (m->static_io) {
+        if (!(m->io_dev = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))) return TB__OOM(err);
+        memset(m->io_dev, 0, (n ? n : 1) * sizeof(uint64_t));
+        for (i = 0; i < n; i++) {
+            uint64_t e = tb_tensor_spec_extent(i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count]);
+            if (e > (uint64_t)SIZE_MAX) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "a tensor too large for this host");
+            if ((cr = tb__drv.cuMemAlloc(&m->io_dev[i], e ? (size_t)e : 1)) != 0)
+                return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "a static buffer of %llu bytes", (unsigned long long)e);
+        }
+    }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
+    tb_model *m;
+    tb__ctx c;
+    tb_result r;
+    int pushed = 0;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!desc || !desc->bundle) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc or desc->bundle is NULL");
+    if (!desc->bundle->program)
+        return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
+                        "the bundle holds no program (export a model with the Python companion's export_model)");
+    if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown model flags 0x%x", desc->flags);
+    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    if (!tb__drv.cuMemAlloc || !tb__drv.cuMemFree || !tb__drv.cuMemcpyHtoD || !tb__drv.cuMemcpyDtoDAsync ||
+        !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute)
+        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the memory calls a model needs");
+    c = tb__ctx_from(desc->options);
+    if (!(m = (tb_model *)tb__alloc(&c, sizeof *m))) return TB__OOM(err);
+    memset(m, 0, sizeof *m);
+    m->ctx = c, m->bundle = desc->bundle, m->p = desc->bundle->program, m->flags = desc->flags;
+    m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)8 << 20;
+    if (desc->options) m->options = *desc->options;
+    if ((r = tb__model_context(m, desc->device, &pushed, err)) != tb_ok) goto fail;
+    if (desc->table) {
+        m->table = desc->table;
+    } else {
+        tb_load_options lo;
+        memset(&lo, 0, sizeof lo);
+        lo.device = desc->device;
+        if ((r = tb_kernel_table_create(desc->bundle, desc->options, &lo, TB_TABLE_LAZY, &m->table, err)) != tb_ok) goto fail;
+        m->own_table = 1;
+    }
+    if ((r = tb__model_steps(m, err)) != tb_ok) goto fail;
+    m->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(m));
+    if ((r = tb__model_memory(m, err)) != tb_ok || (r = tb__model_upload(m, 0, err)) != tb_ok) goto fail;
+    if (pushed) tb__leave(pushed);
+    *out = m;
+    return tb_ok;
+fail:
+    if (pushed) tb__leave(pushed);
+    tb__model_release(m);
+    return r;
+}
+
+/* One caller tensor against its spec; then its device, once per pointer. */
+static tb_result tb__model_check(tb_model *m, const tb_tensor *t, const tb_tensor_spec *s, const char *what,
+                                 uint64_t *checked, tb_error *err) {
+    uint32_t d;
+    char want[160], got[160];
+    int match = t->dtype == s->dtype && t->rank == s->rank, ordinal = -1;
+    tb__CUresult cr;
+    for (d = 0; match && d < s->rank; d++) match = t->shape[d] == s->shape[d] && t->strides[d] == s->strides[d];
+    if (!match) {
+        size_t a = 0, b = 0;
+        a += (size_t)snprintf(want + a, sizeof want - a, "%s [", tb_dtype_name(s->dtype));
+        for (d = 0; d < s->rank && a < sizeof want; d++)
+            a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", d ? ", " : "", (long long)s->shape[d]);
+        if (a < sizeof want) a += (size_t)snprintf(want + a, sizeof want - a, "] strides [");
+        for (d = 0; d < s->rank && a < sizeof want; d++)
+            a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", d ? ", " : "", (long long)s->strides[d]);
+        if (a < sizeof want) snprintf(want + a, sizeof want - a, "]");
+        b += (size_t)snprintf(got + b, sizeof got - b, "%s [", tb_dtype_name(t->dtype) ? tb_dtype_name(t->dtype) : "?");
+        for (d = 0; d < t->rank && d < TB_MAX_TENSOR_DIMS && b < sizeof got; d++)
+            b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        if (b < sizeof got) b += (size_t)snprintf(got + b, sizeof got - b, "] strides [");
+        for (d = 0; d < t->rank && d < TB_MAX_TENSOR_DIMS && b < sizeof got; d++)
+            b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", d ? ", " : "", (long long)t->strides[d]);
+        if (b < sizeof got) snprintf(got + b, sizeof got - b, "]");
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%s \"%.80s\": expected %s, got %s", what, s->name, want, got);
+    }
+    if ((uintptr_t)t->data % s->align)
+        return tb__fail(err, tb_err_misaligned, NULL, NULL, -1, 0, "%s \"%.80s\": data %p is not a multiple of %u bytes", what,
+                        s->name, t->data, s->align);
+    if (!t->data && tb_tensor_spec_extent(s))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s \"%.80s\": data is NULL", what, s->name);
+    if (!t->data || *checked == (uint64_t)(uintptr_t)t->data) return tb_ok;
+    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)t->data);
+    if (cr != 0 || ordinal != m->device)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "%s \"%.80s\": data %p is not memory of CUDA device %d (%s %d)", what, s->name, t->data, m->device,
+                        cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+    *checked = (uint64_t)(uintptr_t)t->data;
+    return tb_ok;
+}
+
+static tb_result tb__model_check_io(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
+                                    tb_error *err) {
+    const tb_program *p = m->p;
+    uint32_t i;
+    tb_result r;
+    if (nin != p->input_count || nout != p->output_count || (nin && !in) || (nout && !out))
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs and %u outputs given, the model takes %u and %u",
+                        nin, nout, p->input_count, p->output_count);
+    for (i = 0; i < nin; i++)
+        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", &m->checked[i], err)) != tb_ok) return r;
+    for (i = 0; i < nout; i++)
+        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", &m->checked[nin + i], err)) != tb_ok) return r;
+    return tb_ok;
+}
+
+/* The launch parameters of step s for these tensors and workspace. */
+static void tb__model_params(const tb_model *m, const tb__model_step *ms, const tb_tensor *in, const tb_tensor *out,
+                             uint64_t ws, void *stream, tb_arg *args, tb_launch_params *lp) {
+    uint32_t q;
+    memcpy(args, ms->args, ms->st->operand_count * sizeof *args);
+    for (q = ms->ptr_begin; q < ms->ptr_end; q++) args[m->ptrs[q].slot].u = tb__model_addr(m, &m->ptrs[q].op, in, out, ws);
+    memset(lp, 0, sizeof *lp);
+    memcpy(lp->grid, ms->st->grid, sizeof lp->grid);
+    lp->stream = stream;
+    lp->args = args;
+    lp->arg_count = ms->st->operand_count;
+    if (ms->global_bytes) lp->global_scratch = (void *)(uintptr_t)(ws + m->global_off);
+    if (ms->profile_bytes) lp->profile_scratch = (void *)(uintptr_t)(ws + m->profile_off);
+}
+
+/* Every step, in order, on stream. */
+static tb_result tb__model_steps_run(tb_model *m, const tb_tensor *in, const tb_tensor *out, uint64_t ws, void *stream,
+                                     tb_error *err) {
+    tb_arg args[TB_MAX_ARGS];
+    tb_launch_params lp;
+    uint32_t s;
+    tb_result r;
+    tb__CUresult cr = 0;
+    for (s = 0; s < m->p->step_count; s++) {
+        const tb__model_step *ms = &m->steps[s];
+        const tb_program_step *st = ms->st;
+        if (st->kind == TB_STEP_LAUNCH) {
+            tb__model_params(m, ms, in, out, ws, stream, args, &lp);
+            if ((r = tb_launch(ms->k, &lp, err)) != tb_ok) return r;
+            continue;
+        }
+        {
+            uint64_t dst = tb__model_addr(m, &st->operands[0], in, out, ws);
+            if (st->kind == TB_STEP_COPY)
+                cr = st->count ? tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, &st->operands[1], in, out, ws),
+                                                           (size_t)st->count, stream) : 0;
+            else if (st->width == 1)
+                cr = tb__drv.cuMemsetD8Async(dst, (unsigned char)st->value, (size_t)st->count, stream);
+            else if (st->width == 2)
+                cr = tb__drv.cuMemsetD16Async(dst, (unsigned short)st->value, (size_t)st->count, stream);
+            else
+                cr = tb__drv.cuMemsetD32Async(dst, st->value, (size_t)st->count, stream);
+        }
+        if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync",
+                                  "program step %u", s);
+    }
+    return tb_ok;
+}
+
+/* Static-io graph runs read and write these in place of the caller's. */
+static void tb__model_static_tensors(const tb_model *m, tb_tensor *in, tb_tensor *out) {
+    uint32_t i;
+    for (i = 0; i < m->p->input_count; i++) in[i].data = (void *)(uintptr_t)m->io_dev[i];
+    for (i = 0; i < m->p->output_count; i++) out[i].data = (void *)(uintptr_t)m->io_dev[m->p->input_count + i];
+}
+
+/* Captures the steps into the model's graph (the first graph run). */
+static tb_result tb__model_capture(tb_model *m, const tb_tensor *in, const tb_tensor *out, void *stream, tb_error *err) {
+    tb_result r;
+    uint32_t i;
+    if ((r = tb_graph_begin(stream, &m->options, &m->graph, err)) != tb_ok) return r;
+    r = tb__model_steps_run(m, in, out, m->ws, stream, err);
+    if (r == tb_ok) r = tb_graph_end(m->graph, err);
+    if (r != tb_ok) {
+        tb_graph_free(m->graph);
+        m->graph = NULL;
+        return r;
+    }
+    for (i = 0; i < m->p->input_count; i++) m->io_graph[i] = (uint64_t)(uintptr_t)in[i].data;
+    for (i = 0; i < m->p->output_count; i++) m->io_graph[m->p->input_count + i] = (uint64_t)(uintptr_t)out[i].data;
+    return tb_ok;
+}
+
+/* Points the graph's launches at new inputs and outputs: only those
+   launches that read a tensor whose pointer changed. */
+static tb_result tb__model_update(tb_model *m, const tb_tensor *in, const tb_tensor *out, void *stream, tb_error *err) {
+    tb_arg args[TB_MAX_ARGS];
+    tb_launch_params lp;
+    uint32_t s, q, nin = m->p->input_count, n = nin + m->p->output_count;
+    int any = 0;
+    tb_result r;
+    for (q = 0; q < n && !any; q++)
+        any = m->io_graph[q] != (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
+    if (!any) return tb_ok;
+    for (s = 0; s < m->p->step_count; s++) {
+        const tb__model_step *ms = &m->steps[s];
+        int touched = 0;
+        if (ms->st->kind != TB_STEP_LAUNCH) continue;
+        for (q = ms->ptr_begin; q < ms->ptr_end && !touched; q++) {
+            const tb_operand *o = &m->ptrs[q].op;
+            if (o->space == TB_SPACE_INPUT) touched = m->io_graph[o->index] != (uint64_t)(uintptr_t)in[o->index].data;
+            if (o->space == TB_SPACE_OUTPUT) touched = m->io_graph[nin + o->index] != (uint64_t)(uintptr_t)out[o->index].data;
+        }
+        if (!touched) continue;
+        tb__model_params(m, ms, in, out, m->ws, stream, args, &lp);
+        if ((r = tb_graph_update(m->graph, ms->launch, &lp, err)) != tb_ok) return r;
+    }
+    for (q = 0; q < n; q++) m->io_graph[q] = (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
+    return tb_ok;
+}
+
+static tb_result tb__model_copy_io(tb_model *m, const tb_tensor *in, const tb_tensor *out, int outputs, void *stream,
+                                   tb_error *err) {
+    uint32_t i, nin = m->p->input_count, n = outputs ? m->p->output_count : nin;
+    tb__CUresult cr;
+    for (i = 0; i < n; i++) {
+        const tb_tensor_spec *s = outputs ? &m->p->outputs[i] : &m->p->inputs[i];
+        uint64_t e = tb_tensor_spec_extent(s), dev = m->io_dev[outputs ? nin + i : i];
+        uint64_t user = (uint64_t)(uintptr_t)(outputs ? out[i].data : in[i].data);
+        if (!e) continue;
+        cr = outputs ? tb__drv.cuMemcpyDtoDAsync(user, dev, (size_t)e, stream) : tb__drv.cuMemcpyDtoDAsync(dev, user, (size_t)e, stream);
+        if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "%s \"%.80s\"", outputs ? "output" : "input", s->name);
+    }
+    return tb_ok;
+}
+
+static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
+                               uint64_t ws, void *stream, int graph, tb_error *err) {
+    tb_result r;
+    int pushed = 0;
+    tb__CUresult cr;
+    if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
+    if ((r = tb__model_check_io(m, in, nin, out, nout, err)) != tb_ok) return r;
+    if (graph && !stream)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "graph replay (TB_MODEL_GRAPH) needs a stream: the legacy NULL stream cannot be captured");
+    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if (!graph) {
+        r = tb__model_steps_run(m, in, out, ws, stream, err);
+    } else if (m->static_io) {
+        tb_tensor sin[1], sout[1], *si = NULL, *so = NULL;
+        r = tb_ok;
+        if (!m->graph) { /* the graph reads and writes the static buffers */
+            size_t a = (size_t)nin * sizeof(tb_tensor), b = (size_t)nout * sizeof(tb_tensor);
+            si = nin ? (tb_tensor *)tb__alloc(&m->ctx, a) : sin;
+            so = nout ? (tb_tensor *)tb__alloc(&m->ctx, b) : sout;
+            if (!si || !so) r = TB__OOM(err);
+            if (r == tb_ok) {
+                if (nin) memcpy(si, in, a);
+                if (nout) memcpy(so, out, b);
+                tb__model_static_tensors(m, si, so);
+                r = tb__model_capture(m, si, so, stream, err);
+            }
+            if (si && si != sin) tb__free(&m->ctx, si);
+            if (so && so != sout) tb__free(&m->ctx, so);
+        }
+        if (r == tb_ok) r = tb__model_copy_io(m, in, out, 0, stream, err);
+        if (r == tb_ok) r = tb_graph_launch(m->graph, stream, err);
+        if (r == tb_ok) r = tb__model_copy_io(m, in, out, 1, stream, err);
+    } else {
+        r = m->graph ? tb__model_update(m, in, out, stream, err) : tb__model_capture(m, in, out, stream, err);
+        if (r == tb_ok) r = tb_graph_launch(m->graph, stream, err);
+    }
+    tb__leave(pushed);
+    return r;
+}
+
+TBDEF tb_result tb_model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
+                             void *stream, tb_error *err) {
+    return tb__model_run(m, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), err);
+}
+
+TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
+                                       uint32_t nout, void *workspace, void *stream, tb_error *err) {
+    if (m && m->ws_bytes && (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN)))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace must be device memory of %llu bytes, 256-byte aligned", (unsigned long long)m->ws_bytes);
+    return tb__model_run(m, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, err);
+}
+
+TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
+    tb_result r;
+    int pushed = 0;
+    tb__CUresult cr;
+    if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
+    if (!m->state_count) return tb_ok;
+    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    /* runs queued on stream may still read the state: let them finish */
+    if (tb__drv.cuStreamSynchronize && (cr = tb__drv.cuStreamSynchronize(stream)) != 0) {
+        tb__leave(pushed);
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamSynchronize", "%s", "");
+    }
+    r = tb__model_upload(m, 1, err);
+    tb__leave(pushed);
+    return r;
 }
 
 #endif /* TB_NO_LAUNCHER */

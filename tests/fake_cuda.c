@@ -198,6 +198,33 @@ int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st) {
     for (i = 0; i < n; i++) ((uint32_t *)(uintptr_t)d)[i] = v;
     return 0;
 }
+int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st);
+int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st) {
+    size_t i;
+    UNUSED(st);
+    for (i = 0; i < n; i++) ((uint16_t *)(uintptr_t)d)[i] = v;
+    return 0;
+}
+/* the runner's upload: pinned host memory is plain memory here */
+int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);
+int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st);
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { UNUSED(st); memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemAllocHost_v2(void **p, size_t n);
+int cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n); return *p ? 0 : 2; }
+int cuMemFreeHost(void *p);
+int cuMemFreeHost(void *p) { free(p); return 0; }
+int cuStreamCreate(void **s, unsigned flags);
+int cuStreamCreate(void **s, unsigned flags) { UNUSED(flags); *s = (void *)0x5150; return 0; }
+int cuStreamDestroy_v2(void *s);
+int cuStreamDestroy_v2(void *s) { UNUSED(s); return 0; }
+/* every non-NULL pointer is "on device 0", except 0xBAD000 (not device memory) */
+int cuPointerGetAttribute(void *v, int attr, uint64_t p);
+int cuPointerGetAttribute(void *v, int attr, uint64_t p) {
+    if (attr != 9 || !p || p == 0xBAD000) return 1;
+    *(int *)v = 0;
+    return 0;
+}
 int cuStreamSynchronize(void *s);
 int cuStreamSynchronize(void *s) { UNUSED(s); return 0; }
 /* graphs: a capture collects a stream's launches as nodes (each with

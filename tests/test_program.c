@@ -1,0 +1,473 @@
+/* Programs (format 2.3, section 5) and the runner without a GPU: a program
+   built with tb_bundle_set_program, written and read back (memory and
+   mapped file), each of FORMAT.md's section 5 rules broken once and
+   refused with its code, every truncation refused, and a model loaded and
+   run through the stand-in driver (tests/fake_cuda.c), whose "device"
+   memory is host memory: constants uploaded, memset and copy steps done,
+   launches given the right pointers, the caller's tensors checked, the
+   graph replayed and updated, state kept across runs and reset. Run from
+   the repository root after `make build/libfakecuda.so`:
+   build/test_program [name-filter] */
+#define TB_LIBCUDA_NAME "build/libfakecuda.so"
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "harness.h"
+#include "fake_client.h"
+#include "util.h"
+
+#define STREAM ((void *)(uintptr_t)0x5100)
+
+static const float w_data[2] = {1.5f, 2.5f};
+static const int32_t st_data[1] = {5};
+
+/* The test program's parts, filled by make(); tests change a copy. */
+typedef struct prog {
+    tb_tensor_spec in[1], out[3];
+    tb_program_constant k[2];
+    tb_program_buffer buf[2];
+    tb_operand ops[6][3];
+    tb_program_step steps[6];
+    tb_program p;
+} prog;
+
+static void spec(tb_tensor_spec *t, const char *name, uint32_t dtype, int64_t n) {
+    memset(t, 0, sizeof *t);
+    t->name = name, t->dtype = dtype, t->rank = 1, t->align = 16, t->shape[0] = n, t->strides[0] = 1;
+}
+static tb_operand op(uint32_t space, uint32_t index, uint64_t value) {
+    tb_operand o;
+    o.space = space, o.index = index, o.value = value;
+    return o;
+}
+
+/* x f32[4] -> launch (x, b0, 4), launch (b0, y, 4); z = {1, 1, w[0], w[1]}
+   by a memset and a copy; s = the state st, then st = 7. */
+static void make(prog *q) {
+    uint32_t i;
+    memset(q, 0, sizeof *q);
+    spec(&q->in[0], "x", TB_DTYPE_FLOAT32, 4);
+    spec(&q->out[0], "y", TB_DTYPE_FLOAT32, 4);
+    spec(&q->out[1], "z", TB_DTYPE_FLOAT32, 4);
+    spec(&q->out[2], "s", TB_DTYPE_INT32, 1);
+    q->k[0].name = "w", q->k[0].dtype = TB_DTYPE_FLOAT32, q->k[0].size = 8, q->k[0].data = w_data;
+    q->k[1].name = "st", q->k[1].dtype = TB_DTYPE_INT32, q->k[1].size = 4, q->k[1].data = st_data;
+    q->k[1].flags = TB_CONSTANT_STATE;
+    q->buf[0].offset = 0, q->buf[0].size = 16, q->buf[0].first_step = 0, q->buf[0].last_step = 1;
+    q->buf[1].offset = 256, q->buf[1].size = 16, q->buf[1].first_step = 2, q->buf[1].last_step = 2;
+    q->ops[0][0] = op(TB_SPACE_INPUT, 0, 0), q->ops[0][1] = op(TB_SPACE_BUFFER, 0, 0), q->ops[0][2] = op(0, 0, 4);
+    q->ops[1][0] = op(TB_SPACE_BUFFER, 0, 0), q->ops[1][1] = op(TB_SPACE_OUTPUT, 0, 0), q->ops[1][2] = op(0, 0, 4);
+    q->ops[2][0] = op(TB_SPACE_OUTPUT, 1, 0);
+    q->ops[3][0] = op(TB_SPACE_OUTPUT, 1, 8), q->ops[3][1] = op(TB_SPACE_CONSTANT, 0, 0);
+    q->ops[4][0] = op(TB_SPACE_OUTPUT, 2, 0), q->ops[4][1] = op(TB_SPACE_CONSTANT, 1, 0);
+    q->ops[5][0] = op(TB_SPACE_CONSTANT, 1, 0);
+    for (i = 0; i < 6; i++) q->steps[i].operands = q->ops[i];
+    q->steps[0].kind = q->steps[1].kind = TB_STEP_LAUNCH;
+    q->steps[0].operand_count = q->steps[1].operand_count = 3;
+    q->steps[0].grid[0] = 2, q->steps[0].grid[1] = q->steps[0].grid[2] = 1;
+    q->steps[1].grid[0] = q->steps[1].grid[1] = q->steps[1].grid[2] = 1;
+    q->steps[2].kind = TB_STEP_MEMSET, q->steps[2].operand_count = 1, q->steps[2].width = 4;
+    q->steps[2].value = 0x3f800000u, q->steps[2].count = 4;
+    q->steps[3].kind = TB_STEP_COPY, q->steps[3].operand_count = 2, q->steps[3].count = 8;
+    q->steps[4].kind = TB_STEP_COPY, q->steps[4].operand_count = 2, q->steps[4].count = 4;
+    q->steps[5].kind = TB_STEP_MEMSET, q->steps[5].operand_count = 1, q->steps[5].width = 4;
+    q->steps[5].value = 7, q->steps[5].count = 1;
+    q->p.input_count = 1, q->p.inputs = q->in;
+    q->p.output_count = 3, q->p.outputs = q->out;
+    q->p.constant_count = 2, q->p.constants = q->k;
+    q->p.buffer_count = 2, q->p.buffers = q->buf;
+    q->p.workspace_size = 512;
+    q->p.step_count = 6, q->p.steps = q->steps;
+}
+
+static const char fake_cubin[16] = "fake cubin";
+/* A bundle with kernel H (k.cubin) and its record "rec" (O O i, the two
+   pointers 16-byte aligned). */
+static tb_bundle *bundle_with_record(tb_error *e) {
+    tb_bundle *b = NULL;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    uint32_t ki;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return NULL;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
+    cfg.kernel_hash = "H", cfg.function_name = "k", cfg.binary_name = "k.cubin";
+    cfg.arg_types = "OOi", cfg.arg_divisibility = "110", cfg.num_warps = 4, cfg.num_ctas = 1;
+    rec.cache_key = "rec", rec.kernel_name = "k", rec.config_count = 1, rec.configs = &cfg;
+    if (tb_bundle_add_kernel(b, "H", 0, &ki, e) != tb_ok ||
+        tb_bundle_add_artifact(b, ki, "k.cubin", fake_cubin, sizeof fake_cubin, TB_COPY, e) != tb_ok ||
+        tb_bundle_add_launch_record(b, &rec, e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void *write_mem(const tb_bundle *b, size_t *n, tb_error *e) {
+    void *buf;
+    if (tb_bundle_write_memory(b, NULL, 0, n, e) != tb_ok || !(buf = malloc(*n))) return NULL;
+    if (tb_bundle_write_memory(b, buf, *n, NULL, e) != tb_ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int same_program(const tb_program *a, const tb_program *b) {
+    uint32_t i;
+    if (a->input_count != b->input_count || a->output_count != b->output_count || a->constant_count != b->constant_count ||
+        a->buffer_count != b->buffer_count || a->step_count != b->step_count || a->workspace_size != b->workspace_size)
+        return 0;
+    for (i = 0; i < a->input_count + a->output_count; i++) {
+        const tb_tensor_spec *x = i < a->input_count ? &a->inputs[i] : &a->outputs[i - a->input_count];
+        const tb_tensor_spec *y = i < b->input_count ? &b->inputs[i] : &b->outputs[i - b->input_count];
+        if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->rank != y->rank || x->align != y->align ||
+            memcmp(x->shape, y->shape, x->rank * 8) || memcmp(x->strides, y->strides, x->rank * 8))
+            return 0;
+    }
+    for (i = 0; i < a->constant_count; i++)
+        if (strcmp(a->constants[i].name, b->constants[i].name) || a->constants[i].size != b->constants[i].size ||
+            a->constants[i].flags != b->constants[i].flags || a->constants[i].dtype != b->constants[i].dtype)
+            return 0;
+    for (i = 0; i < a->buffer_count; i++)
+        if (memcmp(&a->buffers[i], &b->buffers[i], sizeof a->buffers[i])) return 0;
+    for (i = 0; i < a->step_count; i++) {
+        const tb_program_step *x = &a->steps[i], *y = &b->steps[i];
+        if (x->kind != y->kind || x->record != y->record || x->config != y->config || memcmp(x->grid, y->grid, 12) ||
+            x->width != y->width || x->value != y->value || x->count != y->count || x->operand_count != y->operand_count ||
+            memcmp(x->operands, y->operands, x->operand_count * sizeof *x->operands))
+            return 0;
+    }
+    return 1;
+}
+
+/* Written, read back from memory and from a mapped file: the same
+   program, the constants' bytes at 64-byte offsets, read through the
+   checked path; the file says format 2.3. */
+TEST(test_program_round_trip) {
+    prog q;
+    tb_bundle *b, *r = NULL, *f = NULL;
+    tb_error e;
+    size_t n = 0;
+    void *buf;
+    float w[2];
+    int32_t s = 0;
+    char path[256];
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK(tb_bundle_program(b) == NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE(tb_bundle_program(b) != NULL);
+    CHECK(same_program(tb_bundle_program(b), &q.p));
+    REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
+    CHECK(((unsigned char *)buf)[10] == 3); /* minor version 3 */
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r && tb_bundle_program(r));
+    CHECK(same_program(tb_bundle_program(r), &q.p));
+    CHECK(((uintptr_t)tb_bundle_program(r)->constants[0].data - (uintptr_t)buf) % 64 == 0);
+    CHECK_OK(tb_program_read_constant(r, 0, 0, w, 8, &e), &e);
+    CHECK(w[0] == 1.5f && w[1] == 2.5f);
+    CHECK(tb_program_read_constant(r, 0, 4, w, 8, &e) == tb_err_invalid_argument); /* past its end */
+    CHECK(tb_program_read_constant(r, 2, 0, w, 1, &e) == tb_err_invalid_argument);
+    snprintf(path, sizeof path, "build/test_program.%d.tbundle", (int)getpid());
+    CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
+    REQUIRE(f && tb_bundle_program(f));
+    CHECK(tb_bundle_format_version(f) == 0x20003);
+    CHECK(same_program(tb_bundle_program(f), &q.p));
+    CHECK_OK(tb_program_read_constant(f, 1, 0, &s, 4, &e), &e);
+    CHECK(s == 5);
+    /* rewritten from the mapping: the same bytes */
+    {
+        size_t m = 0;
+        void *again = write_mem(f, &m, &e);
+        CHECK(again && m == n && !memcmp(again, buf, n));
+        free(again);
+    }
+    /* truncated under the mapping: a clean error, never SIGBUS */
+    CHECK(truncate(path, 64) == 0);
+    CHECK(tb_program_read_constant(f, 1, 0, &s, 4, &e) == tb_err_io);
+    CHECK_OK(tb_bundle_set_program(b, NULL, &e), &e);
+    CHECK(tb_bundle_program(b) == NULL);
+    tb_bundle_free(f);
+    unlink(path);
+    tb_bundle_free(r);
+    tb_bundle_free(b);
+    free(buf);
+}
+
+/* One rule of FORMAT.md's section 5 broken at a time: each refused with
+   its code by tb_bundle_set_program, which runs the reader's checker. */
+TEST(test_program_rules) {
+    tb_bundle *b;
+    tb_error e;
+    prog q;
+    int i;
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+#define BROKEN(code, change)                                                                  \
+    do {                                                                                      \
+        make(&q);                                                                             \
+        change;                                                                               \
+        i = (int)tb_bundle_set_program(b, &q.p, &e);                                          \
+        if (i != (int)(code)) printf("    %s: got %s (%s)\n", #change, tb_result_string((tb_result)i), e.message); \
+        CHECK(i == (int)(code));                                                              \
+    } while (0)
+    BROKEN(tb_err_unsupported_type, q.in[0].dtype = 99);
+    BROKEN(tb_err_limit, q.in[0].rank = 9);
+    BROKEN(tb_err_malformed, q.in[0].align = 24);
+    BROKEN(tb_err_malformed, q.in[0].shape[0] = -1);
+    BROKEN(tb_err_bad_name, q.out[1].name = "");
+    BROKEN(tb_err_malformed, q.out[1].name = "y");                       /* two outputs named y */
+    BROKEN(tb_err_malformed, q.k[0].flags = 2);
+    BROKEN(tb_err_malformed, q.buf[0].size = 600);                       /* past the workspace */
+    BROKEN(tb_err_malformed, q.buf[0].last_step = 6);                    /* past the steps */
+    BROKEN(tb_err_malformed, (q.buf[1].offset = 8, q.buf[1].first_step = 1)); /* live together, sharing bytes */
+    BROKEN(tb_err_malformed, q.steps[1].record = 1);
+    BROKEN(tb_err_malformed, q.steps[1].config = 1);
+    BROKEN(tb_err_malformed, q.steps[1].operand_count = 2);
+    BROKEN(tb_err_malformed, q.steps[1].grid[1] = 0);
+    BROKEN(tb_err_malformed, q.steps[1].grid[1] = 65536);
+    BROKEN(tb_err_malformed, q.steps[1].count = 1);                      /* a launch with memset fields */
+    BROKEN(tb_err_malformed, q.ops[1][2] = op(TB_SPACE_INPUT, 0, 0));    /* a pointer for an int */
+    BROKEN(tb_err_malformed, q.ops[1][0] = op(0, 0, 64));                /* a literal for a pointer */
+    BROKEN(tb_err_malformed, q.ops[1][2] = op(0, 0, (uint64_t)1 << 40)); /* does not fit i32 */
+    BROKEN(tb_err_malformed, q.ops[1][1] = op(TB_SPACE_OUTPUT, 0, 8));   /* not 16-byte aligned (div 1) */
+    BROKEN(tb_err_malformed, q.out[0].align = 4);                        /* the cubin assumes 16 */
+    BROKEN(tb_err_malformed, q.ops[1][1] = op(TB_SPACE_OUTPUT, 5, 0));   /* no such output */
+    BROKEN(tb_err_malformed, q.ops[1][1] = op(7, 0, 0));                 /* no such space */
+    BROKEN(tb_err_malformed, q.ops[1][1] = op(TB_SPACE_OUTPUT, 0, 32));  /* past its extent */
+    BROKEN(tb_err_malformed, q.ops[1][0] = op(TB_SPACE_BUFFER, 1, 0));   /* buffer 1 lives at step 2 only */
+    BROKEN(tb_err_malformed, q.steps[2].width = 3);
+    BROKEN(tb_err_malformed, (q.steps[2].width = 1, q.steps[2].value = 256));
+    BROKEN(tb_err_malformed, q.steps[2].count = 5);                      /* 20 bytes into 16 */
+    BROKEN(tb_err_malformed, q.steps[2].count = (uint64_t)1 << 62);      /* overflows */
+    BROKEN(tb_err_malformed, q.steps[3].count = 9);                      /* past the constant */
+    BROKEN(tb_err_malformed, q.ops[3][0] = op(TB_SPACE_CONSTANT, 0, 0)); /* writes a read-only constant */
+    BROKEN(tb_err_malformed, q.k[1].flags = 0);                          /* the memset now writes a read-only one */
+    BROKEN(tb_err_malformed, (q.ops[3][0] = op(TB_SPACE_OUTPUT, 1, 0), q.ops[3][1] = op(TB_SPACE_OUTPUT, 1, 4))); /* overlap */
+    BROKEN(tb_err_malformed, q.steps[4].kind = 4);
+    BROKEN(tb_err_malformed, q.steps[4].operand_count = 1);
+#undef BROKEN
+    make(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    tb_bundle_free(b);
+}
+
+/* Every prefix of a program bundle, and every byte of its program
+   section changed, read without the checksum: an error or a bundle,
+   never a crash (ASan watches); a prefix is always refused. */
+TEST(test_program_hostile_bytes) {
+    prog q;
+    tb_bundle *b, *r;
+    tb_error e;
+    size_t n = 0, i, start;
+    unsigned char *buf;
+    int ok = 1, loaded = 0;
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    for (i = 0; i < n; i++) {
+        r = NULL;
+        if (tb_bundle_read_memory(buf, i, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_ok) ok = 0;
+        tb_bundle_free(r);
+    }
+    CHECK(ok);
+    /* the program section: the last one, before the constants' bytes */
+    for (start = 0, i = 32; i + 16 < n;) {
+        uint64_t len;
+        uint32_t type = (uint32_t)buf[i] | (uint32_t)buf[i + 1] << 8;
+        memcpy(&len, buf + i + 8, 8);
+        if (type == 5) start = i;
+        i += 16 + ((len + 7) & ~(uint64_t)7);
+    }
+    REQUIRE(start > 0);
+    for (i = start; i < n - 8; i++) {
+        unsigned v;
+        for (v = 1; v < 256; v <<= 2) {
+            buf[i] ^= (unsigned char)v;
+            r = NULL;
+            if (tb_bundle_read_memory(buf, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_ok) {
+                loaded++;
+                /* (a changed section type is an unknown optional section: skipped) */
+                CHECK(i < start + 16 || tb_bundle_program(r) != NULL);
+            } else {
+                CHECK(e.message[0] != 0);
+            }
+            tb_bundle_free(r);
+            buf[i] ^= (unsigned char)v;
+        }
+    }
+    CHECK(loaded > 0); /* the constants' bytes are free to change */
+    free(buf);
+    tb_bundle_free(b);
+}
+
+static tb_model *load_model(const tb_bundle *b, unsigned flags, tb_error *e) {
+    static const size_t sizes[] = {8, 8, 4};
+    tb_model_desc d;
+    tb_model *m = NULL;
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.flags = flags, d.upload_chunk = 4; /* pieces of 4 bytes: the double buffer turns */
+    fake.set_params(sizes, 3);
+    if (tb_model_load(&d, &m, e) != tb_ok) return NULL;
+    return m;
+}
+
+/* aligned host "device" memory for the stand-in driver */
+static void *dev(size_t n) {
+    void *p = NULL;
+    return posix_memalign(&p, 256, n) ? NULL : p;
+}
+
+/* The model runs: the launches get the caller's and the workspace's
+   pointers, the memset and the copies write the outputs, the state
+   persists across runs until reset. */
+TEST(test_model_run) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    float *x = (float *)dev(16), *y = (float *)dev(16), *z = (float *)dev(16);
+    int32_t *s = (int32_t *)dev(4);
+    tb_tensor in[1], out[3];
+    int before;
+    NEED_FAKE();
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    CHECK(tb_model_input_count(m) == 1 && tb_model_output_count(m) == 3);
+    CHECK(!strcmp(tb_model_output(m, 1)->name, "z") && tb_model_output(m, 3) == NULL);
+    CHECK(tb_model_workspace_size(m) >= 512 && tb_model_workspace_size(m) % 256 == 0);
+    CHECK(tb_model_constant_bytes(m) == 512 && tb_model_state_count(m) == 1);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    before = fake.launches();
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(fake.launches() == before + 2);
+    CHECK((uintptr_t)param_i64(1) == (uintptr_t)y && param_i32(2) == 4); /* the last launch: (b0, y, 4) */
+    CHECK(z[0] == 1.0f && z[1] == 1.0f && z[2] == 1.5f && z[3] == 2.5f);
+    CHECK(s[0] == 5);
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(s[0] == 7); /* the first run set the state */
+    CHECK_OK(tb_model_reset_state(m, STREAM, &e), &e);
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(s[0] == 5);
+    /* the caller's workspace */
+    {
+        void *ws = dev((size_t)tb_model_workspace_size(m));
+        CHECK(tb_model_run_workspace(m, in, 1, out, 3, NULL, STREAM, &e) == tb_err_invalid_argument);
+        CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+        CHECK((uintptr_t)param_i64(0) == (uintptr_t)ws); /* b0 at offset 0 of it */
+        free(ws);
+    }
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s);
+}
+
+/* The caller's tensors are checked before anything runs, and a refusal
+   names the tensor and what was expected. */
+TEST(test_model_refusals) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    tb_model_desc d;
+    float *x = (float *)dev(32), *y = (float *)dev(16), *z = (float *)dev(16);
+    int32_t *s = (int32_t *)dev(4);
+    tb_tensor in[1], out[3], t;
+    int before;
+    NEED_FAKE();
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    memset(&d, 0, sizeof d);
+    d.bundle = b;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_not_found && !m); /* no program yet */
+    CHECK(strstr(e.message, "no program") != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    d.flags = 0x80;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    before = fake.launches();
+    CHECK(tb_model_run(m, in, 0, out, 3, STREAM, &e) == tb_err_arg_mismatch);
+    t = in[0];
+    in[0].dtype = TB_DTYPE_FLOAT16;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
+    CHECK(strstr(e.message, "input \"x\"") && strstr(e.message, "expected float32 [4]") && strstr(e.message, "got float16"));
+    in[0] = t, in[0].shape[0] = 8;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
+    in[0] = t, in[0].strides[0] = 2;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch && strstr(e.message, "strides"));
+    in[0] = t, in[0].data = (char *)x + 4;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_misaligned && strstr(e.message, "\"x\""));
+    in[0] = t, in[0].data = (void *)(uintptr_t)0xBAD000;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument && strstr(e.message, "device"));
+    in[0] = t;
+    out[2].data = NULL;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument && strstr(e.message, "\"s\""));
+    CHECK(fake.launches() == before); /* nothing ran */
+    tb_model_free(m);
+    REQUIRE((m = load_model(b, TB_MODEL_GRAPH, &e)) != NULL);
+    out[2].data = s;
+    CHECK(tb_model_run(m, in, 1, out, 3, NULL, &e) == tb_err_invalid_argument); /* the graph needs a stream */
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s);
+}
+
+/* With the graph: captured on the first run, replayed after; a program
+   whose only input and output users are launches updates those nodes
+   when the pointers change; one whose memsets and copies write outputs
+   copies through static buffers. */
+TEST(test_model_graph) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    float *x = (float *)dev(16), *y = (float *)dev(16), *y2 = (float *)dev(16), *z = (float *)dev(16);
+    int32_t *s = (int32_t *)dev(4);
+    tb_tensor in[1], out[3];
+    int before;
+    NEED_FAKE();
+    make(&q);
+    /* launches only: x -> b0 -> y */
+    q.p.output_count = 1, q.p.step_count = 2, q.p.constant_count = 0, q.buf[1].last_step = 1, q.buf[1].first_step = 1;
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, TB_MODEL_GRAPH, &e)) != NULL);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    before = fake.launches();
+    CHECK_OK(tb_model_run(m, in, 1, out, 1, STREAM, &e), &e); /* captured, then replayed */
+    CHECK(fake.launches() == before + 2);
+    CHECK((uintptr_t)param_i64(1) == (uintptr_t)y);
+    out[0].data = y2;
+    CHECK_OK(tb_model_run(m, in, 1, out, 1, STREAM, &e), &e); /* the node updated */
+    CHECK(fake.launches() == before + 4);
+    CHECK((uintptr_t)param_i64(1) == (uintptr_t)y2);
+    tb_model_free(m);
+    /* the full program: its memset and copies touch outputs, so static buffers */
+    make(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, TB_MODEL_GRAPH, &e)) != NULL);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    before = fake.launches();
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(fake.launches() == before + 2);
+    CHECK((uintptr_t)param_i64(1) != (uintptr_t)y); /* the static output buffer */
+    CHECK(z[0] == 1.0f && z[3] == 2.5f); /* copied out of it */
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(y2), free(z), free(s);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv); }
