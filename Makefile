@@ -179,8 +179,8 @@ corpus: $(B)/tbundle
 
 # fuzz_mutate drives the mutation API on read bundles, from the reader's seeds;
 # fuzz_grid and fuzz_graph run the launcher against the stand-in driver
-$(B)/fuzz_grid $(B)/fuzz_graph: $(B)/libfakecuda.so tests/fake_client.h tests/fake_cuda.h
-FUZZERS := read json ttfunc mutate choices grid graph gridexpr
+$(B)/fuzz_grid $(B)/fuzz_graph $(B)/fuzz_program: $(B)/libfakecuda.so tests/fake_client.h tests/fake_cuda.h
+FUZZERS := read json ttfunc mutate choices grid graph gridexpr program
 fuzz: $(foreach t,$(FUZZERS),$(B)/fuzz_$(t))
 	@for t in $(FUZZERS); do mkdir -p $(B)/corpus_$$t; \
 	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \

@@ -21,6 +21,11 @@ for f in $FIX/*/*.source; do grep -m1 'tt.func public' "$f" > fuzz/corpus/ttfunc
 mkdir -p fuzz/corpus/choices
 python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, triton_bundle as tb; tb.write_file(test_python.sample_bundle(), "fuzz/corpus/read/calls.tbundle")'
 printf 'triton_bundle autotune 1\nK\tH1\t1\t1024\t0.25\nK\tH0\t0\t-3,7\t1.5\n' > fuzz/corpus/choices/two.txt
+# programs (section 5): the model of tests/test_program.c, also a seed of the reader's
+mkdir -p fuzz/corpus/program
+make -s build/test_program >/dev/null
+TB_PROGRAM_SEED=fuzz/corpus/program/model.tbundle build/test_program test_program_round_trip >/dev/null
+cp fuzz/corpus/program/model.tbundle fuzz/corpus/read/program.tbundle
 # the launcher's fuzzers: grid programs and graph call sequences (their inputs are their own encodings)
 mkdir -p fuzz/corpus/grid fuzz/corpus/graph
 printf '\003\001\240\240\003\032\104\010\001\001\001\001\200\200\003\002' > fuzz/corpus/grid/cdiv.bin

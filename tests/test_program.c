@@ -170,6 +170,7 @@ TEST(test_program_round_trip) {
     CHECK(tb_program_read_constant(r, 2, 0, w, 1, &e) == tb_err_invalid_argument);
     snprintf(path, sizeof path, "build/test_program.%d.tbundle", (int)getpid());
     CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
+    if (getenv("TB_PROGRAM_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAM_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
     REQUIRE(f && tb_bundle_program(f));
     CHECK(tb_bundle_format_version(f) == 0x20003);
