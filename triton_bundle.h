@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.1.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.2.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
    WHAT IT IS
-   One C99 header (also valid C++11) that does five things:
+   One C99 header (also valid C++11) that does six things:
      1. a bundle data model: kernels (a Triton cache directory: hash, device,
         files), static launch records (all a program needs to launch a cubin
         without Triton) and the names metadata;
@@ -22,7 +22,12 @@
      5. how to call them: grid rules computed from the arguments
         (TB_LAUNCH_GRID_AUTO), autotuning on first use (TB_CONFIG_AUTOTUNE)
         and CUDA graphs (tb_graph_*); the Python package python/triton_bundle exports
-        records with configs and grid rules from torch.compile and Triton.
+        records with configs and grid rules from torch.compile and Triton;
+     6. a whole torch.compile'd model from C: a program (inputs, outputs,
+        weights, memory plan, steps) in the bundle, which the Python
+        companion's export_model captures, and a runner (tb_model_*) that
+        uploads the weights once and runs the steps, or replays them as one
+        CUDA graph, bit-identical to PyTorch's compiled model.
 
    USING IT
    In exactly one C or C++ file:
@@ -45,8 +50,17 @@
                     params (constexprs), scratch, tensor descriptors, grid rule
      loaded kernel  a config whose cubin the driver loaded (tb_loaded_kernel),
                     with everything a launch needs decided
-     program        (next: >>program) a whole compiled model: its inputs,
-                    outputs, weights, memory plan and steps
+     program        a whole compiled model (tb_program, format section 5):
+                    inputs and outputs (tb_tensor_spec), constants (weights
+                    and buffers, their bytes stored once), the workspace
+                    plan and the steps (launch, memset, copy)
+     space          where a step's pointer operand points: an input, an
+                    output, a constant or a workspace buffer, plus a byte
+                    offset (a literal is a scalar argument's value)
+     state          a constant the model updates in place (running
+                    statistics, caches): kept across runs, reset on request
+     model          a program loaded for running (tb_model): constants on
+                    the device, the workspace allocated, the kernels loaded
      Objects from here on are made with create(desc) and freed with free,
      where a zeroed desc means the defaults.
 
@@ -61,13 +75,14 @@
      >>args      argument codes and their conversion to kernel parameters
      >>derive    launch records derived from a cache entry's own files
      >>grid      grid rules: the language, tb_grid_compute, plans, expressions
+     >>program   programs: dtypes, tensor specs, the one checker, section 5
      >>driver    libcuda through dlopen (TB_NO_LAUNCHER leaves out this and below)
      >>load      a cubin to a loaded kernel: the driver-free plan, the driver steps
      >>launch    the launch path
      >>table     the kernel table: by name or cache key, specializations, loads
      >>autotune  choices per record and size key, the benchmark, the choices file
      >>graphs    CUDA graph capture, replay and update
-     next: >>program and >>runner, a whole torch.compile'd model from C
+     >>runner    a program on the GPU: load, run, graph replay, state
 
    API AT A GLANCE (every fallible call returns tb_result, tb_ok == 0)
      >>core      tb_result_string, tb_version; tb_error (code, message, kernel,
@@ -98,6 +113,10 @@
                  grid[3], &err), tb_grid_parse (a Python-syntax expression to a
                  rule's program), tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
                  ("KERNEL=EXPR,...")
+     >>program   tb_bundle_program, tb_bundle_set_program (checked, copied),
+                 tb_program_read_constant (the checked read path),
+                 tb_tensor_spec_extent, tb_dtype_name, tb_dtype_size,
+                 tb_dtype_npy, tb_dtype_from_name
      >>driver    tb_driver_load, tb_driver_symbol, tb_driver_device_count
      >>load      tb_load_config, tb_load_cubin, tb_load_from_cache, tb_unload,
                  tb_loaded_kernel_info
@@ -114,6 +133,12 @@
      >>graphs    tb_graph_begin, tb_graph_end, tb_graph_launch, tb_graph_update,
                  tb_graph_launch_count, tb_graph_free (a graph keeps the kernels
                  it captured loaded until tb_graph_free)
+     >>runner    tb_model_load(&desc, &model, &err), tb_model_input_count,
+                 tb_model_output_count, tb_model_input, tb_model_output,
+                 tb_tensor_for, tb_model_workspace_size,
+                 tb_model_constant_bytes, tb_model_state_count, tb_model_run,
+                 tb_model_run_workspace (the caller's workspace: several
+                 threads), tb_model_reset_state, tb_model_free
 
    EXAMPLE (pack a cache, then launch a kernel out of the bundle)
        tb_bundle *b = NULL; tb_error e;
@@ -152,6 +177,23 @@
            printf("grid %u x %u x %u\n", grid[0], grid[1], grid[2]);
        // or launch with p.flags = TB_LAUNCH_GRID_AUTO: the grid is computed the same way
        tb_bundle_free(b);
+
+   EXAMPLE (run a model that the Python companion's export_model wrote, on
+   a stream, with device buffers the caller allocated for its tensors)
+       tb_bundle *b; tb_model *m; tb_error e; tb_model_desc d;
+       tb_tensor in[1], outs[1];
+       tb_bundle_read_file("mlp.tbundle", NULL, 0, &b, &e);
+       memset(&d, 0, sizeof d);                 // zero means default
+       d.bundle = b; d.flags = TB_MODEL_GRAPH;  // replay as one CUDA graph
+       if (tb_model_load(&d, &m, &e)) {         // constants uploaded once
+           fprintf(stderr, "%s\n", e.message); return;
+       }
+       // x: device memory of tb_tensor_spec_extent(tb_model_input(m, 0)) bytes
+       in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+       outs[0] = tb_tensor_for(tb_model_output(m, 0), out);
+       if (tb_model_run(m, in, 1, outs, 1, y, &e))   // y: a CUstream
+           fprintf(stderr, "%s\n", e.message);  // names a tensor that does not fit
+       tb_model_free(m); tb_bundle_free(b);
 
    EXAMPLE (list a bundle's kernels, files and launch records)
        tb_bundle *b; tb_error e; uint32_t i, j;
@@ -208,12 +250,12 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.2, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.3, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads formats 2.1, 2.0 and 1.0 (triton_bundle.h 1.2.0, 1.1.0 and
-   1.0.0; the checksum of 1.0 is one XXH3-64 over the file). Writers write
-   2.2, whose section 4 (grid rules, call info) is optional, so 2.0 and
-   2.1 readers read its files.
+   still reads formats 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h 2.0.0, 1.2.0,
+   1.1.0 and 1.0.0; the checksum of 1.0 is one XXH3-64 over the file).
+   Writers write 2.3, whose sections 4 (grid rules, call info) and 5 (a
+   program) are optional, so 2.0 to 2.2 readers read its files.
 
    CHANGES IN 2.0 (from 1.2)
    tb_pack_arg is tb_arg_convert; tb_collect_options.stop_on_error is the
@@ -231,6 +273,12 @@
    choices in memory (tb_kernel_table_save_choices_memory, _load_...);
    a graph keeps the kernels it captured; a mapped bundle is read with
    pread, never through its mapping; bools reach the kernel as v != 0.
+
+   CHANGES IN 2.2 (from 2.1; additions, no call changes; format 2.3)
+   Programs and the runner: a whole torch.compile'd model in a bundle
+   (>>program: tb_bundle_program, tb_bundle_set_program,
+   tb_program_read_constant, the dtypes) and run from C (>>runner:
+   tb_model_*), with tbundle run and export_model in the Python companion.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -264,9 +312,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 1
+#define TB_VERSION_MINOR 2
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.1.0"
+#define TB_VERSION_STRING "2.2.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 3
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The argument codes: the Python companion's ARG_CODES table equals the
+"""The argument codes and the dtypes: the Python companion's ARG_CODES table equals the
 header's TB__ARG_CODES(X) rows, row for row and in order (code, bytes, kind,
 Triton names, MLIR name), its kinds equal the header's TB__KIND_*, and the
 maps derived from it (CODE_SIZES, INT_CODES, TRITON_CODES) say what the
-table says. With the shared object, tb_arg_code_size agrees on every byte.
+table says; its DTYPES equals the header's TB__DTYPES(X) rows. With the
+shared object, tb_arg_code_size agrees on every byte, and tb_dtype_name,
+_size, _npy and _from_name on every dtype.
 usage: tests/test_codes.py [build/libtriton_bundle.so]  (from the repository root)"""
 
 import ctypes
@@ -14,6 +16,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import triton_bundle as tb  # noqa: E402
+from triton_bundle import format as tbf  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from pycheck import check, summary  # noqa: E402
@@ -67,6 +70,14 @@ def main():
     scalars = {name: r[0] for r in rows if r[2] not in (kinds["PTR"], kinds["DESC"]) for name in r[3:5] if name}
     check(tb.TRITON_CODES == scalars, "TRITON_CODES: both Triton names of every scalar code")
 
+    # the dtypes (program section 5)
+    drow = re.compile(r'''X\(\s*(\d+)\s*,\s*"([^"]*)"\s*,\s*(\d+)\s*,\s*"([^"]*)"\s*\)''')
+    m = re.search(r"^#define TB__DTYPES\(X\)[^\n]*\\\n((?:[^\n]*\\\n)*[^\n]*\n)", text, re.M)
+    hd = [(int(r.group(1)), r.group(2), int(r.group(3)), r.group(4)) for r in drow.finditer(m.group(1))] if m else []
+    check(bool(hd) and hd == [tuple(d) for d in tbf.DTYPES],
+          "DTYPES equals TB__DTYPES row for row (%d rows)" % len(hd))
+    check([d[0] for d in hd] == list(range(1, len(hd) + 1)), "dtypes are numbered 1.. in row order (the C lookup indexes)")
+
     so = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so")
     if not os.path.exists(so):
         print("skip: tb_arg_code_size (no %s; make lib)" % so)
@@ -77,6 +88,17 @@ def main():
     wrong = [c for c in range(1, 256) if lib.tb_arg_code_size(bytes([c])) != tb.CODE_SIZES.get(chr(c), 0)]
     check(not wrong, "the library's tb_arg_code_size equals CODE_SIZES for every byte (0 for other codes)%s" % (
         ": differs at %r" % [chr(c) for c in wrong[:8]] if wrong else ""))
+    for f, rt in (("tb_dtype_name", ctypes.c_char_p), ("tb_dtype_npy", ctypes.c_char_p), ("tb_dtype_size", ctypes.c_uint32)):
+        getattr(lib, f).argtypes = [ctypes.c_uint32]
+        getattr(lib, f).restype = rt
+    lib.tb_dtype_from_name.argtypes = [ctypes.c_char_p]
+    lib.tb_dtype_from_name.restype = ctypes.c_uint32
+    bad = [d for d in tbf.DTYPES if lib.tb_dtype_name(d.number) != d.name.encode() or lib.tb_dtype_size(d.number) != d.bytes
+           or lib.tb_dtype_npy(d.number) != d.npy.encode() or lib.tb_dtype_from_name(d.name.encode()) != d.number
+           or lib.tb_dtype_from_name(b"torch." + d.name.encode()) != d.number]
+    outside = [n for n in (0, len(tbf.DTYPES) + 1, 0xffffffff) if lib.tb_dtype_name(n) is not None or lib.tb_dtype_size(n)]
+    check(not bad and not outside and lib.tb_dtype_from_name(b"float") == 0,
+          "the library's tb_dtype_* agree with DTYPES, and know nothing else%s" % (": %r" % (bad + outside) if bad or outside else ""))
     return summary()
 
 

@@ -45,7 +45,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.1.0"
+__version__ = "2.2.0"
 
 from .format import (  # noqa: E402
     # constants and limits
