@@ -1011,6 +1011,112 @@ TEST(gpu_graph_capture_update) {
     free(hx), free(h1), free(h2);
 }
 
+/* A program over the fixture's tb_add, run by the runner on the GPU:
+   out = (x + c) + y through a workspace buffer, z = 1.0 but for 16 of
+   c's values copied in (a memset and a copy); directly, as a graph on
+   static buffers (the memset and copy write an output), and, for the
+   launches-only part, as a graph whose nodes are updated when the output
+   moves. Every value checked exactly. */
+#define MN 4096
+static tb_program_step model_steps[4];
+static tb_operand model_ops[4][4];
+static uint32_t add_record(void) {
+    uint32_t i;
+    for (i = 0; i < tb_bundle_launch_record_count(bundle); i++)
+        if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, H_ADD)) return i;
+    return 0xffffffffu;
+}
+static tb_operand mop(uint32_t space, uint32_t index, uint64_t value) {
+    tb_operand o;
+    o.space = space, o.index = index, o.value = value;
+    return o;
+}
+static int model_check(const float *x, const float *y, const float *c, devptr dout, devptr dz, int with_z) {
+    static float out[MN], z[MN];
+    int i, ok = cu.ctx_sync() == 0;
+    cu.dtoh(out, dout, sizeof out);
+    if (with_z) cu.dtoh(z, dz, sizeof z);
+    for (i = 0; i < MN && ok; i++) {
+        float b0 = x[i] + c[i];
+        ok = out[i] == b0 + y[i] && (!with_z || z[i] == (i < 16 ? c[i + 4] : 1.0f));
+    }
+    return ok;
+}
+TEST(gpu_model_program) {
+    static float x[MN], y[MN], c[MN];
+    tb_tensor_spec in[2], outs[2];
+    tb_program_constant k;
+    tb_program_buffer buf;
+    tb_program p;
+    tb_model_desc d;
+    tb_model *m = NULL;
+    tb_tensor ti[2], to[2];
+    tb_error e;
+    uint32_t rec, i, pass;
+    devptr dx, dy, dout, dout2, dz;
+    int (*stream_create)(void **, unsigned) = NULL;
+    void *s1 = tb_driver_symbol("cuStreamCreate"), *stream = NULL;
+    NEED_GPU();
+    REQUIRE((rec = add_record()) != 0xffffffffu);
+    memcpy(&stream_create, &s1, sizeof s1);
+    REQUIRE(stream_create && stream_create(&stream, 1) == 0);
+    for (i = 0; i < MN; i++) x[i] = 0.5f * i, y[i] = 2.0f * i, c[i] = 3.25f * i - 7;
+    memset(in, 0, sizeof in), memset(outs, 0, sizeof outs), memset(&k, 0, sizeof k), memset(&p, 0, sizeof p);
+    for (i = 0; i < 4; i++) {
+        tb_tensor_spec *t = i < 2 ? &in[i] : &outs[i - 2];
+        t->name = i == 0 ? "x" : i == 1 ? "y" : i == 2 ? "out" : "z";
+        t->dtype = TB_DTYPE_FLOAT32, t->rank = 1, t->align = 16, t->shape[0] = MN, t->strides[0] = 1;
+    }
+    k.name = "c", k.dtype = TB_DTYPE_FLOAT32, k.size = sizeof c, k.data = c;
+    buf.offset = 0, buf.size = sizeof c, buf.first_step = 0, buf.last_step = 1;
+    memset(model_steps, 0, sizeof model_steps);
+    model_ops[0][0] = mop(TB_SPACE_INPUT, 0, 0), model_ops[0][1] = mop(TB_SPACE_CONSTANT, 0, 0);
+    model_ops[0][2] = mop(TB_SPACE_BUFFER, 0, 0), model_ops[0][3] = mop(0, 0, MN);
+    model_ops[1][0] = mop(TB_SPACE_BUFFER, 0, 0), model_ops[1][1] = mop(TB_SPACE_INPUT, 1, 0);
+    model_ops[1][2] = mop(TB_SPACE_OUTPUT, 0, 0), model_ops[1][3] = mop(0, 0, MN);
+    model_ops[2][0] = mop(TB_SPACE_OUTPUT, 1, 0);
+    model_ops[3][0] = mop(TB_SPACE_OUTPUT, 1, 0), model_ops[3][1] = mop(TB_SPACE_CONSTANT, 0, 16);
+    for (i = 0; i < 2; i++) {
+        model_steps[i].kind = TB_STEP_LAUNCH, model_steps[i].record = rec, model_steps[i].operand_count = 4;
+        model_steps[i].grid[0] = MN / 1024, model_steps[i].grid[1] = model_steps[i].grid[2] = 1;
+    }
+    model_steps[2].kind = TB_STEP_MEMSET, model_steps[2].operand_count = 1, model_steps[2].width = 4;
+    model_steps[2].value = 0x3f800000u, model_steps[2].count = MN;
+    model_steps[3].kind = TB_STEP_COPY, model_steps[3].operand_count = 2, model_steps[3].count = 64;
+    for (i = 0; i < 4; i++) model_steps[i].operands = model_ops[i];
+    p.input_count = 2, p.inputs = in, p.output_count = 2, p.outputs = outs, p.constant_count = 1, p.constants = &k;
+    p.buffer_count = 1, p.buffers = &buf, p.workspace_size = sizeof c, p.step_count = 4, p.steps = model_steps;
+    dx = dalloc(sizeof x), dy = dalloc(sizeof y), dout = dalloc(sizeof x), dout2 = dalloc(sizeof x), dz = dalloc(sizeof x);
+    REQUIRE(dx && dy && dout && dout2 && dz);
+    cu.htod(dx, x, sizeof x), cu.htod(dy, y, sizeof y);
+    for (pass = 0; pass < 3; pass++) { /* direct, graph on static buffers, graph with node updates */
+        int with_z = pass < 2;
+        p.output_count = with_z ? 2 : 1, p.step_count = with_z ? 4 : 2;
+        CHECK_OK(tb_bundle_set_program(bundle, &p, &e), &e);
+        memset(&d, 0, sizeof d);
+        d.bundle = bundle, d.table = pass == 1 ? table : NULL, d.flags = pass ? TB_MODEL_GRAPH : 0;
+        CHECK_OK(tb_model_load(&d, &m, &e), &e);
+        REQUIRE(m);
+        ti[0] = tb_tensor_for(tb_model_input(m, 0), (void *)(uintptr_t)dx);
+        ti[1] = tb_tensor_for(tb_model_input(m, 1), (void *)(uintptr_t)dy);
+        to[0] = tb_tensor_for(tb_model_output(m, 0), (void *)(uintptr_t)dout);
+        if (with_z) to[1] = tb_tensor_for(tb_model_output(m, 1), (void *)(uintptr_t)dz);
+        cu.memset8(dout, 0xFF, sizeof x), cu.memset8(dz, 0xFF, sizeof x);
+        CHECK_OK(tb_model_run(m, ti, 2, to, p.output_count, stream, &e), &e);
+        CHECK(model_check(x, y, c, dout, dz, with_z));
+        cu.memset8(dout2, 0xFF, sizeof x), cu.memset8(dz, 0xFF, sizeof x);
+        to[0].data = (void *)(uintptr_t)dout2; /* moved: updated, or copied out of the static buffer */
+        CHECK_OK(tb_model_run(m, ti, 2, to, p.output_count, stream, &e), &e);
+        CHECK(model_check(x, y, c, dout2, dz, with_z));
+        ti[0].data = (void *)(uintptr_t)(dx + 4); /* the cubin assumes 16-byte alignment */
+        CHECK(tb_model_run(m, ti, 2, to, p.output_count, stream, &e) == tb_err_misaligned);
+        tb_model_free(m);
+        m = NULL;
+    }
+    CHECK_OK(tb_bundle_set_program(bundle, NULL, &e), &e);
+    cu.mem_free(dx), cu.mem_free(dy), cu.mem_free(dout), cu.mem_free(dout2), cu.mem_free(dz);
+}
+
 int main(int argc, char **argv) {
     th_run_all(argc, argv);
     tb_kernel_table_free(table);
