@@ -90,6 +90,32 @@ int main(void) {
     FIELD(tb_launch_params, arg_bytes);
     end();
 
+    BEGIN(tb_tensor);
+    FIELD(tb_tensor, data);
+    FIELD(tb_tensor, dtype);
+    FIELD(tb_tensor, rank);
+    FIELD(tb_tensor, shape);
+    FIELD(tb_tensor, strides);
+    end();
+
+    BEGIN(tb_tensor_spec);
+    FIELD(tb_tensor_spec, name);
+    FIELD(tb_tensor_spec, dtype);
+    FIELD(tb_tensor_spec, rank);
+    FIELD(tb_tensor_spec, align);
+    FIELD(tb_tensor_spec, shape);
+    FIELD(tb_tensor_spec, strides);
+    end();
+
+    BEGIN(tb_model_desc);
+    FIELD(tb_model_desc, bundle);
+    FIELD(tb_model_desc, table);
+    FIELD(tb_model_desc, device);
+    FIELD(tb_model_desc, flags);
+    FIELD(tb_model_desc, options);
+    FIELD(tb_model_desc, upload_chunk);
+    end();
+
     printf("\n}\n");
     return 0;
 }

@@ -55,8 +55,21 @@ def c_structs():
                     ("profile_scratch", ct.c_void_p), ("grid_args", ct.POINTER(ct.c_int64)),
                     ("grid_arg_count", ct.c_uint32), ("arg_bytes", ct.POINTER(ct.c_size_t))]
 
+    class Tensor(ct.Structure):
+        _fields_ = [("data", ct.c_void_p), ("dtype", ct.c_uint32), ("rank", ct.c_uint32),
+                    ("shape", ct.c_int64 * 8), ("strides", ct.c_int64 * 8)]
+
+    class TensorSpec(ct.Structure):
+        _fields_ = [("name", ct.c_char_p), ("dtype", ct.c_uint32), ("rank", ct.c_uint32), ("align", ct.c_uint32),
+                    ("shape", ct.c_int64 * 8), ("strides", ct.c_int64 * 8)]
+
+    class ModelDesc(ct.Structure):
+        _fields_ = [("bundle", ct.c_void_p), ("table", ct.c_void_p), ("device", ct.c_int), ("flags", ct.c_uint),
+                    ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t)]
+
     _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
-                "tb_launch_record": Record, "tb_launch_params": Params}
+                "tb_launch_record": Record, "tb_launch_params": Params, "tb_tensor": Tensor,
+                "tb_tensor_spec": TensorSpec, "tb_model_desc": ModelDesc}
     return _STRUCTS
 
 
@@ -229,3 +242,91 @@ class CLibrary:
 
     def free_table(self, t):
         self.L.tb_kernel_table_free(t)
+
+    def model(self, b, graph=False, static_io=False, device=0):
+        """tb_model_load on bundle handle b (which must outlive the model):
+        a Model, or BundleError."""
+        return Model(self, b, graph, static_io, device)
+
+
+MODEL_GRAPH, MODEL_STATIC_IO = 1, 2
+
+
+class Model:
+    """A program loaded by the C runner (tb_model_*), run on torch tensors
+    (or anything with data_ptr(), dtype, shape and stride()) from Python:
+    the same calls a C program makes. free() it before the bundle."""
+
+    def __init__(self, lib, b, graph=False, static_io=False, device=0):
+        ct, L = lib.ct, lib.L
+        st = c_structs()
+        self.lib, self.ct, self.L = lib, ct, L
+        self.Tensor, Spec, Desc = st["tb_tensor"], st["tb_tensor_spec"], st["tb_model_desc"]
+        vp, u32, E = ct.c_void_p, ct.c_uint32, ct.POINTER(lib.Error)
+        L.tb_model_load.argtypes = [ct.POINTER(Desc), ct.POINTER(vp), E]
+        L.tb_model_free.argtypes = [vp]
+        for f in ("tb_model_input_count", "tb_model_output_count", "tb_model_state_count"):
+            getattr(L, f).argtypes, getattr(L, f).restype = [vp], u32
+        for f in ("tb_model_input", "tb_model_output"):
+            getattr(L, f).argtypes, getattr(L, f).restype = [vp, u32], ct.POINTER(Spec)
+        for f in ("tb_model_workspace_size", "tb_model_constant_bytes"):
+            getattr(L, f).argtypes, getattr(L, f).restype = [vp], ct.c_uint64
+        T = ct.POINTER(self.Tensor)
+        L.tb_model_run.argtypes = [vp, T, u32, T, u32, vp, E]
+        L.tb_model_run_workspace.argtypes = [vp, T, u32, T, u32, vp, vp, E]
+        L.tb_model_reset_state.argtypes = [vp, vp, E]
+        d, m, e = Desc(), vp(), lib.Error()
+        d.bundle, d.device = b, device
+        d.flags = (MODEL_GRAPH if graph else 0) | (MODEL_STATIC_IO if static_io else 0)
+        r = L.tb_model_load(ct.byref(d), ct.byref(m), ct.byref(e))
+        if r:
+            lib._fail(r, e)
+        self.m = m
+
+        def specs(count, get):
+            out = []
+            for i in range(count(m)):
+                s = get(m, i).contents
+                out.append({"name": s.name.decode(errors="replace"), "dtype": s.dtype, "align": s.align,
+                            "shape": list(s.shape[:s.rank]), "strides": list(s.strides[:s.rank])})
+            return out
+        self.inputs = specs(L.tb_model_input_count, L.tb_model_input)
+        self.outputs = specs(L.tb_model_output_count, L.tb_model_output)
+        self.workspace_size = L.tb_model_workspace_size(m)
+        self.constant_bytes = L.tb_model_constant_bytes(m)
+        self.state_count = L.tb_model_state_count(m)
+
+    def _tensors(self, ts):
+        from .format import DTYPE_BY_NAME
+        arr = (self.Tensor * max(1, len(ts)))()
+        for i, t in enumerate(ts):
+            arr[i].data = t.data_ptr()
+            name = str(t.dtype).replace("torch.", "")
+            arr[i].dtype = DTYPE_BY_NAME[name].number if name in DTYPE_BY_NAME else 0
+            arr[i].rank = len(t.shape)
+            for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+                arr[i].shape[d], arr[i].strides[d] = n, s
+        return arr
+
+    def run(self, inputs, outputs, stream=0, workspace=None):
+        """tb_model_run (or _workspace with a device pointer) on stream
+        (a CUstream as an int; torch.cuda.current_stream().cuda_stream)."""
+        i, o, e = self._tensors(inputs), self._tensors(outputs), self.lib.Error()
+        if workspace is None:
+            r = self.L.tb_model_run(self.m, i, len(inputs), o, len(outputs), stream, self.ct.byref(e))
+        else:
+            r = self.L.tb_model_run_workspace(self.m, i, len(inputs), o, len(outputs), workspace, stream,
+                                              self.ct.byref(e))
+        if r:
+            self.lib._fail(r, e)
+
+    def reset_state(self, stream=0):
+        e = self.lib.Error()
+        r = self.L.tb_model_reset_state(self.m, stream, self.ct.byref(e))
+        if r:
+            self.lib._fail(r, e)
+
+    def free(self):
+        if self.m:
+            self.L.tb_model_free(self.m)
+            self.m = None
