@@ -44,6 +44,19 @@ $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 FAKETESTS := launcher graphs grid table autotune program
 $(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
+# tbundle run without a GPU (tests/test_tbundle.sh): tbundle against the
+# stand-in driver with the entry points run needs (tests/fake_cuda_run.c),
+# whose device memory is host memory, and a bundle whose program is memset
+# and copy steps (tests/mkprogram.c)
+$(B)/libfakecuda_run.so: tests/fake_cuda.c tests/fake_cuda_run.c tests/fake_cuda.h | $(B)
+	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ tests/fake_cuda.c tests/fake_cuda_run.c
+
+$(B)/tbundle_fake: examples/tbundle.c $(HDR) $(B)/libfakecuda_run.so | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda_run.so"' -o $@ $< $(LIBS)
+
+$(B)/mkprogram: tests/mkprogram.c $(HDR) | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
+
 # The header alone, as users compile it: C99, C11, C17 and C2x, C++11, 14,
 # 17 and 20, gcc and clang, -Werror, no CUDA include path, with and without
 # TB_STATIC, custom allocators and TB_NO_LAUNCHER; and the docs' examples.
@@ -73,7 +86,7 @@ check-compile: | $(B)
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
-test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/libtriton_bundle.so $(B)/layout
+test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)/mkprogram $(B)/libtriton_bundle.so $(B)/layout
 	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \

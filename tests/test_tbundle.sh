@@ -23,12 +23,12 @@ out_has() { grep -q -- "$1" "$W/out"; }
 check "no arguments is a usage error (2)" status_is 2 $T
 check "unknown command is a usage error" status_is 2 $T frobnicate
 check "--help exits 0" status_is 0 $T --help
-for c in pack list unpack verify clean; do
+for c in pack list unpack verify clean run; do
   check "$c --help exits 0" status_is 0 $T $c --help
   check "$c without arguments exits 2" status_is 2 $T $c
 done
 # usage errors name the option or value at fault, then print the usage
-for c in pack list unpack verify clean; do
+for c in pack list unpack verify clean run; do
   check "$c --frobnicate is a usage error (2)" status_is 2 $T $c --frobnicate x
   check "... naming the option and the command" err_has "^tbundle: unknown option '--frobnicate' for $c\$"
   check "... then the usage" err_has "^usage: tbundle $c"
@@ -400,6 +400,207 @@ if command -v python3 >/dev/null; then
     "rec['$KM']['configs'][0]['grid'] is None"
 else
   skip=$((skip + 5)); echo "skip list --json of grid rules (no python3 to parse it)"
+fi
+# ---- run: a model's program (format 2.3, section 5). Everything up to the
+# driver is checked first, so these refusals need no GPU; build/mkprogram
+# writes a program of memset and copy steps (tests/mkprogram.c: inputs x
+# float32 [4], y bfloat16 [2, 3] strides [1, 2], b float32 [2, 2] strides
+# [0, 1]; outputs x2, yt, count<ESC>"), which build/tbundle_fake (tbundle
+# against the stand-in driver, whose device memory is host memory) runs.
+MP=build/mkprogram
+npy() { # FILE DESCR SHAPE [DATA as printf escapes] [MAJOR]: a .npy as numpy writes it (header padded to 64)
+  local f=$1 h="{'descr': '$2', 'fortran_order': False, 'shape': $3, }" n
+  while [ $(( (10 + ${#h} + 1) % 64 )) -ne 0 ]; do h="$h "; done
+  n=$(( ${#h} + 1 ))
+  { printf "\\223NUMPY\\$(printf %03o "${5:-1}")\\000"
+    printf "\\$(printf %03o $((n & 255)))\\$(printf %03o $((n >> 8)))"
+    [ "${5:-1}" -eq 1 ] || printf '\000\000'
+    printf '%s\n' "$h"; printf "${4:-}"; } > "$f"
+}
+raw_npy() { # FILE HEADER-TEXT [DATA]: a 1.0 preamble around any header text
+  local n=${#2}
+  { printf "\\223NUMPY\\001\\000\\$(printf %03o $((n & 255)))\\$(printf %03o $((n >> 8)))"; printf '%s' "$2"; printf "${3:-}"; } > "$1"
+}
+X_DATA='\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40' # 1, 2, 3, 4
+Y_DATA='\x01\x00\x02\x00\x03\x00\x04\x00\x05\x00\x06\x00'                # [[1, 2, 3], [4, 5, 6]], bit patterns
+YT_DATA='\x01\x00\x05\x00\x04\x00\x03\x00\x02\x00\x06\x00'               # y's memory m = i + 2j read as yt[a][b] = m[a + 3b]
+B_DATA='\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x80\x3f\x00\x00\x00\x40' # [[1, 2], [1, 2]]: the rows share memory
+C_DATA='\x07\x00\x00\x00\x07\x00\x00\x00'
+npy "$W/x.npy" '<f4' '(4,)' "$X_DATA"
+npy "$W/y.npy" '<u2' '(2, 3)' "$Y_DATA"
+npy "$W/b.npy" '<f4' '(2, 2)' "$B_DATA"
+IN=(--in "$W/x.npy" --in "$W/y.npy" --in "$W/b.npy")
+runs_refused() { # CASE-FILE PATTERN...: run with x.npy replaced by CASE-FILE exits 1, printing each pattern on stderr
+  local f=$1; shift
+  status_is 1 $T run "$W/prog.tbundle" --in "$f" --in "$W/y.npy" --in "$W/b.npy" --out "$W" && [ ! -s "$W/out" ] && errs "$@"
+}
+check "run --help says bfloat16 and float8 are read and written as their bit patterns" sh -c \
+  "$T run --help > '$W/help' && grep -q 'read and written as their bit patterns' '$W/help' && grep -qF \"bfloat16\" '$W/help' && grep -qF \"as '<u2' and float8 as '|u1' .npy files\" '$W/help'"
+check "... and describes every option" sh -c "for o in --in --out --graph --bench --device; do grep -q -- \"^  \$o \" '$W/help' || exit 1; done"
+check "the top usage names run" sh -c "$T --help | grep -q '^  run MODEL \[--in FILE.npy\]\.\.\. \[--out DIR\] \[--graph\] \[--bench N\] \[--device N\]'"
+check "run --bench 0 is a usage error (2)" status_is 2 $T run m.tbundle --bench 0
+check "... naming the value" err_has "^tbundle: --bench needs a positive integer, got '0'\$"
+check "run --bench x is a usage error (2)" status_is 2 $T run m.tbundle --bench x
+check "... naming the value" err_has "^tbundle: --bench needs a positive integer, got 'x'\$"
+check "run --bench -3 is a usage error (2)" status_is 2 $T run --bench -3 m.tbundle
+check "run --bench 1000001 is a usage error (2)" status_is 2 $T run --bench 1000001 m.tbundle
+check "... saying the limit" err_has "^tbundle: --bench takes at most 1000000, got '1000001'\$"
+check "run --device -1 is a usage error (2)" status_is 2 $T run m.tbundle --device -1
+check "... naming the value" err_has "^tbundle: --device needs a device number, 0 or more, got '-1'\$"
+check "run --in without a value is a usage error (2)" status_is 2 $T run m.tbundle --in
+check "... naming the option" err_has "^tbundle: option '--in' needs a value"
+check "run MODEL MODEL is a usage error (2)" status_is 2 $T run a.tbundle b.tbundle
+check "... naming the extra argument" err_has "^tbundle: unexpected argument 'b.tbundle' for run"
+check "run a missing MODEL fails (1)" status_is 1 $T run "$W/nonexistent.tbundle"
+check "run a bundle without a program fails (1)" status_is 1 $T run "$W/f.tbundle" --in "$W/x.npy"
+check "... saying so, naming the file" err_has "f.tbundle holds no program"
+# (from here on the bundle with a program)
+check "mkprogram writes a bundle with a program" $MP "$W/prog.tbundle"
+check "run without --in fails (1)" status_is 1 $T run "$W/prog.tbundle"
+check "... naming each missing input, its dtype, shape and .npy type" errs "prog.tbundle's program takes 3 inputs, got 0 --in\$" \
+  "^tbundle: missing input 0 'x': float32 \[4\], a '<f4' .npy\$" \
+  "^tbundle: missing input 1 'y': bfloat16 \[2, 3\], a '<u2' .npy (bfloat16 and float8 are read as their bit patterns)\$" \
+  "^tbundle: missing input 2 'b': float32 \[2, 2\], a '<f4' .npy\$"
+check "run with 1 --in of 3 fails (1)" status_is 1 $T run "$W/prog.tbundle" --in "$W/x.npy"
+check "... naming the two missing" sh -c "grep -q 'got 1 --in' '$W/err' && grep -q \"missing input 1 'y'\" '$W/err' &&
+  grep -q \"missing input 2 'b'\" '$W/err' && ! grep -q 'missing input 0' '$W/err'"
+check "run with 4 --in fails (1)" status_is 1 $T run "$W/prog.tbundle" "${IN[@]}" --in "$W/z.npy"
+check "... naming the first one too many" errs "takes 3 inputs, got 4 --in" "the first one too many: --in $W/z.npy\$"
+check "a missing .npy fails (1), naming it, its input and the cause" runs_refused "$W/nosuch.npy" "nosuch.npy (input 0 'x'): No such file or directory"
+check "a directory as .npy fails (1)" runs_refused "$W" "(input 0 'x'): not a regular file"
+check "a device as .npy fails (1)" runs_refused /dev/null "null (input 0 'x'): not a regular file"
+: > "$W/empty.npy"
+check "an empty .npy fails (1): no magic" runs_refused "$W/empty.npy" "empty.npy (input 0 'x'): not a .npy file (no .x93NUMPY magic)"
+printf 'NOTNUMPY\001\000' > "$W/magic.npy"; cat "$W/x.npy" >> "$W/magic.npy"
+check "a .npy without its magic fails (1)" runs_refused "$W/magic.npy" "magic.npy (input 0 'x'): not a .npy file"
+printf '\223NUMPY\001' > "$W/short.npy"
+check "a .npy cut inside its preamble fails (1)" runs_refused "$W/short.npy" "short.npy (input 0 'x'): truncated: 7 bytes, shorter than a .npy header"
+head -c 40 "$W/x.npy" > "$W/cut.npy"
+check "a .npy cut inside its header fails (1)" runs_refused "$W/cut.npy" "cut.npy (input 0 'x'): truncated: its header ends at byte 128, the file at 40"
+printf '\223NUMPY\002\000\377\377\377\377{}' > "$W/huge.npy"
+check "a header length of 4 GiB fails (1), nothing allocated" runs_refused "$W/huge.npy" "huge.npy (input 0 'x'): its header length, 4294967295 bytes, is over the 65536"
+printf '\223NUMPY\001\000\377\377{' > "$W/huge1.npy"
+check "a header length past the file fails (1)" runs_refused "$W/huge1.npy" "truncated: its header ends at byte 65545, the file at 11"
+npy "$W/v9.npy" '<f4' '(4,)' "$X_DATA" 9
+check "a .npy of version 9.0 fails (1)" runs_refused "$W/v9.npy" "v9.npy (input 0 'x'): .npy format 9.0: this reader takes 1.0, 2.0 and 3.0"
+npy "$W/v2.npy" '<f4' '(4,)' "$X_DATA" 2 && npy "$W/v3.npy" '<f4' '(4,)' "$X_DATA" 3
+raw_npy "$W/list.npy" "[1, 2]"$'\n'
+check "a header that is no dictionary fails (1)" runs_refused "$W/list.npy" "its header is no dictionary"
+raw_npy "$W/key.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'extra': 1}"$'\n' "$X_DATA"
+check "a header with another key fails (1), naming it" runs_refused "$W/key.npy" "its header has the key 'extra'"
+raw_npy "$W/nokey.npy" "{'descr': '<f4', 'fortran_order': False}"$'\n' "$X_DATA"
+check "a header without shape fails (1)" runs_refused "$W/nokey.npy" "its header has no 'shape'"
+raw_npy "$W/twice.npy" "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}"$'\n' "$X_DATA"
+check "a header with a key twice fails (1)" runs_refused "$W/twice.npy" "its header has 'descr' twice"
+raw_npy "$W/struct.npy" "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,)}"$'\n' "$X_DATA"
+check "a structured array fails (1)" runs_refused "$W/struct.npy" "structured array"
+raw_npy "$W/open.npy" "{'descr': '<f4, 'fortran_order': False, 'shape': (4,)}"$'\n' "$X_DATA"
+check "an unterminated string fails (1)" runs_refused "$W/open.npy" "',' or '}' expected after 'descr'"
+raw_npy "$W/neg.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (-4,)}"$'\n' "$X_DATA"
+check "a negative size fails (1)" runs_refused "$W/neg.npy" "its shape holds something other than sizes"
+raw_npy "$W/big.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}"$'\n'
+check "a size past 2^63 fails (1)" runs_refused "$W/big.npy" "its shape holds something other than sizes"
+raw_npy "$W/dims.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1)}"$'\n'
+check "9 dimensions fail (1)" runs_refused "$W/dims.npy" "its shape has more than 8 dimensions"
+raw_npy "$W/fo.npy" "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,)}"$'\n' "$X_DATA"
+check "fortran_order neither True nor False fails (1)" runs_refused "$W/fo.npy" "its fortran_order is neither True nor False"
+raw_npy "$W/after.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,)} x"$'\n' "$X_DATA"
+check "bytes after the dictionary fail (1)" runs_refused "$W/after.npy" "its header holds bytes after the dictionary"
+npy "$W/x12.npy" '<f4' '(4,)' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40'
+check "data cut short fails (1)" runs_refused "$W/x12.npy" "x12.npy (input 0 'x'): holds 12 bytes of data; '<f4' \[4\] is 16 bytes"
+npy "$W/x20.npy" '<f4' '(4,)' "$X_DATA"'\x00\x00\x00\x00'
+check "data with bytes after it fails (1)" runs_refused "$W/x20.npy" "holds 20 bytes of data; '<f4' \[4\] is 16 bytes"
+npy "$W/xf8.npy" '<f8' '(4,)' "$X_DATA$X_DATA"
+check "a wrong dtype fails (1), naming the input, what it holds and what it takes" runs_refused "$W/xf8.npy" \
+  "xf8.npy (input 0 'x'): holds '<f8' \[4\]; the input is float32 \[4\], a '<f4' .npy\$"
+npy "$W/xbe.npy" '>f4' '(4,)' "$X_DATA"
+check "a big-endian float32 fails (1)" runs_refused "$W/xbe.npy" "holds '>f4' \[4\]; the input is float32 \[4\]"
+npy "$W/x5.npy" '<f4' '(5,)' "$X_DATA"'\x00\x00\x00\x00'
+check "a wrong shape fails (1), naming the input" runs_refused "$W/x5.npy" "x5.npy (input 0 'x'): holds '<f4' \[5\]; the input is float32 \[4\], a '<f4' .npy\$"
+npy "$W/x22.npy" '<f4' '(2, 2)' "$X_DATA"
+check "a wrong rank fails (1)" runs_refused "$W/x22.npy" "holds '<f4' \[2, 2\]; the input is float32 \[4\]"
+npy "$W/yf2.npy" '<f2' '(2, 3)' "$Y_DATA"
+check "float16 for a bfloat16 input fails (1), saying bfloat16 is read as its bit patterns" \
+  sh -c "$T run '$W/prog.tbundle' --in '$W/x.npy' --in '$W/yf2.npy' --in '$W/b.npy' 2>&1 >/dev/null |
+    grep -q \"yf2.npy (input 1 'y'): holds '<f2' \[2, 3\]; the input is bfloat16 \[2, 3\], a '<u2' .npy (bfloat16 and float8 are read as their bit patterns)\""
+sed "s/'fortran_order': False/'fortran_order': True /" "$W/b.npy" > "$W/bf.npy"
+check "a Fortran-order .npy fails (1)" sh -c "! $T run '$W/prog.tbundle' --in '$W/x.npy' --in '$W/y.npy' --in '$W/bf.npy' 2>&1 >/dev/null |
+    grep -q 'bf.npy (input 2 .b.): in Fortran order'; [ \$? -eq 1 ]"
+npy "$W/bdiff.npy" '<f4' '(2, 2)' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x80\x3f\x00\x00\x40\x40'
+check "an input whose strides share memory, given different values there, fails (1)" \
+  sh -c "! $T run '$W/prog.tbundle' --in '$W/x.npy' --in '$W/y.npy' --in '$W/bdiff.npy' 2>&1 >/dev/null |
+    grep -q \"bdiff.npy (input 2 'b'): the input's strides \[0, 1\] make elements share memory, and element \[1, 1\] differs\"; [ \$? -eq 1 ]"
+check "--out of a missing directory fails (1)" status_is 1 $T run "$W/prog.tbundle" "${IN[@]}" --out "$W/nodir"
+check "... naming it" err_has "^tbundle: --out $W/nodir: No such file or directory\$"
+check "--out of a file fails (1)" status_is 1 $T run "$W/prog.tbundle" "${IN[@]}" --out "$W/x.npy"
+check "... saying it is no directory" err_has "^tbundle: --out $W/x.npy: not a directory\$"
+# whole runs against the stand-in driver (no GPU)
+TF=build/tbundle_fake
+if [ -x "$TF" ]; then
+  TFA="$(cd "$(dirname "$TF")" && pwd)/$(basename "$TF")"
+  npy "$W/want0.npy" '<f4' '(4,)' "$X_DATA"
+  npy "$W/want1.npy" '<u2' '(3, 2)' "$YT_DATA"
+  npy "$W/want2.npy" '<i4' '(2,)' "$C_DATA"
+  mkdir -p "$W/o" && echo stale > "$W/o/out0.npy"
+  check "run on the stand-in driver (0)" status_is 0 $TF run "$W/prog.tbundle" "${IN[@]}" --out "$W/o"
+  check "... one line per output written, names escaped" sh -c "[ \$(wc -l < '$W/out') -eq 3 ] &&
+    grep -qx 'wrote $W/o/out0.npy: output 0 x2, float32 \[4\]' '$W/out' &&
+    grep -qx 'wrote $W/o/out1.npy: output 1 yt, bfloat16 \[3, 2\]' '$W/out' &&
+    grep -qxF 'wrote $W/o/out2.npy: output 2 count\\x1b\", int32 [2]' '$W/out' && [ ! -s '$W/err' ]"
+  check "... out0.npy: x, replacing what was there" cmp "$W/want0.npy" "$W/o/out0.npy"
+  check "... out1.npy: y's bytes as yt's strides read them, in C order" cmp "$W/want1.npy" "$W/o/out1.npy"
+  check "... out2.npy: the workspace's memset, 7 and 7" cmp "$W/want2.npy" "$W/o/out2.npy"
+  check "... no temporary file left" sh -c "[ \$(ls -A '$W/o' | wc -l) -eq 3 ]"
+  check "the .npy versions 2.0 and 3.0 are read too" status_is 0 $TF run "$W/prog.tbundle" --in "$W/v2.npy" --in "$W/y.npy" \
+    --in "$W/b.npy" --out "$W/o"
+  check "... the same outputs" cmp "$W/want0.npy" "$W/o/out0.npy"
+  check "--graph: the same outputs" sh -c "rm -f '$W'/o/* && $TF run '$W/prog.tbundle' --graph --in '$W/v3.npy' --in '$W/y.npy' \
+    --in '$W/b.npy' --out '$W/o' >/dev/null && cmp '$W/want0.npy' '$W/o/out0.npy' && cmp '$W/want1.npy' '$W/o/out1.npy' &&
+    cmp '$W/want2.npy' '$W/o/out2.npy'"
+  check "--bench 5 (0)" status_is 0 $TF run "$W/prog.tbundle" "${IN[@]}" --out "$W/o" --bench 5
+  check "... prints load, median, min, max and runs, a line each" sh -c "grep -Eq '^load [0-9]+\.[0-9]{3} ms\$' '$W/out' &&
+    grep -Eq '^median [0-9]+\.[0-9]{3} us\$' '$W/out' && grep -Eq '^min [0-9]+\.[0-9]{3} us\$' '$W/out' &&
+    grep -Eq '^max [0-9]+\.[0-9]{3} us\$' '$W/out' && grep -qx 'runs 5' '$W/out' && [ \$(wc -l < '$W/out') -eq 8 ]"
+  mkdir -p "$W/cwd"
+  check "without --out the outputs go to the current directory" sh -c "cd '$W/cwd' && $TFA run '$W/prog.tbundle' \
+    --in '$W/x.npy' --in '$W/y.npy' --in '$W/b.npy' | grep -q '^wrote ./out0.npy' && cmp '$W/want1.npy' out1.npy"
+  check "--device 1 on a machine of one device fails (1)" status_is 1 $TF run "$W/prog.tbundle" "${IN[@]}" --out "$W/o" --device 1
+  check "... saying how many there are" err_has "^tbundle: --device 1: this machine has 1 CUDA device\$"
+else
+  skip=$((skip + 17)); echo "skip run on the stand-in driver ($TF not built: make $TF)"
+fi
+# list and list --json of the program
+cat > "$W/want_list" <<'EOF'
+program  inputs 3  outputs 3  steps 5 (launch 0, memset 1, copy 4)
+    constants 2  bytes 24  state 1
+    workspace 64 bytes  buffers 1
+    input 0 x  float32 [4]
+    input 1 y  bfloat16 [2, 3]  strides [1, 2]
+    input 2 b  float32 [2, 2]  strides [0, 1]
+    output 0 x2  float32 [4]
+    output 1 yt  bfloat16 [3, 2]  strides [1, 3]
+    output 2 count\x1b"  int32 [2]
+0 kernels, 0 files, 0 bytes, 0 launch records
+EOF
+check "list shows the program: inputs, outputs, strides where not C order's, constants, workspace, steps" \
+  sh -c "$T list '$W/prog.tbundle' | diff '$W/want_list' -"
+check "list of a bundle without a program shows none" sh -c "! $T list '$W/f.tbundle' | grep -q '^program'"
+if command -v python3 >/dev/null; then
+  check "list --json of the program: format 2.3 or later, inputs and outputs" json_ok "$W/prog.tbundle" \
+    '(d["format"]["major"], d["format"]["minor"]) >= (2, 3)' \
+    'd["program"]["inputs"][0] == {"name": "x", "dtype": "float32", "shape": [4], "strides": [1], "align": 16, "contiguous": True, "extent": 16}' \
+    'd["program"]["inputs"][1] == {"name": "y", "dtype": "bfloat16", "shape": [2, 3], "strides": [1, 2], "align": 16, "contiguous": False, "extent": 12}' \
+    'd["program"]["inputs"][2] == {"name": "b", "dtype": "float32", "shape": [2, 2], "strides": [0, 1], "align": 16, "contiguous": False, "extent": 8}' \
+    '[t["name"] for t in d["program"]["outputs"]] == ["x2", "yt", "count\x1b\""]' \
+    'd["program"]["outputs"][1]["strides"] == [1, 3] and d["program"]["outputs"][2]["dtype"] == "int32"'
+  check "... constants, buffers, workspace and steps" json_ok "$W/prog.tbundle" \
+    'd["program"]["constants"] == {"count": 2, "bytes": 24, "state": 1}' \
+    'd["program"]["buffers"] == 1 and d["program"]["workspace_size"] == 64' \
+    'd["program"]["steps"] == {"count": 5, "launch": 0, "memset": 1, "copy": 4}' \
+    'd["totals"] == {"kernels": 0, "files": 0, "bytes": 0, "records": 0}'
+  check "list --json of a bundle without a program: program null" json_ok "$W/f.tbundle" 'd["program"] is None'
+else
+  skip=$((skip + 3)); echo "skip list --json of a program (no python3 to parse it)"
 fi
 # a live writer's temporary directory survives clean at any age
 if command -v flock >/dev/null; then

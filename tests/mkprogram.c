@@ -1,0 +1,127 @@
+/* mkprogram FILE: writes a bundle whose program (format 2.3, section 5)
+   needs no kernel, for tests/test_tbundle.sh (tbundle list and run):
+   memset and copy steps only, so no launch record.
+
+     inputs   0 x   float32 [4]
+              1 y   bfloat16 [2, 3], strides [1, 2] (y transposed: not C order)
+              2 b   float32 [2, 2], strides [0, 1] (one row, broadcast: its
+                    elements share memory two by two)
+     outputs  0 x2  float32 [4]                      a copy of x
+              1 yt  bfloat16 [3, 2], strides [1, 3]   y's 12 bytes as they lie
+              2 count<ESC>"  int32 [2]               7, 7 (a name to escape)
+     constants  fc.weight float32 16 bytes (1, 2, 3, 4), bn.running_mean
+                float32 8 bytes (state; each run copies fc.weight[2:4] in)
+     workspace  64 bytes, one buffer of 8 (steps 0 to 1)
+     steps    memset buffer 0 to 7 (2 x 4 bytes); copy it to count; copy x
+              to x2; copy y's extent to yt's; copy fc.weight[2:4] to
+              bn.running_mean
+
+   Built by make as C99 (build/mkprogram). */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include <stdio.h>
+#include <string.h>
+
+static tb_tensor_spec spec(const char *name, uint32_t dtype, uint32_t rank, const int64_t *shape, const int64_t *strides) {
+    tb_tensor_spec t;
+    memset(&t, 0, sizeof t);
+    t.name = name;
+    t.dtype = dtype;
+    t.rank = rank;
+    t.align = 16;
+    memcpy(t.shape, shape, rank * sizeof *shape);
+    memcpy(t.strides, strides, rank * sizeof *strides);
+    return t;
+}
+
+static tb_operand operand(uint32_t space, uint32_t index, uint64_t value) {
+    tb_operand o;
+    o.space = space;
+    o.index = index;
+    o.value = value;
+    return o;
+}
+
+static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_count, const tb_operand *operands) {
+    tb_program_step s;
+    memset(&s, 0, sizeof s);
+    s.kind = kind;
+    s.count = count;
+    s.operand_count = operand_count;
+    s.operands = operands;
+    return s;
+}
+
+int main(int argc, char **argv) {
+    static const int64_t s4[] = {4}, c1[] = {1}, s23[] = {2, 3}, y_strides[] = {1, 2}, s22[] = {2, 2}, b_strides[] = {0, 1},
+                         s32[] = {3, 2}, yt_strides[] = {1, 3}, s2[] = {2};
+    static const float weight[4] = {1, 2, 3, 4}, mean[2] = {0, 0};
+    tb_tensor_spec inputs[3], outputs[3];
+    tb_program_constant constants[2];
+    tb_program_buffer buffer;
+    tb_operand ops[9];
+    tb_program_step steps[5];
+    tb_program p;
+    tb_bundle *b = NULL;
+    tb_error e;
+    if (argc != 2) {
+        fprintf(stderr, "usage: mkprogram FILE\n");
+        return 2;
+    }
+    inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);
+    inputs[1] = spec("y", TB_DTYPE_BFLOAT16, 2, s23, y_strides);
+    inputs[2] = spec("b", TB_DTYPE_FLOAT32, 2, s22, b_strides);
+    outputs[0] = spec("x2", TB_DTYPE_FLOAT32, 1, s4, c1);
+    outputs[1] = spec("yt", TB_DTYPE_BFLOAT16, 2, s32, yt_strides);
+    outputs[2] = spec("count\x1b\"", TB_DTYPE_INT32, 1, s2, c1);
+    memset(constants, 0, sizeof constants);
+    constants[0].name = "fc.weight";
+    constants[0].dtype = TB_DTYPE_FLOAT32;
+    constants[0].size = sizeof weight;
+    constants[0].data = weight;
+    constants[1].name = "bn.running_mean";
+    constants[1].dtype = TB_DTYPE_FLOAT32;
+    constants[1].flags = TB_CONSTANT_STATE;
+    constants[1].size = sizeof mean;
+    constants[1].data = mean;
+    buffer.offset = 0;
+    buffer.size = 8;
+    buffer.first_step = 0;
+    buffer.last_step = 1;
+    ops[0] = operand(TB_SPACE_BUFFER, 0, 0);
+    ops[1] = operand(TB_SPACE_OUTPUT, 2, 0);
+    ops[2] = operand(TB_SPACE_BUFFER, 0, 0);
+    ops[3] = operand(TB_SPACE_OUTPUT, 0, 0);
+    ops[4] = operand(TB_SPACE_INPUT, 0, 0);
+    ops[5] = operand(TB_SPACE_OUTPUT, 1, 0);
+    ops[6] = operand(TB_SPACE_INPUT, 1, 0);
+    ops[7] = operand(TB_SPACE_CONSTANT, 1, 0);
+    ops[8] = operand(TB_SPACE_CONSTANT, 0, 8);
+    steps[0] = step(TB_STEP_MEMSET, 2, 1, &ops[0]);
+    steps[0].width = 4;
+    steps[0].value = 7;
+    steps[1] = step(TB_STEP_COPY, 8, 2, &ops[1]);
+    steps[2] = step(TB_STEP_COPY, 16, 2, &ops[3]);
+    steps[3] = step(TB_STEP_COPY, 12, 2, &ops[5]);
+    steps[4] = step(TB_STEP_COPY, 8, 2, &ops[7]);
+    memset(&p, 0, sizeof p);
+    p.input_count = 3;
+    p.inputs = inputs;
+    p.output_count = 3;
+    p.outputs = outputs;
+    p.constant_count = 2;
+    p.constants = constants;
+    p.buffer_count = 1;
+    p.buffers = &buffer;
+    p.workspace_size = 64;
+    p.step_count = 5;
+    p.steps = steps;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok || tb_bundle_set_program(b, &p, &e) != tb_ok ||
+        tb_bundle_write_file(b, argv[1], 0, &e) != tb_ok) {
+        fprintf(stderr, "mkprogram: %s\n", e.message);
+        tb_bundle_free(b);
+        return 1;
+    }
+    tb_bundle_free(b);
+    return 0;
+}
