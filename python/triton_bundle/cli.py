@@ -50,8 +50,8 @@ def _list_program(p, out):
     state = [k for k in p.constants if k.state]
     out.write("program: %d inputs, %d outputs, %d constants (%d bytes%s), workspace %d bytes in %d buffers, "
               "%d steps (%d launch, %d memset, %d copy)\n" % (
-                  len(p.inputs), len(p.outputs), len(p.constants), sum(len(k.data) for k in p.constants),
-                  ", %d state: %d bytes" % (len(state), sum(len(k.data) for k in state)) if state else "",
+                  len(p.inputs), len(p.outputs), len(p.constants), sum(memoryview(k.data).nbytes for k in p.constants),
+                  ", %d state: %d bytes" % (len(state), sum(memoryview(k.data).nbytes for k in state)) if state else "",
                   p.workspace_size, len(p.buffers), len(p.steps), kinds[0], kinds[1], kinds[2]))
     for i, t in enumerate(p.inputs):
         out.write("  input %d: %s\n" % (i, _tensor_text(t)))
