@@ -612,6 +612,39 @@ def check_record(r):
 # read, by _Cur.count and _Cur.string, as in sections 1 to 4), so that both
 # refuse the same programs with the same codes. Every rule of section 5
 # that the Errors table does not name otherwise is tb_err_malformed.
+#
+# Where FORMAT.md leaves a choice open, this side chose (and the C reader
+# must choose alike to give the same codes):
+# - Order: each count and string length is checked as it is read (against
+#   its limit, then the bytes that remain after it over its smallest item),
+#   each on its own (input_count and output_count apart, as section 2's
+#   three counts); every other field of an item once the item is read, in
+#   field order (as section 2 checks a config after reading it whole). A
+#   tensor's rank is such a count (TB_MAX_TENSOR_DIMS; 16 bytes a
+#   dimension); operand_total has no limit but the bytes (16 each), as
+#   config_total; the operand total is checked as each step's count is read
+#   (more than the total: malformed) and after the steps (fewer).
+# - The program's flags, not zero, and a constant's flag bits other than
+#   bit 0 are malformed (not unsupported_version: only config flags are).
+# - A constant past the section's end (offset + size) is malformed, as an
+#   offset or size out of range, not truncated; it is checked with its
+#   table entry (with the offset's multiple of 64 and the order after the
+#   constant before), and "no lower than the end of the steps" after the
+#   steps. The reader takes any zero bytes between and after the constants;
+#   the writer puts each at the next multiple of 64 and pads the payload
+#   (inside its length) to a multiple of 8.
+# - "Fits the code": literal_fits (the C library's checked-launch ranges;
+#   floats any 64 bits). A 'T' code is malformed (not unsupported_type: the
+#   code is in the table). Divisibility: a pointer's operand value (its
+#   offset within the object, not a buffer's offset in the workspace) is a
+#   multiple of 16; "an integer" is every code but 'O', 'T' and the floats,
+#   bools included (as TB_LAUNCH_CHECKED).
+# - A copy whose source and destination are one object and whose byte
+#   ranges overlap is malformed (FORMAT.md: "which do not overlap"; the only
+#   overlap a reader can see). A buffer of 0 bytes overlaps nothing.
+# - Extents are exact (no 64-bit overflow is refused: none is stated); a
+#   memset or copy of count 0 is taken; an input and an output may share a
+#   name, and constants' names need not be unique.
 U32_MAX, U64_MAX = (1 << 32) - 1, (1 << 64) - 1
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 GRID_X_MAX, GRID_YZ_MAX = (1 << 31) - 1, 65535
