@@ -580,7 +580,7 @@ MODEL_CASES = [
      False),
     ("constant data that is not bytes", "invalid_argument", lambda b: setattr(b.program.constants[0], "data", "abc"),
      False),
-    # buffers and the plan
+    # buffers and the plan [R-program-plan]
     ("a buffer past the workspace", "malformed", lambda b: setattr(b.program.buffers[1], "size", 257), True),
     ("a buffer whose first step is after its last", "malformed", lambda b: setattr(b.program.buffers[0], "first", 3),
      True),
@@ -588,7 +588,7 @@ MODEL_CASES = [
     ("two live buffers sharing a byte", "malformed", lambda b: setattr(b.program.buffers[2], "first", 2), True),
     ("two live buffers, one inside the other", "malformed",
      lambda b: b.program.buffers.append(tb.Buffer(200, 8, 3, 3)), True),
-    # steps: kinds, fields and unused fields
+    # steps: kinds, fields and unused fields [R-program-steps]
     ("step kind 0", "malformed", lambda b: st(b, 0, kind=0), True),
     ("step kind 4", "malformed", lambda b: st(b, 3, kind=4), True),
     ("a launch of record 5 (of 5)", "malformed", lambda b: st(b, 1, record=5), True),
@@ -617,7 +617,7 @@ MODEL_CASES = [
     ("a memset of two operands", "malformed", lambda b: b.program.steps[0].operands.append((B_, 0, 0)), True),
     ("a copy of one operand", "malformed", lambda b: b.program.steps[3].operands.pop(), True),
     ("513 operands", "limit", lambda b: b.program.steps[1].operands.extend([(L_, 0, 0)] * 510), True),
-    # operands
+    # operands [R-program-operands]
     ("operand space 5", "malformed", lambda b: op(b, 1, 2, (5, 0, 32)), True),
     ("a LITERAL of index 1", "malformed", lambda b: op(b, 1, 2, (L_, 1, 32)), True),
     ("input 3 (of 3)", "malformed", lambda b: op(b, 1, 1, (I_, 3, 0)), True),
@@ -715,6 +715,7 @@ def byte_cases(data, L):
         ("step count 1000001", "limit", [(h + 16, "<I", 1000001)]),
         ("step count past the bytes that remain", "truncated", [(h + 16, "<I", (left - 16) // 48 + 1)]),
         ("operand total past the bytes that remain", "truncated", [(h + 20, "<I", (left - 20) // 16 + 1)]),
+        # [R-program-totals]
         ("operand total one more than the steps hold", "malformed", [(h + 20, "<I", u32(h + 20) + 1)]),
         ("operand total one less than the steps hold", "malformed", [(h + 20, "<I", u32(h + 20) - 1)]),
         ("program flags 1", "malformed", [(h + 24, "<I", 1)]),
@@ -724,6 +725,7 @@ def byte_cases(data, L):
         ("rank 9", "limit", [(t0["rank"], "<I", 9)]),
         ("a tensor's reserved field", "malformed", [(t0["reserved"], "<I", 1)]),
         ("a size of 2^63", "malformed", [(t0["sizes"], "<Q", 1 << 63)]),
+        # [R-program-constants]
         ("a constant's dtype 99", "unsupported_type", [(k0["dtype"], "<I", 99)]),
         ("constant flags 2", "malformed", [(k0["flags"], "<I", 2)]),
         ("constant flags 0x80000001", "malformed", [(k1["flags"], "<I", 0x80000001)]),
