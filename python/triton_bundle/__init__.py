@@ -3,9 +3,10 @@
 Standard library only, Python 3.9 or later, MIT No Attribution licence
 (MIT-0, as triton_bundle.h). It holds:
 
-- a reader and a writer of the bundle format (docs/FORMAT.md, 2.2): the
+- a reader and a writer of the bundle format (docs/FORMAT.md, 2.3): the
   same bytes as the C library for the same bundle, and the same refusals of
-  damaged or hostile input;
+  damaged or hostile input; a bundle may hold a program (section 5: a whole
+  compiled model's inputs, outputs, constants, workspace plan and steps);
 - grid rules: Inductor's and Triton's grid expressions compiled into the
   format's small postfix language, and evaluated exactly as the C library
   evaluates them (tb_grid_compute);
@@ -65,6 +66,11 @@ from .format import (  # noqa: E402
     bundle_checksum, check_grid, check_record, read, read_file, valid_name, write, write_file, xxh3_64,
     _Cur, _Out, _check_call, _check_config, _check_descs, _check_string, _check_unique, _enc, _pad,
     _rd_calls, _rd_descs, _rd_kernels, _rd_records)
+from .format import (  # noqa: E402
+    # the program (section 5)
+    DTYPES, DType, DTYPE_BY_NAME, DTYPE_BY_NUMBER, LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER, LAUNCH, MEMSET, COPY,
+    CONSTANT_STATE, MAX_PROGRAM_TENSORS, MAX_PROGRAM_CONSTANTS, MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS,
+    MAX_TENSOR_DIMS, SEC_PROGRAM, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits)
 from .grid import GridCompiler, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
 from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_config  # noqa: E402
 from .export import (  # noqa: E402

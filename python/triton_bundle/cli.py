@@ -6,7 +6,7 @@ import sys
 
 from . import __doc__ as PACKAGE_DOC, __version__
 from .export import export_triton
-from .format import BundleError, read_file, write_file
+from .format import COPY, LAUNCH, MEMSET, BundleError, read_file, write_file
 
 
 def _list(path, out=sys.stdout):
@@ -25,6 +25,38 @@ def _list(path, out=sys.stdout):
                 i, c.function_name, c.arg_types, c.num_warps,
                 " " + " ".join("%s=%d" % p for p in c.params) if c.params else "",
                 " grid " + c.grid.text(r.call.arg_names if r.call else None, c.params) if c.grid else ""))
+    if b.program is not None:
+        _list_program(b.program, out)
+
+
+def _tensor_text(t):
+    return "%s %s[%s]%s" % (t.name, t.dtype, ", ".join(str(n) for n in t.shape),
+                            "" if t.strides == _contiguous(t.shape) else " strides (%s)" % ", ".join(
+                                str(s) for s in t.strides))
+
+
+def _contiguous(shape):
+    strides, n = [], 1
+    for size in reversed(shape):
+        strides.insert(0, n)
+        n *= size
+    return strides
+
+
+def _list_program(p, out):
+    """The program (section 5): inputs and outputs with dtype and shape,
+    the constants' count and bytes, the workspace, the steps by kind."""
+    kinds = [sum(1 for st in p.steps if st.kind == k) for k in (LAUNCH, MEMSET, COPY)]
+    state = [k for k in p.constants if k.state]
+    out.write("program: %d inputs, %d outputs, %d constants (%d bytes%s), workspace %d bytes in %d buffers, "
+              "%d steps (%d launch, %d memset, %d copy)\n" % (
+                  len(p.inputs), len(p.outputs), len(p.constants), sum(memoryview(k.data).nbytes for k in p.constants),
+                  ", %d state: %d bytes" % (len(state), sum(memoryview(k.data).nbytes for k in state)) if state else "",
+                  p.workspace_size, len(p.buffers), len(p.steps), kinds[0], kinds[1], kinds[2]))
+    for i, t in enumerate(p.inputs):
+        out.write("  input %d: %s\n" % (i, _tensor_text(t)))
+    for i, t in enumerate(p.outputs):
+        out.write("  output %d: %s\n" % (i, _tensor_text(t)))
 
 
 def _export_cli(ns):
@@ -51,7 +83,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=PACKAGE_DOC.split("\n\n")[0])
     p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     sub = p.add_subparsers(dest="cmd")
-    pl = sub.add_parser("list", help="list a bundle's kernels, records, configs and grid rules")
+    pl = sub.add_parser("list", help="list a bundle's kernels, records, configs, grid rules and program")
     pl.add_argument("file")
     pe = sub.add_parser("export", help="run SCRIPT's FUNCTION() (torch.compile or Triton launches that return a "
                         "Bundle via TorchCapture/export_triton, or @triton.jit functions) and write the bundle")

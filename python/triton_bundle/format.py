@@ -1,7 +1,8 @@
 """The bundle format (docs/FORMAT.md, 2.3), as the header's >>model and
 >>format sections: the format's constants and limits, the argument codes,
 BundleError, XXH3-64 and the checksum, the data model (Bundle, Kernel,
-Artifact, Record, Config, TensorDesc, CallInfo, GridRule), validation, and
+Artifact, Record, Config, TensorDesc, CallInfo, GridRule; the program:
+TensorSpec, Constant, Buffer, Step, Program), validation, and
 the writer and the reader: the same bytes as the C library for the same
 bundle, and the same refusals of damaged or hostile input."""
 
@@ -604,14 +605,347 @@ def check_record(r):
         _check_call(r.call, r)
 
 
+# ------------------------------------------------ validation: the program
+# FORMAT.md section 5 [R-program-totals] ... [R-program-steps]. The writer
+# runs check_program; the reader runs the same per-item checks on each item
+# once it has read it (counts and string lengths are checked as they are
+# read, by _Cur.count and _Cur.string, as in sections 1 to 4), so that both
+# refuse the same programs with the same codes. Every rule of section 5
+# that the Errors table does not name otherwise is tb_err_malformed.
+#
+# Where FORMAT.md leaves a choice open, this side chose (and the C reader
+# must choose alike to give the same codes):
+# - Order: each count and string length is checked as it is read (against
+#   its limit, then the bytes that remain after it over its smallest item),
+#   each on its own (input_count and output_count apart, as section 2's
+#   three counts); every other field of an item once the item is read, in
+#   field order (as section 2 checks a config after reading it whole). A
+#   tensor's rank is such a count (TB_MAX_TENSOR_DIMS; 16 bytes a
+#   dimension); operand_total has no limit but the bytes (16 each), as
+#   config_total; the operand total is checked as each step's count is read
+#   (more than the total: malformed) and after the steps (fewer).
+# - The program's flags, not zero, and a constant's flag bits other than
+#   bit 0 are malformed (not unsupported_version: only config flags are).
+# - A constant past the section's end (offset + size) is malformed, as an
+#   offset or size out of range, not truncated; it is checked with its
+#   table entry (with the offset's multiple of 64 and the order after the
+#   constant before), and "no lower than the end of the steps" after the
+#   steps. The reader takes any zero bytes between and after the constants;
+#   the writer puts each at the next multiple of 64 and pads the payload
+#   (inside its length) to a multiple of 8.
+# - "Fits the code": literal_fits (the C library's checked-launch ranges;
+#   floats any 64 bits). A 'T' code is malformed (not unsupported_type: the
+#   code is in the table). Divisibility: a pointer's operand value (its
+#   offset within the object, not a buffer's offset in the workspace) is a
+#   multiple of 16; "an integer" is every code but 'O', 'T' and the floats,
+#   bools included (as TB_LAUNCH_CHECKED).
+# - A copy whose source and destination are one object and whose byte
+#   ranges overlap is malformed (FORMAT.md: "which do not overlap"; the only
+#   overlap a reader can see). A buffer of 0 bytes overlaps nothing.
+# - Extents are exact (no 64-bit overflow is refused: none is stated); a
+#   memset or copy of count 0 is taken; an input and an output may share a
+#   name, and constants' names need not be unique.
+U32_MAX, U64_MAX = (1 << 32) - 1, (1 << 64) - 1
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+GRID_X_MAX, GRID_YZ_MAX = (1 << 31) - 1, 65535
+MAX_ALIGN = 4096
+MEMSET_WIDTHS = (1, 2, 4)
+SPACE_NAMES = {LITERAL: "LITERAL", INPUT: "INPUT", OUTPUT: "OUTPUT", CONSTANT: "CONSTANT", BUFFER: "BUFFER"}
+STEP_NAMES = {LAUNCH: "launch", MEMSET: "memset", COPY: "copy"}
+_FLOAT_CODES = {r.code for r in ARG_CODES if r.kind == KIND_FLOAT}
+
+
+def _is_int(v, lo=0, hi=U64_MAX):
+    return isinstance(v, int) and lo <= v <= hi
+
+
+def _bad(what, why):
+    raise BundleError("malformed", "%s: %s" % (what, why))
+
+
+def _byte_view(data, what):
+    """data (bytes, bytearray, memoryview or any C-contiguous buffer) as a
+    flat memoryview of bytes, without a copy."""
+    try:
+        mv = memoryview(data)
+    except TypeError:
+        raise BundleError("invalid_argument", "%s: data of type %s is not bytes-like" % (what, type(data).__name__))
+    if not mv.c_contiguous:
+        raise BundleError("invalid_argument", "%s: data is not contiguous" % what)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+def literal_fits(code, bits, sign_unknown=False):
+    """Whether a LITERAL operand (the tb_arg's 64 bits, as an unsigned int)
+    fits argument code `code` ([R-program-operands] "whose value fits the
+    code"). FORMAT.md does not define "fits"; this is the C library's
+    checked-launch range (tb__in_range) for integers and bools: an N-bit
+    integer takes its signed or its unsigned reading except i16, i32 (whose
+    signed range Triton enforces; with sign_unknown, config flag bit 2, the
+    signed or the unsigned range of the width), i64 and u64 any 64 bits, a
+    bool 0 or 1. Floats take any 64-bit pattern (the bits of a double;
+    tb__in_range would refuse a finite double outside the float's range)."""
+    v = bits - (1 << 64) if bits >> 63 else bits
+    if code == "?":
+        return bits <= 1
+    if code in "bB":
+        return -128 <= v <= 255
+    if code == "h":
+        return -32768 <= v <= (65535 if sign_unknown else 32767)
+    if code == "H":
+        return -32768 <= v <= 65535
+    if code == "i":
+        return I32_MIN <= v <= (U32_MAX if sign_unknown else I32_MAX)
+    if code == "I":
+        return I32_MIN <= v <= U32_MAX
+    return True
+
+
+def _check_dtype(dtype, what):
+    if not isinstance(dtype, str) or dtype not in DTYPE_BY_NAME:
+        raise BundleError("unsupported_type", "%s: dtype %r is not one of the format's" % (what, dtype))
+
+
+def _check_tensor(t, what, reserved=0):
+    """An input or output, its fields in file order (the name's uniqueness
+    is the caller's)."""
+    _check_string(t.name, MAX_NAME_LENGTH, "%s name" % what)
+    _check_dtype(t.dtype, what)
+    if len(t.shape) > MAX_TENSOR_DIMS:
+        raise BundleError("limit", "%s: rank %d, over TB_MAX_TENSOR_DIMS" % (what, len(t.shape)))
+    if len(t.strides) != len(t.shape):
+        _bad(what, "%d sizes and %d strides" % (len(t.shape), len(t.strides)))
+    if not _is_int(t.align, 1, MAX_ALIGN) or t.align & (t.align - 1):
+        _bad(what, "align %r is not a power of two in 1..%d" % (t.align, MAX_ALIGN))
+    if reserved:
+        _bad(what, "a reserved field is not zero")
+    for n in list(t.shape) + list(t.strides):
+        if not _is_int(n, 0, I64_MAX):
+            _bad(what, "a size or stride %r is not in 0..2^63-1" % (n,))
+
+
+def _check_constant(k, what, flags=None):
+    """A constant's name, dtype and (as read) flags, in file order."""
+    _check_string(k.name, MAX_STRING_LENGTH, "%s name" % what)
+    _check_dtype(k.dtype, what)
+    if flags is not None and flags & ~CONSTANT_STATE:
+        # FORMAT.md: "other bits refused", without a code: malformed, the
+        # Errors table's "anything else" (only config flags are
+        # unsupported_version)
+        _bad(what, "flags 0x%x hold a bit other than bit 0 (state)" % flags)
+
+
+def _check_buffer(buf, what, workspace_size, step_count):
+    if not _is_int(buf.offset) or not _is_int(buf.size) or buf.offset + buf.size > workspace_size:
+        _bad(what, "bytes %r + %r are not within the workspace's %d" % (buf.offset, buf.size, workspace_size))
+    if not _is_int(buf.first, 0, U32_MAX) or not _is_int(buf.last, 0, U32_MAX) or \
+            not buf.first <= buf.last < step_count:
+        _bad(what, "lifetime %r..%r is not within the %d steps" % (buf.first, buf.last, step_count))
+
+
+def _check_plan(buffers):
+    """[R-program-plan]: no two buffers that are live at one step share a
+    byte. Buffers sorted by offset, scanned forward; the active ones (those
+    whose bytes reach the current offset) overlap one another in memory, so
+    their lifetimes are disjoint, kept sorted by first step: a new buffer
+    is checked against its two neighbours there. O(n log n) plus the list's
+    moves, where all pairs would be O(n^2) (memory reuse puts many buffers
+    at one offset)."""
+    import bisect
+    import heapq
+    order = sorted((i for i, b in enumerate(buffers) if b.size), key=lambda i: (buffers[i].offset, i))
+    ends, live = [], []  # heap of (end, first, last, i); sorted [(first, last, i)]
+    for i in order:
+        b = buffers[i]
+        while ends and ends[0][0] <= b.offset:
+            _, first, last, j = heapq.heappop(ends)
+            del live[bisect.bisect_left(live, (first, last, j))]
+        k = bisect.bisect_left(live, (b.first,))
+        for q in (k - 1, k):
+            if 0 <= q < len(live) and live[q][0] <= b.last and b.first <= live[q][1]:
+                j = live[q][2]
+                _bad("buffer %d" % i, "bytes %d..%d, steps %d..%d, overlap buffer %d (bytes %d..%d, steps %d..%d)" % (
+                    b.offset, b.offset + b.size, b.first, b.last, j, buffers[j].offset,
+                    buffers[j].offset + buffers[j].size, buffers[j].first, buffers[j].last))
+        bisect.insort(live, (b.first, b.last, i))
+        heapq.heappush(ends, (b.offset + b.size, b.first, b.last, i))
+
+
+class _ProgramView:
+    """What the steps' checks look up: each space's objects' extents (or
+    sizes), the inputs' and outputs' aligns, the constants' state, the
+    buffers, the records."""
+
+    def __init__(self, records, p, constant_sizes):
+        self.records, self.buffers = records, p.buffers
+        self.extent = {INPUT: [t.extent() for t in p.inputs], OUTPUT: [t.extent() for t in p.outputs],
+                       CONSTANT: list(constant_sizes), BUFFER: [b.size for b in p.buffers]}
+        self.align = {INPUT: [t.align for t in p.inputs], OUTPUT: [t.align for t in p.outputs]}
+        self.state = [k.state for k in p.constants]
+
+
+def _check_operand(pv, s, j, op):
+    """One operand of step s: its space, index and value; its object's
+    extent (None for a LITERAL)."""
+    what = "step %d, operand %d" % (s, j)
+    if len(op) != 3:
+        raise BundleError("invalid_argument", "%s: %r is not (space, index, value)" % (what, op))
+    space, index, value = op
+    if not _is_int(space, 0, U32_MAX) or not _is_int(index, 0, U32_MAX) or not _is_int(value):
+        _bad(what, "a field %r is not an integer of its width" % (op,))
+    if space == LITERAL:
+        if index:
+            _bad(what, "a LITERAL's index %d is not 0" % index)
+        return None
+    if space not in pv.extent:
+        _bad(what, "space %d is not one of 0..4" % space)
+    objs = pv.extent[space]
+    if index >= len(objs):
+        _bad(what, "%s %d, of %d" % (SPACE_NAMES[space], index, len(objs)))
+    if value > objs[index]:
+        _bad(what, "offset %d past %s %d's %d bytes" % (value, SPACE_NAMES[space], index, objs[index]))
+    if space == BUFFER and not pv.buffers[index].first <= s <= pv.buffers[index].last:
+        _bad(what, "buffer %d is used outside its lifetime %d..%d" % (index, pv.buffers[index].first,
+                                                                       pv.buffers[index].last))
+    return objs[index]
+
+
+def _check_step(pv, st, s, reserved=0):
+    """Step s, its fields in file order, then its operands in order."""
+    what = "step %d" % s
+    kind, ops = st.kind, st.operands
+    if kind not in STEP_NAMES:
+        _bad(what, "kind %r is not 1 (launch), 2 (memset) or 3 (copy)" % (kind,))
+    if len(ops) > MAX_ARGS:
+        raise BundleError("limit", "%s: %d operands, over TB_MAX_ARGS" % (what, len(ops)))
+    if len(st.grid) != 3:
+        raise BundleError("invalid_argument", "%s: grid %r is not (x, y, z)" % (what, st.grid))
+    cf = None
+    if kind == LAUNCH:
+        if not _is_int(st.record, 0, U32_MAX) or st.record >= len(pv.records):
+            _bad(what, "record %r, of %d" % (st.record, len(pv.records)))
+        rec = pv.records[st.record]
+        if not _is_int(st.config, 0, U32_MAX) or st.config >= len(rec.configs):
+            _bad(what, "config %r, of %d in record %d" % (st.config, len(rec.configs), st.record))
+        cf = rec.configs[st.config]
+        gx, gy, gz = st.grid
+        if not (_is_int(gx, 1, GRID_X_MAX) and _is_int(gy, 1, GRID_YZ_MAX) and _is_int(gz, 1, GRID_YZ_MAX)):
+            _bad(what, "grid %r outside 1..2^31-1, 1..65535, 1..65535" % (st.grid,))
+        if st.width != 0 or st.value != 0:
+            _bad(what, "a launch's width or value is not 0")
+    else:
+        if st.record != 0 or st.config != 0 or any(g != 0 for g in st.grid):
+            _bad(what, "a %s's record, config or grid is not 0" % STEP_NAMES[kind])
+        if kind == MEMSET:
+            if st.width not in MEMSET_WIDTHS:
+                _bad(what, "memset width %r is not 1, 2 or 4" % (st.width,))
+            if not _is_int(st.value, 0, (1 << (8 * st.width)) - 1):
+                _bad(what, "memset value %r does not fit %d bytes" % (st.value, st.width))
+        elif st.width != 0 or st.value != 0:
+            _bad(what, "a copy's width or value is not 0")
+    if reserved:
+        _bad(what, "a reserved field is not zero")
+    if not _is_int(st.count) or (kind == LAUNCH and st.count):
+        _bad(what, "count %r (a launch's is 0)" % (st.count,))
+    want = len(cf.arg_types) if kind == LAUNCH else 1 if kind == MEMSET else 2
+    if len(ops) != want:
+        _bad(what, "%d operands where the %s takes %d" % (len(ops), STEP_NAMES[kind], want))
+    if kind == LAUNCH:
+        div = cf.arg_divisibility
+        for j, (code, op) in enumerate(zip(cf.arg_types, ops)):
+            _check_operand(pv, s, j, op)
+            space, value = op[0], op[2]
+            aligned = bool(div) and div[j] == "1"
+            ow = "%s, operand %d (code '%s')" % (what, j, code)
+            if code == "T":
+                _bad(ow, "a tensor descriptor argument cannot be a program's operand")
+            if code == "O":
+                if space == LITERAL:
+                    _bad(ow, "a pointer argument takes INPUT, OUTPUT, CONSTANT or BUFFER")
+                if aligned and (value % 16 or (space in pv.align and pv.align[space][op[1]] < 16)):
+                    _bad(ow, "the cubin assumes 16-byte alignment: offset %d, or the tensor's align under 16" % value)
+            else:
+                if space != LITERAL:
+                    _bad(ow, "a scalar argument takes a LITERAL")
+                if not literal_fits(code, value, bool(cf.flags & CONFIG_TYPES_FROM_IR)):
+                    _bad(ow, "literal 0x%x does not fit the code" % value)
+                if aligned and code not in _FLOAT_CODES and value & 15:
+                    _bad(ow, "the cubin assumes the value divisible by 16: 0x%x" % value)
+        return
+    touched = st.count * (st.width if kind == MEMSET else 1)
+    for j, op in enumerate(ops):
+        size = _check_operand(pv, s, j, op)
+        if size is None:
+            _bad("%s, operand %d" % (what, j), "a %s takes pointers" % STEP_NAMES[kind])
+        if op[2] + touched > size:
+            _bad("%s, operand %d" % (what, j), "bytes %d + %d past the object's %d" % (op[2], touched, size))
+    if ops[0][0] == CONSTANT and not pv.state[ops[0][1]]:
+        _bad(what, "writes constant %d, which is not state" % ops[0][1])
+    if kind == COPY and touched and ops[0][:2] == ops[1][:2] and abs(ops[0][2] - ops[1][2]) < touched:
+        # FORMAT.md: "from the source to the destination, which do not
+        # overlap"; checkable only within one object
+        _bad(what, "copies %d bytes between overlapping ranges of one object" % touched)
+
+
+def check_program(bundle):
+    """FORMAT.md section 5: bundle.program against the bundle's records,
+    in file order, as the reader checks it (nothing when there is none)."""
+    p = bundle.program
+    if p is None:
+        return
+    if not isinstance(p, Program):
+        raise BundleError("invalid_argument", "bundle.program is a %s, not a Program" % type(p).__name__)
+    for n, limit, what in ((len(p.inputs), MAX_PROGRAM_TENSORS, "inputs"),
+                           (len(p.outputs), MAX_PROGRAM_TENSORS, "outputs"),
+                           (len(p.constants), MAX_PROGRAM_CONSTANTS, "constants"),
+                           (len(p.buffers), MAX_PROGRAM_BUFFERS, "buffers"),
+                           (len(p.steps), MAX_PROGRAM_STEPS, "steps")):
+        if n > limit:
+            raise BundleError("limit", "the program has %d %s, over the limit %d" % (n, what, limit))
+    if not _is_int(p.workspace_size):
+        _bad("the program", "workspace_size %r is not a u64" % (p.workspace_size,))
+    for group, tensors in (("input", p.inputs), ("output", p.outputs)):
+        names = set()
+        for i, t in enumerate(tensors):
+            _check_tensor(t, "%s %d" % (group, i))
+            if t.name in names:
+                _bad("%s %d" % (group, i), "a second %s named %r" % (group, t.name))
+            names.add(t.name)
+    sizes = []
+    for i, k in enumerate(p.constants):
+        _check_constant(k, "constant %d" % i)
+        sizes.append(_byte_view(k.data, "constant %d" % i).nbytes)
+    for i, b in enumerate(p.buffers):
+        _check_buffer(b, "buffer %d" % i, p.workspace_size, len(p.steps))
+    _check_plan(p.buffers)
+    pv = _ProgramView(bundle.records, p, sizes)
+    for s, st in enumerate(p.steps):
+        _check_step(pv, st, s)
+
+
 # ---------------------------------------------------------------- writer
 def _pad(n, a):
     return (a - n % a) % a
 
 
 class _Out:
+    """The file being written, as pieces: bytearrays of what the writer
+    formats and, between them, the large payloads (artifacts, constants)
+    as they were given, so that they are not copied before they are
+    written. b is the bytearray being appended to; tell() the absolute
+    offset of its end."""
+
+    BIG = 1 << 16  # payloads from this size on are kept as pieces of their own
+
     def __init__(self):
         self.b = bytearray()
+        self.parts = []  # finished pieces before b
+        self.base = 0    # their total length
+
+    def tell(self):
+        return self.base + len(self.b)
 
     def u32(self, v):
         self.b += struct.pack("<I", v)
@@ -620,7 +954,31 @@ class _Out:
         self.b += struct.pack("<Q", v & _M)
 
     def align(self, a):
-        self.b += b"\0" * _pad(len(self.b), a)
+        self.b += b"\0" * _pad(self.tell(), a)
+
+    def data(self, d):
+        """Payload bytes (bytes-like, a flat memoryview of bytes for anything
+        but bytes and bytearray)."""
+        n = len(d)
+        if n < self.BIG:
+            self.b += d
+        else:
+            self.parts += [self.b, d]
+            self.base += len(self.b) + n
+            self.b = bytearray()
+
+    def patch(self, pos, fmt, *values):
+        """struct.pack_into at absolute offset pos, in the bytearray piece
+        that holds it (never a payload)."""
+        for part in self.parts + [self.b]:
+            if pos < len(part):
+                struct.pack_into(fmt, part, pos, *values)
+                return
+            pos -= len(part)
+        raise AssertionError("patch past the end")
+
+    def pieces(self):
+        return [q for q in self.parts + [self.b] if len(q)]
 
     def string(self, s):
         e = _enc(s)
@@ -664,6 +1022,7 @@ def _check_writable(bundle):
             names.add(a.name)
     for r in bundle.records:
         check_record(r)
+    check_program(bundle)
 
 
 # The sections' payloads: for each, what it writes (and its size, for the
@@ -680,11 +1039,11 @@ def _wr_kernels(bundle, o):
             o.string(a.name)
             o.u64(len(a.data))
             o.align(16)
-            o.b += a.data
+            o.data(a.data)
             o.align(8)
 
 
-def _records_size(bundle):
+def _records_size(bundle, at=0):
     n = 16
     for r in bundle.records:
         n += _str_size(r.cache_key) + _str_size(r.kernel_name) + 8
@@ -728,7 +1087,7 @@ def _desc_entries(bundle):
             for i, m in zip([j for j, ch in enumerate(c.arg_types) if ch == "T"], c.tensordescs)]
 
 
-def _descs_size(bundle):
+def _descs_size(bundle, at=0):
     n = len(_desc_entries(bundle))
     return 8 + 64 * n if n else 0
 
@@ -751,7 +1110,7 @@ def _call_entries(bundle):
     return [(i, r) for i, r in enumerate(bundle.records) if r.call is not None or any(c.grid for c in r.configs)]
 
 
-def _calls_size(bundle):
+def _calls_size(bundle, at=0):
     entries = _call_entries(bundle)
     if not entries:
         return 0
@@ -796,6 +1155,93 @@ def _wr_calls(bundle, o):
                             o.u32(op)
                             o.u32(index)
                             o.u64(value)
+
+
+PROGRAM_HEADER = 40
+PROGRAM_TENSOR_MIN, PROGRAM_CONSTANT_MIN, PROGRAM_BUFFER, PROGRAM_STEP, PROGRAM_OPERAND = 24, 32, 24, 48, 16
+CONSTANT_ALIGN = 64
+
+
+def _program_tables_size(p):
+    """Section 5's bytes before the constants' data: the header, the
+    tensors, the constant and buffer tables and the steps."""
+    n = PROGRAM_HEADER
+    n += sum(_str_size(t.name) + 16 + 16 * len(t.shape) for t in p.inputs + p.outputs)
+    n += sum(_str_size(k.name) + 24 for k in p.constants)
+    n += PROGRAM_BUFFER * len(p.buffers)
+    n += sum(PROGRAM_STEP + PROGRAM_OPERAND * len(st.operands) for st in p.steps)
+    return n
+
+
+def _program_layout(p, at):
+    """(the constants' data as flat byte views, their absolute offsets, the
+    payload's end) for a payload that starts at absolute offset at: each
+    constant at the next multiple of 64 after the steps or the constant
+    before it, and the payload padded to 8 (FORMAT.md's "zero bytes ...
+    after them": this writer ends the payload at a multiple of 8, as
+    strings and blobs end; a reader takes any zeros there)."""
+    pos = at + _program_tables_size(p)
+    views, offsets = [], []
+    for i, k in enumerate(p.constants):
+        v = _byte_view(k.data, "constant %d" % i)
+        pos += _pad(pos, CONSTANT_ALIGN)
+        views.append(v)
+        offsets.append(pos)
+        pos += v.nbytes
+    return views, offsets, pos + _pad(pos, 8)
+
+
+def _program_size(bundle, at=0):
+    if bundle.program is None:
+        return 0
+    return _program_layout(bundle.program, at)[2] - at
+
+
+def _wr_tensor(o, t):
+    o.string(t.name)
+    for v in (DTYPE_BY_NAME[t.dtype].number, len(t.shape), t.align, 0):
+        o.u32(v)
+    for v in list(t.shape) + list(t.strides):
+        o.u64(v)
+
+
+def _wr_program(bundle, o):
+    """Section 5 (2.3): the program, its tables, then its constants' bytes."""
+    p = bundle.program
+    views, offsets, end = _program_layout(p, o.tell())
+    for v in (len(p.inputs), len(p.outputs), len(p.constants), len(p.buffers), len(p.steps),
+              sum(len(st.operands) for st in p.steps), 0, 0):
+        o.u32(v)
+    o.u64(p.workspace_size)
+    for t in p.inputs + p.outputs:
+        _wr_tensor(o, t)
+    for k, v, off in zip(p.constants, views, offsets):
+        o.string(k.name)
+        o.u32(DTYPE_BY_NAME[k.dtype].number)
+        o.u32(CONSTANT_STATE if k.state else 0)
+        o.u64(v.nbytes)
+        o.u64(off)
+    for b in p.buffers:
+        o.u64(b.offset)
+        o.u64(b.size)
+        o.u32(b.first)
+        o.u32(b.last)
+    for st in p.steps:
+        for v in (st.kind, len(st.operands), st.record, st.config) + tuple(st.grid) + (st.width, st.value, 0):
+            o.u32(v)
+        o.u64(st.count)
+        for space, index, value in st.operands:
+            o.u32(space)
+            o.u32(index)
+            o.u64(value)
+    for v, off in zip(views, offsets):
+        o.align(CONSTANT_ALIGN)
+        if o.tell() != off:
+            raise AssertionError("constant at %d, laid out at %d" % (o.tell(), off))
+        o.data(v)
+    o.align(8)
+    if o.tell() != end:
+        raise AssertionError("section 5 ends at %d, laid out to end at %d" % (o.tell(), end))
 
 
 # ---------------------------------------------------------------- reader
@@ -1028,8 +1474,117 @@ def _rd_calls(b, c):
                 cf.grid = g
 
 
+def _rd_program(b, c):
+    """Section 5 (2.3). In file order: the counts as they are read (each
+    against its limit and the bytes that remain over its smallest item), the
+    header's flags and reserved field; each tensor, constant and buffer once
+    it is read (a constant's offset against the section's end and the
+    constant before it); the plan once the buffers are read; each step once
+    it is read, operands included (the tables they name come before); the
+    operand total; then the constants against the end of the steps and the
+    zero bytes around them."""
+    at = c.pos
+    ni = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program input count")
+    no = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program output count")
+    nk = c.count(MAX_PROGRAM_CONSTANTS, PROGRAM_CONSTANT_MIN, "program constant count")
+    nb = c.count(MAX_PROGRAM_BUFFERS, PROGRAM_BUFFER, "program buffer count")
+    ns = c.count(MAX_PROGRAM_STEPS, PROGRAM_STEP, "program step count")
+    nop = c.count(U32_MAX, PROGRAM_OPERAND, "program operand total")
+    if c.u32("program flags"):
+        raise BundleError("malformed", "the program's flags are not zero", c.pos - 4)
+    if c.u32("reserved"):
+        raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
+    p = Program(workspace_size=c.u64("workspace size"))
+
+    def located(check, *args):
+        try:
+            check(*args)
+        except BundleError as e:
+            raise BundleError(e.code, str(e).split(": ", 1)[1], at)
+
+    seen = (set(), set())  # the inputs' names, the outputs'
+    for i in range(ni + no):
+        group, tensors = ("input", p.inputs) if i < ni else ("output", p.outputs)
+        what = "%s %d" % (group, i if i < ni else i - ni)
+        at = c.pos
+        name = c.string(MAX_NAME_LENGTH, "%s name" % what)
+        dtype = c.u32("dtype")
+        rank = c.count(MAX_TENSOR_DIMS, 16, "%s rank" % what)
+        align, reserved = c.u32("align"), c.u32("reserved")
+        dims = [c.u64("size or stride") for _ in range(2 * rank)]
+        dims = [v - (1 << 64) if v >> 63 else v for v in dims]
+        t = TensorSpec(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, dims[:rank],
+                       dims[rank:], align)
+        located(_check_tensor, t, what, reserved)
+        if name in seen[i >= ni]:
+            raise BundleError("malformed", "%s: a second %s named %r" % (what, group, name), at)
+        seen[i >= ni].add(name)
+        tensors.append(t)
+
+    view = memoryview(c.d)
+    prev = 0  # the end of the constant before
+    offsets = []
+    for i in range(nk):
+        what = "constant %d" % i
+        at = c.pos
+        name = c.string(MAX_STRING_LENGTH, "%s name" % what)
+        dtype, flags, size, off = c.u32("dtype"), c.u32("constant flags"), c.u64("size"), c.u64("offset")
+        k = Constant(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, b"",
+                     flags & CONSTANT_STATE)
+        located(_check_constant, k, what, flags)
+        # FORMAT.md's Errors table: a program offset or size out of range is
+        # malformed (not truncated, although the bytes are past the section)
+        if off % CONSTANT_ALIGN or size > c.end or off > c.end - size or off < prev:
+            raise BundleError("malformed", "%s: %d bytes at %d: not a multiple of 64, past the section's end (%d) "
+                              "or before the end of the constant before (%d)" % (what, size, off, c.end, prev), at)
+        prev = off + size
+        k.data = view[off:prev]
+        offsets.append(off)
+        p.constants.append(k)
+
+    for i in range(nb):
+        at = c.pos
+        buf = Buffer(c.u64("buffer offset"), c.u64("buffer size"), c.u32("first step"), c.u32("last step"))
+        located(_check_buffer, buf, "buffer %d" % i, p.workspace_size, ns)
+        p.buffers.append(buf)
+    at = c.pos
+    located(_check_plan, p.buffers)
+
+    pv = _ProgramView(b.records, p, [len(k.data) for k in p.constants])
+    used = 0
+    for s in range(ns):
+        at = c.pos
+        kind = c.u32("step kind")
+        n = c.count(MAX_ARGS, PROGRAM_OPERAND, "step %d operand count" % s)
+        record, config, gx, gy, gz, width, value, reserved = (c.u32("step") for _ in range(8))
+        count = c.u64("step count")
+        if n > nop - used:
+            raise BundleError("malformed", "steps hold more operands than the total %d" % nop, at)
+        used += n
+        ops = []
+        for _ in range(n):
+            ops.append((c.u32("operand space"), c.u32("operand index"), c.u64("operand value")))
+        st = Step(kind, ops, record, config, (gx, gy, gz), width, value, count)
+        located(_check_step, pv, st, s, reserved)
+        p.steps.append(st)
+    if used != nop:
+        raise BundleError("malformed", "operand total %d, but the steps hold %d" % (nop, used), c.pos)
+
+    for i, off in enumerate(offsets):
+        if off < c.pos:
+            raise BundleError("malformed", "constant %d at %d, before the end of the steps (%d)" % (i, off, c.pos),
+                              off)
+        if c.d.count(0, c.pos, off) != off - c.pos:
+            raise BundleError("malformed", "bytes before constant %d are not zero" % i, c.pos)
+        c.pos = off + len(p.constants[i].data)
+    if c.d.count(0, c.pos, c.end) != c.end - c.pos:
+        raise BundleError("malformed", "bytes after the program's constants are not zero", c.pos)
+    c.pos = c.end
+    b.program = p
+
+
 # --------------------------------------------------------------- sections
-SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS = 1, 2, 3, 4
+SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM = 1, 2, 3, 4, 5
 SECTION_REQUIRED = 1  # a section flag: a reader that does not know the type refuses the file
 HEADER_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE = 32, 16, 8
 
@@ -1037,8 +1592,10 @@ Section = collections.namedtuple("Section", "type name flags after always size w
 Section.__doc__ = """One section of the format (the header's tb__sections[] row).
 type, flags: its header's fields (flags: SECTION_REQUIRED or 0, a section
 older readers skip); after: the types that must come before it; always:
-written even when empty; size(bundle): its payload's length, 0 when it is
-not written, or None (section 1's length is known once written);
+written even when empty; size(bundle, at): its payload's length when the
+payload starts at absolute offset at (section 5 aligns its constants'
+bytes in the file), 0 when it is not written, or None (section 1's length
+is known once written);
 write(bundle, out): its payload; read(bundle, cursor): reads the payload."""
 
 # The sections, one row each, in the order writers write them: adding a
@@ -1054,6 +1611,8 @@ SECTIONS = (
             _rd_descs),
     # 2.2: optional; readers before it skip it and launch with the grids they are given
     Section(SEC_CALLS, "call info", 0, (SEC_RECORDS,), False, _calls_size, _wr_calls, _rd_calls),
+    # 2.3: optional and last; only bundles with a program hold it, and older readers skip it
+    Section(SEC_PROGRAM, "program", 0, (SEC_RECORDS,), False, _program_size, _wr_program, _rd_program),
 )
 _SECTION_ROW = {row.type: row for row in SECTIONS}
 
@@ -1064,17 +1623,17 @@ def _write_sections(bundle, o):
     written. Returns how many were written."""
     count = 0
     for row in SECTIONS:
-        size = row.size(bundle) if row.size is not None else None
+        at = o.tell()
+        size = row.size(bundle, at + SECTION_HEADER_SIZE) if row.size is not None else None
         if size == 0 and not row.always:
             continue
-        at = len(o.b)
         o.u32(row.type)
         o.u32(row.flags)
         o.u64(size or 0)
         row.write(bundle, o)
-        length = len(o.b) - at - SECTION_HEADER_SIZE
+        length = o.tell() - at - SECTION_HEADER_SIZE
         if size is None:
-            struct.pack_into("<Q", o.b, at + 8, length)
+            o.patch(at + 8, "<Q", length)
         elif length != size:
             raise AssertionError("section %d: %d bytes written, %d sized" % (row.type, length, size))
         o.align(8)
@@ -1082,26 +1641,59 @@ def _write_sections(bundle, o):
     return count
 
 
-def write(bundle):
-    """The bundle's bytes (format 2.2), as tb_bundle_write_memory writes them."""
+def _checksum_pieces(pieces):
+    """bundle_checksum of the pieces' concatenation, without making it:
+    each 1 MiB block is hashed from a view where one piece holds it whole,
+    else gathered from the pieces it spans."""
+    block = 1 << 20
+    values, partial = [], bytearray()
+    for q in pieces:
+        mv = memoryview(q)
+        i, n = 0, len(mv)
+        while i < n:
+            if not partial and n - i >= block:
+                values.append(xxh3_64(mv[i:i + block]))
+                i += block
+                continue
+            take = min(block - len(partial), n - i)
+            partial += mv[i:i + take]
+            i += take
+            if len(partial) == block:
+                values.append(xxh3_64(partial))
+                partial = bytearray()
+    if partial or not values:
+        values.append(xxh3_64(partial))
+    return xxh3_64(b"".join(struct.pack("<Q", v) for v in values))
+
+
+def _write_pieces(bundle):
+    """The bundle's bytes as pieces (see _Out): checked, framed, the header
+    filled in and the trailer's checksum appended."""
     _check_writable(bundle)
     o = _Out()
     o.b += b"\0" * HEADER_SIZE
     sections = _write_sections(bundle, o)
-    total = len(o.b) + TRAILER_SIZE
-    struct.pack_into("<8sHHIQII", o.b, 0, MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0, total, sections, 0)
-    o.u64(bundle_checksum(o.b))
-    return bytes(o.b)
+    total = o.tell() + TRAILER_SIZE
+    o.patch(0, "<8sHHIQII", MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0, total, sections, 0)
+    o.u64(_checksum_pieces(o.pieces()))
+    return o.pieces()
+
+
+def write(bundle):
+    """The bundle's bytes (format 2.3), as tb_bundle_write_memory writes them."""
+    return b"".join(_write_pieces(bundle))
 
 
 def write_file(bundle, path):
     """Written beside path and renamed onto it: readers see the old file or
-    the new one."""
-    data = write(bundle)
+    the new one. Large artifacts and constants go to the file from where
+    they are, never joined into one buffer."""
+    pieces = _write_pieces(bundle)
     tmp = "%s.tmp.%d" % (path, os.getpid())
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            for q in pieces:
+                f.write(q)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
