@@ -7904,65 +7904,62 @@ static tb_result tb__check_pointer(const tb_program *p, uint32_t s, uint32_t i, 
     return tb_ok;
 }
 
-/* The byte address modulo 16 a pointer operand has, given that inputs and
-   outputs are aligned to their align, constants to 256 and the workspace
-   to 256: 0 when it is surely a multiple of 16. */
-static int tb__operand_aligned16(const tb_program *p, const tb_operand *o) {
+/* Is a pointer operand's address surely a multiple of a (a power of two
+   up to 16)? Inputs and outputs are aligned to their align, constants and
+   the workspace to 256, so a buffer's offset counts too. */
+static int tb__operand_aligned(const tb_program *p, const tb_operand *o, uint32_t a) {
     uint64_t base = 0;
-    if (o->space == TB_SPACE_INPUT && p->inputs[o->index].align < 16) return 0;
-    if (o->space == TB_SPACE_OUTPUT && p->outputs[o->index].align < 16) return 0;
+    if (o->space == TB_SPACE_INPUT && p->inputs[o->index].align < a) return 0;
+    if (o->space == TB_SPACE_OUTPUT && p->outputs[o->index].align < a) return 0;
     if (o->space == TB_SPACE_BUFFER) base = p->buffers[o->index].offset;
-    return ((base + o->value) & 15u) == 0;
+    return ((base + o->value) & (a - 1)) == 0;
 }
 
-static tb_result tb__check_launch(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
+/* A launch's operands, in order: each names what it points into, then
+   fits its argument's code and the cubin's divisibility assumptions. */
+static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
     const tb_program_step *st = &p->steps[s];
-    const tb_launch_config *cf;
-    size_t n;
+    const tb_launch_config *cf = &b->records[st->record].configs[st->config];
+    const char *key = b->records[st->record].cache_key;
     uint32_t i;
     tb_result r;
-    if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist", s,
-                        st->record, st->config);
-    cf = &b->records[st->record].configs[st->config];
-    n = strlen(cf->arg_types);
-    if (st->operand_count != n)
-        return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
-                        "program step %u: %u operands for %zu arguments", s, st->operand_count, n);
-    if (!st->grid[0] || !st->grid[1] || !st->grid[2] || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
-        st->grid[2] > 65535u)
-        return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
-                        "program step %u: grid %u x %u x %u is outside CUDA's range", s, st->grid[0], st->grid[1],
-                        st->grid[2]);
     for (i = 0; i < st->operand_count; i++) {
         const tb_operand *o = &st->operands[i];
         char code = cf->arg_types[i];
         int div = cf->arg_divisibility[0] && cf->arg_divisibility[i] == '1';
+        if (o->space == TB_SPACE_LITERAL) {
+            if (o->index)
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0, "program step %u operand %u: a literal's index is not 0", s, i);
+        } else if ((r = tb__check_pointer(p, s, i, o, 0, err)) != tb_ok) {
+            return r;
+        }
         if (code == 'T')
-            return tb__fail(err, tb_err_unsupported_type, b->records[st->record].cache_key, NULL, -1, 0,
+            return tb__fail(err, tb_err_unsupported_type, key, NULL, -1, 0,
                             "program step %u: argument %u is a tensor descriptor, which a program cannot pass", s, i);
         if (code == 'O') {
-            if ((r = tb__check_pointer(p, s, i, o, 0, err)) != tb_ok) return r;
-            if (div && !tb__operand_aligned16(p, o))
-                return tb__fail(err, tb_err_malformed, b->records[st->record].cache_key, NULL, -1, 0,
+            if (o->space == TB_SPACE_LITERAL)
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                                "program step %u operand %u: a pointer argument needs an input, output, constant or buffer", s, i);
+            if (div && !tb__operand_aligned(p, o, 16))
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
                                 "program step %u: argument %u must be 16-byte aligned (the cubin assumes it)", s, i);
             continue;
         }
-        if (o->space != TB_SPACE_LITERAL || o->index)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+        if (o->space != TB_SPACE_LITERAL)
+            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
                             "program step %u operand %u: a scalar argument ('%c') needs a literal", s, i, code);
         {
             tb_arg v;
             v.u = o->value;
-            if (!tb__in_range(code, v, (cf->flags & TB_CONFIG_TYPES_FROM_IR) != 0) ||
-                (tb__code_kind(code) == TB__KIND_BOOL && v.u > 1))
-                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                                "program step %u operand %u: literal %lld does not fit its type '%c'", s, i,
-                                (long long)v.i, code);
+            if (tb__code_kind(code) != TB__KIND_FLOAT &&
+                (!tb__in_range(code, v, (cf->flags & TB_CONFIG_TYPES_FROM_IR) != 0) ||
+                 (tb__code_kind(code) == TB__KIND_BOOL && v.u > 1)))
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                                "program step %u operand %u: literal %lld does not fit its type '%c'", s, i, (long long)v.i, code);
             if (div && tb__code_kind(code) != TB__KIND_FLOAT && (v.u & 15u))
-                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                                "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s,
-                                i, (long long)v.i);
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                                "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s, i,
+                                (long long)v.i);
         }
     }
     return tb_ok;
@@ -7973,50 +7970,66 @@ static int tb__writes_constant(const tb_program *p, const tb_operand *dst) {
            !(p->constants[dst->index].flags & TB_CONSTANT_STATE);
 }
 
+/* Step s: its fields in file order, then its operands (FORMAT.md's
+   section 5; the reader checks each step as it reads it). */
 static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
     const tb_program_step *st = &p->steps[s];
+    uint32_t want = 0;
     uint64_t touch;
     tb_result r;
+    if (st->kind < TB_STEP_LAUNCH || st->kind > TB_STEP_COPY)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s, st->kind);
     if (st->operand_count > TB_MAX_ARGS)
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program step %u: %u operands, over TB_MAX_ARGS", s,
                         st->operand_count);
     if (st->operand_count && !st->operands)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program step %u: operands is NULL", s);
-    switch (st->kind) {
-    case TB_STEP_LAUNCH:
-        if (st->width || st->value || st->count)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch with memset fields", s);
-        return tb__check_launch(b, p, s, err);
-    case TB_STEP_MEMSET:
-        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2] || st->operand_count != 1 ||
-            (st->width != 1 && st->width != 2 && st->width != 4) || (st->width < 4 && st->value >> (8 * st->width)))
+    if (st->kind == TB_STEP_LAUNCH) {
+        if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist",
+                            s, st->record, st->config);
+        if (!st->grid[0] || !st->grid[1] || !st->grid[2] || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
+            st->grid[2] > 65535u)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: grid %u x %u x %u is outside CUDA's range",
+                            s, st->grid[0], st->grid[1], st->grid[2]);
+        if (st->width || st->value)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's width or value is not 0", s);
+        want = (uint32_t)strlen(b->records[st->record].configs[st->config].arg_types);
+    } else {
+        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2])
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a %s's record, config or grid is not 0",
+                            s, st->kind == TB_STEP_MEMSET ? "memset" : "copy");
+        if (st->kind == TB_STEP_MEMSET && ((st->width != 1 && st->width != 2 && st->width != 4) ||
+                                           (st->width < 4 && st->value >> (8 * st->width))))
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program step %u: a memset needs one operand, width 1, 2 or 4 and a value that fits it "
-                            "(width %u, value %u, %u operands)", s, st->width, st->value, st->operand_count);
-        if (st->count > UINT64_MAX / st->width)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: memset count overflows", s);
-        touch = st->count * st->width;
-        if ((r = tb__check_pointer(p, s, 0, &st->operands[0], touch, err)) != tb_ok) return r;
-        break;
-    case TB_STEP_COPY:
-        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2] || st->width || st->value ||
-            st->operand_count != 2)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program step %u: a copy needs two operands and no launch or memset fields", s);
-        if ((r = tb__check_pointer(p, s, 0, &st->operands[0], st->count, err)) != tb_ok ||
-            (r = tb__check_pointer(p, s, 1, &st->operands[1], st->count, err)) != tb_ok)
-            return r;
-        if (st->operands[0].space == st->operands[1].space && st->operands[0].index == st->operands[1].index &&
-            st->count && st->operands[0].value < st->operands[1].value + st->count &&
-            st->operands[1].value < st->operands[0].value + st->count)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy onto itself", s);
-        break;
-    default:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s, st->kind);
+                            "program step %u: a memset of width %u (1, 2 or 4) and value %u (which must fit it)", s,
+                            st->width, st->value);
+        if (st->kind == TB_STEP_COPY && (st->width || st->value))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy's width or value is not 0", s);
+        want = st->kind == TB_STEP_MEMSET ? 1 : 2;
     }
+    if (st->kind == TB_STEP_LAUNCH && st->count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's count is not 0", s);
+    if (st->operand_count != want)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: %u operands, it takes %u", s,
+                        st->operand_count, want);
+    if (st->kind == TB_STEP_LAUNCH) return tb__check_launch_operands(b, p, s, err);
+    if (st->kind == TB_STEP_MEMSET && st->count > UINT64_MAX / st->width)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: memset count overflows", s);
+    touch = st->kind == TB_STEP_MEMSET ? st->count * st->width : st->count;
+    if ((r = tb__check_pointer(p, s, 0, &st->operands[0], touch, err)) != tb_ok ||
+        (st->kind == TB_STEP_COPY && (r = tb__check_pointer(p, s, 1, &st->operands[1], touch, err)) != tb_ok))
+        return r;
+    if (st->kind == TB_STEP_MEMSET && !tb__operand_aligned(p, &st->operands[0], st->width))
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u: a memset of width %u needs a destination aligned to it", s, st->width);
     if (tb__writes_constant(p, &st->operands[0]))
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
                         "program step %u writes constant %u, which is not state (read only)", s, st->operands[0].index);
+    if (st->kind == TB_STEP_COPY && st->operands[0].space == st->operands[1].space &&
+        st->operands[0].index == st->operands[1].index && st->count &&
+        st->operands[0].value < st->operands[1].value + st->count && st->operands[1].value < st->operands[0].value + st->count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy between overlapping bytes", s);
     return tb_ok;
 }
 
@@ -8285,7 +8298,8 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     tb_program *p;
     uint32_t h[8], i, j, operands = 0;
     uint64_t ws;
-    size_t at = c->pos, total;
+    size_t at = c->pos;
+    uint64_t prev_end = 0;
     tb_result r;
     tb_tensor_spec *tensors = NULL;
     tb_program_constant *consts = NULL;
@@ -8298,15 +8312,12 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     static const char *const names[5] = {"input count", "output count", "constant count", "buffer count", "step count"};
     for (i = 0; i < 5; i++)
         if ((r = tb__rd_count(c, &h[i], limits[i], smallest[i], names[i])) != tb_ok) return r;
-    for (i = 5; i < 8; i++)
+    /* the operand total: no limit of its own but the bytes (16 each) */
+    if ((r = tb__rd_count(c, &h[5], 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok) return r;
+    for (i = 6; i < 8; i++)
         if ((r = tb__rd_u32(c, &h[i], "program head")) != tb_ok) return r;
     if (h[6] || h[7]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program flags or reserved field not zero");
     if ((r = tb__rd_u64(c, &ws, "workspace size")) != tb_ok) return r;
-    /* every item's smallest size together must fit too */
-    total = (size_t)h[0] * 24 + (size_t)h[1] * 24 + (size_t)h[2] * 32 + (size_t)h[3] * 24 + (size_t)h[4] * 48;
-    if (total > c->end - c->pos)
-        return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)at, 0, "the program's tables cannot fit in the %zu bytes that remain",
-                        c->end - c->pos);
     if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(c->err);
     memset(p, 0, sizeof *p);
     if ((h[0] + h[1] && !(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, ((size_t)h[0] + h[1]) * sizeof *tensors))) ||
@@ -8321,6 +8332,9 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     p->constants = consts, p->buffers = bufs, p->steps = steps, p->workspace_size = ws;
     for (i = 0; i < h[0] + h[1]; i++)
         if ((r = tb__rd_tensor(b, c, &tensors[i], i < h[0] ? "input" : "output", i < h[0] ? i : i - h[0])) != tb_ok) return r;
+    if ((r = tb__check_unique_names(&b->ctx, p->inputs, p->input_count, "input", c->err)) != tb_ok ||
+        (r = tb__check_unique_names(&b->ctx, p->outputs, p->output_count, "output", c->err)) != tb_ok)
+        return r;
     for (i = 0; i < h[2]; i++) {
         tb_program_constant *k = &consts[i];
         size_t kat = c->pos;
@@ -8331,59 +8345,64 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
         if (!*k->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "program constant %u has an empty name", i);
         if (!tb__dtype(k->dtype))
             return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0, "program constant %u: dtype %u is unknown", i, k->dtype);
-        if ((k->flags & ~TB_CONSTANT_STATE) || offsets[i] % TB__CONSTANT_ALIGN)
+        if ((k->flags & ~TB_CONSTANT_STATE) || offsets[i] % TB__CONSTANT_ALIGN || offsets[i] < prev_end)
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                            "program constant %u: flags %u, or offset %llu not a multiple of 64", i, k->flags,
-                            (unsigned long long)offsets[i]);
+                            "program constant %u: flags %u, or offset %llu not a multiple of 64 or before the end of "
+                            "the constant before it", i, k->flags, (unsigned long long)offsets[i]);
+        if (offsets[i] > c->end || k->size > (uint64_t)(c->end - offsets[i]))
+            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)kat, 0,
+                            "program constant %u (%llu bytes at %llu) runs past its section", i,
+                            (unsigned long long)k->size, (unsigned long long)offsets[i]);
+        prev_end = offsets[i] + k->size;
     }
     for (i = 0; i < h[3]; i++)
         if ((r = tb__rd_u64(c, &bufs[i].offset, "buffer")) || (r = tb__rd_u64(c, &bufs[i].size, "buffer")) ||
             (r = tb__rd_u32(c, &bufs[i].first_step, "buffer")) || (r = tb__rd_u32(c, &bufs[i].last_step, "buffer")))
             return r;
+    if ((r = tb__check_plan(&b->ctx, p, c->err)) != tb_ok) return r;
     for (i = 0; i < h[4]; i++) {
         tb_program_step *s = &steps[i];
         uint32_t f[10];
         size_t sat = c->pos, need;
         tb_operand *ops = NULL;
-        for (j = 0; j < 10; j++)
+        /* kind, then the operand count (its limit, and the bytes that
+           remain after it), then the other fields */
+        if ((r = tb__rd_u32(c, &f[0], "step kind")) || (r = tb__rd_count(c, &f[1], TB_MAX_ARGS, TB__PROGRAM_OPERAND, "operand count")))
+            return r;
+        for (j = 2; j < 10; j++)
             if ((r = tb__rd_u32(c, &f[j], "step")) != tb_ok) return r;
         if ((r = tb__rd_u64(c, &s->count, "step")) != tb_ok) return r;
         s->kind = f[0], s->operand_count = f[1], s->record = f[2], s->config = f[3];
         s->grid[0] = f[4], s->grid[1] = f[5], s->grid[2] = f[6], s->width = f[7], s->value = f[8];
-        if (f[9]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: reserved field not zero", i);
-        if (s->operand_count > TB_MAX_ARGS)
-            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)sat, 0, "program step %u: %u operands, over TB_MAX_ARGS", i,
-                            s->operand_count);
         need = (size_t)s->operand_count * TB__PROGRAM_OPERAND;
         if (need > c->end - c->pos)
             return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)sat, 0, "program step %u: %u operands cannot fit", i,
                             s->operand_count);
+        operands += s->operand_count; /* <= 1e6 * 512: fits */
+        if (operands > h[5])
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: more operands than the total %u", i, h[5]);
         if (s->operand_count && !(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, need))) return TB__OOM(c->err);
         for (j = 0; j < s->operand_count; j++)
             if ((r = tb__rd_u32(c, &ops[j].space, "operand")) || (r = tb__rd_u32(c, &ops[j].index, "operand")) ||
                 (r = tb__rd_u64(c, &ops[j].value, "operand")))
                 return r;
         s->operands = ops;
-        operands += s->operand_count; /* <= 1e6 * 512: fits */
+        if ((r = tb__check_step(b, p, i, c->err)) != tb_ok) return r;
+        if (f[9]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: reserved field not zero", i);
     }
     if (operands != h[5])
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program operand total %u, the steps hold %u", h[5], operands);
     /* the constants' bytes: in order, after the tables, zeros between */
     for (i = 0; i < h[2]; i++) {
         uint64_t off = offsets[i];
-        if (off < c->pos)
+        if (off < c->pos) /* (order and the section's end were checked with the table) */
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)off, 0,
-                            "program constant %u at %llu overlaps the tables or the constant before it", i, (unsigned long long)off);
-        if (off > c->end || consts[i].size > (uint64_t)(c->end - off))
-            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)off, 0,
-                            "program constant %u (%llu bytes at %llu) runs past its section", i,
-                            (unsigned long long)consts[i].size, (unsigned long long)off);
+                            "program constant %u at %llu overlaps the tables", i, (unsigned long long)off);
         if ((r = tb__rd_zero_run(c, off - c->pos, "padding before a constant")) != tb_ok) return r;
         consts[i].data = c->base + c->pos;
         c->pos += (size_t)consts[i].size;
     }
     if ((r = tb__rd_zero_run(c, c->end - c->pos, "the bytes after the constants")) != tb_ok) return r;
-    if ((r = tb__check_program(b, p, c->err)) != tb_ok) return r;
     b->program = p;
     return tb_ok;
 }

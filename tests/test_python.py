@@ -633,7 +633,7 @@ MODEL_CASES = [
     # argument codes
     ("a pointer argument given a LITERAL", "malformed", lambda b: op(b, 1, 0, (L_, 0, 0)), True),
     ("an integer argument given a pointer", "malformed", lambda b: op(b, 1, 2, (I_, 0, 0)), True),
-    ("a tensor descriptor argument", "malformed",
+    ("a tensor descriptor argument", "unsupported_type",
      lambda b: b.program.steps.append(tb.Step(tb.LAUNCH, [(I_, 0, 0), (I_, 0, 0), (L_, 0, 0), (L_, 0, 0)], record=1,
                                               grid=(1, 1, 1))), True),
     ("'?' 2", "malformed", lambda b: op(b, 2, 1, (L_, 0, 2)), True),
@@ -734,14 +734,14 @@ def byte_cases(data, L):
          [(k0["offset"], "<Q", u64_(k0["offset"]) + 64)]),
         ("a constant before the end of the steps", "malformed", [(k0["offset"], "<Q", u64_(k0["offset"]) - 64)]),
         ("a constant at offset 0", "malformed", [(k0["offset"], "<Q", 0)]),
-        ("a constant past the section's end", "malformed", [(k3["size"], "<Q", u64_(k3["size"]) + 64)]),
-        ("a constant of 2^64-1 bytes", "malformed", [(k3["size"], "<Q", U64)]),
-        ("a constant at 2^64-64", "malformed", [(k3["offset"], "<Q", U64 - 63)]),
+        ("a constant past the section's end", "truncated", [(k3["size"], "<Q", u64_(k3["size"]) + 64)]),
+        ("a constant of 2^64-1 bytes", "truncated", [(k3["size"], "<Q", U64)]),
+        ("a constant at 2^64-64", "truncated", [(k3["offset"], "<Q", U64 - 63)]),
         ("constants out of table order", "malformed", [(k0["offset"], "<Q", u64_(k3["offset"])),
                                                        (k3["offset"], "<Q", u64_(k0["offset"]))]),
         ("two constants on the same bytes", "malformed", [(k1["offset"], "<Q", u64_(k0["offset"]))]),
         ("a non-zero byte between the steps and the constants", "malformed", [(L["end_steps"], "<B", 1)]),
-        ("a non-zero byte after the last constant", "malformed", [(L["end"] - 1, "<B", 1)]),
+        ("a non-zero byte in the section's padding after the last constant", "malformed", [(L["end"], "<B", 1)]),
         ("a step's reserved field", "malformed", [(s0 + STEP_FIELDS["reserved"], "<I", 1)]),
         ("a step's operand count 513", "limit", [(s1 + 4, "<I", 513)]),
         ("a launch's operand count one more", "malformed", [(s1 + 4, "<I", 4)]),
@@ -780,9 +780,9 @@ def program_checks(lib, tmp):
         pos += -pos % 64
         want.append(pos)
         pos += n
-    check(nsec == 5 and sec[:2] == (5, 0) and L["end"] + (-L["end"] % 8) == len(data) - 8 and sec[2] % 8 == 0 and
-          offs == want and pos + -pos % 8 == L["end"] and struct.unpack_from("<H", data, 10)[0] == 3,
-          "section 5 is last and optional (flags 0), its payload a multiple of 8, each constant at the next "
+    check(nsec == 5 and sec[:2] == (5, 0) and L["end"] + (-L["end"] % 8) == len(data) - 8 and L["end"] % 8 and
+          offs == want and pos == L["end"] and struct.unpack_from("<H", data, 10)[0] == 3,
+          "section 5 is last and optional (flags 0), its payload ending with the last constant, each at the next "
           "multiple of 64 after the steps or the constant before, in table order; the header says 2.3")
     check(all(isinstance(k.data, memoryview) and k.data.obj is data for k in back.program.constants) and
           bytes(back.program.constants[0].data) == bytes(b.program.constants[0].data) and

@@ -724,6 +724,8 @@ def _check_tensor(t, what, reserved=0):
     for n in list(t.shape) + list(t.strides):
         if not _is_int(n, 0, I64_MAX):
             _bad(what, "a size or stride %r is not in 0..2^63-1" % (n,))
+    if t.extent() >= U64_MAX:
+        _bad(what, "its extent does not fit in 64 bits (2^64 - 1 or more bytes)")
 
 
 def _check_constant(k, what, flags=None):
@@ -812,6 +814,17 @@ def _check_operand(pv, s, j, op):
     return objs[index]
 
 
+def _aligned(pv, op, a):
+    """Is the operand's address surely a multiple of a? Inputs and outputs
+    are aligned to their align, constants and the workspace to 256, so a
+    buffer's offset in the workspace counts too."""
+    space, index, value = op
+    if space in pv.align and pv.align[space][index] < a:
+        return False
+    base = pv.buffers[index].offset if space == BUFFER else 0
+    return (base + value) % a == 0
+
+
 def _check_step(pv, st, s, reserved=0):
     """Step s, its fields in file order, then its operands in order."""
     what = "step %d" % s
@@ -860,11 +873,12 @@ def _check_step(pv, st, s, reserved=0):
             aligned = bool(div) and div[j] == "1"
             ow = "%s, operand %d (code '%s')" % (what, j, code)
             if code == "T":
-                _bad(ow, "a tensor descriptor argument cannot be a program's operand")
+                raise BundleError("unsupported_type", "%s: a tensor descriptor argument cannot be a program's operand"
+                                  % ow)
             if code == "O":
                 if space == LITERAL:
                     _bad(ow, "a pointer argument takes INPUT, OUTPUT, CONSTANT or BUFFER")
-                if aligned and (value % 16 or (space in pv.align and pv.align[space][op[1]] < 16)):
+                if aligned and not _aligned(pv, op, 16):
                     _bad(ow, "the cubin assumes 16-byte alignment: offset %d, or the tensor's align under 16" % value)
             else:
                 if space != LITERAL:
@@ -881,6 +895,8 @@ def _check_step(pv, st, s, reserved=0):
             _bad("%s, operand %d" % (what, j), "a %s takes pointers" % STEP_NAMES[kind])
         if op[2] + touched > size:
             _bad("%s, operand %d" % (what, j), "bytes %d + %d past the object's %d" % (op[2], touched, size))
+    if kind == MEMSET and not _aligned(pv, ops[0], st.width):
+        _bad(what, "a memset of width %d needs a destination aligned to it" % st.width)
     if ops[0][0] == CONSTANT and not pv.state[ops[0][1]]:
         _bad(what, "writes constant %d, which is not state" % ops[0][1])
     if kind == COPY and touched and ops[0][:2] == ops[1][:2] and abs(ops[0][2] - ops[1][2]) < touched:
@@ -1177,9 +1193,8 @@ def _program_layout(p, at):
     """(the constants' data as flat byte views, their absolute offsets, the
     payload's end) for a payload that starts at absolute offset at: each
     constant at the next multiple of 64 after the steps or the constant
-    before it, and the payload padded to 8 (FORMAT.md's "zero bytes ...
-    after them": this writer ends the payload at a multiple of 8, as
-    strings and blobs end; a reader takes any zeros there)."""
+    before it, and the payload ending with the last constant (the
+    section's framing pads it to 8, as every section's)."""
     pos = at + _program_tables_size(p)
     views, offsets = [], []
     for i, k in enumerate(p.constants):
@@ -1188,7 +1203,7 @@ def _program_layout(p, at):
         views.append(v)
         offsets.append(pos)
         pos += v.nbytes
-    return views, offsets, pos + _pad(pos, 8)
+    return views, offsets, pos
 
 
 def _program_size(bundle, at=0):
@@ -1239,7 +1254,6 @@ def _wr_program(bundle, o):
         if o.tell() != off:
             raise AssertionError("constant at %d, laid out at %d" % (o.tell(), off))
         o.data(v)
-    o.align(8)
     if o.tell() != end:
         raise AssertionError("section 5 ends at %d, laid out to end at %d" % (o.tell(), end))
 
@@ -1532,11 +1546,13 @@ def _rd_program(b, c):
         k = Constant(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, b"",
                      flags & CONSTANT_STATE)
         located(_check_constant, k, what, flags)
-        # FORMAT.md's Errors table: a program offset or size out of range is
-        # malformed (not truncated, although the bytes are past the section)
-        if off % CONSTANT_ALIGN or size > c.end or off > c.end - size or off < prev:
-            raise BundleError("malformed", "%s: %d bytes at %d: not a multiple of 64, past the section's end (%d) "
-                              "or before the end of the constant before (%d)" % (what, size, off, c.end, prev), at)
+        if off % CONSTANT_ALIGN or off < prev:
+            raise BundleError("malformed", "%s at %d: not a multiple of 64, or before the end of the constant "
+                              "before (%d)" % (what, off, prev), at)
+        # bytes past the section: truncated, as a length past the bytes that remain
+        if size > c.end or off > c.end - size:
+            raise BundleError("truncated", "%s: %d bytes at %d run past the section's end (%d)" % (
+                what, size, off, c.end), at)
         prev = off + size
         k.data = view[off:prev]
         offsets.append(off)
