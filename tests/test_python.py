@@ -1056,8 +1056,15 @@ def main():
 
     # the checksum
     datas = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in list(range(0, 260)) + [1023, 1024, 1025, 4096, 70000]]
-    check(all(tb.xxh3_64(d) == lib.L.tb_xxh3_64(d, len(d)) for d in datas),
+    check(all(tb.xxh3_64(d, native=False) == lib.L.tb_xxh3_64(d, len(d)) for d in datas),
           "XXH3-64 equals the C library's at %d lengths (every path of the algorithm)" % len(datas))
+    os.environ["TRITON_BUNDLE_LIB"] = lib.path  # the opt-in fast path: the C library's, for long inputs
+    from triton_bundle import format as tbf
+    tbf._NATIVE_XXH3 = None
+    check(tbf._native_xxh3() is not None and all(tb.xxh3_64(d) == tb.xxh3_64(d, native=False) for d in datas[-2:]),
+          "with TRITON_BUNDLE_LIB, long inputs hash in the C library, to the same values")
+    del os.environ["TRITON_BUNDLE_LIB"]
+    tbf._NATIVE_XXH3 = None
 
     # C to Python to C: the fixtures packed by tbundle
     tmp = tempfile.mkdtemp(prefix="tbpy-")

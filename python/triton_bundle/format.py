@@ -225,10 +225,36 @@ def _scramble(acc):
         acc[i] = (a * _PR32_1) & _M
 
 
-def xxh3_64(data):
-    """XXH3-64 (seed 0, the default secret): xxHash's XXH3_64bits."""
+_NATIVE_XXH3 = None
+
+
+def _native_xxh3():
+    """The C library's tb_xxh3_64 when TRITON_BUNDLE_LIB names it (an
+    explicit opt-in: this pure Python hashes about 10 MB/s, too slow for a
+    model's hundreds of MB of weights), else None."""
+    global _NATIVE_XXH3
+    if _NATIVE_XXH3 is None:
+        _NATIVE_XXH3 = False
+        path = os.environ.get("TRITON_BUNDLE_LIB")
+        if path:
+            try:
+                import ctypes
+                lib = ctypes.CDLL(path)
+                lib.tb_xxh3_64.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+                lib.tb_xxh3_64.restype = ctypes.c_uint64
+                _NATIVE_XXH3 = lib.tb_xxh3_64
+            except (OSError, AttributeError):
+                _NATIVE_XXH3 = False
+    return _NATIVE_XXH3 or None
+
+
+def xxh3_64(data, native=True):
+    """XXH3-64 (seed 0, the default secret): xxHash's XXH3_64bits. Long
+    inputs go to the C library's when TRITON_BUNDLE_LIB names it (native)."""
     p = bytes(data)
     n = len(p)
+    if n > 4096 and native and _native_xxh3():
+        return _native_xxh3()(p, n)
     if n <= 240:
         return _xxh3_short(p)
     acc = [_PR32_3, _P1, _P2, _P3, _P4, _PR32_2, _P5, _PR32_1]
