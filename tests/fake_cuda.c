@@ -183,28 +183,7 @@ int cuMemAlloc_v2(uint64_t *p, size_t n);
 int cuMemAlloc_v2(uint64_t *p, size_t n) { *p = (uint64_t)(uintptr_t)malloc(n); return *p ? 0 : 2; }
 int cuMemFree_v2(uint64_t p);
 int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
-int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st);
-int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) {
-    UNUSED(st);
-    memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
-    return 0;
-}
-int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st);
-int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st) { UNUSED(st); memset((void *)(uintptr_t)d, v, n); return 0; }
-int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st);
-int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st) {
-    size_t i;
-    UNUSED(st);
-    for (i = 0; i < n; i++) ((uint32_t *)(uintptr_t)d)[i] = v;
-    return 0;
-}
-int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st);
-int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st) {
-    size_t i;
-    UNUSED(st);
-    for (i = 0; i < n; i++) ((uint16_t *)(uintptr_t)d)[i] = v;
-    return 0;
-}
+/* (device copies and memsets: below, with the graphs, which capture them) */
 /* the runner's upload: pinned host memory is plain memory here */
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
@@ -232,6 +211,10 @@ int cuStreamSynchronize(void *s) { UNUSED(s); return 0; }
    a copy of a graph, a replay "launches" every node in order (record()),
    and a node update replaces a node's grid and parameters in one exec */
 typedef struct fake_node {
+    int mem;                    /* 0 a kernel; 1 a copy, 2..4 a memset of 1, 2, 4 bytes */
+    uint64_t dst, src;
+    unsigned value;
+    size_t bytes_n;
     void *f, *id;
     unsigned g[3], bx, sh;
     int n;                      /* parameters */
@@ -268,6 +251,37 @@ static int capture_node(void *st, void *f, unsigned gx, unsigned gy, unsigned gz
     nd->id = (void *)next_node++;
     return 1;
 }
+/* Device copies and memsets: done at once, or, on a stream being
+   captured, recorded as a node that each replay does, in order with the
+   kernels, as the driver's graphs do. */
+static void mem_op(int kind, uint64_t d, uint64_t src, unsigned v, size_t n) {
+    size_t i;
+    if (kind == 1) memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)src, n);
+    else if (kind == 2) memset((void *)(uintptr_t)d, (int)v, n);
+    else if (kind == 3) for (i = 0; i < n; i++) ((uint16_t *)(uintptr_t)d)[i] = (uint16_t)v;
+    else for (i = 0; i < n; i++) ((uint32_t *)(uintptr_t)d)[i] = v;
+}
+static int mem_node(void *st, int kind, uint64_t d, uint64_t src, unsigned v, size_t n) {
+    fake_node *nd;
+    if (!capture || st != capturing_stream) {
+        mem_op(kind, d, src, v, n);
+        return 0;
+    }
+    if (capture->count == 64) return 2;
+    nd = &capture->nodes[capture->count++];
+    memset(nd, 0, sizeof *nd);
+    nd->mem = kind, nd->dst = d, nd->src = src, nd->value = v, nd->bytes_n = n;
+    nd->id = (void *)next_node++;
+    return 0;
+}
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st);
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { return mem_node(st, 1, d, s, 0, n); }
+int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st);
+int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *st) { return mem_node(st, 2, d, 0, v, n); }
+int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st);
+int cuMemsetD16Async(uint64_t d, unsigned short v, size_t n, void *st) { return mem_node(st, 3, d, 0, v, n); }
+int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st);
+int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *st) { return mem_node(st, 4, d, 0, v, n); }
 int cuStreamIsCapturing(void *s, int *status);
 int cuStreamIsCapturing(void *s, int *status) { /* 0xCA97: a stream "captured" by someone else */
     *status = s == (void *)0xCA97 || (capture && s == capturing_stream) ? 1 : 0;
@@ -323,6 +337,10 @@ int cuGraphLaunch(void *exec, void *st) {
     for (i = 0; i < x->count; i++) { /* record() copies param_count parameters of param_sizes */
         fake_node *nd = &x->nodes[i];
         void *p[64];
+        if (nd->mem) {
+            mem_op(nd->mem, nd->dst, nd->src, nd->value, nd->bytes_n);
+            continue;
+        }
         for (j = 0; j < nd->n; j++) p[j] = nd->bytes[j], param_sizes[j] = nd->size[j];
         param_count = nd->n;
         if ((cr = record(nd->f, nd->g[0], nd->g[1], nd->g[2], nd->bx, nd->sh, p, 0)) != 0) break;

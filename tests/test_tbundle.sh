@@ -306,8 +306,8 @@ for e in sys.argv[2:]:
 }
 if command -v python3 >/dev/null; then
   K2=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ  # tb_matmul
-  check "list --json of the fixture: valid JSON, format 2.2, the totals" json_ok "$W/f.tbundle" \
-    'd["format"] == {"major": 2, "minor": 2}' \
+  check "list --json of the fixture: valid JSON, format 2.3, the totals" json_ok "$W/f.tbundle" \
+    'd["format"] == {"major": 2, "minor": 3}' \
     'd["totals"] == {"kernels": 8, "files": 64, "bytes": sum(k["bytes"] for k in d["kernels"]), "records": 8}' \
     'len(d["kernels"]) == 8 and len(d["records"]) == 8'
   check "... the totals line of the plain list" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q \"^8 kernels, 64 files, \$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"totals\"][\"bytes\"])' < '$W/json') bytes, 8 launch records\""
