@@ -82,7 +82,7 @@ def h2d_ms(torch, n, reps=5):
 def bench_model(torch, nn, name, args):
     model, inputs, _ = gpu_models.MODELS[name](torch, nn)
     bundle = os.path.join(args.outdir, name + ".tbundle")
-    report = tb.export_model(model, inputs, bundle)
+    report = tb.export_model(model, inputs, bundle, gpu_models.OPTIONS.get(name))
     in_paths = gpu_models.save_all(torch, [t for t in inputs if torch.is_tensor(t)],
                                    os.path.join(args.outdir, name + ".in"))
     rows = {}

@@ -64,6 +64,14 @@ def helpers():
     check(raises(lambda: M.memset_pattern(struct.pack("<d", 1.0)), "unsupported", "8-byte"),
           "memset: float64 1.0 refused")
 
+    check(M.element_bytes("uint32", 0) == bytes(4) and M.element_bytes("int64", -1) == b"\xff" * 8,
+          "element: uint32 0, int64 -1")
+    check(M.element_bytes("float32", 1.0) == b"\0\0\x80\x3f" and M.element_bytes("float64", -0.0)[7] == 0x80,
+          "element: float32 1.0, float64 -0.0 keeps its sign")
+    check(M.element_bytes("bool", 5) == b"\x01" and M.element_bytes("float16", 65504.0) == b"\xff\x7b",
+          "element: bool, float16 max")
+    check(M.element_bytes("int8", 200) is None and M.element_bytes("bfloat16", 1.0) is None and
+          M.element_bytes("int32", 0.5) is None, "element: out of range, bfloat16 and fractions left to torch")
     check(M.is_dense((2, 3), (3, 1)) and M.is_dense((2, 3), (1, 2)), "dense: contiguous and transposed")
     check(M.is_dense((4, 1, 5), (5, 99, 1)) and M.is_dense((0, 3), (7, 7)), "dense: size-1 and empty dimensions")
     check(not M.is_dense((2, 3), (4, 1)) and not M.is_dense((4, 3), (0, 1)), "not dense: padded, broadcast")

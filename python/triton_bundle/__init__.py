@@ -78,7 +78,8 @@ from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
 from .model import (  # noqa: E402
-    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, export_model, output_tensors, literal_bits, memset_pattern, is_dense,
+    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, export_model, output_tensors, literal_bits, memset_pattern,
+    element_bytes, is_dense,
     plan_workspace, match_gpu_events, gpu_event_hint)
 from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
 from .cli import PROG, main, _export_cli, _list  # noqa: E402

@@ -337,11 +337,47 @@ def _storage_from_host(torch, t, host):
         torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (n,)).copy_(host)
 
 
+_INT_FORMATS = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+                "uint64": 8}
+_FLOAT_FORMATS = {"float16": "<e", "float32": "<f", "float64": "<d"}
+
+
+def element_bytes(dtype_name, value):
+    """The little-endian bytes of one element of dtype `dtype_name` holding
+    `value`, for the dtypes whose conversion is exact in the standard
+    library (integers and bools in range; float16, 32 and 64, rounded to
+    nearest even as fill_ rounds); None for the others (bfloat16, float8),
+    which torch converts."""
+    if dtype_name in _INT_FORMATS:
+        n = _INT_FORMATS[dtype_name]
+        if isinstance(value, float):
+            if not value.is_integer():
+                return None
+            value = int(value)
+        v = int(value)
+        if dtype_name == "bool":
+            v = 1 if v else 0
+        signed = dtype_name.startswith("int")
+        if not (-(1 << (8 * n - 1)) if signed else 0) <= v < (1 << (8 * n - (1 if signed else 0))):
+            return None
+        return (v & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+    if dtype_name in _FLOAT_FORMATS:
+        try:
+            return struct.pack(_FLOAT_FORMATS[dtype_name], float(value))
+        except (OverflowError, struct.error):
+            return None
+    return None
+
+
 def _element_bytes(torch, value, dtype):
     """The bytes of one element of `dtype` holding `value`, converted as
-    fill_ converts it (torch.full's conversion, on the CPU)."""
+    fill_ converts it: in the standard library where that is exact, else by
+    torch.full on the CPU."""
     if torch.is_tensor(value):
         value = value.item()
+    b = element_bytes(str(dtype).replace("torch.", ""), value)
+    if b is not None:
+        return b
     t = torch.full((1,), value, dtype=dtype)
     return bytes(t.view(torch.uint8).tolist())
 
@@ -583,6 +619,9 @@ class _Recorder:
         self.quiet = True
         try:
             element = _element_bytes(torch, value, dst.dtype)
+        except Exception as e:  # noqa: BLE001 - reported with the others after the run
+            self.problems.append("%s of %r into %s: %s: %s" % (name, value, dst.dtype, type(e).__name__, e))
+            return
         finally:
             self.quiet = False
         try:
@@ -881,6 +920,14 @@ class _Export:
             torch.cuda.synchronize()
         self.timings["capture_s"] = time.perf_counter() - t0
         self.cap, self.out = cap, out
+        if not cap.launches and rec.aten_ops:
+            raise BundleError("unsupported", "the captured run launched no Triton kernel but called %s: the compiled "
+                              "code did not run (an eager fallback); try options={'intercept': 'methods'}"
+                              % ", ".join(rec.aten_ops))
+        # a recompilation under the capture (a guard that failed) shows in
+        # Dynamo's frame count; an eager fallback for a dispatch mode does not
+        # (torch 2.11 skips the frame before counting it), the checks above
+        # and the profiler's catch it
         if frames is not None and self.peak_run_frames is not None and \
                 _dynamo_frames() - frames > self.peak_run_frames:
             raise BundleError("unsupported", "the captured run made Dynamo convert %d frames where the run before "

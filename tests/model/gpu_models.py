@@ -16,7 +16,10 @@ GPT2LMHeadModel with eager attention, its output a ModelOutput), gpt_hand
 convolutions as Triton templates, BatchNorm in eval mode, ReLU, pooling,
 a linear layer; 1x3x64x64), stateful (BatchNorm1d in training mode, whose
 running statistics change each call, a step counter and an EMA buffer
-updated in place). Default: mlp gpt cnn stateful.
+updated in place), coop (cooperative reductions, whose semaphores the
+wrapper zeroes: a memset step; an output that is a view of the input: a
+copy step), scatter (index_add_, whose kernel uses atomics). Default: all
+but gpt_hand.
 
 For each NAME, OUTDIR receives:
   NAME.tbundle            the bundle (kernels, records, the program)
@@ -47,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import triton_bundle as tb  # noqa: E402
 
-DEFAULT = ["mlp", "gpt", "cnn", "stateful"]
+DEFAULT = ["mlp", "gpt", "cnn", "stateful", "coop", "scatter"]
 
 
 # ---------------------------------------------------------------- models
@@ -156,7 +159,39 @@ def stateful(torch, nn):
     return Stateful().cuda().train(), (torch.randn(16, 64, device="cuda"),), True
 
 
-MODELS = {"mlp": mlp, "gpt": gpt, "gpt_hand": gpt_hand, "cnn": cnn, "stateful": stateful}
+def coop(torch, nn):
+    class Coop(nn.Module):
+        """Cooperative reductions (forced by OPTIONS below): Inductor's wrapper
+        zeroes their graph-wide semaphores with `.zero_()`, a memset step;
+        the third output, a row of the input, is a view that a copy step
+        writes."""
+
+        def forward(self, x):
+            return x.sum(dim=1), x.amax(dim=1), x[1]
+
+    torch.manual_seed(0)
+    return Coop().cuda(), (torch.randn(8, 1 << 16, device="cuda"),), False
+
+
+def scatter(torch, nn):
+    class Scatter(nn.Module):
+        """index_add_: Inductor's scatter kernel adds with atomics, so the
+        first output may differ in its last bits between runs; the second
+        does not depend on it."""
+
+        def forward(self, src, idx):
+            out = torch.zeros(64, src.shape[1], device=src.device, dtype=src.dtype).index_add_(0, idx, src)
+            return out, src.sum(dim=0) * 2.0
+
+    torch.manual_seed(0)
+    return Scatter().cuda(), (torch.randn(4096, 16, device="cuda"),
+                              torch.randint(0, 64, (4096,), device="cuda")), False
+
+
+MODELS = {"mlp": mlp, "gpt": gpt, "gpt_hand": gpt_hand, "cnn": cnn, "stateful": stateful, "coop": coop,
+          "scatter": scatter}
+# Inductor options a model is exported with, besides the Triton-only ones
+OPTIONS = {"coop": {"triton.cooperative_reductions": True, "triton.force_cooperative_reductions": True}}
 
 
 # ----------------------------------------------------------------- files
@@ -188,7 +223,7 @@ def export_one(torch, nn, name, outdir):
     t0 = time.perf_counter()
     model, inputs, is_stateful = MODELS[name](torch, nn)
     path = os.path.join(outdir, name + ".tbundle")
-    report = tb.export_model(model, inputs, path)
+    report = tb.export_model(model, inputs, path, OPTIONS.get(name))
     compiled = report.compiled
     in_tensors = [t for t in inputs if torch.is_tensor(t)]
     save_all(torch, in_tensors, os.path.join(outdir, name + ".in"))
