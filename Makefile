@@ -13,7 +13,7 @@ TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h t
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
-.PHONY: all test test-gpu test-gpu-corpus lib demo sanitize tsan fuzz torture bench check-compile corpus clean \
+.PHONY: all test test-gpu test-gpu-corpus test-gpu-models lib demo sanitize tsan fuzz torture bench check-compile corpus clean \
 	install uninstall
 
 all: $(B)/tbundle $(B)/launch
@@ -90,6 +90,7 @@ test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)
 	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
+	  "tests/python.sh tests/test_model.py" \
 	  tests/test_install.sh
 
 # the layout of the structs the Python companion mirrors with ctypes, as JSON
@@ -159,6 +160,12 @@ PYTHON ?= python3
 # Triton kernels exported, every launch replayed through the library.
 test-gpu-export: $(B)/libtriton_bundle.so
 	$(PYTHON) tests/export/gpu_export.py --lib $(B)/libtriton_bundle.so
+
+# Whole models exported as programs (export_model): each bundle with its
+# inputs and PyTorch's outputs, in MODEL_OUT, for the runner's tests.
+MODEL_OUT ?= $(B)/models
+test-gpu-models:
+	$(PYTHON) tests/model/gpu_models.py export $(MODEL_OUT)
 
 test-gpu-corpus: $(B)/libtriton_bundle.so
 	$(PYTHON) tests/corpus/corpus.py --lib $(B)/libtriton_bundle.so --table docs/GPU_CORPUS.md

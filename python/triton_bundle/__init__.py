@@ -20,6 +20,12 @@ Standard library only, Python 3.9 or later, MIT No Attribution licence
                                  their kwargs, num_warps, num_stages, the
                                  mutated arguments and the grid rule; and
                                  the launches in order, for replay;
+    export_model(model, inputs, path)
+                                 a whole torch.compile'd forward as a
+                                 program (section 5): every launch, memset
+                                 and copy in order, the inputs, outputs,
+                                 constants and the workspace plan, checked
+                                 against the profiler's record of the run;
 - a command line: triton-bundle list FILE | export ... (--help, --version),
   also run as python -m triton_bundle or python3 python/triton_bundle;
 - CLibrary: the C library (libtriton_bundle.so) through ctypes.
@@ -34,6 +40,7 @@ them all (import triton_bundle as tb; tb.read, tb.write, tb.CLibrary...):
     collect   Triton cache directories and metadata configs (>>fs,
               >>derive)
     export    export_triton and TorchCapture
+    model     export_model (a whole model as a program) and its report
     native    CLibrary, the C library through ctypes
     cli       the command line (main; __main__ runs it)
 
@@ -76,5 +83,9 @@ from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_con
 from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
+from .model import (  # noqa: E402
+    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, export_model, output_tensors, literal_bits, memset_pattern,
+    element_bytes, is_dense,
+    plan_workspace, match_gpu_events, gpu_event_hint)
 from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
 from .cli import PROG, main, _export_cli, _list  # noqa: E402

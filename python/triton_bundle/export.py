@@ -144,10 +144,14 @@ class TorchCapture:
     ones. cap.launches lists, in order, (record key, config index, args,
     grid_args, grid) of every launch, for replaying the sequence. With
     keep_args, each launch also keeps its arguments (tensors as they were
-    passed, not copied)."""
+    passed, not copied). before_launch, when given, is called as
+    before_launch(tuner, args) just before each launch that is recorded
+    (not before autotuning's benchmark runs), while the arguments still
+    hold what the kernel will read."""
 
-    def __init__(self, keep_args=False):
+    def __init__(self, keep_args=False, before_launch=None):
         self.keep_args = keep_args
+        self.before_launch = before_launch
         self.launches = []
         self._tuners = {}
         self._used = {}  # id(tuner) -> the launchers it ran
@@ -161,6 +165,8 @@ class TorchCapture:
         cap = self
 
         def run(tuner, *args, stream, benchmark_run=False, **kwargs):
+            if not benchmark_run and cap.before_launch is not None:
+                cap.before_launch(tuner, args)
             r = cap._orig(tuner, *args, stream=stream, benchmark_run=benchmark_run, **kwargs)
             if not benchmark_run:
                 cap._record(tuner, args)

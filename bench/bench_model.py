@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""One forward of a whole model: PyTorch (eager, torch.compile's default,
+Triton-only torch.compile, mode="reduce-overhead") against the C runner
+(tbundle run, plain and with a CUDA graph), on the models of
+tests/model/gpu_models.py (gpt and mlp by default). Also the load-time
+baseline: one host-to-device copy of the constants' bytes from pageable
+memory, against tbundle's load time.
+
+    python3 bench/bench_model.py --tbundle build/tbundle [--outdir DIR] [--iters N] [--models gpt,mlp]
+
+Each PyTorch variant is timed per call: synchronize, perf_counter, the
+call, synchronize, perf_counter; the median of --iters calls after warm-up
+runs (reduce-overhead records its CUDA graphs in them). The bundle is
+written by export_model, whose Triton-only compilation is the one timed;
+tbundle runs as `tbundle run BUNDLE --in NAME.in0.npy ... --bench N
+[--graph]` and prints `median <float> us` (and `load <float> ms`).
+Prints a table with each time's ratio to reduce-overhead's and to
+Triton-only's; --json FILE writes the numbers too."""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
+import triton_bundle as tb  # noqa: E402
+import gpu_models  # noqa: E402
+
+
+def median_us(torch, fn, iters, warmup):
+    """The median wall time of one call, synchronized on both sides, in
+    microseconds."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def tbundle_run(exe, bundle, inputs, iters, graph):
+    """(median us, load ms or None, the output) of tbundle run."""
+    cmd = [exe, "run", bundle]
+    for p in inputs:
+        cmd += ["--in", p]
+    cmd += ["--bench", str(iters)] + (["--graph"] if graph else [])
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    out = r.stdout
+    m = re.search(r"median\s+([0-9.eE+-]+)\s*us", out)
+    if r.returncode != 0 or m is None:
+        raise RuntimeError("%s exited %d without a median:\n%s" % (" ".join(cmd), r.returncode, out[-2000:]))
+    load = re.search(r"load\s+([0-9.eE+-]+)\s*ms", out)
+    return float(m.group(1)), float(load.group(1)) if load else None, out
+
+
+def h2d_ms(torch, n, reps=5):
+    """The median time of one copy of n bytes from pageable host memory to
+    the GPU (the pages touched first), in milliseconds."""
+    host = torch.ones(max(n, 1), dtype=torch.uint8)
+    dev = torch.empty(max(n, 1), dtype=torch.uint8, device="cuda")
+    dev.copy_(host)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        dev.copy_(host)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def bench_model(torch, nn, name, args):
+    model, inputs, _ = gpu_models.MODELS[name](torch, nn)
+    bundle = os.path.join(args.outdir, name + ".tbundle")
+    report = tb.export_model(model, inputs, bundle, gpu_models.OPTIONS.get(name))
+    in_paths = gpu_models.save_all(torch, [t for t in inputs if torch.is_tensor(t)],
+                                   os.path.join(args.outdir, name + ".in"))
+    rows = {}
+    with torch.no_grad():
+        rows["eager"] = median_us(torch, lambda: model(*inputs), args.iters, args.warmup)
+        rows["triton-only"] = median_us(torch, lambda: report.compiled(*inputs), args.iters, args.warmup)
+        default = torch.compile(model)
+        rows["compile default"] = median_us(torch, lambda: default(*inputs), args.iters, args.warmup)
+        ro = torch.compile(model, mode="reduce-overhead")
+        rows["reduce-overhead"] = median_us(torch, lambda: ro(*inputs), args.iters, max(args.warmup, 5))
+    load = {}
+    for graph in (False, True):
+        label = "tbundle --graph" if graph else "tbundle"
+        try:
+            us, ms, _ = tbundle_run(args.tbundle, bundle, in_paths, args.iters, graph)
+            rows[label] = us
+            load[label] = ms
+        except (OSError, RuntimeError) as e:
+            print("%s: %s" % (label, e))
+            rows[label] = None
+    base_ms = h2d_ms(torch, report.constant_bytes)
+    return {"model": name, "us": rows, "constant_bytes": report.constant_bytes, "h2d_pageable_ms": base_ms,
+            "tbundle_load_ms": load, "workspace_size": report.workspace_size, "pytorch_peak": report.pytorch_peak,
+            "launches": report.launches, "device": torch.cuda.get_device_name()}
+
+
+def table(res):
+    rows = res["us"]
+    ro, tr = rows.get("reduce-overhead"), rows.get("triton-only")
+    print("%s (%s): %d launches, constants %d bytes, workspace %d bytes (PyTorch peak %d)" % (
+        res["model"], res["device"], res["launches"], res["constant_bytes"], res["workspace_size"],
+        res["pytorch_peak"]))
+    print("  %-18s %12s %16s %14s" % ("variant", "median us", "/reduce-overhead", "/triton-only"))
+    for label, us in rows.items():
+        if us is None:
+            print("  %-18s %12s" % (label, "failed"))
+            continue
+        print("  %-18s %12.1f %16s %14s" % (label, us, "%.2fx" % (us / ro) if ro else "-",
+                                           "%.2fx" % (us / tr) if tr else "-"))
+    loads = ", ".join("%s %.2f ms" % (k, v) for k, v in res["tbundle_load_ms"].items() if v is not None)
+    print("  load: one pageable host-to-device copy of the constants %.2f ms; %s" % (
+        res["h2d_pageable_ms"], loads or "tbundle printed no load time"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tbundle", required=True, help="the tbundle command line program")
+    ap.add_argument("--outdir", default="bench-model-out")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--models", default="gpt,mlp")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    import torch
+    import torch.nn as nn
+    if not torch.cuda.is_available():
+        print("no CUDA device")
+        return 1
+    os.makedirs(args.outdir, exist_ok=True)
+    results = []
+    for name in [n for n in args.models.split(",") if n]:
+        res = bench_model(torch, nn, name, args)
+        table(res)
+        results.append(res)
+        sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

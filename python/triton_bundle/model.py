@@ -1,0 +1,1235 @@
+"""export_model: a whole torch.compile'd model's forward as a bundle's
+program (FORMAT.md, section 5), for a runner that launches it with no
+Python. Standard library at import time; torch is imported only inside
+the functions that need it.
+
+    report = export_model(model, (x,), "model.tbundle")
+    print(report.workspace_size, report.pytorch_peak, report.steps)
+
+How a forward becomes a program
+-------------------------------
+1. The model is compiled with Inductor's Triton-only options (TRITON_ONLY:
+   max-autotune, Triton templates for matrix products and convolutions, no
+   CUDA graphs) unless it is already compiled, and run `warmup` times
+   (compilation, autotuning, coordinate descent) and once more, uncaptured,
+   for PyTorch's peak memory.
+2. One more run is captured, every GPU operation of it in order:
+   - each Triton launch, by TorchCapture (export.py), which wraps
+     CachingAutotuner.run: Inductor's generated wrapper calls
+     `<kernel>.run(*args, stream=stream0)` for every Triton kernel, and run
+     calls its one launcher, whether that is Triton's own launcher or the
+     static CUDA launcher (StaticallyLaunchedCudaKernel);
+   - every aten operation the wrapper (or AOTAutograd's runtime around it)
+     calls, by a TorchDispatchMode that is on only during that run:
+     `buf.zero_()` (workspaces Inductor zeroes) and fill_ become MEMSET
+     steps, a contiguous device-to-device `dst.copy_(src)` a COPY step.
+     The mode declares ignore_compile_internals(), so Dynamo's guards mask
+     the Python dispatch keys it adds and the compiled code runs, as it does
+     without the mode (a mode without it makes Dynamo fall back to eager).
+     options["intercept"] = "methods" patches Tensor.zero_/fill_/copy_
+     instead (the calls the wrapper emits), for a PyTorch where the mode
+     misbehaves.
+   Every tensor an operation touched is kept referenced until the end, so
+   the caching allocator cannot hand an address out twice within the run:
+   each distinct storage (its data_ptr, its nbytes) is then one object.
+3. The run is also profiled (torch.profiler, CUDA activity): every kernel,
+   memset and memcpy the GPU ran must be one of the captured steps, in
+   order. Anything else is refused, naming the kernel, the aten operations
+   that ran outside Triton and, where one exists, the Inductor option that
+   makes it a Triton kernel. Nothing is dropped silently.
+4. Each pointer argument becomes (space, index, byte offset): INPUT (the
+   tensors of the flattened example inputs), CONSTANT (the module's
+   parameters and buffers, one per storage, named by their first FQN; and
+   tensors that existed before the run but are neither, such as a tensor
+   attribute or an Inductor constant, whose bytes are read at their first
+   use), OUTPUT (an output whose storage is exactly that tensor) or BUFFER
+   (an intermediate). Other outputs get a COPY step at the end. Scalars
+   are LITERALs holding tb_arg's bits.
+5. Constants that a step writes, or whose bytes changed, are state; their
+   bytes are those from before the capture run, and they are restored
+   afterwards, so that the live model is where the bundle starts.
+6. The workspace: each buffer lives from the first step that uses it to
+   the last; a lifetime-aware greedy places them (largest first, at the
+   lowest 256-aligned offset that overlaps no placed buffer live at the
+   same time).
+
+The pure helpers (literal_bits, memset_pattern, is_dense, plan_workspace,
+match_gpu_events, gpu_event_hint) need no torch; tests/test_model.py
+checks them."""
+
+import collections
+import contextlib
+import gc
+import operator
+import re
+import struct
+import time
+
+from . import format as _format
+from .export import TorchCapture
+from .format import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC, KIND_FLOAT,
+                     KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, Buffer,
+                     BundleError, Constant, Program, Step, TensorSpec, write_file)
+
+# Inductor's options that make every GPU operation of a forward a Triton
+# kernel: matrix products and convolutions as Triton templates, and no CUDA
+# graphs (a graph replay launches kernels outside CachingAutotuner.run).
+TRITON_ONLY = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
+               "max_autotune_conv_backends": "TRITON", "triton.cudagraphs": False}
+
+# export_model's own options (everything else in options is an Inductor
+# compile option, added to TRITON_ONLY or overriding it)
+EXPORT_OPTIONS = {
+    "compile_options": None,    # a dict of Inductor options, as the loose ones
+    "compile_kwargs": None,     # torch.compile's other arguments; default {"dynamic": False}
+    "warmup": 2,                # runs before the capture (compilation, autotuning)
+    "no_grad": True,            # run under torch.no_grad()
+    "input_names": None,        # names of the inputs ("input0"...)
+    "output_names": None,       # names of the outputs ("output0"...)
+    "module": None,             # the nn.Module whose parameters and buffers are the constants
+    "intercept": "dispatch",    # "dispatch" (a TorchDispatchMode) or "methods" (Tensor.zero_/fill_/copy_)
+    "verify_gpu_events": True,  # compare the profiler's GPU operations with the steps
+    "ignore_gpu_events": (),    # substrings of GPU event names to leave out of that comparison
+    "check_state_bytes": True,  # also call constants whose bytes changed state
+    "write": True,              # write the file (False: build the bundle only)
+}
+
+WORKSPACE_ALIGN = 256
+_U64 = (1 << 64) - 1
+_CODES = {r.code: r for r in ARG_CODES}
+
+
+# ---------------------------------------------------------- pure helpers
+def literal_bits(code, value, what="a scalar argument"):
+    """The LITERAL operand of scalar `value` passed as argument code `code`:
+    tb_arg's 64 bits as an unsigned int (an integer or bool two's
+    complement, a float the IEEE-754 bits of the double)."""
+    row = _CODES.get(code)
+    if row is None or row.kind in (KIND_PTR, KIND_DESC):
+        raise BundleError("unsupported_type", "%s: code %r takes no literal" % (what, code))
+    if row.kind == KIND_FLOAT:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            value = _as_number(value, what)
+        return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise BundleError("unsupported_type", "%s: %r (%s) is not an integer for code %r"
+                          % (what, value, type(value).__name__, code))
+    bits = 8 * row.bytes
+    if row.kind == KIND_BOOL:
+        lo, hi = 0, 1
+    elif row.kind == KIND_SINT:
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:  # unsigned: its own range, or the signed reading of the same bits
+        lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
+    if not lo <= v <= hi:
+        raise BundleError("arg_range", "%s: %d does not fit code %r" % (what, v, code))
+    return v & _U64
+
+
+def _as_number(value, what):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise BundleError("unsupported_type", "%s: %r (%s) is not a number" % (what, value, type(value).__name__))
+
+
+def memset_pattern(element):
+    """(width, value, repeat) of a memset that sets elements whose bytes
+    (little-endian) are `element`: width 1, 2 or 4 bytes, the pattern, and
+    how many pattern units make one element. An 8-byte element is two
+    4-byte units when its halves are equal (0.0, 0, -1...); else refused."""
+    n = len(element)
+    if n in (1, 2, 4):
+        return n, int.from_bytes(bytes(element), "little"), 1
+    if n == 8 and element[:4] == element[4:]:
+        return 4, int.from_bytes(bytes(element[:4]), "little"), 2
+    raise BundleError("unsupported", "a fill with the %d-byte pattern %s: a memset takes 1, 2 or 4 bytes (an 8-byte "
+                      "one only when its halves are equal)" % (n, bytes(element).hex()))
+
+
+def is_dense(shape, strides):
+    """Whether a tensor's elements fill its extent, each byte once: its
+    strides, ordered, are a contiguous tensor's (the dimensions in any
+    order; dimensions of size 1 take any stride)."""
+    if any(n == 0 for n in shape):
+        return True
+    expect = 1
+    for st, n in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
+        if st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def extent(shape, strides, element_bytes):
+    """FORMAT.md's extent: bytes from the first element to the end of the last."""
+    if any(n == 0 for n in shape):
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(shape, strides))) * element_bytes
+
+
+def _round_up(n, a):
+    return -(-n // a) * a
+
+
+def plan_workspace(buffers, align=WORKSPACE_ALIGN):
+    """(offsets, workspace_size) for buffers given as (size, first, last):
+    largest first, each at the lowest multiple of `align` where it overlaps
+    no placed buffer whose lifetime (first..last, inclusive) meets its own.
+    The size is the highest end, rounded up to `align`."""
+    offsets = [0] * len(buffers)
+    placed = []  # (offset, end, first, last)
+    for i in sorted(range(len(buffers)), key=lambda i: (-buffers[i][0], buffers[i][1], i)):
+        size, first, last = buffers[i]
+        if size == 0:
+            continue
+        busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
+        off = 0
+        for o, e in busy:  # sorted by start: the first gap that holds it
+            if off + size <= o:
+                break
+            off = max(off, _round_up(e, align))
+        offsets[i] = off
+        placed.append((off, off + size, first, last))
+    return offsets, _round_up(max((e for _, e, _, _ in placed), default=0), align)
+
+
+# The GPU operations a step shows in the profiler: a launch its kernel's
+# name; aten's zero_/fill_ a FillFunctor elementwise kernel (never a
+# cudaMemset); a contiguous device-to-device copy_ a cudaMemcpyAsync
+# ("Memcpy DtoD"), or aten's copy kernel; the snapshot of a constant found
+# during the run a device-to-host memcpy.
+def _event_fits(kind, name, event):
+    if kind == "launch":
+        return event == name or event.startswith(name + "(")
+    if kind == "memset":
+        return "FillFunctor" in event or event.startswith("Memset")
+    if kind == "copy":
+        return event.startswith("Memcpy DtoD") or "copy_kernel" in event
+    if kind == "snapshot":
+        return event.startswith("Memcpy DtoH")
+    return False
+
+
+def match_gpu_events(expected, observed):
+    """Walks the steps' expected GPU operations, [(kind, kernel name)], and
+    the profiler's, [event name], both in order. Returns (foreign, missing):
+    the observed events no step accounts for, [(position, name)], and the
+    expected ones never seen, [index]."""
+    i, foreign = 0, []
+    for j, ev in enumerate(observed):
+        if i < len(expected) and _event_fits(expected[i][0], expected[i][1], ev):
+            i += 1
+        else:
+            foreign.append((j, ev))
+    return foreign, list(range(i, len(expected)))
+
+
+_HINTS = (
+    (("nvjet", "gemm", "gemv", "cublas", "cutlass", "xmma_gemm", "sm90_xmma", "sm80_xmma", "Kernel2", "splitKreduce"),
+     'a cuBLAS/CUTLASS matrix product: compile with max_autotune=True and max_autotune_gemm_backends="TRITON"'),
+    (("cudnn", "implicit_convolve", "fprop", "dgrad", "wgrad", "winograd", "conv2d", "convolve", "fft2d"),
+     'a cuDNN convolution: compile with max_autotune=True and max_autotune_conv_backends="TRITON"'),
+    (("flash", "fmha", "attention"),
+     "a fused attention kernel (scaled_dot_product_attention): use the math attention (transformers: "
+     "attn_implementation=\"eager\") so that Inductor decomposes it into Triton kernels"),
+    (("FillFunctor",), "an aten fill_/zero_ that is no plain memset (a non-dense tensor), or a factory (zeros, full)"),
+    (("copy_kernel", "Memcpy"), "an aten copy that is no contiguous device-to-device copy (a cast, a strided or a "
+                                "host copy)"),
+    (("nccl",), "a collective (NCCL): a program runs on one GPU"),
+)
+
+
+def gpu_event_hint(name):
+    """What a GPU operation the steps do not account for probably is, and
+    the option that turns it into Triton where one does."""
+    if name.startswith("triton"):
+        return ("a Triton kernel launched outside CachingAutotuner.run (a CUDA graph replay: compile without "
+                "triton.cudagraphs and not with mode=\"reduce-overhead\"; or an aten operation written in Triton)")
+    low = name.lower()
+    for keys, hint in _HINTS:
+        if any(k.lower() in low for k in keys):
+            return hint
+    return "an aten kernel: a fallback Inductor has no Triton lowering for"
+
+
+# ------------------------------------------------------------ the report
+class ExportReport:
+    """What export_model did. Attributes: path, steps (by kind), launches,
+    skipped_launches (grids of zero blocks: no work), records, kernels,
+    inputs and outputs (TensorSpecs), constants, constant_bytes,
+    state_constants and external_constants (names), output_copies (outputs
+    a COPY step writes), workspace_size, buffers, pytorch_peak (bytes
+    torch.cuda.max_memory_allocated grew by in one uncaptured forward,
+    outputs included), outputs_with_atomics (outputs a kernel with atomics
+    may have written: compare those with a tolerance), gpu_events (the
+    profiler's count, or None when not verified), aten_ops (the aten
+    operations the run called besides fill_/zero_/copy_, with counts),
+    timings (seconds), warnings, compiled (the compiled callable, to
+    compare against), bundle (the Bundle), captured_outputs (the output
+    tensors of the captured run: what the program computes from the
+    bundle's state)."""
+
+    NOT_JSON = ("compiled", "bundle", "captured_outputs")
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def as_dict(self):
+        """The report as plain data (json.dumps takes it)."""
+        out = {}
+        for k, v in self.__dict__.items():
+            if k in self.NOT_JSON:
+                continue
+            if k in ("inputs", "outputs"):
+                v = [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "strides": list(t.strides),
+                      "align": t.align} for t in v]
+            out[k] = v
+        return out
+
+    def __repr__(self):
+        return "ExportReport(%s: %d steps %s, workspace %d bytes, PyTorch peak %s)" % (
+            self.path, sum(self.steps.values()), self.steps, self.workspace_size, self.pytorch_peak)
+
+
+# ------------------------------------------------------- torch utilities
+def _dtype_name(torch, dt, what):
+    name = str(dt).replace("torch.", "")
+    if name not in DTYPE_BY_NAME:
+        raise BundleError("unsupported_type", "%s: dtype %s has no number in the format (FORMAT.md's dtype table)"
+                          % (what, name))
+    return name
+
+
+def _storage_of(t):
+    st = t.untyped_storage()
+    return st.data_ptr(), st.nbytes()
+
+
+def _storage_to_host(torch, t):
+    """A CPU uint8 copy of the whole storage of device tensor t (the copy is
+    synchronous: a device-to-host memcpy)."""
+    st = t.untyped_storage()
+    n = st.nbytes()
+    if n == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (n,))
+    return flat.cpu()
+
+
+def _host_bytes(host):
+    """The bytes of a CPU uint8 tensor."""
+    import ctypes
+    n = host.numel()
+    return ctypes.string_at(host.data_ptr(), n) if n else b""
+
+
+def _storage_from_host(torch, t, host):
+    """Writes host (a CPU uint8 tensor of the storage's size) back into the
+    storage of t."""
+    st = t.untyped_storage()
+    n = st.nbytes()
+    if n:
+        torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (n,)).copy_(host)
+
+
+_INT_FORMATS = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+                "uint64": 8}
+_FLOAT_FORMATS = {"float16": "<e", "float32": "<f", "float64": "<d"}
+
+
+def element_bytes(dtype_name, value):
+    """The little-endian bytes of one element of dtype `dtype_name` holding
+    `value`, for the dtypes whose conversion is exact in the standard
+    library (integers and bools in range; float16, 32 and 64, rounded to
+    nearest even as fill_ rounds); None for the others (bfloat16, float8),
+    which torch converts."""
+    if dtype_name in _INT_FORMATS:
+        n = _INT_FORMATS[dtype_name]
+        if isinstance(value, float):
+            if not value.is_integer():
+                return None
+            value = int(value)
+        v = int(value)
+        if dtype_name == "bool":
+            v = 1 if v else 0
+        signed = dtype_name.startswith("int")
+        if not (-(1 << (8 * n - 1)) if signed else 0) <= v < (1 << (8 * n - (1 if signed else 0))):
+            return None
+        return (v & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+    if dtype_name in _FLOAT_FORMATS:
+        try:
+            return struct.pack(_FLOAT_FORMATS[dtype_name], float(value))
+        except (OverflowError, struct.error):
+            return None
+    return None
+
+
+def _element_bytes(torch, value, dtype):
+    """The bytes of one element of `dtype` holding `value`, converted as
+    fill_ converts it: in the standard library where that is exact, else by
+    torch.full on the CPU."""
+    if torch.is_tensor(value):
+        value = value.item()
+    b = element_bytes(str(dtype).replace("torch.", ""), value)
+    if b is not None:
+        return b
+    t = torch.full((1,), value, dtype=dtype)
+    return bytes(t.view(torch.uint8).tolist())
+
+
+def _tensors_in(torch, obj, out):
+    """The tensors of a (nested) list, tuple or dict, appended to out."""
+    if torch.is_tensor(obj):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _tensors_in(torch, x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors_in(torch, x, out)
+    return out
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def output_tensors(out):
+    """The tensors a model returned, in order: the leaves of the returned
+    pytree (torch.utils._pytree; transformers registers its ModelOutput
+    classes as nodes, whose leaves are the fields that are not None); a
+    leaf that is a ModelOutput pytree does not know is flattened through
+    to_tuple(), a mapping through its values. Plain leaves (None, numbers,
+    strings) are left out; any other object is refused, since its tensors
+    would be lost (a transformers Cache: pass use_cache=False)."""
+    import torch
+    from collections.abc import Mapping
+    from torch.utils import _pytree as pytree
+    result = []
+    leaves, _ = pytree.tree_flatten(out)
+    for leaf in leaves:
+        if torch.is_tensor(leaf):
+            result.append(leaf)
+        elif isinstance(leaf, _PLAIN) or isinstance(leaf, (torch.dtype, torch.device, torch.Size)):
+            continue
+        elif callable(getattr(leaf, "to_tuple", None)):
+            result += output_tensors(leaf.to_tuple())
+        elif isinstance(leaf, Mapping):
+            result += output_tensors(list(leaf.values()))
+        else:
+            raise BundleError("unsupported_type", "the model returns a %s.%s, which is neither a tensor nor a pytree "
+                              "of tensors: its tensors would not be outputs (for a transformers model, pass "
+                              "use_cache=False, or return the tensors)" % (type(leaf).__module__,
+                                                                           type(leaf).__name__))
+    return result
+
+
+def _call_args(torch, example_inputs):
+    """(args, kwargs) of the call: a tuple or list is the positional
+    arguments, a dict the keyword ones, anything else the one argument."""
+    if isinstance(example_inputs, dict):
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, (list, tuple)):
+        return tuple(example_inputs), {}
+    return (example_inputs,), {}
+
+
+def _is_compiled(torch, model):
+    from torch._dynamo.eval_frame import OptimizedModule
+    if isinstance(model, OptimizedModule):
+        return True
+    if getattr(model, "_torchdynamo_orig_callable", None) is not None:  # torch.compile(fn)
+        return True
+    # nn.Module.compile() compiles in place
+    return isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None
+
+
+def _module_of(torch, model):
+    """The nn.Module whose parameters and buffers are the model's constants."""
+    from torch._dynamo.eval_frame import OptimizedModule
+    if isinstance(model, OptimizedModule):
+        return model._orig_mod
+    if isinstance(model, torch.nn.Module):
+        return model
+    orig = getattr(model, "_torchdynamo_orig_callable", None)
+    if isinstance(orig, torch.nn.Module):
+        return orig
+    owner = getattr(orig, "__self__", None) or getattr(model, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
+def _module_constants(torch, module):
+    """[(name, tensor)] of the module's parameters and buffers on the GPU,
+    one per storage (tied weights once), each named by its first FQN."""
+    if module is None:
+        return []
+    seen, out = set(), []
+    named = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
+    for name, t in named:
+        if t is None or not torch.is_tensor(t) or t.device.type != "cuda":
+            continue
+        sptr, _ = _storage_of(t)
+        if sptr in seen or sptr == 0:
+            continue
+        seen.add(sptr)
+        out.append((name, t))
+    return out
+
+
+def _tensor_attributes(torch, module):
+    """{storage data_ptr: FQN} of tensors held as plain attributes of the
+    module's submodules (not parameters or buffers): the names of such
+    tensors when a kernel reads them."""
+    names = {}
+    if module is None:
+        return names
+    for mname, m in module.named_modules():
+        params, bufs = getattr(m, "_parameters", {}), getattr(m, "_buffers", {})
+        for k, v in list(vars(m).items()):
+            if torch.is_tensor(v) and k not in params and k not in bufs and v.device.type == "cuda":
+                sptr, _ = _storage_of(v)
+                names.setdefault(sptr, "%s.%s" % (mname, k) if mname else k)
+    return names
+
+
+def _live_blocks(torch, device):
+    """The addresses of the caching allocator's allocated blocks on device
+    (torch.cuda.memory_snapshot(): segments, each with its blocks in address
+    order)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    live = set()
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device", index) != index:
+            continue
+        addr = seg.get("address", 0)
+        for blk in seg.get("blocks", ()):
+            a = blk.get("address", addr)
+            if str(blk.get("state", "")).startswith("active"):
+                live.add(a)
+            addr = a + blk.get("size", 0)
+    return live
+
+
+def _dynamo_frames():
+    """Dynamo's count of frames it was asked to convert (a cache miss:
+    a compilation, a recompilation or an eager fallback)."""
+    try:
+        from torch._dynamo.utils import counters
+        return sum(counters["frames"].values())
+    except Exception:  # noqa: BLE001 - only a consistency check
+        return None
+
+
+# -------------------------------------------------------- the capture run
+# aten operations that run no GPU work (views, metadata, allocation): they
+# are not reported as operations outside Triton
+_NO_GPU_WORK = {
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "view", "_unsafe_view", "as_strided",
+    "alias", "detach", "t", "permute", "transpose", "expand", "squeeze", "unsqueeze", "select", "slice", "split",
+    "split_with_sizes", "unbind", "_reshape_alias", "reshape", "set_", "resize_", "lift_fresh", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "record_stream", "_to_copy_noop",
+    "unflatten", "flatten", "narrow", "diagonal", "real", "imag", "view_as", "expand_as", "movedim", "unfold",
+    "_reinterpret_tensor", "_nested_view_from_buffer", "contiguous", "size", "stride", "dim", "numel"}
+
+
+class _Recorder:
+    """What the capture run did: its memsets and copies (each with the
+    number of launches before it), the constants found at their first use,
+    the aten operations outside Triton, and a reference to every tensor an
+    operation touched (so that no address is reused within the run)."""
+
+    def __init__(self, torch, known, pre_blocks):
+        self.torch = torch
+        self.known = known            # storage data_ptrs of inputs and module constants
+        self.pre_blocks = pre_blocks  # allocator blocks allocated before the run
+        self.cap = None
+        self.events = []              # (position, kind, payload)
+        self.external = collections.OrderedDict()  # data_ptr -> {tensor, host, dtype}
+        self.aten_ops = collections.OrderedDict()  # op name -> count
+        self.problems = []
+        self.keep = []
+        self.quiet = False            # set while the recorder itself runs torch operations
+
+    def position(self):
+        return len(self.cap.launches) if self.cap is not None else 0
+
+    def hold(self, obj):
+        self.keep += _tensors_in(self.torch, obj, [])
+
+    def touch(self, t):
+        """A device tensor an operation is about to use: when its storage
+        existed before the run and is neither an input nor a module constant
+        (a tensor attribute, an Inductor constant), its bytes are read now,
+        before anything writes them."""
+        if t.device.type != "cuda":
+            return
+        sptr, n = _storage_of(t)
+        if sptr == 0 or sptr in self.known or sptr in self.external or sptr not in self.pre_blocks:
+            return
+        self.quiet = True
+        try:
+            host = _storage_to_host(self.torch, t)
+        finally:
+            self.quiet = False
+        self.external[sptr] = {"tensor": t, "host": host, "touched": True}
+        if n:
+            self.events.append((self.position(), "snapshot", sptr))
+
+    def before_launch(self, tuner, args):
+        for a in args:
+            if self.torch.is_tensor(a):
+                self.keep.append(a)
+                self.touch(a)
+
+    def on_op(self, name, base, args, kwargs):
+        """An aten operation (before it runs): name "aten.zero_.default",
+        base "zero_"."""
+        torch = self.torch
+        self.hold((args, kwargs))
+        if base in ("zero_", "fill_"):
+            value = 0 if base == "zero_" else (args[1] if len(args) > 1 else kwargs.get("value"))
+            self._memset(name, args[0], value)
+        elif base == "copy_":
+            self._copy(name, args[0], args[1] if len(args) > 1 else kwargs.get("src"))
+        elif base not in _NO_GPU_WORK:
+            self.aten_ops[name] = self.aten_ops.get(name, 0) + 1
+            for t in _tensors_in(torch, (args, kwargs), []):
+                self.touch(t)
+
+    def _memset(self, name, dst, value):
+        torch = self.torch
+        if not torch.is_tensor(dst) or dst.device.type != "cuda":
+            self.aten_ops[name] = self.aten_ops.get(name, 0) + 1
+            return
+        self.touch(dst)
+        n = dst.numel()
+        if n == 0:
+            return
+        if not is_dense(dst.shape, dst.stride()):
+            self.problems.append("%s of a tensor of shape %s and strides %s, which is not dense: no memset sets it"
+                                 % (name, list(dst.shape), list(dst.stride())))
+            return
+        if torch.is_tensor(value) and value.device.type != "cpu":
+            self.problems.append("%s with a value held on the device: its value is not known when exporting" % name)
+            return
+        self.quiet = True
+        try:
+            element = _element_bytes(torch, value, dst.dtype)
+        except Exception as e:  # noqa: BLE001 - reported with the others after the run
+            self.problems.append("%s of %r into %s: %s: %s" % (name, value, dst.dtype, type(e).__name__, e))
+            return
+        finally:
+            self.quiet = False
+        try:
+            width, pattern, repeat = memset_pattern(element)
+        except BundleError as e:
+            self.problems.append("%s (%s): %s" % (name, dst.dtype, e))
+            return
+        self.events.append((self.position(), "memset", {
+            "dst": dst, "width": width, "value": pattern, "count": n * repeat, "name": name}))
+
+    def _copy(self, name, dst, src):
+        torch = self.torch
+        if not (torch.is_tensor(dst) and torch.is_tensor(src)) or dst.device.type != "cuda" or \
+                src.device != dst.device:
+            self.problems.append("%s from %s to %s: only copies within one GPU become steps" % (
+                name, getattr(src, "device", src), getattr(dst, "device", dst)))
+            return
+        self.touch(src)
+        self.touch(dst)
+        if dst is src or dst.numel() == 0:
+            return  # aten copies nothing
+        if src.dtype != dst.dtype or tuple(src.shape) != tuple(dst.shape) or src.stride() != dst.stride() or \
+                not is_dense(dst.shape, dst.stride()):
+            self.problems.append("%s from %s %s strides %s to %s %s strides %s: not a plain byte copy (a cast, a "
+                                 "broadcast or a strided copy)" % (name, src.dtype, list(src.shape),
+                                                                   list(src.stride()), dst.dtype, list(dst.shape),
+                                                                   list(dst.stride())))
+            return
+        count = dst.numel() * dst.element_size()
+        if _storage_of(src)[0] == _storage_of(dst)[0] and abs(src.data_ptr() - dst.data_ptr()) < count:
+            self.problems.append("%s between overlapping bytes of one tensor" % name)
+            return
+        self.events.append((self.position(), "copy", {"dst": dst, "src": src, "count": count, "name": name}))
+
+
+def _dispatch_mode(torch, rec):
+    """A TorchDispatchMode that hands every aten operation to rec. It
+    declares ignore_compile_internals(): Dynamo then masks the Python
+    dispatch keys it adds when checking guards (torch/csrc/dynamo/guards.h,
+    get_is_in_mode_without_ignore_compile_internals), so the compiled code
+    runs rather than an eager fallback, and the operations of the compiled
+    code's runtime still reach it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+        raise BundleError("unsupported", "this PyTorch's TorchDispatchMode has no ignore_compile_internals, so a mode "
+                          "makes Dynamo run the model eagerly: pass options={'intercept': 'methods'}")
+
+    class _OpLog(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not rec.quiet:
+                name = str(func)
+                packet = getattr(func, "overloadpacket", None)
+                base = getattr(packet, "__name__", name.split(".")[1] if name.count(".") >= 2 else name)
+                rec.on_op(name, base, args, kwargs)
+            out = func(*args, **kwargs)
+            if not rec.quiet:
+                rec.hold(out)
+            return out
+
+    return _OpLog()
+
+
+@contextlib.contextmanager
+def _method_hooks(torch, rec):
+    """Tensor.zero_, fill_ and copy_ reported to rec: the calls Inductor's
+    Python wrapper emits for them (codegen/wrapper.py: make_zero_buffer
+    writes `buf.zero_()`, codegen_device_copy `dst.copy_(src, non_blocking)`).
+    Other aten operations are not seen this way; the profiler still sees
+    the GPU work they do."""
+    T = torch.Tensor
+    own = {n: T.__dict__.get(n) for n in ("zero_", "fill_", "copy_")}
+
+    def hook(n, f):
+        def method(self, *args, **kwargs):
+            if not rec.quiet:
+                rec.on_op("aten.%s" % n, n, (self,) + args, kwargs)
+            return f(self, *args, **kwargs)
+        return method
+    for n in own:
+        setattr(T, n, hook(n, getattr(T, n)))
+    try:
+        yield
+    finally:
+        for n, f in own.items():
+            if f is None:
+                delattr(T, n)
+            else:
+                setattr(T, n, f)
+
+
+def _gpu_events(prof):
+    """The names of the GPU operations (kernels, memsets, memcpys) the
+    profiler saw, in the order they ran; user annotations left out."""
+    evs = []
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).split(".")[-1] != "CUDA":
+            continue
+        if getattr(e, "is_user_annotation", False):
+            continue
+        evs.append((e.time_range.start, e.name))
+    evs.sort(key=lambda x: x[0])
+    return [n for _, n in evs]
+
+
+# ------------------------------------------------------------ the export
+def _options(options):
+    opts = dict(EXPORT_OPTIONS)
+    compile_options = dict(TRITON_ONLY)
+    for k, v in (options or {}).items():
+        if k in EXPORT_OPTIONS:
+            opts[k] = v
+        else:  # an Inductor option (torch.compile checks the name)
+            compile_options[k] = v
+    compile_options.update(opts["compile_options"] or {})
+    compile_kwargs = {"dynamic": False}
+    compile_kwargs.update(opts["compile_kwargs"] or {})
+    if opts["intercept"] not in ("dispatch", "methods"):
+        raise BundleError("invalid_argument", "options['intercept'] is 'dispatch' or 'methods', not %r"
+                          % (opts["intercept"],))
+    if compile_options.get("cpp_wrapper"):
+        raise BundleError("unsupported", "cpp_wrapper: the C++ wrapper launches kernels without CachingAutotuner.run")
+    return opts, compile_options, compile_kwargs
+
+
+def _names(given, n, stem, what):
+    names = list(given) if given is not None else ["%s%d" % (stem, i) for i in range(n)]
+    if len(names) != n:
+        raise BundleError("invalid_argument", "%d %s names for %d %ss" % (len(names), what, n, what))
+    for nm in names:
+        if not isinstance(nm, str) or not nm or "\0" in nm or len(nm.encode()) > MAX_NAME_LENGTH:
+            raise BundleError("invalid_argument", "%s name %r: 1 to %d bytes, no zero byte" % (what, nm,
+                                                                                               MAX_NAME_LENGTH))
+    if len(set(names)) != len(names):
+        raise BundleError("invalid_argument", "two %ss share a name: %s" % (what, names))
+    return names
+
+
+def _spec(torch, t, name, what):
+    if t.device.type != "cuda":
+        raise BundleError("unsupported", "%s %s is on %s, not a CUDA device" % (what, name, t.device))
+    return TensorSpec(name, _dtype_name(torch, t.dtype, "%s %s" % (what, name)), list(t.shape), list(t.stride()),
+                      16 if t.data_ptr() % 16 == 0 else 1)
+
+
+def _atomic_configs(bundle, tuners):
+    """{(record index, config index)} of configs whose kernel uses atomics:
+    Inductor's atomic_add_found, or an atomic operation in the kernel's
+    Triton IR (or source)."""
+    out = set()
+    for ri, rec in enumerate(bundle.records):
+        tuner = tuners.get(rec.cache_key)
+        flagged = bool(tuner is not None and (getattr(tuner, "inductor_meta", None) or {}).get("atomic_add_found"))
+        for ci, cfg in enumerate(rec.configs):
+            k = bundle.kernel(cfg.kernel_hash)
+            stem = cfg.binary_name[:-len(".cubin")] if cfg.binary_name.endswith(".cubin") else cfg.binary_name
+            text = {a.name: bytes(a.data) for a in (k.artifacts if k else ())
+                    if a.name in (stem + ".ttir", stem + ".source")}
+            if flagged or re.search(rb"tt\.atomic_(rmw|cas)", text.get(stem + ".ttir", b"")) or \
+                    re.search(rb"\batomic_(add|max|min|and|or|xor|xchg|cas)\b", text.get(stem + ".source", b"")):
+                out.add((ri, ci))
+    return out
+
+
+def _written_args(rec):
+    """Indices of a record's arguments its kernel writes: the mutated ones
+    and Inductor's out_ptr/in_out_ptr; every argument when the names say
+    nothing (a user kernel)."""
+    names = rec.call.arg_names if rec.call is not None else []
+    mutated = set(rec.call.mutated) if rec.call is not None else set()
+    out = {j for j, n in enumerate(names) if n.startswith(("out_ptr", "in_out_ptr"))} | mutated
+    return out if out else None
+
+
+class _Export:
+    def __init__(self, model, example_inputs, path, options):
+        self.model, self.example_inputs, self.path = model, example_inputs, path
+        self.opts, self.compile_options, self.compile_kwargs = _options(options)
+        self.timings = {}
+
+    def grad(self):
+        return self.torch.no_grad() if self.opts["no_grad"] else contextlib.nullcontext()
+
+    def call(self):
+        return self.compiled(*self.args, **self.kwargs)
+
+    def run(self):
+        import torch
+        self.torch = torch
+        if "program" not in {s.name for s in getattr(_format, "SECTIONS", ())}:
+            if self.opts["write"]:
+                raise BundleError("unsupported", "this triton_bundle's format module writes no program (section 5)")
+        self.args, self.kwargs = _call_args(torch, self.example_inputs)
+        self.inputs = _tensors_in(torch, (list(self.args), self.kwargs), [])
+        if not self.inputs:
+            raise BundleError("invalid_argument", "the example inputs hold no tensor")
+        dev = self.inputs[0].device
+        if dev.type != "cuda":
+            raise BundleError("unsupported", "input 0 is on %s: export_model runs the model on a CUDA device" % dev)
+        self.device = dev
+        with torch.cuda.device(dev):
+            self.compile()
+            self.measure_peak()
+            self.capture()
+            return self.build()
+
+    # 1. compile, warm up, PyTorch's peak
+    def compile(self):
+        torch = self.torch
+        t0 = time.perf_counter()
+        self.compiled_here = not _is_compiled(torch, self.model)
+        if self.compiled_here:
+            self.compiled = torch.compile(self.model, options=self.compile_options, **self.compile_kwargs)
+        else:
+            self.compiled = self.model
+        self.module = self.opts["module"] if self.opts["module"] is not None else _module_of(torch, self.model)
+        with self.grad():
+            for _ in range(max(1, int(self.opts["warmup"]))):
+                out = self.call()
+                del out
+        torch.cuda.synchronize()
+        self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
+
+    def measure_peak(self):
+        torch = self.torch
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        frames = _dynamo_frames()
+        with self.grad():
+            out = self.call()
+        torch.cuda.synchronize()
+        self.pytorch_peak = int(torch.cuda.max_memory_allocated() - before)
+        self.peak_run_frames = None if frames is None else _dynamo_frames() - frames
+        del out
+
+    # 2. the capture run
+    def capture(self):
+        torch = self.torch
+        # the inputs and the module's constants, by storage
+        self.input_of = {}
+        for i, t in enumerate(self.inputs):
+            if t.device != self.device:
+                raise BundleError("unsupported", "input %d is on %s, input 0 on %s" % (i, t.device, self.device))
+            sptr, _ = _storage_of(t)
+            if sptr in self.input_of and sptr != 0:
+                raise BundleError("unsupported", "inputs %d and %d share their storage: pass separate tensors"
+                                  % (self.input_of[sptr], i))
+            self.input_of[sptr] = i
+        self.consts = _module_constants(torch, self.module)
+        self.const_of = {}
+        for j, (name, t) in enumerate(self.consts):
+            sptr, _ = _storage_of(t)
+            if sptr in self.input_of:
+                raise BundleError("unsupported", "input %d shares its storage with the module's %s"
+                                  % (self.input_of[sptr], name))
+            self.const_of[sptr] = j
+        self.attr_names = _tensor_attributes(torch, self.module)
+        # every constant's bytes before the run (state ones are restored from them)
+        t0 = time.perf_counter()
+        self.before = {sptr: _storage_to_host(torch, self.consts[j][1]) for sptr, j in self.const_of.items()}
+        self.timings["read_constants_s"] = time.perf_counter() - t0
+        gc.collect()
+        torch.cuda.synchronize()
+        self.warnings = []
+        try:
+            pre_blocks = _live_blocks(torch, self.device)
+        except Exception as e:  # noqa: BLE001 - another allocator backend
+            pre_blocks = set()
+            self.warnings.append("torch.cuda.memory_snapshot() failed (%s: %s): tensors that existed before the run "
+                                 "but are neither inputs nor the module's parameters or buffers are not recognized "
+                                 "as constants" % (type(e).__name__, e))
+        rec = self.rec = _Recorder(torch, set(self.input_of) | set(self.const_of), pre_blocks)
+        verify = bool(self.opts["verify_gpu_events"])
+        frames = _dynamo_frames()
+        t0 = time.perf_counter()
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.grad())
+            prof = None
+            if verify:
+                from torch.profiler import ProfilerActivity, profile
+                prof = stack.enter_context(profile(activities=[ProfilerActivity.CUDA]))
+            cap = stack.enter_context(TorchCapture(keep_args=True, before_launch=rec.before_launch))
+            rec.cap = cap
+            if self.opts["intercept"] == "dispatch":
+                stack.enter_context(_dispatch_mode(torch, rec))
+            else:
+                stack.enter_context(_method_hooks(torch, rec))
+            out = self.call()
+            rec.hold(out)
+            torch.cuda.synchronize()
+        self.timings["capture_s"] = time.perf_counter() - t0
+        self.cap, self.out = cap, out
+        if not cap.launches and rec.aten_ops:
+            raise BundleError("unsupported", "the captured run launched no Triton kernel but called %s: the compiled "
+                              "code did not run (an eager fallback); try options={'intercept': 'methods'}"
+                              % ", ".join(rec.aten_ops))
+        # a recompilation under the capture (a guard that failed) shows in
+        # Dynamo's frame count; an eager fallback for a dispatch mode does not
+        # (torch 2.11 skips the frame before counting it), the checks above
+        # and the profiler's catch it
+        if frames is not None and self.peak_run_frames is not None and \
+                _dynamo_frames() - frames > self.peak_run_frames:
+            raise BundleError("unsupported", "the captured run made Dynamo convert %d frames where the run before "
+                              "it made %d: it recompiled or fell back to eager under the capture (try "
+                              "options={'intercept': 'methods'})" % (_dynamo_frames() - frames, self.peak_run_frames))
+        if rec.problems:
+            raise BundleError("unsupported", "operations no step can express: " + "; ".join(rec.problems))
+        self.gpu_events = _gpu_events(prof) if prof is not None else None
+
+    # 3. the program
+    def build(self):
+        torch, rec, cap = self.torch, self.rec, self.cap
+        t0 = time.perf_counter()
+        bundle = cap.bundle()
+        rindex = {r.cache_key: i for i, r in enumerate(bundle.records)}
+        tuners = {key: tuner for key, tuner in cap._tuners.values()}
+        storages = {}  # data_ptr -> a tensor of that storage (the first seen)
+
+        def ptr(t, what):
+            if not torch.is_tensor(t) or t.device != self.device:
+                raise BundleError("unsupported", "%s: %r is not a tensor on %s" % (what, type(t).__name__,
+                                                                                  self.device))
+            sptr, _ = _storage_of(t)
+            storages.setdefault(sptr, t)
+            return ("ptr", sptr, t.data_ptr())
+
+        # the steps in the order they ran: each memset, copy or snapshot knows
+        # how many launches came before it
+        raw, expected, skipped = [], [], 0
+        launches = cap.launches
+        li = 0
+
+        def add_launch(i):
+            nonlocal skipped
+            launch = launches[i]
+            ri = rindex[launch["key"]]
+            r = bundle.records[ri]
+            ci = launch["config"]
+            cfg = r.configs[ci]
+            what = "launch %d (%s)" % (i, cfg.function_name)
+            if "T" in cfg.arg_types:
+                raise BundleError("unsupported", "%s takes a tensor descriptor (its arguments %r): a program passes "
+                                  "none" % (what, cfg.arg_types))
+            grid = launch["grid"]
+            if grid is None:
+                raise BundleError("unsupported", "%s: its grid could not be computed" % what)
+            if any(g == 0 for g in grid):
+                skipped += 1  # Triton launches nothing
+                return
+            names = r.call.arg_names if r.call is not None else []
+            if len(names) != len(cfg.arg_types):
+                raise BundleError("malformed", "%s: %d argument names for %d codes" % (what, len(names),
+                                                                                       len(cfg.arg_types)))
+            ops = []
+            for j, (n, code) in enumerate(zip(names, cfg.arg_types)):
+                if n not in launch["args"]:
+                    raise BundleError("malformed", "%s: argument %s was not passed" % (what, n))
+                v = launch["args"][n]
+                if code == "O":
+                    ops.append(ptr(v, "%s, argument %s" % (what, n)))
+                else:
+                    ops.append(("lit", literal_bits(code, v, "%s, argument %s" % (what, n))))
+            raw.append({"kind": LAUNCH, "record": ri, "config": ci, "grid": tuple(int(g) for g in grid),
+                        "ops": ops, "name": cfg.function_name})
+            expected.append(("launch", cfg.function_name))
+
+        for pos, kind, payload in rec.events:
+            while li < pos:
+                add_launch(li)
+                li += 1
+            if kind == "snapshot":
+                expected.append(("snapshot", ""))
+            elif kind == "memset":
+                raw.append({"kind": MEMSET, "ops": [ptr(payload["dst"], payload["name"])], "width": payload["width"],
+                            "value": payload["value"], "count": payload["count"], "name": payload["name"]})
+                expected.append(("memset", ""))
+            else:
+                raw.append({"kind": COPY, "ops": [ptr(payload["dst"], payload["name"]),
+                                                  ptr(payload["src"], payload["name"])],
+                            "count": payload["count"], "name": payload["name"]})
+                expected.append(("copy", ""))
+        while li < len(launches):
+            add_launch(li)
+            li += 1
+        self.verify_events(expected)
+
+        # the outputs: a storage that is exactly one output is that output;
+        # any other output is copied at the end from where it lies
+        outs = output_tensors(self.out)
+        out_names = _names(self.opts["output_names"], len(outs), "output", "output")
+        in_names = _names(self.opts["input_names"], len(self.inputs), "input", "input")
+        inputs = [_spec(torch, t, in_names[i], "input") for i, t in enumerate(self.inputs)]
+        outputs = [_spec(torch, t, out_names[k], "output") for k, t in enumerate(outs)]
+        by_storage = collections.defaultdict(list)
+        for k, t in enumerate(outs):
+            by_storage[_storage_of(t)[0]].append(k)
+            storages.setdefault(_storage_of(t)[0], t)
+
+        def pre_existing(sptr):
+            return sptr in self.input_of or sptr in self.const_of or sptr in rec.external or \
+                sptr in rec.pre_blocks
+
+        direct, copies = {}, []
+        for k, t in enumerate(outs):
+            sptr, nbytes = _storage_of(t)
+            ext = outputs[k].extent()
+            dense = is_dense(t.shape, t.stride())
+            if not pre_existing(sptr) and t.storage_offset() == 0 and ext == nbytes and dense and \
+                    len(by_storage[sptr]) == 1:
+                direct[sptr] = k
+                continue
+            if not dense:
+                raise BundleError("unsupported", "output %d (%s) is a view of shape %s and strides %s, which is not "
+                                  "dense: it cannot be copied out as bytes" % (k, out_names[k], list(t.shape),
+                                                                               list(t.stride())))
+            if ext:
+                copies.append((k, ("ptr", sptr, t.data_ptr()), ext))
+        for k, src, ext in copies:
+            raw.append({"kind": COPY, "ops": [("out", k), src], "count": ext, "name": "output %d" % k})
+        # pre-existing storages that only outputs use: their bytes now (no step touched them)
+        for sptr, t in list(storages.items()):
+            if sptr in rec.pre_blocks and sptr not in rec.external and sptr not in self.input_of and \
+                    sptr not in self.const_of:
+                rec.external[sptr] = {"tensor": t, "host": _storage_to_host(torch, t), "touched": False}
+
+        # storages to spaces: inputs, constants (the module's, then those found
+        # during the run), direct outputs, and buffers (in order of first use)
+        used = []
+        for st in raw:
+            for op in st["ops"]:
+                if op[0] == "ptr" and op[1] not in used:
+                    used.append(op[1])
+        used_set = set(used)
+        const_list = [(self.consts[j][0], self.consts[j][1], sptr, self.before[sptr])
+                      for sptr, j in sorted(self.const_of.items(), key=lambda x: x[1]) if sptr in used_set]
+        for n, (sptr, e) in enumerate(rec.external.items()):
+            if sptr in used_set:
+                name = self.attr_names.get(sptr, "external%d" % n)
+                const_list.append((name, e["tensor"], sptr, e["host"]))
+        const_index = {c[2]: j for j, c in enumerate(const_list)}
+        buffer_ptrs = [s for s in used if s not in self.input_of and s not in const_index and s not in direct]
+        buffer_index = {s: i for i, s in enumerate(buffer_ptrs)}
+
+        def resolve(op, touched, what):
+            if op[0] == "lit":
+                return (LITERAL, 0, op[1])
+            if op[0] == "out":
+                return (OUTPUT, op[1], 0)
+            _, sptr, addr = op
+            nbytes = _storage_of(storages[sptr])[1]
+            if sptr in self.input_of:
+                i = self.input_of[sptr]
+                space, index, off, size = INPUT, i, addr - self.inputs[i].data_ptr(), inputs[i].extent()
+            elif sptr in const_index:
+                space, index, off, size = CONSTANT, const_index[sptr], addr - sptr, nbytes
+            elif sptr in direct:
+                space, index, off, size = OUTPUT, direct[sptr], addr - sptr, nbytes
+            else:
+                space, index, off, size = BUFFER, buffer_index[sptr], addr - sptr, nbytes
+            if not 0 <= off <= size or off + touched > size:
+                raise BundleError("unsupported", "%s points at byte %d of a %d-byte %s (%s %d)%s" % (
+                    what, off, size, "input's extent" if space == INPUT else "storage",
+                    ("INPUT", "OUTPUT", "CONSTANT", "BUFFER")[space - 1], index,
+                    ": an input is passed as the tensor itself, its storage beyond it is not"
+                    if space == INPUT else ""))
+            return (space, index, off)
+
+        steps, first, last = [], {}, {}
+        for s, st in enumerate(raw):
+            touched = st["count"] * st.get("width", 1) if st["kind"] != LAUNCH else 0
+            ops = [resolve(op, touched, "step %d (%s), operand %d" % (s, st["name"], j))
+                   for j, op in enumerate(st["ops"])]
+            for sp, idx, _ in ops:
+                if sp == BUFFER:
+                    first.setdefault(idx, s)
+                    last[idx] = s
+            if st["kind"] == LAUNCH:
+                steps.append(Step(LAUNCH, ops, record=st["record"], config=st["config"], grid=st["grid"]))
+            elif st["kind"] == MEMSET:
+                steps.append(Step(MEMSET, ops, width=st["width"], value=st["value"], count=st["count"]))
+            else:
+                steps.append(Step(COPY, ops, count=st["count"]))
+
+        # state: constants a step writes, or whose bytes changed
+        written = {ri: _written_args(r) for ri, r in enumerate(bundle.records)}
+        state = set()
+        for st in steps:
+            if st.kind in (MEMSET, COPY) and st.operands[0][0] == CONSTANT:
+                state.add(st.operands[0][1])
+            elif st.kind == LAUNCH:
+                w = written[st.record]
+                for j, op in enumerate(st.operands):
+                    if op[0] == CONSTANT and w is not None and j in w:
+                        state.add(op[1])
+        if self.opts["check_state_bytes"]:
+            for j, (name, t, sptr, host) in enumerate(const_list):
+                if j not in state and not torch.equal(_storage_to_host(torch, t), host):
+                    state.add(j)
+        # the live model back where the bundle starts
+        for j in sorted(state):
+            name, t, sptr, host = const_list[j]
+            _storage_from_host(torch, t, host)
+        torch.cuda.synchronize()
+        constants = [Constant(name, _dtype_name(torch, t.dtype, "constant %s" % name), _host_bytes(host),
+                              state=j in state) for j, (name, t, sptr, host) in enumerate(const_list)]
+
+        # the workspace
+        sizes = [_storage_of(storages[s])[1] for s in buffer_ptrs]
+        offsets, ws = plan_workspace([(sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))])
+        buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
+
+        program = Program(inputs, outputs, constants, buffers, ws, steps)
+        bundle.program = program
+        self.timings["build_s"] = time.perf_counter() - t0
+        if self.opts["write"]:
+            t0 = time.perf_counter()
+            write_file(bundle, self.path)
+            self.timings["write_s"] = time.perf_counter() - t0
+
+        atomic = _atomic_configs(bundle, tuners)
+        tainted = self.taint(steps, atomic, written, constants)
+        kinds = collections.Counter({LAUNCH: 0, MEMSET: 0, COPY: 0})
+        kinds.update(st.kind for st in steps)
+        return ExportReport(
+            path=self.path if self.opts["write"] else None,
+            steps={"launch": kinds[LAUNCH], "memset": kinds[MEMSET], "copy": kinds[COPY]},
+            launches=kinds[LAUNCH], skipped_launches=skipped, records=len(bundle.records),
+            kernels=len(bundle.kernels), inputs=inputs, outputs=outputs, constants=len(constants),
+            constant_bytes=sum(len(c.data) for c in constants),
+            state_constants=[c.name for c in constants if c.state],
+            external_constants=[c[0] for c in const_list if c[2] in rec.external],
+            unused_module_constants=len(self.consts) - sum(1 for c in const_list if c[2] in self.const_of),
+            output_copies=[out_names[k] for k, _, _ in copies],
+            workspace_size=ws, buffers=len(buffers), pytorch_peak=self.pytorch_peak,
+            outputs_with_atomics=[out_names[k] for k in range(len(outs)) if (OUTPUT, k) in tainted],
+            atomic_launches=sum(1 for st in steps if st.kind == LAUNCH and (st.record, st.config) in atomic),
+            gpu_events=None if self.gpu_events is None else len(self.gpu_events),
+            aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
+            compile_options=dict(self.compile_options) if self.compiled_here else None,
+            warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
+            captured_outputs=outs)
+
+    def verify_events(self, expected):
+        """Every GPU operation of the run is a step: the profiler's events
+        against the steps', in order."""
+        if self.gpu_events is None:
+            return
+        ignore = tuple(self.opts["ignore_gpu_events"] or ())
+        observed = [e for e in self.gpu_events if not any(s in e for s in ignore)]
+        if expected and not observed:
+            raise BundleError("unsupported", "the profiler saw no GPU operation in a run of %d steps (no CUPTI?): "
+                              "export with options={'verify_gpu_events': False} to skip the check" % len(expected))
+        foreign, missing = match_gpu_events(expected, observed)
+        if not foreign and not missing:
+            return
+        lines = []
+        for _, name in foreign[:12]:
+            lines.append("  %s: %s" % (name if len(name) < 160 else name[:157] + "...", gpu_event_hint(name)))
+        if len(foreign) > 12:
+            lines.append("  ... %d more" % (len(foreign) - 12))
+        if missing:
+            lines.append("  %d captured steps the profiler did not see, from step %d (%s)" % (
+                len(missing), missing[0], "%s %s" % expected[missing[0]]))
+        ops = ", ".join("%s x%d" % kv for kv in self.rec.aten_ops.items())
+        raise BundleError("unsupported", "GPU work that is not a Triton launch, memset or copy step:\n%s%s" % (
+            "\n".join(lines), "\n  aten operations the run called outside Triton: " + ops if ops else ""))
+
+    @staticmethod
+    def taint(steps, atomic, written, constants):
+        """{(space, index)} of objects whose bytes may depend on a kernel with
+        atomics: what such a launch writes, and what any step that reads a
+        tainted object writes (a launch whose argument names do not say what
+        it writes: each of its pointers but read-only constants)."""
+        tainted = set()
+        for st in steps:
+            ptrs = [(j, (op[0], op[1])) for j, op in enumerate(st.operands) if op[0] != LITERAL]
+            if st.kind == LAUNCH:
+                w = written[st.record]
+                outs = [o for j, o in ptrs if (j in w if w is not None else
+                                               o[0] != CONSTANT or constants[o[1]].state)]
+                if (st.record, st.config) in atomic or any(o in tainted for _, o in ptrs):
+                    tainted.update(outs)
+            elif st.kind == COPY and ptrs[1][1] in tainted:
+                tainted.add(ptrs[0][1])
+        return tainted
+
+
+def export_model(model, example_inputs, path, options=None):
+    """Captures one forward of a torch.compile'd model as a program
+    (FORMAT.md, section 5) and writes the bundle to path; returns an
+    ExportReport. See the module's doc for how.
+
+    model: an nn.Module or a function (compiled here with TRITON_ONLY, or
+    already compiled: an OptimizedModule, a torch.compile'd function, a
+    module after .compile()). example_inputs: the call's positional
+    arguments (a tuple or list), its keyword arguments (a dict) or its one
+    argument; the tensors among them, flattened in order, are the inputs.
+    options: export_model's own (EXPORT_OPTIONS) and any Inductor option
+    (added to TRITON_ONLY, or overriding it).
+
+    The model runs `warmup` times, once for PyTorch's peak memory and once
+    captured; the module's state (BatchNorm's running statistics...) is
+    afterwards what it was before the captured run, which is the state the
+    bundle holds. Raises BundleError for what a program cannot hold."""
+    return _Export(model, example_inputs, path, options).run()

@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""export_model without a GPU: its pure helpers (literal bits, memset
+patterns, density, the workspace plan, the profiler's events against the
+steps and the hints), and the program it builds from a capture, with a
+stand-in for torch and for the capture run: spaces and offsets, a memset
+and a copy, an output that is its storage, one that is a view and one that
+is an input, a constant found during the run, state by mutation and by
+changed bytes (and their restoration), a launch of zero blocks, the
+workspace plan, the outputs a kernel with atomics reaches, the refusals
+(cuBLAS, a tensor descriptor, a non-dense output view). With a format
+module that checks programs (check_program), the program is checked too.
+usage: tests/test_model.py  (from the repository root)"""
+
+import os
+import struct
+import sys
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import triton_bundle as tb  # noqa: E402
+from triton_bundle import model as M  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycheck import check, summary  # noqa: E402
+
+
+def raises(f, code=None, text=""):
+    try:
+        f()
+    except tb.BundleError as e:
+        return (code is None or e.code == code) and text in str(e)
+    return False
+
+
+def plan_ok(bufs, offs, ws):
+    """FORMAT.md's R-program-plan, and 256-aligned offsets within ws."""
+    for i, (si, fi, li) in enumerate(bufs):
+        if offs[i] % 256 or offs[i] + si > ws:
+            return False
+        for j, (sj, fj, lj) in enumerate(bufs):
+            if i < j and si and sj and fi <= lj and fj <= li and offs[i] < offs[j] + sj and offs[j] < offs[i] + si:
+                return False
+    return ws % 256 == 0
+
+
+# ------------------------------------------------------------ the helpers
+def helpers():
+    check(M.literal_bits("i", 7) == 7 and M.literal_bits("i", -1) == (1 << 64) - 1, "literal: i32 7 and -1")
+    check(M.literal_bits("?", True) == 1 and M.literal_bits("l", -(1 << 63)) == 1 << 63, "literal: bool, i64 min")
+    check(M.literal_bits("f", 1.5) == struct.unpack("<Q", struct.pack("<d", 1.5))[0], "literal: a float as a double")
+    check(M.literal_bits("d", 2) == struct.unpack("<Q", struct.pack("<d", 2.0))[0], "literal: an int for a float code")
+    check(M.literal_bits("I", 4294967295) == 4294967295, "literal: u32 max")
+    check(raises(lambda: M.literal_bits("i", 1 << 31), "arg_range"), "literal: 2^31 does not fit i32")
+    check(raises(lambda: M.literal_bits("?", 2), "arg_range"), "literal: 2 is no bool")
+    check(raises(lambda: M.literal_bits("O", 0), "unsupported_type"), "literal: a pointer code takes none")
+    check(raises(lambda: M.literal_bits("i", "x"), "unsupported_type"), "literal: a string is no integer")
+
+    check(M.memset_pattern(b"\0\0\x80\x3f") == (4, 0x3F800000, 1), "memset: float32 1.0")
+    check(M.memset_pattern(b"\x80\x3f") == (2, 0x3F80, 1), "memset: bfloat16 1.0")
+    check(M.memset_pattern(b"\x01") == (1, 1, 1), "memset: a bool")
+    check(M.memset_pattern(bytes(8)) == (4, 0, 2), "memset: float64 0.0 is two 4-byte zeros")
+    check(M.memset_pattern(b"\xff" * 8) == (4, 0xFFFFFFFF, 2), "memset: int64 -1, equal halves")
+    check(raises(lambda: M.memset_pattern(struct.pack("<d", 1.0)), "unsupported", "8-byte"),
+          "memset: float64 1.0 refused")
+
+    check(M.element_bytes("uint32", 0) == bytes(4) and M.element_bytes("int64", -1) == b"\xff" * 8,
+          "element: uint32 0, int64 -1")
+    check(M.element_bytes("float32", 1.0) == b"\0\0\x80\x3f" and M.element_bytes("float64", -0.0)[7] == 0x80,
+          "element: float32 1.0, float64 -0.0 keeps its sign")
+    check(M.element_bytes("bool", 5) == b"\x01" and M.element_bytes("float16", 65504.0) == b"\xff\x7b",
+          "element: bool, float16 max")
+    check(M.element_bytes("int8", 200) is None and M.element_bytes("bfloat16", 1.0) is None and
+          M.element_bytes("int32", 0.5) is None, "element: out of range, bfloat16 and fractions left to torch")
+    check(M.is_dense((2, 3), (3, 1)) and M.is_dense((2, 3), (1, 2)), "dense: contiguous and transposed")
+    check(M.is_dense((4, 1, 5), (5, 99, 1)) and M.is_dense((0, 3), (7, 7)), "dense: size-1 and empty dimensions")
+    check(not M.is_dense((2, 3), (4, 1)) and not M.is_dense((4, 3), (0, 1)), "not dense: padded, broadcast")
+    check(not M.is_dense((2, 2), (1, 1)), "not dense: overlapping")
+    check(M.extent((2, 3), (4, 1), 4) == 28 and M.extent((0, 3), (3, 1), 4) == 0, "extent")
+
+    bufs = [(1000, 0, 2), (500, 1, 3), (1000, 3, 5), (10, 4, 4), (0, 0, 9)]
+    offs, ws = M.plan_workspace(bufs)
+    check(offs[0] == 0 and offs[2] == 0 and offs[1] == 1024 and ws == 1536 and offs[4] == 0,
+          "plan: a dead buffer's bytes are reused, live ones kept apart (%s, %d)" % (offs, ws))
+    check(offs[3] == 1024, "plan: a small buffer takes the bytes of one dead by then")
+    check(plan_ok(bufs, offs, ws), "plan: no two buffers live together share a byte")
+    import random
+    rnd = random.Random(7)
+    good = True
+    for _ in range(200):
+        bufs = []
+        for _ in range(rnd.randrange(1, 30)):
+            a = rnd.randrange(20)
+            bufs.append((rnd.choice([0, 1, 100, 256, 300, 1000, 4096]), a, a + rnd.randrange(5)))
+        offs, ws = M.plan_workspace(bufs)
+        good = good and plan_ok(bufs, offs, ws)
+    check(good, "plan: 200 random sets of buffers, each plan valid")
+    offs, ws = M.plan_workspace([(300, 0, 0), (300, 0, 0), (300, 0, 0)])
+    check(sorted(offs) == [0, 512, 1024] and ws == 1536, "plan: 256-aligned offsets, size rounded up")
+    check(M.plan_workspace([]) == ([], 0), "plan: nothing")
+
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1> >"
+    expected = [("launch", "triton_poi_0"), ("memset", ""), ("copy", ""), ("snapshot", ""), ("launch", "triton_mm")]
+    observed = ["triton_poi_0", fill, "Memcpy DtoD (Device -> Device)", "Memcpy DtoH (Device -> Pageable)",
+                "triton_mm"]
+    check(M.match_gpu_events(expected, observed) == ([], []), "events: each step's GPU operation, in order")
+    foreign, missing = M.match_gpu_events(expected, observed[:1] + ["sm90_xmma_gemm_f32f32"] + observed[1:4])
+    check(foreign == [(1, "sm90_xmma_gemm_f32f32")] and missing == [4], "events: a foreign kernel, a missing one")
+    check("max_autotune_gemm_backends" in M.gpu_event_hint("nvjet_tst_128x64_64x4_h_bz_TNT"), "hint: cuBLAS nvjet")
+    check("max_autotune_conv_backends" in M.gpu_event_hint("cudnn::engines_precompiled::nchwToNhwcKernel"),
+          "hint: cuDNN")
+    check("eager" in M.gpu_event_hint("flash_fwd_kernel"), "hint: flash attention")
+    check("CUDA graph" in M.gpu_event_hint("triton_poi_fused_convolution_0"),
+          "hint: an unseen Triton kernel is no cuDNN convolution")
+
+
+# ------------------------------------------------- a stand-in for torch
+class DType:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+F32, I64 = DType("float32", 4), DType("int64", 8)
+
+
+class Device:
+    type, index = "cuda", 0
+
+
+DEV = Device()
+
+
+class Storage:
+    def __init__(self, ptr, nbytes, fill=0):
+        self.ptr, self.data = ptr, bytearray([fill]) * nbytes
+
+    def data_ptr(self):
+        return self.ptr
+
+    def nbytes(self):
+        return len(self.data)
+
+
+class T:
+    """A device tensor: a view of a Storage."""
+
+    def __init__(self, storage, shape, strides=None, offset=0, dtype=F32):
+        self.st, self.shape, self.dtype, self.offset = storage, tuple(shape), dtype, offset
+        if strides is None:
+            strides, n = [], 1
+            for d in reversed(shape):
+                strides.insert(0, n)
+                n *= d
+        self.strides, self.device = tuple(strides), DEV
+
+    def stride(self):
+        return self.strides
+
+    def storage_offset(self):
+        return self.offset
+
+    def untyped_storage(self):
+        return self.st
+
+    def data_ptr(self):
+        return self.st.ptr + self.offset * self.dtype.size
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.size
+
+
+def fake_torch():
+    torch = types.ModuleType("torch")
+    torch.is_tensor = lambda x: isinstance(x, T)
+    torch.equal = lambda a, b: bytes(a) == bytes(b)
+    torch.cuda = types.SimpleNamespace(synchronize=lambda: None)
+    torch.dtype, torch.device, torch.Size = DType, Device, tuple
+    pytree = types.ModuleType("torch.utils._pytree")
+
+    def tree_flatten(obj):
+        if isinstance(obj, (list, tuple)):
+            return [x for o in obj for x in tree_flatten(o)[0]], None
+        if isinstance(obj, dict):
+            return [x for o in obj.values() for x in tree_flatten(o)[0]], None
+        return [obj], None
+    pytree.tree_flatten = tree_flatten
+    utils = types.ModuleType("torch.utils")
+    utils._pytree = pytree
+    torch.utils = utils
+    return torch, {"torch": torch, "torch.utils": utils, "torch.utils._pytree": pytree}
+
+
+class FakeCap:
+    def __init__(self, bundle, launches, tuners):
+        self._bundle, self.launches = bundle, launches
+        self._tuners = {i: kt for i, kt in enumerate(tuners)}
+
+    def bundle(self):
+        return self._bundle
+
+
+def config(name, types_, div=None):
+    return tb.Config("h_" + name, name, name + ".cubin", types_, div if div is not None else "1" * len(types_))
+
+
+def record(name, arg_names, types_, mutated=(), div=None):
+    return tb.Record("inductor:%s:x" % name, name, [config(name, types_, div)],
+                     tb.CallInfo(arg_names, [arg_names.index(m) for m in mutated]))
+
+
+class World:
+    """A captured forward: x -> mm (w1) -> buf0; memset buf1; atomic kernel
+    (buf0, a tensor attribute) -> buf1; copy buf0 -> buf3; bn kernel (buf3,
+    b1, running mean: mutated) -> buf2; a launch of zero blocks. Outputs:
+    buf2 (its storage), the first rows of buf1 (a view), x (an input)."""
+
+    def __init__(self, extra_events=(), out_view=None, foreign_gpu=(), desc=False):
+        S = Storage
+        self.x = T(S(0x10000, 128, 1), (8, 4))
+        self.w1, self.b1 = T(S(0x20000, 64, 2), (4, 4)), T(S(0x20100, 16, 3), (4,))
+        self.running = T(S(0x20200, 16, 4), (4,))
+        self.counter = T(S(0x20300, 8, 5), (1,), dtype=I64)
+        self.unused = T(S(0x20400, 16, 6), (4,))
+        self.attr = T(S(0x30000, 16, 7), (4,))
+        self.buf0, self.buf1 = T(S(0x40000, 128), (8, 4)), T(S(0x50000, 256), (8, 8))
+        self.buf2, self.buf3 = T(S(0x60000, 128), (8, 4)), T(S(0x70000, 128), (8, 4))
+        self.view = out_view if out_view is not None else T(self.buf1.st, (4, 8))
+        b = tb.Bundle()
+        b.kernels = [tb.Kernel("h_k_atomic", 0, [tb.Artifact("k_atomic.ttir", b'%0 = "tt.atomic_rmw"(%a)')]),
+                     tb.Kernel("h_k_mm", 0, [tb.Artifact("k_mm.ttir", b"tt.load tt.store")])]
+        b.records = [
+            record("k_mm", ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel"], "OOTi" if desc else "OOOi"),
+            record("k_atomic", ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel"], "OOOi"),
+            record("k_bn", ["in_ptr0", "in_ptr1", "in_ptr2", "in_ptr3", "out_ptr0", "out_ptr1", "xnumel", "eps"],
+                   "OOOOOOif", mutated=["in_ptr2", "out_ptr1"], div="11111110"),
+            record("k_empty", ["out_ptr0", "xnumel"], "Oi")]
+        keys = [r.cache_key for r in b.records]
+        tuners = [(keys[0], types.SimpleNamespace(inductor_meta={})),
+                  (keys[1], types.SimpleNamespace(inductor_meta={"atomic_add_found": True})),
+                  (keys[2], types.SimpleNamespace(inductor_meta={})), (keys[3], types.SimpleNamespace())]
+        launches = [
+            {"key": keys[0], "config": 0, "grid": (1, 1, 1),
+             "args": {"in_ptr0": self.x, "in_ptr1": self.w1, "out_ptr0": self.buf0, "xnumel": 32}},
+            {"key": keys[1], "config": 0, "grid": (2, 1, 1),
+             "args": {"in_ptr0": self.buf0, "in_ptr1": self.attr, "out_ptr0": self.buf1, "xnumel": 64}},
+            {"key": keys[2], "config": 0, "grid": (2, 1, 1),
+             "args": {"in_ptr0": self.buf3, "in_ptr1": self.b1, "in_ptr2": self.running, "in_ptr3": self.counter,
+                      "out_ptr0": self.buf2, "out_ptr1": self.running, "xnumel": 32, "eps": 1e-5}},
+            {"key": keys[3], "config": 0, "grid": (0, 1, 1), "args": {"out_ptr0": self.buf2, "xnumel": 0}}]
+        self.torch, self.modules = fake_torch()
+        consts = [("fc.weight", self.w1), ("fc.bias", self.b1), ("bn.running_mean", self.running),
+                  ("counter", self.counter), ("unused", self.unused)]
+        ex = M._Export.__new__(M._Export)
+        ex.opts, _, _ = M._options({"write": False})
+        ex.torch, ex.device, ex.path, ex.timings, ex.warnings = self.torch, DEV, "t.tbundle", {}, []
+        ex.inputs, ex.input_of = [self.x], {self.x.st.ptr: 0}
+        ex.consts = consts
+        ex.const_of = {t.st.ptr: j for j, (_, t) in enumerate(consts)}
+        ex.before = {t.st.ptr: bytes(t.st.data) for _, t in consts}
+        # the run changed the counter (a kernel wrote it through in_ptr3) and the running mean
+        self.counter.st.data[0] = 99
+        self.running.st.data[0] = 98
+        ex.attr_names = {self.attr.st.ptr: "blocks.0.table"}
+        rec = M._Recorder(self.torch, set(ex.input_of) | set(ex.const_of), {self.attr.st.ptr})
+        rec.external[self.attr.st.ptr] = {"tensor": self.attr, "host": bytes(self.attr.st.data), "touched": True}
+        rec.events = [(1, "memset", {"dst": self.buf1, "width": 4, "value": 0, "count": 64, "name": "aten.zero_"}),
+                      (1, "snapshot", self.attr.st.ptr),
+                      (2, "copy", {"dst": self.buf3, "src": self.buf0, "count": 128, "name": "aten.copy_"})]
+        rec.events += list(extra_events)
+        ex.rec = rec
+        ex.cap = FakeCap(b, launches, tuners)
+        ex.out = {"logits": self.buf2, "rows": self.view, "same": self.x, "n": 3, "none": None}
+        fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >"
+        ex.gpu_events = ["k_mm", fill, "Memcpy DtoH (Device -> Pageable)", "k_atomic",
+                         "Memcpy DtoD (Device -> Device)"] + list(foreign_gpu) + ["k_bn"]
+        ex.pytorch_peak, ex.compiled_here, ex.compile_options, ex.compiled = 4096, True, {}, None
+        self.ex = ex
+
+    def build(self):
+        saved = {k: sys.modules.get(k) for k in self.modules}
+        sys.modules.update(self.modules)
+        real = (M._storage_to_host, M._host_bytes, M._storage_from_host)
+        M._storage_to_host = lambda torch, t: bytes(t.st.data)
+        M._host_bytes = bytes
+
+        def back(torch, t, host):
+            t.st.data[:] = host
+        M._storage_from_host = back
+        try:
+            return self.ex.build()
+        finally:
+            M._storage_to_host, M._host_bytes, M._storage_from_host = real
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+
+
+def program_checks():
+    w = World()
+    r = w.build()
+    p = r.bundle.program
+    check(r.steps == {"launch": 3, "memset": 1, "copy": 3} and r.skipped_launches == 1,
+          "steps: 3 launches (one of zero blocks left out), the memset, the copy and 2 output copies (%s)" % r.steps)
+    kinds = [s.kind for s in p.steps]
+    check(kinds == [tb.model.LAUNCH, tb.model.MEMSET, tb.model.LAUNCH, tb.model.COPY, tb.model.LAUNCH,
+                    tb.model.COPY, tb.model.COPY], "steps in the order they ran, the output copies last")
+    check([i.name for i in p.inputs] == ["input0"] and p.inputs[0].shape == [8, 4] and p.inputs[0].align == 16,
+          "the input's spec")
+    check([o.name for o in p.outputs] == ["output0", "output1", "output2"] and p.outputs[1].shape == [4, 8],
+          "outputs: the tensors of the returned pytree, in order (numbers and None left out)")
+    names = [c.name for c in p.constants]
+    check(names == ["fc.weight", "fc.bias", "bn.running_mean", "counter", "blocks.0.table"],
+          "constants: the module's that a step uses, in order, then the tensor attribute found in the run (%s)" % names)
+    check([c.state for c in p.constants] == [False, False, True, True, False],
+          "state: the running mean (mutated argument) and the counter (its bytes changed)")
+    check(bytes(p.constants[3].data) == bytes([5]) * 8 and bytes(p.constants[2].data) == bytes([4]) * 16,
+          "state constants hold their bytes from before the run")
+    check(bytes(w.counter.st.data) == bytes([5]) * 8 and bytes(w.running.st.data) == bytes([4]) * 16,
+          "and the live ones are restored to them")
+    check(bytes(p.constants[4].data) == bytes([7]) * 16 and r.external_constants == ["blocks.0.table"],
+          "the tensor attribute's bytes, named by its attribute")
+    check(r.unused_module_constants == 1, "a parameter no step uses is left out")
+    L0, MS, L1, CP, L2, C1, C2 = p.steps
+    check(L0.operands == [(tb.model.INPUT, 0, 0), (tb.model.CONSTANT, 0, 0), (tb.model.BUFFER, 0, 0),
+                          (tb.model.LITERAL, 0, 32)], "launch 0: input, constant, buffer, literal")
+    check(L1.operands[1] == (tb.model.CONSTANT, 4, 0) and MS.operands == [(tb.model.BUFFER, 1, 0)] and
+          (MS.width, MS.value, MS.count) == (4, 0, 64), "the memset and the external constant")
+    check(CP.operands == [(tb.model.BUFFER, 2, 0), (tb.model.BUFFER, 0, 0)] and CP.count == 128, "the copy")
+    check(L2.operands[4] == (tb.model.OUTPUT, 0, 0) and L2.operands[5] == (tb.model.CONSTANT, 2, 0) and
+          L2.operands[7] == (tb.model.LITERAL, 0, struct.unpack("<Q", struct.pack("<d", 1e-5))[0]),
+          "launch 2 writes output 0 directly; a float literal")
+    check(C1.operands == [(tb.model.OUTPUT, 1, 0), (tb.model.BUFFER, 1, 0)] and C1.count == 128 and
+          C2.operands == [(tb.model.OUTPUT, 2, 0), (tb.model.INPUT, 0, 0)] and C2.count == 128,
+          "a view and a returned input are copied out")
+    check(r.output_copies == ["output1", "output2"], "the report names the copied outputs")
+    life = [(b.first, b.last, b.size) for b in p.buffers]
+    check(life == [(0, 3, 128), (1, 5, 256), (3, 4, 128)], "buffers: lifetimes from first to last use (%s)" % life)
+    for i, a in enumerate(p.buffers):
+        for j, b in enumerate(p.buffers):
+            if i < j and a.first <= b.last and b.first <= a.last:
+                check(not (a.offset < b.offset + b.size and b.offset < a.offset + a.size),
+                      "buffers %d and %d, live together, do not overlap" % (i, j))
+    check(p.workspace_size % 256 == 0 and all(b.offset % 256 == 0 and b.offset + b.size <= p.workspace_size
+                                              for b in p.buffers), "the workspace holds every buffer, 256-aligned")
+    check(r.outputs_with_atomics == ["output1"], "atomics reach output 1 only (%s)" % r.outputs_with_atomics)
+    check(r.pytorch_peak == 4096 and r.as_dict()["inputs"][0]["shape"] == [8, 4] and "bundle" not in r.as_dict(),
+          "the report as data")
+    if hasattr(tb, "check_program"):
+        try:
+            tb.check_program(r.bundle)
+            ok = True
+        except tb.BundleError as e:
+            print("    %s" % e)
+            ok = False
+        check(ok, "check_program takes the program")
+    else:
+        print("    (this format module has no check_program: not checked)")
+
+
+def refusals():
+    w = World(foreign_gpu=["sm90_xmma_gemm_f32f32_tn_n_tilesize128x128x32"])
+    check(raises(w.build, "unsupported", "max_autotune_gemm_backends"), "a cuBLAS kernel is refused, naming the option")
+    w = World(out_view=None)
+    w.ex.out["rows"] = T(w.buf1.st, (4, 4), (8, 1))
+    check(raises(w.build, "unsupported", "not dense"), "an output view that is not dense is refused")
+    w = World(desc=True)
+    check(raises(w.build, "unsupported", "tensor descriptor"), "a tensor descriptor argument is refused")
+    w = World()
+    w.ex.cap.launches[0]["grid"] = None
+    check(raises(w.build, "unsupported", "grid"), "a launch without a grid is refused")
+    w = World()
+    w.ex.cap.launches[0]["args"]["in_ptr0"] = T(w.x.st, (2, 4), offset=40)
+    check(raises(w.build, "unsupported", "input"), "a pointer past an input's extent is refused")
+    w = World()
+    w.ex.out["bad"] = object()
+    check(raises(w.build, "unsupported_type", "neither a tensor"), "an output that is no tensor or pytree is refused")
+    w = World()
+    w.ex.gpu_events = []
+    check(raises(w.build, "unsupported", "CUPTI"), "no GPU event at all: a clear error")
+
+
+def options():
+    opts, comp, kw = M._options({"max_autotune": False, "warmup": 3, "coordinate_descent_tuning": True})
+    check(opts["warmup"] == 3 and comp["max_autotune"] is False and comp["coordinate_descent_tuning"] is True and
+          comp["max_autotune_gemm_backends"] == "TRITON" and kw == {"dynamic": False},
+          "options: export's own, Inductor's added to or overriding TRITON_ONLY")
+    check(raises(lambda: M._options({"intercept": "x"}), "invalid_argument"), "options: a bad intercept")
+    check(raises(lambda: M._options({"cpp_wrapper": True}), "unsupported"), "options: cpp_wrapper refused")
+    check(raises(lambda: M._names(["a", "a"], 2, "input", "input"), "invalid_argument"), "names: unique")
+
+
+def main():
+    helpers()
+    program_checks()
+    refusals()
+    options()
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
