@@ -59,8 +59,8 @@ def tbundle_run(exe, bundle, inputs, iters, graph):
     m = re.search(r"median\s+([0-9.eE+-]+)\s*us", out)
     if r.returncode != 0 or m is None:
         raise RuntimeError("%s exited %d without a median:\n%s" % (" ".join(cmd), r.returncode, out[-2000:]))
-    load = re.search(r"load\s+([0-9.eE+-]+)\s*ms", out)
-    return float(m.group(1)), float(load.group(1)) if load else None, out
+    load = {k: float(v) for k, v in re.findall(r"^(load|upload|h2d)\s+([0-9.eE+-]+)\s*ms", out, re.M)}
+    return float(m.group(1)), load, out
 
 
 def h2d_ms(torch, n, reps=5):
@@ -99,7 +99,8 @@ def bench_model(torch, nn, name, args):
         try:
             us, ms, _ = tbundle_run(args.tbundle, bundle, in_paths, args.iters, graph)
             rows[label] = us
-            load[label] = ms
+            if not graph:
+                load = ms
         except (OSError, RuntimeError) as e:
             print("%s: %s" % (label, e))
             rows[label] = None
@@ -122,9 +123,13 @@ def table(res):
             continue
         print("  %-18s %12.1f %16s %14s" % (label, us, "%.2fx" % (us / ro) if ro else "-",
                                            "%.2fx" % (us / tr) if tr else "-"))
-    loads = ", ".join("%s %.2f ms" % (k, v) for k, v in res["tbundle_load_ms"].items() if v is not None)
-    print("  load: one pageable host-to-device copy of the constants %.2f ms; %s" % (
-        res["h2d_pageable_ms"], loads or "tbundle printed no load time"))
+    ld = res["tbundle_load_ms"]
+    if ld.get("upload") and ld.get("h2d"):
+        print("  load: tb_model_load %.3f ms with its kernels loaded (kernels too: %.3f ms); one pageable "
+              "host-to-device copy of the constants %.3f ms in the same process (torch's: %.3f ms): %.2fx" % (
+                  ld["upload"], ld.get("load", 0.0), ld["h2d"], res["h2d_pageable_ms"], ld["upload"] / ld["h2d"]))
+    else:
+        print("  load: tbundle printed no load times; torch's pageable copy %.3f ms" % res["h2d_pageable_ms"])
 
 
 def main():

@@ -131,7 +131,10 @@ static const char *usage_run =
     "  --bench N      then time N more runs, 1 to 1000000, after 3 to warm up: each one\n"
     "                 from its launch to its completion (the stream synchronized); prints\n"
     "                 'load MS ms' (tb_model_load: constants uploaded, kernels loaded),\n"
-    "                 'median US us', 'min US us', 'max US us' and 'runs N', a line each\n"
+    "                 'median US us', 'min US us', 'max US us' and 'runs N', a line each;\n"
+    "                 then 'upload MS ms' (tb_model_load with the kernels loaded already),\n"
+    "                 'h2d MS ms' (one pageable host-to-device copy of the constants'\n"
+    "                 bytes) and 'constants N bytes', the medians of 5\n"
     "  --device N     the CUDA device, 0 or more (default 0); its primary context is\n"
     "                 used\n";
 
@@ -2081,6 +2084,53 @@ static int device_tensor(const cuda_api *cu, run_tensor *rt, const tb_tensor_spe
 }
 
 /* One run, waited for. */
+static int cmp_double(const void *a, const void *b);
+/* --bench's load rows, each the median of 5 after one to warm up: 'upload'
+   is tb_model_load with the kernels already loaded (a table the model
+   shares): the constants uploaded, the workspace allocated, the steps
+   resolved; 'h2d' is one cuMemcpyHtoD of as many bytes from pageable
+   memory, the baseline of the load goal, in this process. */
+static int bench_upload(cuda_api *cu, const tb_bundle *b, const tb_model_desc *base, uint64_t bytes) {
+    double t[6], h[6], t0;
+    tb_kernel_table *table = NULL;
+    tb_model_desc d = *base;
+    tb_model *m = NULL;
+    tb_error e;
+    unsigned long long dev = 0;
+    unsigned char *host = NULL;
+    int k, st = 1;
+    if (tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &table, &e) != tb_ok) return fail(&e);
+    d.table = table, d.flags = 0;
+    for (k = 0; k < 6; k++) {
+        t0 = now();
+        if (tb_model_load(&d, &m, &e) != tb_ok) {
+            fail(&e);
+            goto done;
+        }
+        t[k] = (now() - t0) * 1e3;
+        tb_model_free(m);
+    }
+    if (bytes && (!(host = (unsigned char *)malloc((size_t)bytes)) ||
+                  cu_failed(cu, cu->cuMemAlloc(&dev, (size_t)bytes), "cuMemAlloc_v2", "the upload baseline")))
+        goto done;
+    if (host) memset(host, 1, (size_t)bytes); /* pages touched, as a model's host weights are */
+    for (k = 0; k < 6; k++) {
+        t0 = now();
+        if (bytes && cu_failed(cu, cu->cuMemcpyHtoD(dev, host, (size_t)bytes), "cuMemcpyHtoD_v2", "the upload baseline"))
+            goto done;
+        h[k] = (now() - t0) * 1e3;
+    }
+    qsort(t + 1, 5, sizeof t[0], cmp_double);
+    qsort(h + 1, 5, sizeof h[0], cmp_double);
+    printf("upload %.3f ms\nh2d %.3f ms\nconstants %llu bytes\n", t[3], h[3], (unsigned long long)bytes);
+    st = 0;
+done:
+    if (dev) cu->cuMemFree(dev);
+    free(host);
+    tb_kernel_table_free(table);
+    return st;
+}
+
 static int run_once(tb_model *model, const tb_program *p, const tb_tensor *in, const tb_tensor *out, void *stream,
                     const cuda_api *cu) {
     tb_error e;
@@ -2189,6 +2239,7 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
         median = o->bench % 2 ? times[o->bench / 2] : (times[o->bench / 2 - 1] + times[o->bench / 2]) / 2;
         printf("load %.3f ms\nmedian %.3f us\nmin %.3f us\nmax %.3f us\nruns %ld\n", load_ms, median, times[0],
                times[o->bench - 1], o->bench);
+        if (bench_upload(&cu, b, &desc, tb_model_constant_bytes(model))) goto done;
     }
     st = 0;
 done:

@@ -36,11 +36,23 @@ def collect_kernel(cache_dir, hash, recorded_cache_dir=None, device=0):
     return k
 
 
+def file_stem(names, function):
+    """The stem of a kernel's files (STEM.json, STEM.cubin) among names for
+    its function: the function's name, or, where Triton cut a long name
+    short for the file system, the longest stem of a .json that the
+    function's name starts with."""
+    if function + ".json" in names:
+        return function
+    stems = [n[:-5] for n in names if n.endswith(".json") and not n.startswith("__grp__") and function.startswith(n[:-5])]
+    return max(stems, key=len) if stems else function
+
+
 def _metadata_config(kernel, name, arg_types, divisibility, params, flags=0):
     """A Config from NAME.json of a collected kernel (FORMAT.md's
     derivation rules) and the exact types and constexprs of the caller."""
     a = {x.name: x for x in kernel.artifacts}
-    md = json.loads(a[name + ".json"].data.decode())
+    stem = file_stem(a, name)
+    md = json.loads(a[stem + ".json"].data.decode())
     fl = flags | (CONFIG_COOPERATIVE if md.get("launch_cooperative_grid") else 0) | (
         CONFIG_PDL if md.get("launch_pdl") else 0)
     cl = md.get("cluster_dims") or (0, 0, 0)
@@ -58,7 +70,7 @@ def _metadata_config(kernel, name, arg_types, divisibility, params, flags=0):
             descs.append(TensorDesc(0, rank))
     def scratch(k):
         return (int(md.get(k + "_size", 0) or 0), int(md.get(k + "_align", 1) or 1), 1 if k + "_size" in md else 0)
-    return Config(kernel.hash, md["name"], name + ".cubin", "".join(ch for ch, _ in arg_types), divisibility,
+    return Config(kernel.hash, md["name"], stem + ".cubin", "".join(ch for ch, _ in arg_types), divisibility,
                   int(md["num_warps"]), int(md.get("num_ctas", 1)), int(md.get("shared", 0)), fl,
                   tuple(cl) if len(cl) == 3 and int(md.get("num_ctas", 1)) > 1 else (0, 0, 0),
                   scratch("global_scratch"), scratch("profile_scratch"), params, descs)

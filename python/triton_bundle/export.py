@@ -5,7 +5,7 @@ TorchCapture (every Triton kernel a torch.compile'd callable launches)."""
 import ast
 import os
 
-from .collect import _code, _int_params, _metadata_config, collect_kernel
+from .collect import _code, _int_params, _metadata_config, collect_kernel, file_stem
 from .format import BundleError, Bundle, CallInfo, Record
 from .grid import grid_rule
 
@@ -251,8 +251,11 @@ def _compile_result_kernel(cr, device):
     import glob  # fresh-cache runs (force_disable_caches) compile into <cache dir>/tmp*/triton
     bases += sorted(glob.glob(os.path.join(cache_dir(), "*", "triton")), key=os.path.getmtime, reverse=True)
     for base in bases:
-        if base and os.path.isfile(os.path.join(base, sub, k.name + ".cubin")):
-            return None, {i: None for i in k.full_constexprs}, os.path.join(base, sub), k.name
+        d = os.path.join(base, sub) if base else ""
+        if d and os.path.isdir(d):
+            stem = file_stem(os.listdir(d), k.name)  # Triton cuts long names short in file names
+            if os.path.isfile(os.path.join(d, stem + ".cubin")):
+                return None, {i: None for i in k.full_constexprs}, d, k.name
     raise BundleError("not_found", "the cubin of %s (%s) is in none of %s" % (k.name, sub, [b for b in bases if b]))
 
 

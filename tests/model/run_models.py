@@ -107,6 +107,12 @@ def to_np(torch, np, t):
 
 
 def run_native(torch, np, lib, name, d, info):
+    s = torch.cuda.Stream()  # a graph cannot capture the legacy default stream
+    with torch.cuda.stream(s):
+        _run_native(torch, np, lib, name, d, info)
+
+
+def _run_native(torch, np, lib, name, d, info):
     specs_in, specs_out = info["inputs"], info["outputs"]
     tol = set(info.get("outputs_with_atomics") or [])
     b = lib.read_file(os.path.join(d, name + ".tbundle"))
