@@ -10733,6 +10733,12 @@ TBDEF void tb_graph_free(tb_graph *g) {
 /* the pointers filled in and one driver call; or one graph launch.      */
 /* ---------------------------------------------------------------------- */
 #define TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+/* seconds, for the load's log line */
+static double tb__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 #define TB__MODEL_ALIGN 256u
 
 typedef struct tb__model_step {
@@ -10813,12 +10819,17 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
 }
 
 /* The constants (state_only: the state ones) from the bundle to the
-   device: pieces of upload_chunk bytes read through the checked path into
-   two pinned buffers in turn, each copied while the next is read. */
+   device. A bundle in memory (read from a buffer, or copied) is copied
+   from its bytes as they are: one cuMemcpyHtoD per constant. A mapped
+   file is read through the checked path (pread, which a truncated file
+   turns into an error where the mapping would raise SIGBUS), in pieces of
+   upload_chunk bytes into two pinned buffers in turn, each piece copied
+   to the device while the next is read. */
 static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     const tb_program *p = m->p;
-    void *host[2] = {NULL, NULL}, *ev[2] = {NULL, NULL}, *stream = NULL;
-    int pinned = 0, used[2] = {0, 0};
+    const tb_bundle *b = m->bundle;
+    void *host[2] = {NULL, NULL}, *ev[2] = {NULL, NULL};
+    int pinned = 0, used[2] = {0, 0}, mapped = b->read_at != NULL;
     size_t chunk = m->upload_chunk;
     uint64_t biggest = 0;
     uint32_t i, turn = 0;
@@ -10828,9 +10839,15 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
         if ((!state_only || (p->constants[i].flags & TB_CONSTANT_STATE)) && p->constants[i].size > biggest)
             biggest = p->constants[i].size;
     if (!biggest) return tb_ok;
+    if (!mapped) {
+        for (i = 0; i < p->constant_count && !cr; i++)
+            if ((!state_only || (p->constants[i].flags & TB_CONSTANT_STATE)) && p->constants[i].size)
+                cr = tb__drv.cuMemcpyHtoD(m->const_addr[i], p->constants[i].data, (size_t)p->constants[i].size);
+        return cr ? tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants") : tb_ok;
+    }
     if (biggest < chunk) chunk = (size_t)biggest;
-    if (tb__drv.cuMemAllocHost && tb__drv.cuMemFreeHost && tb__drv.cuMemcpyHtoDAsync && tb__drv.cuStreamCreate &&
-        tb__drv.cuEventCreate && tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */) == 0) {
+    if (tb__drv.cuMemAllocHost && tb__drv.cuMemFreeHost && tb__drv.cuMemcpyHtoDAsync && tb__drv.cuEventCreate &&
+        tb__drv.cuEventRecord && tb__drv.cuEventSynchronize) {
         pinned = tb__drv.cuMemAllocHost(&host[0], chunk) == 0 && tb__drv.cuMemAllocHost(&host[1], chunk) == 0 &&
                  tb__drv.cuEventCreate(&ev[0], 2 /* CU_EVENT_DISABLE_TIMING */) == 0 &&
                  tb__drv.cuEventCreate(&ev[1], 2) == 0;
@@ -10841,27 +10858,27 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
         host[0] = host[1] = NULL;
         if (!(host[0] = tb__alloc(&m->ctx, chunk))) r = TB__OOM(err);
     }
-    for (i = 0; i < p->constant_count && r == tb_ok; i++) {
+    for (i = 0; i < p->constant_count && r == tb_ok && !cr; i++) {
         const tb_program_constant *k = &p->constants[i];
         uint64_t off;
         if (state_only && !(k->flags & TB_CONSTANT_STATE)) continue;
-        for (off = 0; off < k->size && r == tb_ok; off += chunk) {
+        for (off = 0; off < k->size && r == tb_ok && !cr; off += chunk) {
             size_t n = k->size - off < chunk ? (size_t)(k->size - off) : chunk;
             if (pinned && used[turn] && (cr = tb__drv.cuEventSynchronize(ev[turn])) != 0) break;
-            if ((r = tb_program_read_constant(m->bundle, i, off, host[pinned ? turn : 0], n, err)) != tb_ok) break;
-            if (pinned) {
-                if ((cr = tb__drv.cuMemcpyHtoDAsync(m->const_addr[i] + off, host[turn], n, stream)) != 0 ||
-                    (cr = tb__drv.cuEventRecord(ev[turn], stream)) != 0)
+            if ((r = tb_program_read_constant(b, i, off, host[pinned ? turn : 0], n, err)) != tb_ok) break;
+            if (pinned) { /* the legacy stream: ordered before any run the caller queues after the load */
+                if ((cr = tb__drv.cuMemcpyHtoDAsync(m->const_addr[i] + off, host[turn], n, NULL)) != 0 ||
+                    (cr = tb__drv.cuEventRecord(ev[turn], NULL)) != 0)
                     break;
                 used[turn] = 1;
                 turn ^= 1;
-            } else if ((cr = tb__drv.cuMemcpyHtoD(m->const_addr[i] + off, host[0], n)) != 0) {
-                break;
+            } else {
+                cr = tb__drv.cuMemcpyHtoD(m->const_addr[i] + off, host[0], n);
             }
         }
-        if (cr) break;
     }
-    if (stream && tb__drv.cuStreamSynchronize(stream) != 0 && !cr) cr = 1;
+    for (i = 0; i < 2; i++) /* the pinned buffers are freed only once their copies are done */
+        if (pinned && used[i] && tb__drv.cuEventSynchronize(ev[i]) != 0 && !cr) cr = 1;
     if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "uploading the constants", "%s", "");
     if (pinned) {
         tb__drv.cuMemFreeHost(host[0]);
@@ -10871,7 +10888,6 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     }
     if (ev[0]) tb__drv.cuEventDestroy(ev[0]);
     if (ev[1]) tb__drv.cuEventDestroy(ev[1]);
-    if (stream && tb__drv.cuStreamDestroy) tb__drv.cuStreamDestroy(stream);
     return r;
 }
 
@@ -11059,6 +11075,7 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
     tb_model *m;
     tb__ctx c;
+    double t[4];
     tb_result r;
     int pushed = 0;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
@@ -11089,9 +11106,20 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
         if ((r = tb_kernel_table_create(desc->bundle, desc->options, &lo, TB_TABLE_LAZY, &m->table, err)) != tb_ok) goto fail;
         m->own_table = 1;
     }
+    t[0] = tb__now();
     if ((r = tb__model_steps(m, err)) != tb_ok) goto fail;
     m->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(m));
-    if ((r = tb__model_memory(m, err)) != tb_ok || (r = tb__model_upload(m, 0, err)) != tb_ok) goto fail;
+    t[1] = tb__now();
+    if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
+    t[2] = tb__now();
+    if ((r = tb__model_upload(m, 0, err)) != tb_ok) goto fail;
+    t[3] = tb__now();
+    tb__log(&m->ctx, TB_LOG_INFO,
+            "model: %u steps resolved (kernels loaded) in %.3f ms; %llu bytes of device memory allocated in %.3f ms; "
+            "%u constants (%llu bytes) uploaded in %.3f ms (%s)", m->p->step_count, (t[1] - t[0]) * 1e3,
+            (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->p->constant_count,
+            (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3,
+            desc->bundle->read_at ? "read from the file into pinned buffers" : "from the bundle's memory");
     if (pushed) tb__leave(pushed);
     *out = m;
     return tb_ok;

@@ -109,7 +109,7 @@ static const char *usage_clean =
     "  SECONDS (default 3600). A directory a live writer still holds (its flock)\n"
     "  is never removed, whatever its age.\n";
 static const char *usage_run =
-    "usage: tbundle run MODEL [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N]\n"
+    "usage: tbundle run MODEL [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N] [-v]\n"
     "  Runs the program MODEL holds (a whole compiled model, as the Python companion's\n"
     "  export_model writes it) once on the GPU and writes its outputs to DIR/out0.npy,\n"
     "  DIR/out1.npy..., printing one line for each. Tensors are NumPy .npy files\n"
@@ -136,7 +136,8 @@ static const char *usage_run =
     "                 'h2d MS ms' (one pageable host-to-device copy of the constants'\n"
     "                 bytes) and 'constants N bytes', the medians of 5\n"
     "  --device N     the CUDA device, 0 or more (default 0); its primary context is\n"
-    "                 used\n";
+    "                 used\n"
+    "  -v             say how long the load's phases took (kernels, memory, constants)\n";
 
 static int usage(const char *text, int status) {
     fputs(text, status ? stderr : stdout);
@@ -2090,6 +2091,12 @@ static int cmp_double(const void *a, const void *b);
    shares): the constants uploaded, the workspace allocated, the steps
    resolved; 'h2d' is one cuMemcpyHtoD of as many bytes from pageable
    memory, the baseline of the load goal, in this process. */
+static void run_logger(void *user, tb_log_level level, const char *message) {
+    (void)user;
+    if (level <= TB_LOG_INFO) fprintf(stderr, "%s: %s\n", prog, message);
+}
+static const tb_options run_log = {{NULL, NULL, NULL, NULL}, run_logger, NULL};
+
 static int bench_upload(cuda_api *cu, const tb_bundle *b, const tb_model_desc *base, uint64_t bytes) {
     double t[6], h[6], t0;
     tb_kernel_table *table = NULL;
@@ -2179,6 +2186,7 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
     desc.bundle = b;
     desc.device = o->device;
     desc.flags = o->graph ? TB_MODEL_GRAPH : 0u;
+    if (verbose) desc.options = &run_log; /* the load's phases */
     t0 = now();
     if (tb_model_load(&desc, &model, &e) != tb_ok) {
         model = NULL;
@@ -2366,6 +2374,8 @@ static int cmd_run(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--graph")) {
             o.graph = 1;
+        } else if (!strcmp(a, "-v")) {
+            verbose = 1;
         } else {
             st = bad_usage(usage_run, "unknown option '%s' for run", E(a));
             goto done;

@@ -49,8 +49,8 @@ How a forward becomes a program
    bytes are those from before the capture run, and they are restored
    afterwards, so that the live model is where the bundle starts.
 6. The workspace: each buffer lives from the first step that uses it to
-   the last; a lifetime-aware greedy places them (largest first, at the
-   lowest 256-aligned offset that overlaps no placed buffer live at the
+   the last; a lifetime-aware search places them (several orders, each
+   first fit and best fit, 256-aligned, no byte shared with a buffer live at the
    same time).
 
 The pure helpers (literal_bits, memset_pattern, is_dense, plan_workspace,
@@ -176,26 +176,75 @@ def _round_up(n, a):
     return -(-n // a) * a
 
 
-def plan_workspace(buffers, align=WORKSPACE_ALIGN):
-    """(offsets, workspace_size) for buffers given as (size, first, last):
-    largest first, each at the lowest multiple of `align` where it overlaps
-    no placed buffer whose lifetime (first..last, inclusive) meets its own.
-    The size is the highest end, rounded up to `align`."""
+def _place(buffers, order, align, best_fit):
+    """One placement of buffers [(size, first, last)] in the given order:
+    each in a gap of the buffers already placed whose lifetimes meet its
+    own, the lowest such gap (first fit) or the tightest (best fit; the
+    space above the last buffer counts as an endless gap). (offsets, size)."""
     offsets = [0] * len(buffers)
     placed = []  # (offset, end, first, last)
-    for i in sorted(range(len(buffers)), key=lambda i: (-buffers[i][0], buffers[i][1], i)):
+    for i in order:
         size, first, last = buffers[i]
         if size == 0:
             continue
         busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
-        off = 0
-        for o, e in busy:  # sorted by start: the first gap that holds it
+        off, best, best_gap = 0, None, None
+        for o, e in busy:  # sorted by start
             if off + size <= o:
-                break
+                gap = o - off
+                if not best_fit:
+                    best = off
+                    break
+                if best_gap is None or gap < best_gap:
+                    best, best_gap = off, gap
             off = max(off, _round_up(e, align))
-        offsets[i] = off
-        placed.append((off, off + size, first, last))
+        if best is None:
+            best = off
+        offsets[i] = best
+        placed.append((best, best + size, first, last))
     return offsets, _round_up(max((e for _, e, _, _ in placed), default=0), align)
+
+
+def plan_workspace(buffers, align=WORKSPACE_ALIGN, tries=64):
+    """(offsets, workspace_size) for buffers given as (size, first, last):
+    no two buffers whose lifetimes (first..last, inclusive) meet share a
+    byte, each offset a multiple of `align`. Several orders (largest
+    first, by first use, by last use, by lifetime, by size times lifetime,
+    then seeded shuffles) each placed first fit and best fit; the smallest
+    plan wins (the most bytes live at one step is a floor no plan beats,
+    and the search stops when it reaches it)."""
+    n = len(buffers)
+    if not n:
+        return [], 0
+    steps = max(l for _, _, l in buffers) + 1
+    live = [0] * (steps + 1)
+    for size, first, last in buffers:
+        live[first] += _round_up(size, align)
+        live[last + 1] -= _round_up(size, align)
+    floor, run = 0, 0
+    for d in live:
+        run += d
+        floor = max(floor, run)
+    idx = list(range(n))
+    keys = [lambda i: (-buffers[i][0], buffers[i][1], i), lambda i: (buffers[i][1], -buffers[i][0], i),
+            lambda i: (-buffers[i][2], -buffers[i][0], i), lambda i: (buffers[i][1] - buffers[i][2], -buffers[i][0], i),
+            lambda i: (-buffers[i][0] * (buffers[i][2] - buffers[i][1] + 1), i)]
+    orders = [sorted(idx, key=k) for k in keys]
+    import random
+    rnd = random.Random(0)
+    for _ in range(tries if n <= 256 else tries // 8 if n <= 2048 else 0):  # each placement is O(n^2)
+        o = orders[0][:]
+        rnd.shuffle(o)
+        orders.append(o)
+    best = None
+    for order in orders:
+        for best_fit in (False, True):
+            plan = _place(buffers, order, align, best_fit)
+            if best is None or plan[1] < best[1]:
+                best = plan
+            if best[1] <= floor:
+                return best
+    return best
 
 
 # The GPU operations a step shows in the profiler: a launch its kernel's
