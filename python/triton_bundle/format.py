@@ -842,7 +842,7 @@ def _check_operand(pv, s, j, op):
 
 def _aligned(pv, op, a):
     """Is the operand's address surely a multiple of a? Inputs and outputs
-    are aligned to their align, constants and the workspace to 256, so a
+    are aligned to their align, constants to 64 and the workspace to 256, so a
     buffer's offset in the workspace counts too."""
     space, index, value = op
     if space in pv.align and pv.align[space][index] < a:
