@@ -186,7 +186,8 @@ tsan: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_format_tsan tests/test_format.c $(LIBS)
 	$(MAKE) $(B)/libfakecuda.so
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_autotune_tsan tests/test_autotune.c $(LIBS)
-	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" $(B)/test_autotune_tsan
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_program_tsan tests/test_program.c $(LIBS)
+	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" $(B)/test_autotune_tsan $(B)/test_program_tsan
 
 # libFuzzer targets over the bundle reader, the text parsers and the grid
 # expression compiler (fuzz_gridexpr).

@@ -1323,7 +1323,7 @@ typedef struct tb_model_desc {
     int device;                  /* with no current context: this device's primary context (default 0) */
     unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO */
     const tb_options *options;   /* allocator, logger; NULL: defaults */
-    size_t upload_chunk;         /* a mapped file's constants are read in pieces of this many bytes; 0: 8 MiB */
+    size_t upload_chunk;         /* a mapped file's constants are read in pieces of this many bytes; 0: 1 MiB */
 } tb_model_desc;
 
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err);
@@ -10818,6 +10818,105 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
     return cr;
 }
 
+/* A mapped file's constants: pieces (a file offset, a device address, a
+   length) that a reader thread reads with pread into two pageable buffers
+   in turn while the loading thread copies the other one to the device, so
+   that reading the file and the copies overlap. */
+typedef struct tb__piece {
+    uint64_t at, dev;
+    size_t n;
+} tb__piece;
+typedef struct tb__pipe {
+    const tb_bundle *b;
+    const tb__piece *pieces;
+    uint32_t count;
+    unsigned char *buf[2];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t filled;             /* pieces read so far */
+    uint32_t copied;             /* pieces copied so far */
+    int stop, io;                /* the copier gave up; a read failed (errno) */
+} tb__pipe;
+static void *tb__pipe_reader(void *arg) {
+    tb__pipe *q = (tb__pipe *)arg;
+    uint32_t k;
+    for (k = 0; k < q->count; k++) {
+        int e = 0;
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && k >= q->copied + 2) pthread_cond_wait(&q->cv, &q->mu); /* its buffer still being copied */
+        if (q->stop) {
+            pthread_mutex_unlock(&q->mu);
+            break;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (q->b->read_at(q->b, (size_t)q->pieces[k].at, q->buf[k & 1], q->pieces[k].n) != 0) e = errno ? errno : EIO;
+        pthread_mutex_lock(&q->mu);
+        if (e) q->io = e, q->stop = 1;
+        else q->filled = k + 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        if (e) break;
+    }
+    return NULL;
+}
+/* Reads and copies the pieces; tb_ok, tb_err_io (the file lost its bytes)
+   or the failed driver call's result in *cr. */
+static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t count, tb__CUresult *cr, tb_error *err) {
+    tb__pipe q;
+    pthread_t tid;
+    uint32_t k;
+    int threaded;
+    size_t piece = 0;
+    tb_result r = tb_ok;
+    memset(&q, 0, sizeof q);
+    for (k = 0; k < count; k++)
+        if (pieces[k].n > piece) piece = pieces[k].n;
+    q.b = m->bundle, q.pieces = pieces, q.count = count;
+    if (!(q.buf[0] = (unsigned char *)tb__alloc(&m->ctx, piece)) ||
+        (count > 1 && !(q.buf[1] = (unsigned char *)tb__alloc(&m->ctx, piece)))) {
+        tb__free(&m->ctx, q.buf[0]);
+        return TB__OOM(err);
+    }
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.cv, NULL);
+    threaded = count > 1 && pthread_create(&tid, NULL, tb__pipe_reader, &q) == 0;
+    for (k = 0; k < count && !*cr; k++) {
+        if (!threaded) { /* one piece, or no thread to be had: in turn */
+            if (m->bundle->read_at(m->bundle, (size_t)pieces[k].at, q.buf[0], pieces[k].n) != 0) {
+                q.io = errno ? errno : EIO;
+                break;
+            }
+            *cr = tb__drv.cuMemcpyHtoD(pieces[k].dev, q.buf[0], pieces[k].n);
+            continue;
+        }
+        pthread_mutex_lock(&q.mu);
+        while (!q.stop && q.filled <= k) pthread_cond_wait(&q.cv, &q.mu);
+        pthread_mutex_unlock(&q.mu);
+        if (q.io) break;
+        *cr = tb__drv.cuMemcpyHtoD(pieces[k].dev, q.buf[k & 1], pieces[k].n); /* pageable: done with the buffer on return */
+        pthread_mutex_lock(&q.mu);
+        q.copied = k + 1;
+        if (*cr) q.stop = 1;
+        pthread_cond_broadcast(&q.cv);
+        pthread_mutex_unlock(&q.mu);
+    }
+    if (threaded) {
+        pthread_mutex_lock(&q.mu);
+        q.stop = 1;
+        pthread_cond_broadcast(&q.cv);
+        pthread_mutex_unlock(&q.mu);
+        pthread_join(tid, NULL);
+    }
+    if (q.io)
+        r = tb__fail(err, tb_err_io, NULL, NULL, -1, q.io,
+                     "the bundle file no longer holds its constants' bytes (truncated or replaced since it was read?)");
+    pthread_cond_destroy(&q.cv);
+    pthread_mutex_destroy(&q.mu);
+    tb__free(&m->ctx, q.buf[0]);
+    tb__free(&m->ctx, q.buf[1]);
+    return r;
+}
+
 /* The constants (state_only: the state ones) from the bundle to the
    device, in groups: constants whose bytes lie in the bundle's input as
    they lie on the device (the writer's layout: each at the next multiple
@@ -10825,14 +10924,15 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
    read from a buffer, or copied) is copied from its bytes as they are; a
    group in a mapped file is read through the checked path (pread, which
    a truncated file turns into an error where the mapping would raise
-   SIGBUS) in pieces of upload_chunk bytes into one pageable buffer, each
-   piece then copied to the device. Measured on an H100, pinned buffers
-   cost more to make (about 1.5 ms for two of 512 KiB, made and freed)
-   than the whole upload of a small model takes this way. */
+   SIGBUS) in pieces of upload_chunk bytes, a reader thread reading one
+   while this one copies the other (tb__pipe). Measured on an H100,
+   pinned buffers cost more to make (about 1.5 ms for two of 512 KiB,
+   made and freed) than a small model's whole upload takes this way. */
 static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     const tb_program *p = m->p;
     const tb_bundle *b = m->bundle;
-    unsigned char *stage = NULL;
+    tb__piece *pieces = NULL;
+    uint32_t count = 0, cap = 0;
     uintptr_t base = (uintptr_t)b->map_base;
     uint32_t i = 0, j;
     tb__CUresult cr = 0;
@@ -10853,22 +10953,18 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
             cr = tb__drv.cuMemcpyHtoD(dev, (const void *)src, (size_t)len);
             continue;
         }
-        if (!stage && !(stage = (unsigned char *)tb__alloc(&m->ctx, m->upload_chunk))) {
-            r = TB__OOM(err);
-            break;
-        }
-        for (off = 0; off < len && !cr; off += m->upload_chunk) {
-            size_t n = len - off < m->upload_chunk ? (size_t)(len - off) : m->upload_chunk;
-            if (b->read_at(b, (size_t)(src - base + off), stage, n) != 0) {
-                r = tb__fail(err, tb_err_io, NULL, NULL, -1, errno,
-                             "the bundle file no longer holds its constants' bytes (truncated or replaced since it "
-                             "was read?)");
+        for (off = 0; off < len; off += m->upload_chunk) {
+            if (count == cap && !tb__grow(&m->ctx, (void **)&pieces, &cap, count + 1, sizeof *pieces)) {
+                r = TB__OOM(err);
                 break;
             }
-            cr = tb__drv.cuMemcpyHtoD(dev + off, stage, n);
+            pieces[count].at = src - base + off;
+            pieces[count].dev = dev + off;
+            pieces[count++].n = len - off < m->upload_chunk ? (size_t)(len - off) : m->upload_chunk;
         }
     }
-    tb__free(&m->ctx, stage);
+    if (r == tb_ok && !cr && count) r = tb__pipe_run(m, pieces, count, &cr, err);
+    tb__free(&m->ctx, pieces);
     if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants");
     return r;
 }
@@ -11077,7 +11173,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if (!(m = (tb_model *)tb__alloc(&c, sizeof *m))) return TB__OOM(err);
     memset(m, 0, sizeof *m);
     m->ctx = c, m->bundle = desc->bundle, m->p = desc->bundle->program, m->flags = desc->flags;
-    m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)8 << 20;
+    m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)1 << 20;
     if (desc->options) m->options = *desc->options;
     if ((r = tb__model_context(m, desc->device, &pushed, err)) != tb_ok) goto fail;
     if (desc->table) {
@@ -11102,7 +11198,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
             "%u constants (%llu bytes) uploaded in %.3f ms (%s)", m->p->step_count, (t[1] - t[0]) * 1e3,
             (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->p->constant_count,
             (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3,
-            desc->bundle->read_at ? "read from the file into pinned buffers" : "from the bundle's memory");
+            desc->bundle->read_at ? "read from the file with pread, then copied" : "copied from the bundle's memory");
     if (pushed) tb__leave(pushed);
     *out = m;
     return tb_ok;

@@ -134,7 +134,8 @@ static const char *usage_run =
     "                 'median US us', 'min US us', 'max US us' and 'runs N', a line each;\n"
     "                 then 'upload MS ms' (tb_model_load with the kernels loaded already),\n"
     "                 'h2d MS ms' (one pageable host-to-device copy of the constants'\n"
-    "                 bytes) and 'constants N bytes', the medians of 5\n"
+    "                 bytes), 'constants N bytes' and 'upload_memory MS ms' (the load\n"
+    "                 from the bundle read into memory), the medians of 5\n"
     "  --device N     the CUDA device, 0 or more (default 0); its primary context is\n"
     "                 used\n"
     "  -v             say how long the load's phases took (kernels, memory, constants)\n";
@@ -2097,7 +2098,7 @@ static void run_logger(void *user, tb_log_level level, const char *message) {
 }
 static const tb_options run_log = {{NULL, NULL, NULL, NULL}, run_logger, NULL};
 
-static int bench_upload(cuda_api *cu, const tb_bundle *b, const tb_model_desc *base, uint64_t bytes) {
+static int bench_upload(cuda_api *cu, const tb_bundle *b, const char *path, const tb_model_desc *base, uint64_t bytes) {
     double t[6], h[6], t0;
     tb_kernel_table *table = NULL;
     tb_model_desc d = *base;
@@ -2130,6 +2131,39 @@ static int bench_upload(cuda_api *cu, const tb_bundle *b, const tb_model_desc *b
     qsort(t + 1, 5, sizeof t[0], cmp_double);
     qsort(h + 1, 5, sizeof h[0], cmp_double);
     printf("upload %.3f ms\nh2d %.3f ms\nconstants %llu bytes\n", t[3], h[3], (unsigned long long)bytes);
+    /* the same from a bundle read into memory (TB_READ_COPY): the constants
+       are copied from its bytes, no file read on the way */
+    if (path) {
+        tb_bundle *mem = NULL;
+        if (tb_bundle_read_file(path, NULL, TB_READ_COPY, &mem, &e) != tb_ok) {
+            fail(&e);
+            goto done;
+        }
+        d.bundle = mem;
+        tb_kernel_table_free(table);
+        table = NULL;
+        if (tb_kernel_table_create(mem, NULL, NULL, TB_TABLE_LAZY, &table, &e) != tb_ok) {
+            tb_bundle_free(mem);
+            fail(&e);
+            goto done;
+        }
+        d.table = table;
+        for (k = 0; k < 6; k++) {
+            t0 = now();
+            if (tb_model_load(&d, &m, &e) != tb_ok) {
+                tb_bundle_free(mem);
+                fail(&e);
+                goto done;
+            }
+            t[k] = (now() - t0) * 1e3;
+            tb_model_free(m);
+        }
+        tb_kernel_table_free(table);
+        table = NULL;
+        tb_bundle_free(mem);
+        qsort(t + 1, 5, sizeof t[0], cmp_double);
+        printf("upload_memory %.3f ms\n", t[3]);
+    }
     st = 0;
 done:
     if (dev) cu->cuMemFree(dev);
@@ -2247,7 +2281,7 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
         median = o->bench % 2 ? times[o->bench / 2] : (times[o->bench / 2 - 1] + times[o->bench / 2]) / 2;
         printf("load %.3f ms\nmedian %.3f us\nmin %.3f us\nmax %.3f us\nruns %ld\n", load_ms, median, times[0],
                times[o->bench - 1], o->bench);
-        if (bench_upload(&cu, b, &desc, tb_model_constant_bytes(model))) goto done;
+        if (bench_upload(&cu, b, o->model, &desc, tb_model_constant_bytes(model))) goto done;
     }
     st = 0;
 done:

@@ -560,7 +560,7 @@ if [ -x "$TF" ]; then
   check "--bench 5 (0)" status_is 0 $TF run "$W/prog.tbundle" "${IN[@]}" --out "$W/o" --bench 5
   check "... prints load, median, min, max and runs, a line each" sh -c "grep -Eq '^load [0-9]+\.[0-9]{3} ms\$' '$W/out' &&
     grep -Eq '^median [0-9]+\.[0-9]{3} us\$' '$W/out' && grep -Eq '^min [0-9]+\.[0-9]{3} us\$' '$W/out' &&
-    grep -Eq '^max [0-9]+\.[0-9]{3} us\$' '$W/out' && grep -qx 'runs 5' '$W/out' && grep -Eq '^upload [0-9]+\.[0-9]{3} ms\$' '$W/out' && grep -Eq '^h2d [0-9]+\.[0-9]{3} ms\$' '$W/out' && [ \$(wc -l < '$W/out') -eq 11 ]"
+    grep -Eq '^max [0-9]+\.[0-9]{3} us\$' '$W/out' && grep -qx 'runs 5' '$W/out' && grep -Eq '^upload [0-9]+\.[0-9]{3} ms\$' '$W/out' && grep -Eq '^h2d [0-9]+\.[0-9]{3} ms\$' '$W/out' && grep -Eq '^upload_memory [0-9]+\.[0-9]{3} ms\$' '$W/out' && [ \$(wc -l < '$W/out') -eq 12 ]"
   mkdir -p "$W/cwd"
   check "without --out the outputs go to the current directory" sh -c "cd '$W/cwd' && $TFA run '$W/prog.tbundle' \
     --in '$W/x.npy' --in '$W/y.npy' --in '$W/b.npy' | grep -q '^wrote ./out0.npy' && cmp '$W/want1.npy' out1.npy"
