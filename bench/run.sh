@@ -17,3 +17,9 @@ echo "== 3. pack and unpack against tar and cp"
 PYTORCH=1 bench/bench_fs.sh 2000 5
 echo "== 4. growth"
 for n in 100 1000 10000; do bench/bench_fs.sh $n 3 | sed -n '1p;4p'; done
+echo "== 6. a whole model from C against PyTorch (GPU, torch)"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  TRITON_BUNDLE_LIB=$PWD/$B/libtriton_bundle.so python3 bench/bench_model.py --tbundle $B/tbundle --outdir "$(mktemp -d "${TMPDIR:-/tmp}/tbmodel-XXXXXX")" --iters 300
+else
+  echo "skipped: no torch with a GPU"
+fi
