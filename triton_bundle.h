@@ -966,8 +966,9 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uin
    (space, index, byte offset). The Python companion's export_model makes
    it; the >>runner section runs it. docs/FORMAT.md, section 5, is its
    byte layout and its rules; a reader checks every one of them, so a
-   program that loads never makes a runner touch memory outside what it
-   allocated or was given. */
+   program that loads never makes a runner's own copies, memsets or pointer
+   arguments reach outside what it allocated or was given (what a kernel
+   does with a pointer is the kernel's, as with any launch). */
 #ifndef TB_MAX_PROGRAM_TENSORS
 #define TB_MAX_PROGRAM_TENSORS 65536u     /* inputs; outputs */
 #endif
@@ -1292,7 +1293,8 @@ TBDEF void tb_graph_free(tb_graph *graph);
 /* tb_model_load uploads a bundle's constants once (a mapped file's read
    in bounded pieces, never the file whole), allocates the workspace once and loads every
    kernel the steps launch; tb_model_run checks the caller's tensors and
-   runs the steps on a stream, allocating nothing. With TB_MODEL_GRAPH the
+   runs the steps on a stream, allocating no device memory (a graph's first
+   run captures it, which allocates on the host). With TB_MODEL_GRAPH the
    steps are captured once into a CUDA graph and each run replays it (the
    kernels whose input or output pointers changed are updated in place;
    a program whose memset or copy steps touch inputs or outputs replays on
@@ -1336,7 +1338,8 @@ TBDEF const tb_tensor_spec *tb_model_output(const tb_model *model, uint32_t inde
 TBDEF tb_tensor tb_tensor_for(const tb_tensor_spec *spec, void *data);
 /* Bytes a caller's workspace needs (intermediates, then kernel scratch). */
 TBDEF uint64_t tb_model_workspace_size(const tb_model *model);
-/* Device bytes the model holds: constants and state, and its own workspace. */
+/* Device bytes of the model's constants and state (its own workspace is
+   tb_model_workspace_size more). */
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *model);
 TBDEF uint32_t tb_model_state_count(const tb_model *model);
 /* Runs the program once on stream (asynchronous, as a kernel launch is).
@@ -1352,8 +1355,9 @@ TBDEF tb_result tb_model_run(tb_model *model, const tb_tensor *inputs, uint32_t 
 TBDEF tb_result tb_model_run_workspace(tb_model *model, const tb_tensor *inputs, uint32_t input_count,
                                        const tb_tensor *outputs, uint32_t output_count, void *workspace,
                                        void *stream, tb_error *err);
-/* Loads the state constants' bytes from the bundle again (on stream,
-   then waits for it). */
+/* Loads the state constants' bytes from the bundle again: waits for the
+   work queued on stream (which may use the state), then copies, and
+   returns once the bytes are on the device. */
 TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);
 
@@ -8061,10 +8065,6 @@ static tb_result tb__check_tensor(const tb_tensor_spec *t, const char *what, uin
 static int tb__cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
-static int tb__cmp_buffer(const void *a, const void *b) {
-    const tb_program_buffer *x = *(const tb_program_buffer *const *)a, *y = *(const tb_program_buffer *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
 
 /* Names unique within one list (sorted copies of the pointers). */
 static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *t, uint32_t n, const char *what,
@@ -8084,13 +8084,50 @@ static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *
 }
 
 /* The plan: buffers inside the workspace, lifetimes within the steps, and
-   no two whose lifetimes overlap sharing a byte (sorted by offset, each
-   compared with those that start before it ends). */
+   no two whose lifetimes overlap sharing a byte. A sweep over the steps
+   keeps the live buffers ordered by offset (their ranks in a Fenwick tree
+   of the buffers sorted by offset); live buffers are disjoint, so a
+   buffer that comes alive overlaps one of them exactly when it overlaps
+   its neighbour below or above: O(n log n) whatever the input. */
+static const tb_program_buffer *tb__plan_buffers; /* qsort's context: the caller holds tb__plan_mu */
+static pthread_mutex_t tb__plan_mu = PTHREAD_MUTEX_INITIALIZER;
+static int tb__cmp_by_offset(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const tb_program_buffer *p = tb__plan_buffers;
+    if (p[x].offset != p[y].offset) return p[x].offset < p[y].offset ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static int tb__cmp_by_first(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const tb_program_buffer *p = tb__plan_buffers;
+    if (p[x].first_step != p[y].first_step) return p[x].first_step < p[y].first_step ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static int tb__cmp_by_last(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const tb_program_buffer *p = tb__plan_buffers;
+    if (p[x].last_step != p[y].last_step) return p[x].last_step < p[y].last_step ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static void tb__fen_add(uint32_t *f, uint32_t n, uint32_t i, int d) { /* i: 1-based */
+    for (; i <= n; i += i & (0u - i)) f[i] = (uint32_t)((int)f[i] + d);
+}
+static uint32_t tb__fen_sum(const uint32_t *f, uint32_t i) { /* ranks 1..i */
+    uint32_t s = 0;
+    for (; i; i -= i & (0u - i)) s += f[i];
+    return s;
+}
+static uint32_t tb__fen_kth(const uint32_t *f, uint32_t n, uint32_t k) { /* the rank of the k-th live one, 1-based */
+    uint32_t pos = 0, step = 1;
+    while (step <= n / 2) step <<= 1;
+    for (; step; step >>= 1)
+        if (pos + step <= n && f[pos + step] < k) pos += step, k -= f[pos];
+    return pos + 1;
+}
 static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error *err) {
-    const tb_program_buffer **v;
-    uint32_t i, j;
+    uint32_t i, n = p->buffer_count, *by_off, *by_first, *by_last, *rank, *fen, a = 0, d = 0, live = 0, t;
     tb_result r = tb_ok;
-    for (i = 0; i < p->buffer_count; i++) {
+    for (i = 0; i < n; i++) {
         const tb_program_buffer *q = &p->buffers[i];
         if (q->offset > p->workspace_size || q->size > p->workspace_size - q->offset)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u lies outside the workspace", i);
@@ -8098,18 +8135,48 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u: lifetime %u..%u of %u steps", i,
                             q->first_step, q->last_step, p->step_count);
     }
-    if (p->buffer_count < 2) return tb_ok;
-    if (!(v = (const tb_program_buffer **)tb__alloc(c, (size_t)p->buffer_count * sizeof *v))) return TB__OOM(err);
-    for (i = 0; i < p->buffer_count; i++) v[i] = &p->buffers[i];
-    qsort(v, p->buffer_count, sizeof *v, tb__cmp_buffer);
-    for (i = 0; i < p->buffer_count && r == tb_ok; i++)
-        for (j = i + 1; j < p->buffer_count && v[j]->offset < v[i]->offset + v[i]->size && r == tb_ok; j++)
-            if (v[j]->size && v[i]->first_step <= v[j]->last_step && v[j]->first_step <= v[i]->last_step)
+    if (n < 2) return tb_ok;
+    by_off = (uint32_t *)tb__alloc(c, (size_t)n * 4 * 5 + 4);
+    if (!by_off) return TB__OOM(err);
+    by_first = by_off + n, by_last = by_first + n, rank = by_last + n, fen = rank + n; /* fen: n + 1 */
+    for (i = 0; i < n; i++) by_off[i] = by_first[i] = by_last[i] = i;
+    pthread_mutex_lock(&tb__plan_mu);
+    tb__plan_buffers = p->buffers;
+    qsort(by_off, n, 4, tb__cmp_by_offset);
+    qsort(by_first, n, 4, tb__cmp_by_first);
+    qsort(by_last, n, 4, tb__cmp_by_last);
+    pthread_mutex_unlock(&tb__plan_mu);
+    for (i = 0; i < n; i++) rank[by_off[i]] = i + 1;
+    memset(fen, 0, ((size_t)n + 1) * 4);
+    for (t = 0; t < p->step_count && a < n && r == tb_ok; t++) {
+        while (d < n && p->buffers[by_last[d]].last_step < t) { /* dead before step t */
+            const tb_program_buffer *q = &p->buffers[by_last[d]];
+            if (q->size && q->first_step < t) tb__fen_add(fen, n, rank[by_last[d]], -1), live--;
+            d++;
+        }
+        for (; a < n && p->buffers[by_first[a]].first_step == t && r == tb_ok; a++) {
+            uint32_t b = by_first[a], below, k;
+            const tb_program_buffer *q = &p->buffers[b], *o = NULL;
+            if (!q->size) continue; /* shares no byte */
+            below = tb__fen_sum(fen, rank[b] - 1);
+            if (below) { /* the live buffer just below: it must end by q's start */
+                o = &p->buffers[by_off[tb__fen_kth(fen, n, below) - 1]];
+                if (o->offset + o->size <= q->offset) o = NULL;
+            }
+            k = tb__fen_sum(fen, rank[b]);
+            if (!o && k < live) { /* the one just above: it must start at q's end or later */
+                o = &p->buffers[by_off[tb__fen_kth(fen, n, k + 1) - 1]];
+                if (o->offset >= q->offset + q->size) o = NULL;
+            }
+            if (o)
                 r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
                              "program buffers %u and %u share bytes while both are live (steps %u..%u and %u..%u)",
-                             (uint32_t)(v[i] - p->buffers), (uint32_t)(v[j] - p->buffers), v[i]->first_step,
-                             v[i]->last_step, v[j]->first_step, v[j]->last_step);
-    tb__free(c, v);
+                             (uint32_t)(o - p->buffers), b, o->first_step, o->last_step, q->first_step, q->last_step);
+            else
+                tb__fen_add(fen, n, rank[b], 1), live++;
+        }
+    }
+    tb__free(c, by_off);
     return r;
 }
 
@@ -8171,24 +8238,16 @@ static size_t tb__program_tables(const tb_program *p) {
     for (i = 0; i < p->step_count; i++) pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
     return pos;
 }
-/* Constant i's absolute offset when the payload starts at `at`, and the
-   payload's length (0: no program). */
-static uint64_t tb__constant_offset(const tb_program *p, size_t at, uint32_t index) {
-    uint64_t pos = at + tb__program_tables(p);
-    uint32_t i;
-    for (i = 0;; i++) {
-        pos = tb__align_up64(pos, TB__CONSTANT_ALIGN);
-        if (i == index) return pos;
-        pos += p->constants[i].size;
-    }
-}
+/* The payload's length when it starts at absolute offset `at` (0: no
+   program): the tables, then each constant at the next multiple of 64. */
 static size_t tb__program_size(const tb_bundle *b, size_t at) {
     const tb_program *p = b->program;
-    uint64_t end;
+    uint64_t pos;
+    uint32_t i;
     if (!p) return 0;
-    if (!p->constant_count) return tb__program_tables(p);
-    end = tb__constant_offset(p, at, p->constant_count - 1) + p->constants[p->constant_count - 1].size;
-    return (size_t)(end - at);
+    pos = at + tb__program_tables(p);
+    for (i = 0; i < p->constant_count; i++) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + p->constants[i].size;
+    return (size_t)(pos - at);
 }
 static void tb__write_tensor(tb__sink *k, const tb_tensor_spec *t) {
     uint32_t d;
@@ -8202,7 +8261,7 @@ static void tb__write_tensor(tb__sink *k, const tb_tensor_spec *t) {
 }
 static void tb__write_program(const tb_bundle *b, tb__sink *k) {
     const tb_program *p = b->program;
-    size_t at = k->pos;
+    uint64_t data = tb__align_up64(k->pos + tb__program_tables(p), TB__CONSTANT_ALIGN); /* constant 0's offset */
     uint32_t i, j, operands = 0;
     for (i = 0; i < p->step_count; i++) operands += p->steps[i].operand_count;
     tb__sink_u32(k, p->input_count);
@@ -8221,7 +8280,8 @@ static void tb__write_program(const tb_bundle *b, tb__sink *k) {
         tb__sink_u32(k, p->constants[i].dtype);
         tb__sink_u32(k, p->constants[i].flags);
         tb__sink_u64(k, p->constants[i].size);
-        tb__sink_u64(k, tb__constant_offset(p, at, i));
+        tb__sink_u64(k, data); /* as tb__constant_offset lays them out, in one pass */
+        data = tb__align_up64(data + p->constants[i].size, TB__CONSTANT_ALIGN);
     }
     for (i = 0; i < p->buffer_count; i++) {
         tb__sink_u64(k, p->buffers[i].offset);
@@ -8310,6 +8370,12 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
                                        TB_MAX_PROGRAM_BUFFERS, TB_MAX_PROGRAM_STEPS};
     static const size_t smallest[5] = {24, 24, 32, 24, 48};
     static const char *const names[5] = {"input count", "output count", "constant count", "buffer count", "step count"};
+    /* no writer before 2.3 wrote one; and a 2.0 file's duplicate records
+       are dropped after the sections, which would move the steps' records */
+    if (b->format_major < 2 || (b->format_major == 2 && b->format_minor < 3))
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "a program (section 5) in a file of format %u.%u: programs came with 2.3", b->format_major,
+                        b->format_minor);
     for (i = 0; i < 5; i++)
         if ((r = tb__rd_count(c, &h[i], limits[i], smallest[i], names[i])) != tb_ok) return r;
     /* the operand total: no limit of its own but the bytes (16 each) */
@@ -10765,7 +10831,7 @@ struct tb_model {
     tb__CUdevice device;
     int retained;
     unsigned flags;
-    uint64_t consts;             /* device: every constant, each 256-aligned */
+    uint64_t consts;             /* device: every constant, each at a multiple of 64 */
     uint64_t *const_addr;
     uint64_t const_bytes;
     uint32_t state_count;
@@ -10781,6 +10847,7 @@ struct tb_model {
     int static_io;
     uint64_t *io_dev;            /* static buffers (static_io), inputs then outputs */
     uint64_t *io_graph;          /* the pointers the graph holds, inputs then outputs */
+    unsigned char *in_written;   /* static_io: inputs a step may write, copied back after each replay */
     size_t upload_chunk;
     tb_options options;          /* the caller's, for the graph */
 };
@@ -10865,7 +10932,7 @@ static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t cou
     tb__pipe q;
     pthread_t tid;
     uint32_t k;
-    int threaded;
+    int threaded, io = 0;
     size_t piece = 0;
     tb_result r = tb_ok;
     memset(&q, 0, sizeof q);
@@ -10891,8 +10958,9 @@ static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t cou
         }
         pthread_mutex_lock(&q.mu);
         while (!q.stop && q.filled <= k) pthread_cond_wait(&q.cv, &q.mu);
+        io = q.io;
         pthread_mutex_unlock(&q.mu);
-        if (q.io) break;
+        if (io) break;
         *cr = tb__drv.cuMemcpyHtoD(pieces[k].dev, q.buf[k & 1], pieces[k].n); /* pageable: done with the buffer on return */
         pthread_mutex_lock(&q.mu);
         q.copied = k + 1;
@@ -10965,6 +11033,9 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     }
     if (r == tb_ok && !cr && count) r = tb__pipe_run(m, pieces, count, &cr, err);
     tb__free(&m->ctx, pieces);
+    /* a pageable copy returns once its bytes are staged: wait for them to
+       land, so that a run on any stream sees them */
+    if (!cr && r == tb_ok && tb__drv.cuStreamSynchronize) cr = tb__drv.cuStreamSynchronize(NULL);
     if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants");
     return r;
 }
@@ -10997,6 +11068,9 @@ static tb_result tb__model_steps(tb_model *m, tb_error *err) {
         if (st->kind != TB_STEP_LAUNCH) continue;
         rec = &m->bundle->records[st->record];
         if ((r = tb_kernel_table_get(m->table, rec->cache_key, st->config, &ms->k, err)) != tb_ok) return r;
+        if (ms->k->info.arg_count != st->operand_count) /* the checker matched them: a guard, not a path */
+            return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0, "step %u: %u operands, the kernel takes %u", s,
+                            st->operand_count, ms->k->info.arg_count);
         ms->args = m->arg_block + a;
         a += st->operand_count;
         ms->ptr_begin = nptr;
@@ -11012,7 +11086,15 @@ static tb_result tb__model_steps(tb_model *m, tb_error *err) {
         ms->ptr_end = nptr;
         ms->launch = launches++;
         /* Triton's scratch: size per program, times the grid and num_ctas */
-        blocks = (uint64_t)st->grid[0] * st->grid[1] * st->grid[2] * (rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1);
+        blocks = (uint64_t)st->grid[0] * st->grid[1]; /* < 2^47 */
+        if (st->grid[2] > UINT64_MAX / blocks) blocks = UINT64_MAX;
+        else blocks *= st->grid[2];
+        if (blocks != UINT64_MAX && (rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1) > UINT64_MAX / blocks)
+            blocks = UINT64_MAX;
+        else if (blocks != UINT64_MAX)
+            blocks *= rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1;
+        if ((ms->k->global_size || ms->k->profile_size) && blocks == UINT64_MAX)
+            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
         if (ms->k->global_size && blocks > UINT64_MAX / ms->k->global_size)
             return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
         if (ms->k->profile_size && blocks > UINT64_MAX / ms->k->profile_size)
@@ -11041,6 +11123,26 @@ static uint64_t tb__model_addr(const tb_model *m, const tb_operand *o, const tb_
     case TB_SPACE_CONSTANT: return m->const_addr[o->index] + o->value;
     default: return ws + m->p->buffers[o->index].offset + o->value;
     }
+}
+
+/* The inputs a step may write: a memset's or copy's destination, or a
+   launch's pointer the record's call info marks mutated (any pointer of
+   a record without call info). A static-io replay copies them back. */
+static tb_result tb__model_written_inputs(tb_model *m, tb_error *err) {
+    uint32_t s, i;
+    if (!(m->in_written = (unsigned char *)tb__alloc(&m->ctx, m->p->input_count + 1))) return TB__OOM(err);
+    memset(m->in_written, 0, m->p->input_count + 1);
+    for (s = 0; s < m->p->step_count; s++) {
+        const tb_program_step *st = &m->p->steps[s];
+        const tb_call_info *ci = st->kind == TB_STEP_LAUNCH ? m->bundle->records[st->record].call : NULL;
+        for (i = 0; i < st->operand_count; i++) {
+            uint32_t j, written = st->kind != TB_STEP_LAUNCH ? i == 0 : !ci;
+            if (st->operands[i].space != TB_SPACE_INPUT) continue;
+            for (j = 0; ci && j < ci->mutated_count && !written; j++) written = ci->mutated[j] == i;
+            if (written) m->in_written[st->operands[i].index] = 1;
+        }
+    }
+    return tb_ok;
 }
 
 /* Does any step other than an updatable launch touch an input or output? */
@@ -11079,6 +11181,7 @@ static void tb__model_release(tb_model *m) {
     tb__free(&c, m->checked);
     tb__free(&c, m->io_dev);
     tb__free(&c, m->io_graph);
+    tb__free(&c, m->in_written);
     tb__free(&c, m);
 }
 TBDEF void tb_model_free(tb_model *m) {
@@ -11177,6 +11280,10 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if (desc->options) m->options = *desc->options;
     if ((r = tb__model_context(m, desc->device, &pushed, err)) != tb_ok) goto fail;
     if (desc->table) {
+        if (desc->table->bundle != desc->bundle) {
+            r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc->table was made from another bundle");
+            goto fail;
+        }
         m->table = desc->table;
     } else {
         tb_load_options lo;
@@ -11188,6 +11295,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     t[0] = tb__now();
     if ((r = tb__model_steps(m, err)) != tb_ok) goto fail;
     m->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(m));
+    if (m->static_io && (r = tb__model_written_inputs(m, err)) != tb_ok) goto fail;
     t[1] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
     t[2] = tb__now();
@@ -11239,18 +11347,20 @@ static tb_result tb__model_check(tb_model *m, const tb_tensor *t, const tb_tenso
                         s->name, t->data, s->align);
     if (!t->data && tb_tensor_spec_extent(s))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s \"%.80s\": data is NULL", what, s->name);
-    if (!t->data || *checked == (uint64_t)(uintptr_t)t->data) return tb_ok;
+    if (!t->data || (checked && *checked == (uint64_t)(uintptr_t)t->data)) return tb_ok;
     cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)t->data);
     if (cr != 0 || ordinal != m->device)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "%s \"%.80s\": data %p is not memory of CUDA device %d (%s %d)", what, s->name, t->data, m->device,
                         cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
-    *checked = (uint64_t)(uintptr_t)t->data;
+    if (checked) *checked = (uint64_t)(uintptr_t)t->data;
     return tb_ok;
 }
 
+/* shared: the run of a caller's workspace (other threads), which does not
+   remember the pointers it checked */
 static tb_result tb__model_check_io(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
-                                    tb_error *err) {
+                                    int shared, tb_error *err) {
     const tb_program *p = m->p;
     uint32_t i;
     tb_result r;
@@ -11258,9 +11368,10 @@ static tb_result tb__model_check_io(tb_model *m, const tb_tensor *in, uint32_t n
         return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs and %u outputs given, the model takes %u and %u",
                         nin, nout, p->input_count, p->output_count);
     for (i = 0; i < nin; i++)
-        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", &m->checked[i], err)) != tb_ok) return r;
+        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &m->checked[i], err)) != tb_ok) return r;
     for (i = 0; i < nout; i++)
-        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", &m->checked[nin + i], err)) != tb_ok) return r;
+        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &m->checked[nin + i], err)) != tb_ok)
+            return r;
     return tb_ok;
 }
 
@@ -11359,16 +11470,28 @@ static tb_result tb__model_update(tb_model *m, const tb_tensor *in, const tb_ten
         }
         if (!touched) continue;
         tb__model_params(m, ms, in, out, m->ws, stream, args, &lp);
-        if ((r = tb_graph_update(m->graph, ms->launch, &lp, err)) != tb_ok) return r;
+        if ((r = tb_graph_update(m->graph, ms->launch, &lp, err)) != tb_ok) {
+            tb_graph_free(m->graph); /* some nodes moved, some not: the next run captures again */
+            m->graph = NULL;
+            return r;
+        }
     }
     for (q = 0; q < n; q++) m->io_graph[q] = (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
     return tb_ok;
 }
 
+/* outputs 0: the inputs into the static buffers; 1: the outputs, and the
+   inputs a step may write, back out of them */
 static tb_result tb__model_copy_io(tb_model *m, const tb_tensor *in, const tb_tensor *out, int outputs, void *stream,
                                    tb_error *err) {
     uint32_t i, nin = m->p->input_count, n = outputs ? m->p->output_count : nin;
     tb__CUresult cr;
+    for (i = 0; outputs && i < nin; i++) {
+        uint64_t e = tb_tensor_spec_extent(&m->p->inputs[i]);
+        if (!m->in_written[i] || !e) continue;
+        if ((cr = tb__drv.cuMemcpyDtoDAsync((uint64_t)(uintptr_t)in[i].data, m->io_dev[i], (size_t)e, stream)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "input \"%.80s\"", m->p->inputs[i].name);
+    }
     for (i = 0; i < n; i++) {
         const tb_tensor_spec *s = outputs ? &m->p->outputs[i] : &m->p->inputs[i];
         uint64_t e = tb_tensor_spec_extent(s), dev = m->io_dev[outputs ? nin + i : i];
@@ -11381,12 +11504,12 @@ static tb_result tb__model_copy_io(tb_model *m, const tb_tensor *in, const tb_te
 }
 
 static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
-                               uint64_t ws, void *stream, int graph, tb_error *err) {
+                               uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
     tb_result r;
     int pushed = 0;
     tb__CUresult cr;
     if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
-    if ((r = tb__model_check_io(m, in, nin, out, nout, err)) != tb_ok) return r;
+    if ((r = tb__model_check_io(m, in, nin, out, nout, shared, err)) != tb_ok) return r;
     if (graph && !stream)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "graph replay (TB_MODEL_GRAPH) needs a stream: the legacy NULL stream cannot be captured");
@@ -11423,7 +11546,7 @@ static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, c
 
 TBDEF tb_result tb_model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
                              void *stream, tb_error *err) {
-    return tb__model_run(m, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), err);
+    return tb__model_run(m, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
 }
 
 TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
@@ -11431,7 +11554,7 @@ TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_
     if (m && m->ws_bytes && (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN)))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "the workspace must be device memory of %llu bytes, 256-byte aligned", (unsigned long long)m->ws_bytes);
-    return tb__model_run(m, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, err);
+    return tb__model_run(m, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, 1, err);
 }
 
 TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {

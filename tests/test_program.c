@@ -145,7 +145,7 @@ static int same_program(const tb_program *a, const tb_program *b) {
    checked path; the file says format 2.3. */
 TEST(test_program_round_trip) {
     prog q;
-    tb_bundle *b, *r = NULL, *f = NULL;
+    tb_bundle *b, *r = NULL, *f = NULL, *r2 = NULL;
     tb_error e;
     size_t n = 0;
     void *buf;
@@ -187,6 +187,16 @@ TEST(test_program_round_trip) {
     /* truncated under the mapping: a clean error, never SIGBUS */
     CHECK(truncate(path, 64) == 0);
     CHECK(tb_program_read_constant(f, 1, 0, &s, 4, &e) == tb_err_io);
+    /* a program in a file that says 2.2 or older: refused */
+    {
+        unsigned char *old = (unsigned char *)malloc(n);
+        REQUIRE(old);
+        memcpy(old, buf, n);
+        old[10] = 2;
+        CHECK(tb_bundle_read_memory(old, n, NULL, TB_READ_NO_CHECKSUM, &r2, &e) == tb_err_malformed && !r2);
+        CHECK(strstr(e.message, "2.3") != NULL);
+        free(old);
+    }
     CHECK_OK(tb_bundle_set_program(b, NULL, &e), &e);
     CHECK(tb_bundle_program(b) == NULL);
     tb_bundle_free(f);
@@ -466,6 +476,15 @@ TEST(test_model_graph) {
     CHECK(fake.launches() == before + 2);
     CHECK((uintptr_t)param_i64(1) != (uintptr_t)y); /* the static output buffer */
     CHECK(z[0] == 1.0f && z[3] == 2.5f); /* copied out of it */
+    tb_model_free(m);
+    /* a memset that writes the input: copied back out of its static buffer */
+    make(&q);
+    q.ops[2][0] = op(TB_SPACE_INPUT, 0, 0);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, TB_MODEL_GRAPH, &e)) != NULL);
+    x[0] = x[3] = 9.0f;
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(x[0] == 1.0f && x[3] == 1.0f);
     tb_model_free(m);
     tb_bundle_free(b);
     free(x), free(y), free(y2), free(z), free(s);

@@ -1524,6 +1524,9 @@ def _rd_program(b, c):
     operand total; then the constants against the end of the steps and the
     zero bytes around them."""
     at = c.pos
+    if b.version < (2, 3):  # no writer before 2.3 wrote one (and 2.0's duplicate records are dropped after)
+        raise BundleError("malformed", "a program (section 5) in a file of format %d.%d: programs came with 2.3"
+                          % b.version, at)
     ni = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program input count")
     no = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program output count")
     nk = c.count(MAX_PROGRAM_CONSTANTS, PROGRAM_CONSTANT_MIN, "program constant count")
