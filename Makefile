@@ -45,14 +45,10 @@ FAKETESTS := launcher graphs grid table autotune program
 $(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
 # tbundle run without a GPU (tests/test_tbundle.sh): tbundle against the
-# stand-in driver with the entry points run needs (tests/fake_cuda_run.c),
-# whose device memory is host memory, and a bundle whose program is memset
-# and copy steps (tests/mkprogram.c)
-$(B)/libfakecuda_run.so: tests/fake_cuda.c tests/fake_cuda_run.c tests/fake_cuda.h | $(B)
-	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ tests/fake_cuda.c tests/fake_cuda_run.c
-
-$(B)/tbundle_fake: examples/tbundle.c $(HDR) $(B)/libfakecuda_run.so | $(B)
-	$(CC) -std=c99 $(WARN) $(OPT) -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda_run.so"' -o $@ $< $(LIBS)
+# stand-in driver, whose device memory is host memory, and a bundle whose
+# program is memset and copy steps (tests/mkprogram.c)
+$(B)/tbundle_fake: examples/tbundle.c $(HDR) $(B)/libfakecuda.so | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda.so"' -o $@ $< $(LIBS)
 
 $(B)/mkprogram: tests/mkprogram.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)

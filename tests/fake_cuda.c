@@ -197,6 +197,17 @@ int cuStreamCreate(void **s, unsigned flags);
 int cuStreamCreate(void **s, unsigned flags) { UNUSED(flags); *s = (void *)0x5150; return 0; }
 int cuStreamDestroy_v2(void *s);
 int cuStreamDestroy_v2(void *s) { UNUSED(s); return 0; }
+/* tbundle run's own calls (its inputs in, its outputs out) */
+int cuCtxSynchronize(void);
+int cuCtxSynchronize(void) { return 0; }
+int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n);
+int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (const void *)(uintptr_t)s, n); return 0; }
+int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n);
+int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) { memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n); return 0; }
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st);
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { UNUSED(st); memcpy(d, (const void *)(uintptr_t)s, n); return 0; }
+int cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n);
+int cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) { memset((void *)(uintptr_t)d, v, n); return 0; }
 /* every non-NULL pointer is "on device 0", except 0xBAD000 (not device memory) */
 int cuPointerGetAttribute(void *v, int attr, uint64_t p);
 int cuPointerGetAttribute(void *v, int attr, uint64_t p) {

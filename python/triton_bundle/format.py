@@ -1035,12 +1035,16 @@ def _str_size(s):
     return n + _pad(n, 8)
 
 
-def _check_unique(bundle):
+def _check_unique_kernels(kernels):
     seen = set()
-    for k in bundle.kernels:
+    for k in kernels:
         if k.hash in seen:
             raise BundleError("malformed", "two kernels of hash %r" % k.hash)
         seen.add(k.hash)
+
+
+def _check_unique(bundle):
+    _check_unique_kernels(bundle.kernels)
     seen = set()
     for r in bundle.records:
         if r.cache_key in seen:
@@ -1807,11 +1811,7 @@ def read(data, verify_checksum=True):
     for r in b.records:
         for cf in r.configs:
             _check_descs(cf)
-    seen = set()
-    for k in b.kernels:
-        if k.hash in seen:
-            raise BundleError("malformed", "two kernels of hash %r" % k.hash)
-        seen.add(k.hash)
+    _check_unique_kernels(b.kernels)
     keys = set()
     kept = []
     for r in b.records:
