@@ -1414,10 +1414,16 @@ TBDEF void tb_model_free(tb_model *model);
 #define TB__PREFETCH(p) __builtin_prefetch((const void *)(p))
 #define TB__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TB__PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* the launch path's functions together (.text.hot), its errors apart: a
+   driver launch in between evicts much of the last one's code */
+#define TB__HOT __attribute__((hot))
+#define TB__COLD __attribute__((cold))
 #else
 #define TB__PREFETCH(p) ((void)0)
 #define TB__UNLIKELY(x) (x)
 #define TB__PRINTF(a, b)
+#define TB__HOT
+#define TB__COLD
 #endif
 
 #if defined(__SSE2__)
@@ -1588,7 +1594,7 @@ static void tb__copy_field(char *dst, size_t cap, const char *src) {
 /* Fills err (if any) and returns code. The message is "<what>: <details>",
    with the kernel, file and offset appended when known. */
 TB__PRINTF(7, 8)
-static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, const char *file,
+static TB__COLD tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, const char *file,
                           long long offset, int sys_errno, const char *fmt, ...) {
     va_list ap;
     char detail[400], raw[sizeof err->message];
@@ -1616,12 +1622,24 @@ static tb_result tb__fail(tb_error *err, tb_result code, const char *kernel, con
 
 #define TB__OOM(err) tb__fail(err, tb_err_out_of_memory, NULL, NULL, -1, 0, "allocation failed")
 
-/* FNV-1a of a string: the hash of the library's string sets (duplicate
-   checks, the kernel table's indexes). */
-static uint32_t tb__str_hash(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+/* The hash of the library's string sets (duplicate checks, the kernel
+   table's indexes), never stored: eight bytes a multiply. A launch by name
+   or cache key hashes its string once; the byte-at-a-time FNV-1a it
+   replaced cost a multiply a character there (60 ns for a 52-character
+   cache key). */
+static TB__HOT uint32_t tb__str_hash(const char *s) {
+    size_t n = strlen(s);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
+    for (; n >= 8; n -= 8, s += 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 29;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
@@ -2959,6 +2977,7 @@ TBDEF uint64_t tb_xxh3_64(const void *data, size_t size) {
    format 1's checksum, is limited to one core's read bandwidth. */
 #define TB__CHUNK ((size_t)1 << 20)
 #define TB__CHUNKS_PER_THREAD 8 /* fewer blocks than 8 per thread: not worth a thread */
+#define TB__READ_PIECE ((size_t)64 << 10) /* a block read from a file, a piece at a time */
 
 static size_t tb__chunk_count(size_t n) { return n ? (n - 1) / TB__CHUNK + 1 : 1; }
 
@@ -2993,10 +3012,22 @@ static void *tb__chunk_hash(void *arg) {
     tb__chunk_job *j = (tb__chunk_job *)arg;
     size_t i;
     for (i = j->first; i < j->end && !j->err; i++) {
-        size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK;
-        const unsigned char *p = j->data ? j->data + at : j->buf;
-        if (!j->data && (j->err = j->read(j->user, at, j->buf, n)) != 0) break;
-        j->digests[i - j->base] = n ? tb_xxh3_64(p, n) : tb_xxh3_64("", 0);
+        size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK, k, piece;
+        tb__xxh h;
+        if (j->data || n <= TB__READ_PIECE) {
+            const unsigned char *p = j->data ? j->data + at : j->buf;
+            if (!j->data && (j->err = j->read(j->user, at, j->buf, n)) != 0) break;
+            j->digests[i - j->base] = n ? tb_xxh3_64(p, n) : tb_xxh3_64("", 0);
+            continue;
+        }
+        /* read in pieces that stay in the core's cache while they are hashed:
+           a whole block read first is evicted by its own end */
+        tb__xxh_init(&h);
+        for (k = 0; k < n && !j->err; k += piece) {
+            piece = n - k < TB__READ_PIECE ? n - k : TB__READ_PIECE;
+            if ((j->err = j->read(j->user, at + k, j->buf, piece)) == 0) tb__xxh_update(&h, j->buf, piece);
+        }
+        j->digests[i - j->base] = tb__xxh_digest(&h);
     }
     return NULL;
 }
@@ -6875,7 +6906,7 @@ static void tb__store(tb_arg *slot, uint64_t u, uint32_t bytes) {
     default: slot->u = u; break;
     }
 }
-static void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
+static TB__HOT void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
     switch (code) {
     case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
     case 'e': tb__store(slot, tb_fp16_from_double(v.f), 2); break;
@@ -6883,7 +6914,7 @@ static void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
     default: *slot = v; break; /* d: the double's 8 bytes */
     }
 }
-static void tb__convert(char code, tb_arg v, tb_arg *slot) {
+static TB__HOT void tb__convert(char code, tb_arg v, tb_arg *slot) {
     slot->u = 0;
     switch (code) { /* the code table as a switch: each case's kind and width are constants */
 #define TB__X(c, bytes, kind, triton, triton2, mlir)                                          \
@@ -7102,7 +7133,7 @@ static int64_t tb__sext(uint64_t u, uint32_t bytes) { /* the low bytes, sign-ext
 static uint64_t tb__zext(uint64_t u, uint32_t bytes) { /* the low bytes */
     return bytes == 1 ? (uint8_t)u : bytes == 2 ? (uint16_t)u : bytes == 4 ? (uint32_t)u : u;
 }
-static int tb__grid_arg(char code, tb_arg a, int64_t *v) {
+static TB__HOT int tb__grid_arg(char code, tb_arg a, int64_t *v) {
     uint64_t u;
     switch (code) { /* the code table as a switch (rules only read integer and bool codes) */
 #define TB__X(c, bytes, kind, triton, triton2, mlir)                                    \
@@ -7136,7 +7167,7 @@ static int tb__floordiv(int64_t a, int64_t b, int64_t *q, int64_t *m) {
    one when the division was inexact and the true quotient positive; it
    cannot overflow then, since |b| > 1. 1 on those two. Shared by the
    interpreter and the launch's fast path, so they cannot disagree. */
-static int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
+static TB__HOT int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
     int64_t t, m;
     if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
     t = a / b, m = a % b;
@@ -7240,7 +7271,7 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
 /* The evaluated dimension d into grid[d], or the error of a value CUDA's
    launch cannot take; and the error of a config without a rule: shared by
    tb_grid_compute and the launch (tb__rule_grid). */
-static tb_result tb__grid_store(const char *name, uint32_t d, int64_t v, uint32_t *grid, tb_error *err) {
+static TB__HOT tb_result tb__grid_store(const char *name, uint32_t d, int64_t v, uint32_t *grid, tb_error *err) {
     static const int64_t most[3] = {2147483647, 65535, 65535};
     if (TB__UNLIKELY(v < 0 || v > most[d]))
         return tb__fail(err, tb_err_arg_range, name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
@@ -7331,7 +7362,7 @@ static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
 
 /* The launch's grid: the plan over the arguments (codes: the loaded
    kernel's, bools included), into grid. */
-static tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name, const tb_arg *args,
+static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name, const tb_arg *args,
                                     const int64_t *extra, uint32_t n_extra, uint32_t *grid, tb_error *err) {
     tb__grid_env env;
     uint32_t d;
@@ -8792,7 +8823,7 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 /* Fills err for a failed driver call. */
 static tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
                             const char *fmt, ...) TB__PRINTF(6, 7);
-static tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
+static TB__COLD tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
                             const char *fmt, ...) {
     const char *nm = "?", *desc = "";
     char detail[256];
@@ -8829,36 +8860,39 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err) {
 /* context (per-thread state that may change between launches).          */
 /* ---------------------------------------------------------------------- */
 struct tb_loaded_kernel {
+    /* first and together, what a launch reads: the driver's launch between
+       two of ours evicts much of what the last one read */
+    void *function;
+    tb__CUctx cu_ctx;
+    unsigned block_x;
+    unsigned shared;
+    int use_ex;
+    int global_present, profile_present;
+    uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
+    uint32_t conv_count;
+    uint64_t global_size, profile_size;
+    tb_kernel_info info;
+    char codes[TB_MAX_ARGS + 1];
+    uint16_t conv_idx[TB_MAX_ARGS];
+    tb__grid_plan grid;         /* the config's grid rule (the Grid section's; its operations last) */
+    /* the rest */
     tb__ctx ctx;
     uint32_t refs;              /* 1 + the graph launches that captured it (tb__kernel_retain), under tb__refs_mu */
-    tb__CUctx cu_ctx;
     tb__CUdevice device;
     int retained;               /* primary context retained by us */
     void *module;
-    void *function;
-    unsigned block_x;
-    unsigned shared;
     unsigned cluster[3];        /* grid multiplier; 1,1,1 without clusters */
-    int use_ex;
     unsigned num_attrs;
     tb__cu_attr attrs[4];
-    int global_present, profile_present;
     int sign_unknown;           /* TB_CONFIG_TYPES_FROM_IR: checked mode takes either reading */
-    uint64_t global_size, profile_size;
-    uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
     uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
     tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
-    uint32_t conv_count;
-    uint16_t conv_idx[TB_MAX_ARGS];
-    tb__grid_plan grid;         /* the config's grid rule (the Grid section's) */
-    char codes[TB_MAX_ARGS + 1];
     char div[TB_MAX_ARGS + 1];
     char name[128];
-    tb_kernel_info info;
 };
 
 /* Makes k's context current if it is not; *pushed says to pop it. */
-static tb__CUresult tb__enter(const tb_loaded_kernel *k, int *pushed) {
+static TB__HOT tb__CUresult tb__enter(const tb_loaded_kernel *k, int *pushed) {
     tb__CUctx cur = NULL;
     tb__CUresult cr = tb__drv.cuCtxGetCurrent(&cur);
     *pushed = 0;
@@ -8868,7 +8902,7 @@ static tb__CUresult tb__enter(const tb_loaded_kernel *k, int *pushed) {
     if (cr == 0) *pushed = 1;
     return cr;
 }
-static void tb__leave(int pushed) {
+static TB__HOT void tb__leave(int pushed) {
     tb__CUctx c;
     if (pushed) tb__drv.cuCtxPopCurrent(&c);
 }
@@ -9180,8 +9214,9 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
         return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     if (!(k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k))) return TB__OOM(err);
-    memset(k, 0, offsetof(tb_loaded_kernel, conv_idx)); /* the arrays are filled by the plan */
-    memset(&k->info, 0, sizeof k->info);
+    /* all but the arrays the plan fills (codes, conv_idx, grid, div, name) */
+    memset(k, 0, offsetof(tb_loaded_kernel, codes));
+    memset(&k->ctx, 0, offsetof(tb_loaded_kernel, div) - offsetof(tb_loaded_kernel, ctx));
     k->ctx = c;
     k->refs = 1;
     if ((r = tb__load_plan(k, cfg, err)) != tb_ok || (r = tb__load_features(k, err)) != tb_ok ||
@@ -9322,7 +9357,7 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
     return tb_ok;
 }
 
-static tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
+static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
                                    void **params) {
     tb__CUresult cr;
     int pushed;
@@ -9453,7 +9488,7 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
 
 /* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's plan over the
    arguments, into grid. */
-static tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
+static TB__HOT tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
     return tb__grid_plan_eval(&k->grid, k->codes, k->name, p->args, p->grid_args, p->grid_arg_count, grid, err);
 }
 
@@ -9468,7 +9503,7 @@ static tb_result tb__auto_grid(const tb_loaded_kernel *k, const tb_launch_params
 /* The parameter list of a kernel without tensor descriptors: pointers to
    the argument slots, converted where the width or type needs it, then the
    scratch pointers; *gs and *ps hold those. */
-static void tb__plain_params(const tb_loaded_kernel *k, const tb_launch_params *p, void **params, tb_arg *conv,
+static TB__HOT void tb__plain_params(const tb_loaded_kernel *k, const tb_launch_params *p, void **params, tb_arg *conv,
                              uint64_t *gs, uint64_t *ps) {
     uint32_t i, n = k->info.arg_count;
     for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
@@ -9481,7 +9516,7 @@ static void tb__plain_params(const tb_loaded_kernel *k, const tb_launch_params *
     if (k->profile_present) params[n++] = ps;
 }
 
-TBDEF tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
+TBDEF TB__HOT tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_params *p, tb_error *err) {
     void *params[TB_MAX_ARGS + 2];
     tb_arg conv[TB_MAX_ARGS];
     uint64_t gs, ps;
@@ -9538,7 +9573,7 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
 /* The Autotune section's state, which the table holds and frees (its
    struct, create and free are in >>autotune). */
 typedef struct tb__autotune tb__autotune;
-static tb__autotune *tb__autotune_create(const tb__ctx *c);
+static tb__autotune *tb__autotune_create(const tb__ctx *c, const tb_bundle *b);
 static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
 /* Every record of a bundle, indexed once at creation so that a lookup by
    cache key or by name costs one hash and one string compare, whatever the
@@ -9548,30 +9583,44 @@ static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
    first, so that choosing for given arguments takes the first whose
    assumptions hold. Loaded kernels fill in lazily under a mutex and are
    read without it (acquire/release), so lookups and launches are
-   thread-safe and lock-free once loaded. */
+   thread-safe and lock-free once loaded.
+   A launch by name touches few cache lines, since the driver's own launch
+   evicts much of what the last one read: an index slot holds the string
+   and its hash (no record read to compare), and a record's spec holds all
+   that choosing a specialization and its slot needs. */
 typedef struct tb__spec {
     uint32_t next;              /* the next record of this name, less specialized; UINT32_MAX: none */
     uint32_t arg_count;         /* of config 0 */
+    uint32_t rank;              /* chain order: div_count + 1, or 0 when arg_divisibility is "" (unknown) */
+    uint32_t config_count;      /* the record's */
+    uint32_t first;             /* its configs' kernels: slots[first .. first + config_count) */
     uint32_t div_count;         /* assumptions (tt.divisibility 16) */
     uint32_t div_at;            /* its divisible arguments: div_args[div_at .. div_at + div_count) */
-    uint32_t rank;              /* chain order: div_count + 1, or 0 when arg_divisibility is "" (unknown) */
+    uint32_t div_big;           /* how many of them are arguments 64 and up (the list's last) */
+    uint64_t div_mask;          /* the divisible arguments under 64, a bit each */
 } tb__spec;
 
+typedef struct tb__slot {
+    const char *str;            /* the record's cache key or kernel name */
+    uint32_t rec;               /* UINT32_MAX: empty */
+    uint32_t hash;              /* tb__str_hash(str) */
+} tb__slot;
+
 struct tb_kernel_table {
+    /* what a launch reads first, together */
+    uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
+    uint32_t slot_count;
+    tb__slot *by_key;           /* record, by cache key */
+    tb__slot *by_name;          /* the most specialized record of a name */
+    tb__spec *spec;             /* per record */
+    tb_loaded_kernel **slots;   /* per config */
+    tb__autotune *at;           /* the choices and the benchmark's resources: the Autotune section's (>>autotune) */
+    uint16_t *div_args;
+    const tb_bundle *bundle;
     tb__ctx ctx;
     tb_options options;
     tb_load_options load;
-    const tb_bundle *bundle;
     pthread_mutex_t mu;
-    uint32_t slot_count;
-    uint32_t *first;            /* per record: its first slot */
-    tb_loaded_kernel **slots;   /* per config */
-    tb__spec *spec;             /* per record */
-    uint16_t *div_args;
-    uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
-    uint32_t *by_key;           /* record, by cache key; UINT32_MAX: empty */
-    uint32_t *by_name;          /* the most specialized record of a name */
-    tb__autotune *at;           /* the choices and the benchmark's resources: the Autotune section's (>>autotune) */
 };
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -9590,7 +9639,6 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     tb__autotune_free(t->at, &c); /* first: its buffers live in the context a kernel may hold */
     for (i = 0; t->slots && i < t->slot_count; i++) tb_unload(t->slots[i]);
     tb__free(&c, t->slots);
-    tb__free(&c, t->first);
     tb__free(&c, t->spec);
     tb__free(&c, t->div_args);
     tb__free(&c, t->by_key);
@@ -9600,7 +9648,7 @@ TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
 
 static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, tb_error *err) {
     const tb_launch_record *r = &t->bundle->records[rec];
-    uint32_t s = t->first[rec] + cfg;
+    uint32_t s = t->spec[rec].first + cfg;
     tb_loaded_kernel *k = NULL;
     tb_result res = tb_ok;
     pthread_mutex_lock(&t->mu);
@@ -9612,46 +9660,56 @@ static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, 
     return res;
 }
 
-/* The slot of index ix where str (a key or a name, per record) is, or the
-   empty slot where it would go. */
-static uint32_t tb__index_find(const tb_kernel_table *t, const uint32_t *ix, int by_name, const char *str) {
-    uint32_t at = tb__str_hash(str) & t->index_mask;
-    while (ix[at] != UINT32_MAX) {
-        const tb_launch_record *r = &t->bundle->records[ix[at]];
-        if (strcmp(by_name ? r->kernel_name : r->cache_key, str) == 0) break;
+/* The slot of the cache-key index (by_name 0) or the name index where
+   str, of hash h, is, or the empty slot where it would go. */
+static TB__HOT uint32_t tb__index_find(const tb_kernel_table *t, int by_name, const char *str, uint32_t h) {
+    const tb__slot *ix = by_name ? t->by_name : t->by_key;
+    uint32_t at = h & t->index_mask;
+    while (ix[at].rec != UINT32_MAX && (ix[at].hash != h || strcmp(ix[at].str, str) != 0))
         at = (at + 1) & t->index_mask;
-    }
     return at;
 }
 
 static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
     const tb_bundle *b = t->bundle;
-    uint32_t n = b->record_count, cap = 16, i, j, ndiv = 0;
+    uint32_t n = b->record_count, cap = 16, i, j, ndiv = 0, slot = 0;
     for (i = 0; i < n; i++) ndiv += (uint32_t)strlen(b->records[i].configs[0].arg_divisibility);
     while (cap < 2u * n) cap *= 2;
     t->index_mask = cap - 1;
     t->spec = (tb__spec *)tb__alloc(&t->ctx, (size_t)(n ? n : 1) * sizeof *t->spec);
     t->div_args = (uint16_t *)tb__alloc(&t->ctx, (size_t)(ndiv ? ndiv : 1) * sizeof *t->div_args);
-    t->by_key = (uint32_t *)tb__alloc(&t->ctx, (size_t)cap * 2 * sizeof *t->by_key);
+    t->by_key = (tb__slot *)tb__alloc(&t->ctx, (size_t)cap * 2 * sizeof *t->by_key);
     if (!t->spec || !t->div_args || !t->by_key) return TB__OOM(err);
     t->by_name = t->by_key + cap;
-    memset(t->by_key, 0xff, (size_t)cap * 2 * sizeof *t->by_key);
+    for (i = 0; i < 2 * cap; i++) t->by_key[i].str = NULL, t->by_key[i].rec = UINT32_MAX, t->by_key[i].hash = 0;
     for (i = 0, ndiv = 0; i < n; i++) {
         const tb_launch_config *c = &b->records[i].configs[0];
         tb__spec *sp = &t->spec[i];
-        uint32_t at, *head, prev = UINT32_MAX, cur;
+        uint32_t at, h, *head, prev = UINT32_MAX, cur;
         sp->arg_count = (uint32_t)strlen(c->arg_types);
+        sp->config_count = b->records[i].config_count;
+        sp->first = slot;
+        slot += sp->config_count;
         sp->div_at = ndiv;
-        sp->div_count = 0;
+        sp->div_count = sp->div_big = 0;
+        sp->div_mask = 0;
         for (j = 0; c->arg_divisibility[j]; j++)
-            if (c->arg_divisibility[j] == '1' && c->arg_types[j] != 'T') t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
+            if (c->arg_divisibility[j] == '1' && c->arg_types[j] != 'T') {
+                t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
+                if (j < 64) sp->div_mask |= (uint64_t)1 << j;
+                else sp->div_big++;
+            }
         ndiv += sp->div_count;
         sp->rank = c->arg_divisibility[0] ? sp->div_count + 1 : 0;
-        at = tb__index_find(t, t->by_key, 0, b->records[i].cache_key);
-        if (t->by_key[at] == UINT32_MAX) t->by_key[at] = i; /* keys are unique in a bundle read or written */
+        h = tb__str_hash(b->records[i].cache_key);
+        at = tb__index_find(t, 0, b->records[i].cache_key, h);
+        if (t->by_key[at].rec == UINT32_MAX) /* keys are unique in a bundle read or written */
+            t->by_key[at].str = b->records[i].cache_key, t->by_key[at].rec = i, t->by_key[at].hash = h;
         /* into its name's chain, most assumptions first (stable: ties keep bundle order) */
-        at = tb__index_find(t, t->by_name, 1, b->records[i].kernel_name);
-        head = &t->by_name[at];
+        h = tb__str_hash(b->records[i].kernel_name);
+        at = tb__index_find(t, 1, b->records[i].kernel_name, h);
+        t->by_name[at].str = b->records[i].kernel_name, t->by_name[at].hash = h;
+        head = &t->by_name[at].rec;
         for (cur = *head; cur != UINT32_MAX && t->spec[cur].rank >= sp->rank; cur = t->spec[cur].next) prev = cur;
         sp->next = cur;
         if (prev == UINT32_MAX) *head = i;
@@ -9677,22 +9735,17 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     if (load) t->load = *load;
     t->bundle = b;
     pthread_mutex_init(&t->mu, NULL);
-    t->at = tb__autotune_create(&c);
-    t->first = (uint32_t *)tb__alloc(&c, (size_t)(b->record_count ? b->record_count : 1) * sizeof(uint32_t));
+    t->at = tb__autotune_create(&c, b);
     t->slots = (tb_loaded_kernel **)tb__alloc(&c, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     if (t->slots) memset(t->slots, 0, (size_t)(n ? n : 1) * sizeof(tb_loaded_kernel *));
     t->slot_count = n;
-    if (!t->first || !t->slots || !t->at) {
+    if (!t->slots || !t->at) {
         tb_kernel_table_free(t);
         return TB__OOM(err);
     }
     if ((r = tb__table_index(t, err)) != tb_ok) {
         tb_kernel_table_free(t);
         return r;
-    }
-    for (i = 0, n = 0; i < b->record_count; i++) {
-        t->first[i] = n;
-        n += b->records[i].config_count;
     }
     if (!(flags & TB_TABLE_LAZY))
         for (i = 0; i < b->record_count; i++)
@@ -9706,21 +9759,31 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
 }
 
 /* The first argument of record rec whose assumption args break, or -1. */
-static int tb__spec_breaks(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
+static TB__HOT int tb__spec_breaks(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
     const tb__spec *sp = &t->spec[rec];
+    uint64_t m;
     uint32_t i;
-    for (i = 0; i < sp->div_count; i++)
+    for (m = sp->div_mask; m; m &= m - 1) { /* ascending, as the list */
+#if defined(__GNUC__) || defined(__clang__)
+        i = (uint32_t)__builtin_ctzll(m);
+#else
+        for (i = 0; !((m >> i) & 1u); i++) {}
+#endif
+        if (args[i].u & 15u) return (int)i;
+    }
+    for (i = sp->div_count - sp->div_big; i < sp->div_count; i++)
         if (args[t->div_args[sp->div_at + i]].u & 15u) return t->div_args[sp->div_at + i];
     return -1;
 }
 
-TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+TBDEF TB__HOT tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
                                      uint32_t arg_count, uint32_t *record, tb_error *err) {
-    uint32_t rec, first, best = UINT32_MAX, tie = UINT32_MAX, general = UINT32_MAX, counted = 0;
+    uint32_t rec, first, best = UINT32_MAX, tie = UINT32_MAX, general = UINT32_MAX, counted = 0, h;
     int bad;
     if (!t || !key || !record) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
     if (args == NULL && arg_count) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "args is NULL");
-    rec = t->by_key[tb__index_find(t, t->by_key, 0, key)];
+    h = tb__str_hash(key); /* one hash for both indexes */
+    rec = t->by_key[tb__index_find(t, 0, key, h)].rec;
     if (rec != UINT32_MAX) {
         /* a cache key is one record: the arguments must fit it */
         if (args && t->spec[rec].arg_count != arg_count)
@@ -9736,14 +9799,19 @@ TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, 
            specialized; another of the same assumptions that fits too is a
            different compilation (another dtype, block size, num_warps) that
            arguments cannot tell apart: ambiguous, not a guess. */
-        rec = t->by_name[tb__index_find(t, t->by_name, 1, key)];
+        rec = t->by_name[tb__index_find(t, 1, key, h)].rec;
         if (rec == UINT32_MAX)
             return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this cache key or kernel name");
+        if (t->spec[rec].next == UINT32_MAX && cfg < t->spec[rec].config_count &&
+            (!args || (t->spec[rec].arg_count == arg_count && tb__spec_breaks(t, rec, args) < 0))) {
+            *record = rec; /* the name's only record, and it fits: what the search below would choose */
+            return tb_ok;
+        }
         for (first = rec; rec != UINT32_MAX; rec = t->spec[rec].next) /* how many could serve */
-            counted += cfg < t->bundle->records[rec].config_count && (!args || t->spec[rec].arg_count == arg_count);
+            counted += cfg < t->spec[rec].config_count && (!args || t->spec[rec].arg_count == arg_count);
         for (rec = first; rec != UINT32_MAX; rec = t->spec[rec].next) {
             const tb__spec *sp = &t->spec[rec];
-            if (cfg >= t->bundle->records[rec].config_count || (args && sp->arg_count != arg_count)) continue;
+            if (cfg >= sp->config_count || (args && sp->arg_count != arg_count)) continue;
             if (!sp->rank && counted > 1) continue; /* unknown assumptions: only a record that stands alone */
             if (!args) {
                 /* tb_kernel_table_get: the fewest assumptions, the chain's last */
@@ -9785,20 +9853,20 @@ TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, 
         }
         rec = best;
     }
-    if (cfg >= t->bundle->records[rec].config_count)
+    if (cfg >= t->spec[rec].config_count)
         return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "config %u asked, the record has %u", cfg,
-                        t->bundle->records[rec].config_count);
+                        t->spec[rec].config_count);
     *record = rec;
     return tb_ok;
 }
 
-static tb_result tb__table_kernel(tb_kernel_table *t, uint32_t rec, uint32_t cfg, const tb_loaded_kernel **out,
+static TB__HOT tb_result tb__table_kernel(tb_kernel_table *t, uint32_t rec, uint32_t cfg, const tb_loaded_kernel **out,
                                   tb_error *err) {
-    tb_loaded_kernel *k = TB__LOAD_ACQ(t->slots[t->first[rec] + cfg]);
+    tb_loaded_kernel *k = TB__LOAD_ACQ(t->slots[t->spec[rec].first + cfg]);
     tb_result r;
     if (TB__UNLIKELY(!k)) {
         if ((r = tb__table_load(t, rec, cfg, err)) != tb_ok) return r;
-        k = TB__LOAD_ACQ(t->slots[t->first[rec] + cfg]);
+        k = TB__LOAD_ACQ(t->slots[t->spec[rec].first + cfg]);
     }
     *out = k;
     return tb_ok;
@@ -9817,7 +9885,7 @@ TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_
 static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg *args, uint32_t *cfg, double *ms,
                                   const char *what, tb_error *err);
 
-TBDEF tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+TBDEF TB__HOT tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
                                        uint32_t arg_count, const tb_loaded_kernel **out, tb_error *err) {
     uint32_t rec;
     tb_result r;
@@ -9836,7 +9904,7 @@ TBDEF tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint
 static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, uint32_t *cfg,
                                      tb_error *err);
 
-TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
+TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
                                        tb_error *err) {
     const tb_loaded_kernel *k;
     tb_result r;
@@ -9870,10 +9938,12 @@ TBDEF tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint
 #define TB__CHOICE_DONE 2u
 #define TB__MAX_KEY TB_MAX_ARGS
 
+#define TB__CHOICE_INLINE 4u     /* key values a choice holds in itself: one cache line a lookup */
 typedef struct tb__choice {
     uint32_t rec, nkey, cfg, state;
-    int64_t *key;
+    int64_t *key;               /* all nkey values */
     double ms;
+    int64_t near[TB__CHOICE_INLINE]; /* the first values again, compared without following key */
 } tb__choice;
 typedef struct tb__cmap {
     uint32_t cap;
@@ -9881,13 +9951,29 @@ typedef struct tb__cmap {
     struct tb__cmap *older;     /* a reader may still probe it */
 } tb__cmap;
 
+/* What a launch of record rec reads to find its choice, computed once from
+   the record (its call info's key, else every integer argument) so that
+   the lookup reads one small entry, not the record, its config, codes and
+   call info. */
+#define TB__PLAN_INLINE 6u
+typedef struct tb__keyplan {
+    uint32_t configs;           /* the record's config count (1: nothing to choose) */
+    uint32_t n;                 /* the size key's length */
+    uint32_t more;              /* n > TB__PLAN_INLINE: the arguments are keyargs[more .. more + n) */
+    uint16_t arg[TB__PLAN_INLINE];
+    char code[TB__PLAN_INLINE]; /* an integer code, or 0: the argument's bits */
+} tb__keyplan;
+
 /* A table's autotune state: the choices, under mu, and the benchmark's
    resources, under bench_mu. */
 struct tb__autotune {
+    tb__keyplan *plans;         /* per record */
+    tb__cmap *cmap;             /* published whole (release); older ones kept until free */
+    uint16_t *keyargs;          /* the arguments of the plans longer than TB__PLAN_INLINE */
+    char *keycodes;             /* and their codes */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_mutex_t bench_mu;   /* one benchmark at a time: they share the GPU, the events and the flush buffer */
-    tb__cmap *cmap;             /* published whole (release); older ones kept until free */
     uint32_t choice_count;
     tb_autotune_options options; /* resolved by tb__autotune_defaults */
     uint64_t flush;             /* the L2 flush buffer, flush_bytes */
@@ -9898,14 +9984,60 @@ struct tb__autotune {
 };
 
 static tb_autotune_options tb__autotune_defaults(const tb_autotune_options *o);
-static tb__autotune *tb__autotune_create(const tb__ctx *c) {
+
+/* Record r's key arguments and their codes (0 where the key takes the
+   bits) into arg and code, when not NULL: how many. */
+static uint32_t tb__key_args(const tb_launch_record *r, uint16_t *arg, char *code) {
+    const char *codes = r->configs[0].arg_types;
+    uint32_t n = 0, i;
+    if (r->call && r->call->key_count) {
+        for (; n < r->call->key_count; n++) {
+            uint32_t a = r->call->key[n];
+            if (arg) arg[n] = (uint16_t)a, code[n] = tb__grid_int_code(codes[a]) ? codes[a] : 0;
+        }
+        return n;
+    }
+    for (i = 0; codes[i]; i++)
+        if (tb__grid_int_code(codes[i])) {
+            if (arg) arg[n] = (uint16_t)i, code[n] = codes[i];
+            n++;
+        }
+    return n;
+}
+
+static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
+static tb__autotune *tb__autotune_create(const tb__ctx *c, const tb_bundle *b) {
     tb__autotune *a = (tb__autotune *)tb__alloc(c, sizeof *a);
+    size_t more = 0;
+    uint32_t i, n;
     if (!a) return NULL;
     memset(a, 0, sizeof *a);
     a->options = tb__autotune_defaults(NULL);
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     pthread_mutex_init(&a->bench_mu, NULL);
+    for (i = 0; i < b->record_count; i++)
+        if ((n = tb__key_args(&b->records[i], NULL, NULL)) > TB__PLAN_INLINE) more += n;
+    a->plans = (tb__keyplan *)tb__alloc(c, (size_t)(b->record_count ? b->record_count : 1) * sizeof *a->plans);
+    a->keyargs = (uint16_t *)tb__alloc(c, (more ? more : 1) * sizeof *a->keyargs);
+    a->keycodes = (char *)tb__alloc(c, more ? more : 1);
+    if (!a->plans || !a->keyargs || !a->keycodes) {
+        tb__autotune_free(a, c);
+        return NULL;
+    }
+    for (i = 0, more = 0; i < b->record_count; i++) { /* counts under TB_MAX_ARGS each (the bundle's check) */
+        tb__keyplan *pl = &a->plans[i];
+        memset(pl, 0, sizeof *pl);
+        pl->configs = b->records[i].config_count;
+        pl->n = tb__key_args(&b->records[i], NULL, NULL);
+        if (pl->n <= TB__PLAN_INLINE) {
+            tb__key_args(&b->records[i], pl->arg, pl->code);
+        } else {
+            pl->more = (uint32_t)more;
+            tb__key_args(&b->records[i], a->keyargs + more, a->keycodes + more);
+            more += pl->n;
+        }
+    }
     return a;
 }
 
@@ -9939,6 +10071,9 @@ static void tb__autotune_free(tb__autotune *a, const tb__ctx *c) {
         }
     }
     tb__free(c, a->events);
+    tb__free(c, a->plans);
+    tb__free(c, a->keyargs);
+    tb__free(c, a->keycodes);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->bench_mu);
@@ -9951,7 +10086,7 @@ typedef struct tb__choice_trial {
     size_t reset_bytes[TB_MAX_ARGS];
 } tb__choice_trial;
 
-static uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32_t n) {
+static TB__HOT uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32_t n) {
     uint64_t h = 1469598103934665603ULL ^ rec;
     uint32_t i;
     for (i = 0; i < n; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ULL, h ^= h >> 29;
@@ -9960,25 +10095,15 @@ static uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32_t n) {
 
 /* The size key of record rec for these arguments: the values (as the
    kernel reads them) of the arguments its call info keys on, or of every
-   integer argument. 0, or 1 for an argument no integer code can key on. */
-static uint32_t tb__size_key(const tb_launch_record *r, const tb_arg *args, int64_t *key) {
-    const char *codes = r->configs[0].arg_types;
-    uint32_t n = 0, i;
-    if (r->call && r->call->key_count) {
-        for (i = 0; i < r->call->key_count; i++) {
-            uint32_t a = r->call->key[i];
-            /* a float, a pointer or a u64 past 2^63: its bits */
-            if (!tb__grid_int_code(codes[a]) || tb__grid_arg(codes[a], args[a], &key[n])) key[n] = (int64_t)args[a].u;
-            n++;
-        }
-        return n;
-    }
-    for (i = 0; codes[i]; i++)
-        if (tb__grid_int_code(codes[i])) {
-            if (tb__grid_arg(codes[i], args[i], &key[n])) key[n] = (int64_t)args[i].u;
-            n++;
-        }
-    return n;
+   integer argument; a float, a pointer or a u64 past 2^63: its bits. */
+static TB__HOT uint32_t tb__size_key(const tb__autotune *at, uint32_t rec, const tb_arg *args, int64_t *key) {
+    const tb__keyplan *pl = &at->plans[rec];
+    const uint16_t *arg = pl->n <= TB__PLAN_INLINE ? pl->arg : at->keyargs + pl->more;
+    const char *code = pl->n <= TB__PLAN_INLINE ? pl->code : at->keycodes + pl->more;
+    uint32_t i;
+    for (i = 0; i < pl->n; i++)
+        if (!code[i] || tb__grid_arg(code[i], args[arg[i]], &key[i])) key[i] = (int64_t)args[arg[i]].u;
+    return pl->n;
 }
 
 #define TB__CHOICE_FAILED 3u     /* the tune failed: the next launch tries again */
@@ -9995,7 +10120,7 @@ static uint32_t tb__size_key(const tb_launch_record *r, const tb_arg *args, int6
 /* The entry of (rec, key) in map m, or NULL; with slot, the empty entry
    where it would go. Safe without at->mu: an entry's fields are written
    before its state is published, and entries never move. */
-static tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, uint32_t n, tb__choice **slot) {
+static TB__HOT tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, uint32_t n, tb__choice **slot) {
     uint32_t at;
     if (slot) *slot = NULL;
     if (!m) return NULL;
@@ -10006,7 +10131,12 @@ static tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_t *key, 
             if (slot) *slot = c;
             return NULL;
         }
-        if (c->rec == rec && c->nkey == n && (!n || memcmp(c->key, key, (size_t)n * sizeof *key) == 0)) return c;
+        if (c->rec == rec && c->nkey == n) {
+            uint32_t i = 0;
+            const int64_t *ck = n <= TB__CHOICE_INLINE ? c->near : c->key;
+            while (i < n && ck[i] == key[i]) i++; /* keys are a few integers: no memcmp call */
+            if (i == n) return c;
+        }
     }
 }
 
@@ -10044,6 +10174,8 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     slot->key = NULL;
     if (n && !(slot->key = (int64_t *)tb__alloc(&t->ctx, (size_t)n * sizeof *key))) return NULL;
     if (n) memcpy(slot->key, key, (size_t)n * sizeof *key);
+    memset(slot->near, 0, sizeof slot->near);
+    if (n) memcpy(slot->near, key, (size_t)(n < TB__CHOICE_INLINE ? n : TB__CHOICE_INLINE) * sizeof *key);
     slot->rec = rec, slot->nkey = n, slot->cfg = 0, slot->ms = 0;
     TB__REL(slot->state, TB__CHOICE_TUNING);
     t->at->choice_count++;
@@ -10298,29 +10430,13 @@ done:
     return r;
 }
 
-/* The config TB_CONFIG_AUTOTUNE means for record rec and p: the kept
-   choice (found without a lock once made), or a new one, benchmarked here
-   or by the thread already at it. */
-static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, uint32_t *cfg,
-                                     tb_error *err) {
-    const tb_launch_record *rr = &t->bundle->records[rec];
-    int64_t key[TB__MAX_KEY];
-    uint32_t n;
+/* A choice not kept yet (or a build without lock-free reads): under the
+   lock, benchmarked here or by the thread already at it. */
+static TB__COLD tb_result tb__autotune_wait_or_tune(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p,
+                                                    const int64_t *key, uint32_t n, uint32_t *cfg, tb_error *err) {
     int fresh;
     tb__choice *c, result;
     tb_result r;
-    if (rr->config_count == 1) {
-        *cfg = 0;
-        return tb_ok;
-    }
-    n = tb__size_key(rr, p->args, key);
-    if (TB__LOCK_FREE_CHOICES) {
-        c = tb__cmap_find((tb__cmap *)TB__ACQ(t->at->cmap), rec, key, n, NULL);
-        if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
-            *cfg = TB__ACQ(c->cfg); /* load_choices may replace it */
-            return tb_ok;
-        }
-    }
     pthread_mutex_lock(&t->at->mu);
     for (;;) {
         if (!(c = tb__choice_get(t, rec, key, n, &fresh))) {
@@ -10352,6 +10468,27 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
     return r;
 }
 
+/* The config TB_CONFIG_AUTOTUNE means for record rec and p: the kept
+   choice (found without a lock once made), or a new one. */
+static TB__HOT tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p,
+                                             uint32_t *cfg, tb_error *err) {
+    int64_t key[TB__MAX_KEY];
+    uint32_t n;
+    if (t->at->plans[rec].configs == 1) {
+        *cfg = 0;
+        return tb_ok;
+    }
+    n = tb__size_key(t->at, rec, p->args, key);
+    if (TB__LOCK_FREE_CHOICES) {
+        const tb__choice *c = tb__cmap_find((tb__cmap *)TB__ACQ(t->at->cmap), rec, key, n, NULL);
+        if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
+            *cfg = TB__ACQ(c->cfg); /* load_choices may replace it */
+            return tb_ok;
+        }
+    }
+    return tb__autotune_wait_or_tune(t, rec, p, key, n, cfg, err);
+}
+
 /* The choice kept for record rec and these arguments, without tuning. */
 static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg *args, uint32_t *config, double *ms,
                                   const char *what, tb_error *err) {
@@ -10359,12 +10496,12 @@ static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg
     uint32_t n;
     tb__choice *c;
     tb_result r;
-    if (t->bundle->records[rec].config_count == 1) {
+    if (t->at->plans[rec].configs == 1) {
         *config = 0;
         if (ms) *ms = 0;
         return tb_ok;
     }
-    n = tb__size_key(&t->bundle->records[rec], args, key);
+    n = tb__size_key(t->at, rec, args, key);
     pthread_mutex_lock(&t->at->mu);
     c = tb__cmap_find(t->at->cmap, rec, key, n, NULL);
     if (c && c->state == TB__CHOICE_DONE) {
@@ -10483,7 +10620,7 @@ static tb_result tb__choices_keep(void *user, const tb__choice_line *l, tb_error
     tb__choices_load *s = (tb__choices_load *)user;
     tb_kernel_table *t = s->t;
     tb__parsed_choice *e;
-    uint32_t rec = t->by_key[tb__index_find(t, t->by_key, 0, l->cache_key)];
+    uint32_t rec = t->by_key[tb__index_find(t, 0, l->cache_key, tb__str_hash(l->cache_key))].rec;
     /* the record, the config and its cubin must be those of this bundle */
     if (rec == UINT32_MAX || l->config >= t->bundle->records[rec].config_count ||
         strcmp(t->bundle->records[rec].configs[l->config].kernel_hash, l->kernel_hash) != 0 ||

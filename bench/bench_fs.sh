@@ -29,12 +29,12 @@ p=$(median < "$W/pack"); ta=$(median < "$W/tar"); u=$(median < "$W/unpack"); c=$
 awk -v n="$N" -v f="$files" -v mb="$mb" -v p="$p" -v ta="$ta" -v u="$u" -v c="$c" -v runs="$RUNS" 'BEGIN {
   printf "pack/unpack: %d kernel directories, %d files, %d MB, median of %d runs\n", n, f, mb, runs
   printf "  tbundle pack    %8.1f ms   tar cf  %8.1f ms   ratio %.2fx (goal <= 1.0)\n", p / 1000, ta / 1000, p / ta
-  printf "  tbundle unpack  %8.1f ms   cp -r   %8.1f ms   ratio %.2fx (goal <= 1.0)\n", u / 1000, c / 1000, u / c
+  printf "  tbundle unpack  %8.1f ms   cp -r   %8.1f ms   ratio %.2fx (goal <= 0.35)\n", u / 1000, c / 1000, u / c
   printf "  per kernel: pack %.1f us, unpack %.1f us\n", p / n, u / n
 }'
 if [ "${PYTORCH:-0}" = 1 ] && python3 -c "import torch._inductor.triton_bundler" 2>/dev/null; then
   python3 bench/bench_pytorch.py "$W/cache" "$W" 3 | tee "$W/pt"
   pp=$(awk '/^pytorch_pack_ms/ { print $2 }' "$W/pt"); pu=$(awk '/^pytorch_unpack_ms/ { print $2 }' "$W/pt")
   awk -v p="$p" -v u="$u" -v pp="$pp" -v pu="$pu" 'BEGIN {
-    printf "  speed-up over PyTorch: pack %.1fx, unpack %.1fx (goal >= 2.5)\n", pp * 1000 / p, pu * 1000 / u }'
+    printf "  speed-up over PyTorch: pack %.1fx (goal >= 2.5), unpack %.1fx (goal >= 5)\n", pp * 1000 / p, pu * 1000 / u }'
 fi

@@ -242,7 +242,7 @@ static void bench_tune_graph(const tb_bundle *fix, void *stream) {
         printf("  the tuned kernel (selected once, tb_launch, grid from the rule) %6.2f us, bare cuLaunchKernel %6.2f "
                "us: %.3fx (goal <= 1.05)\n", sel_t * 1e6, bare * 1e6, sel_t / bare);
         printf("  by name each time (tb_kernel_table_launch, TB_CONFIG_AUTOTUNE: lookup, size key, choice) %6.2f us: "
-               "%.3fx\n", tuned * 1e6, tuned / bare);
+               "%.3fx (goal <= 1.03)\n", tuned * 1e6, tuned / bare);
     }
     /* graphs: G launches captured once */
     p.flags = 0, p.grid[0] = p.grid[1] = p.grid[2] = 1;

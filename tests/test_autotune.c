@@ -303,4 +303,94 @@ TEST(test_autotune_fake) {
     free(dir);
 }
 
+/* Size keys longer than a choice or a key plan holds in itself (7 values;
+   a record without call info keys on all its integer arguments): each
+   value tells keys apart, the choice is found again without a benchmark,
+   and it survives a save and a load. */
+TEST(test_autotune_long_keys) {
+    static const size_t sizes[] = {8, 4, 4, 4, 4, 4, 4, 4};
+    static const char *const names[] = {"x", "a", "b", "c", "d", "e", "f", "g"};
+    static const uint32_t key[] = {1, 2, 3, 4, 5, 6, 7};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    char h[2][4] = {"H0", "H1"}, cub[2][8] = {"fakeT3", "fakeT1"}, path[600], *dir = u_tempdir("longkey");
+    const char *rname[2] = {"keyed", "plain"};
+    tb_grid_rule g;
+    tb_call_info ci;
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL, *t2 = NULL;
+    tb_error e;
+    tb_launch_config c[2];
+    tb_launch_record r;
+    tb_launch_params p;
+    tb_arg a[8];
+    tb_autotune_options ao;
+    tb_options opts;
+    uint32_t kk, i, v, cfg;
+    int before, logs;
+    NEED_FAKE();
+    fake.set_params(sizes, 8);
+    memset(&opts, 0, sizeof opts);
+    opts.log = tune_logger;
+    memset(&ci, 0, sizeof ci);
+    g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = one;
+    ci.arg_count = 8, ci.arg_names = names, ci.key_count = 7, ci.key = key;
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    for (i = 0; i < 2; i++) {
+        CHECK_OK(tb_bundle_add_kernel(b, h[i], 0, &kk, &e), &e);
+        CHECK_OK(tb_bundle_add_artifact(b, kk, "k.cubin", cub[i], 7, TB_COPY, &e), &e);
+        c[i] = config("Oiiiiiii", ""), c[i].kernel_hash = h[i], c[i].grid = &g;
+    }
+    for (i = 0; i < 2; i++) {
+        memset(&r, 0, sizeof r);
+        r.kernel_name = rname[i], r.cache_key = rname[i], r.config_count = 2, r.configs = c, r.call = i ? NULL : &ci;
+        CHECK_OK(tb_bundle_add_launch_record(b, &r, &e), &e);
+    }
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    memset(&ao, 0, sizeof ao);
+    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    memset(&p, 0, sizeof p);
+    p.args = a, p.arg_count = 8, p.flags = TB_LAUNCH_GRID_AUTO;
+    for (i = 0; i < 2; i++) {
+        a[0] = tb_arg_p(NULL);
+        for (v = 1; v < 8; v++) a[v] = tb_arg_i((int64_t)(100 * v));
+        logs = tune_logs;
+        CHECK_OK(tb_kernel_table_launch(t, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+        CHECK(tune_logs == logs + 1);
+        before = fake.launches();
+        CHECK_OK(tb_kernel_table_launch(t, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+        CHECK(fake.launches() == before + 1 && tune_logs == logs + 1); /* found again */
+        for (v = 1; v < 8; v++) { /* each value, the last ones past the inline copies too, is a new key */
+            a[v] = tb_arg_i((int64_t)(100 * v + 1));
+            CHECK_OK(tb_kernel_table_launch(t, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+            CHECK(tune_logs == logs + 1 + (int)v);
+            a[v] = tb_arg_i((int64_t)(100 * v));
+        }
+        before = fake.launches();
+        CHECK_OK(tb_kernel_table_launch(t, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+        CHECK(fake.launches() == before + 1);
+        CHECK_OK(tb_kernel_table_choice(t, rname[i], a, 8, &cfg, NULL, &e), &e);
+        CHECK(cfg == 1); /* "fakeT1" */
+    }
+    snprintf(path, sizeof path, "%s/choices", dir);
+    CHECK_OK(tb_kernel_table_save_choices(t, path, &e), &e);
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, TB_TABLE_LAZY, &t2, &e), &e);
+    REQUIRE(t2);
+    CHECK_OK(tb_kernel_table_load_choices(t2, path, &e), &e);
+    logs = tune_logs;
+    for (i = 0; i < 2; i++) {
+        a[7] = tb_arg_i(701);
+        CHECK_OK(tb_kernel_table_launch(t2, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+        a[7] = tb_arg_i(700);
+        CHECK_OK(tb_kernel_table_launch(t2, rname[i], TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    }
+    CHECK(tune_logs == logs); /* every key came from the file */
+    tb_kernel_table_free(t2);
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -125,6 +125,45 @@ TEST(test_table_specialization_choice) {
     tb_bundle_free(b);
 }
 
+/* Assumptions past argument 63 (the spec keeps those under 64 as a bit
+   mask, the rest as a list): each is checked, in argument order, on the
+   path of a name with one record and of a name with several. */
+TEST(test_table_many_arguments) {
+    char types[81], div[81], div2[81];
+    tb_arg a[80];
+    tb_bundle *b = NULL;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    uint32_t rec = 99, i;
+    memset(types, 'O', 80), types[80] = 0;
+    memset(div, '0', 80), div[80] = 0;
+    div[3] = div[63] = div[64] = div[70] = '1';
+    memcpy(div2, div, sizeof div);
+    div2[70] = '0';
+    CHECK_OK(tb_bundle_create(NULL, &b, &e), &e);
+    CHECK_OK(add_spec(b, "one", "wide_one", types, div, 1), &e);
+    CHECK_OK(add_spec(b, "all", "wide", types, div, 1), &e);
+    CHECK_OK(add_spec(b, "but70", "wide", types, div2, 1), &e);
+    CHECK_OK(tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &t, &e), &e);
+    REQUIRE(t);
+    for (i = 0; i < 80; i++) a[i] = tb_arg_u(0x1000 + 0x100 * (uint64_t)i);
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_ok && rec == 0);
+    CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_ok && rec == 1);
+    a[70] = tb_arg_u(0x7004);
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 70"));
+    CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_ok && rec == 2);
+    a[64] = tb_arg_u(0x6408);
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 64"));
+    CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 64"));
+    a[63] = tb_arg_u(0x6302);
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 63"));
+    a[3] = tb_arg_u(0x301);
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 3 "));
+    CHECK(tb_kernel_table_find(t, "one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 3 "));
+    tb_kernel_table_free(t);
+    tb_bundle_free(b);
+}
+
 /* Thousands of records and names: every key and name is found, each
    name's specializations chained in order. */
 TEST(test_table_index_large) {
