@@ -44,6 +44,10 @@ $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 FAKETESTS := launcher graphs grid table autotune program
 $(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
+# autotune again without the per-thread launch memo (TB_NO_LAUNCH_MEMO)
+$(B)/test_autotune_nomemo: tests/test_autotune.c $(HDR) $(TESTHDR) $(B)/libfakecuda.so | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE -DTB_NO_LAUNCH_MEMO $(WARN) $(OPT) -o $@ $< $(LIBS)
+
 # tbundle run without a GPU (tests/test_tbundle.sh): tbundle against the
 # stand-in driver, whose device memory is host memory, and a bundle whose
 # program is memset and copy steps (tests/mkprogram.c)
@@ -82,8 +86,9 @@ check-compile: | $(B)
 	@echo "check-compile: C99, C11, C17, C2x and C++11, 14, 17, 20 clean with gcc and clang"
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
-test: check-compile $(CPUBINS) $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)/mkprogram $(B)/libtriton_bundle.so $(B)/layout
-	tests/run.sh $(CPUBINS) $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
+test: check-compile $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)/mkprogram \
+	  $(B)/libtriton_bundle.so $(B)/layout
+	tests/run.sh $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
 	  "tests/python.sh tests/test_model.py" \

@@ -232,6 +232,10 @@
      TB_NO_LAUNCHER        leave out the CUDA driver / launcher section and its
                            declarations (define it alike in every file)
      TB_LIBCUDA_NAME       the driver library dlopen opens, default "libcuda.so.1"
+     TB_NO_LAUNCH_MEMO     no per-thread memo of launches with TB_CONFIG_AUTOTUNE
+                           (GCC and Clang builds keep, per thread, 8 entries of
+                           about 150 bytes; each holds while its table lives and
+                           no choice is replaced)
    Runtime options are structs in which zero means "default": tb_options
    (allocator, logger), tb_collect_options, tb_pack_options, tb_emit_options,
    tb_load_options, tb_launch_params.
@@ -9575,6 +9579,7 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
 typedef struct tb__autotune tb__autotune;
 static tb__autotune *tb__autotune_create(const tb__ctx *c, const tb_bundle *b);
 static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
+static void tb__table_choices_replaced(tb_kernel_table *t);
 /* Every record of a bundle, indexed once at creation so that a lookup by
    cache key or by name costs one hash and one string compare, whatever the
    bundle's size. Records that share a kernel name are the specializations
@@ -9610,6 +9615,8 @@ struct tb_kernel_table {
     /* what a launch reads first, together */
     uint32_t index_mask;        /* the two indexes hold index_mask + 1 slots */
     uint32_t slot_count;
+    uint64_t serial;            /* unique to this table in the process: the launch memo's check */
+    uint32_t memo_epoch;        /* bumped (release) when kept choices are replaced: memos made before miss */
     tb__slot *by_key;           /* record, by cache key */
     tb__slot *by_name;          /* the most specialized record of a name */
     tb__spec *spec;             /* per record */
@@ -9731,6 +9738,14 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     if (!t) return TB__OOM(err);
     memset(t, 0, sizeof *t);
     t->ctx = c;
+    {
+        static uint64_t serials;
+#if defined(__GNUC__) || defined(__clang__)
+        t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+#else
+        t->serial = ++serials; /* no launch memo in such builds: unread */
+#endif
+    }
     if (options) t->options = *options;
     if (load) t->load = *load;
     t->bundle = b;
@@ -9759,32 +9774,49 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
 }
 
 /* The first argument of record rec whose assumption args break, or -1. */
+/* The lowest set bit of m (not 0). */
+static uint32_t tb__ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (uint32_t)__builtin_ctzll(m);
+#else
+    uint32_t i = 0;
+    while (!((m >> i) & 1u)) i++;
+    return i;
+#endif
+}
+
+/* The first argument below 64 that a divisibility mask assumes and args
+   break, or -1. */
+static int tb__mask_breaks(uint64_t mask, const tb_arg *args) {
+    for (; mask; mask &= mask - 1) /* ascending, as the list */
+        if (args[tb__ctz64(mask)].u & 15u) return (int)tb__ctz64(mask);
+    return -1;
+}
+
 static TB__HOT int tb__spec_breaks(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
     const tb__spec *sp = &t->spec[rec];
-    uint64_t m;
     uint32_t i;
-    for (m = sp->div_mask; m; m &= m - 1) { /* ascending, as the list */
-#if defined(__GNUC__) || defined(__clang__)
-        i = (uint32_t)__builtin_ctzll(m);
-#else
-        for (i = 0; !((m >> i) & 1u); i++) {}
-#endif
-        if (args[i].u & 15u) return (int)i;
-    }
+    int bad = tb__mask_breaks(sp->div_mask, args);
+    if (bad >= 0) return bad;
     for (i = sp->div_count - sp->div_big; i < sp->div_count; i++)
         if (args[t->div_args[sp->div_at + i]].u & 15u) return t->div_args[sp->div_at + i];
     return -1;
 }
 
-TBDEF TB__HOT tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
-                                     uint32_t arg_count, uint32_t *record, tb_error *err) {
+/* tb_kernel_table_find; *unique says that the table's contents alone chose
+   the record (a cache key, or a name of one record), which the launch
+   memo needs. */
+static TB__HOT tb_result tb__table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+                                        uint32_t arg_count, uint32_t *record, int *unique, tb_error *err) {
     uint32_t rec, first, best = UINT32_MAX, tie = UINT32_MAX, general = UINT32_MAX, counted = 0, h;
     int bad;
+    *unique = 0;
     if (!t || !key || !record) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
     if (args == NULL && arg_count) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "args is NULL");
     h = tb__str_hash(key); /* one hash for both indexes */
     rec = t->by_key[tb__index_find(t, 0, key, h)].rec;
     if (rec != UINT32_MAX) {
+        *unique = 1;
         /* a cache key is one record: the arguments must fit it */
         if (args && t->spec[rec].arg_count != arg_count)
             return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0, "%u arguments given, the record takes %u",
@@ -9805,6 +9837,7 @@ TBDEF TB__HOT tb_result tb_kernel_table_find(const tb_kernel_table *t, const cha
         if (t->spec[rec].next == UINT32_MAX && cfg < t->spec[rec].config_count &&
             (!args || (t->spec[rec].arg_count == arg_count && tb__spec_breaks(t, rec, args) < 0))) {
             *record = rec; /* the name's only record, and it fits: what the search below would choose */
+            *unique = 1;
             return tb_ok;
         }
         for (first = rec; rec != UINT32_MAX; rec = t->spec[rec].next) /* how many could serve */
@@ -9860,6 +9893,12 @@ TBDEF TB__HOT tb_result tb_kernel_table_find(const tb_kernel_table *t, const cha
     return tb_ok;
 }
 
+TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
+                                     uint32_t arg_count, uint32_t *record, tb_error *err) {
+    int unique;
+    return tb__table_find(t, key, cfg, args, arg_count, record, &unique, err);
+}
+
 static TB__HOT tb_result tb__table_kernel(tb_kernel_table *t, uint32_t rec, uint32_t cfg, const tb_loaded_kernel **out,
                                   tb_error *err) {
     tb_loaded_kernel *k = TB__LOAD_ACQ(t->slots[t->spec[rec].first + cfg]);
@@ -9904,17 +9943,104 @@ TBDEF TB__HOT tb_result tb_kernel_table_select(tb_kernel_table *t, const char *k
 static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_launch_params *p, uint32_t *cfg,
                                      tb_error *err);
 
+/* The launch memo: per thread, the last launches with TB_CONFIG_AUTOTUNE
+   by name or key, so that a steady state that launches the same kernels
+   by the same strings reads an entry and the first lines of the table and
+   its choices, not the indexes, the record, the key plan and the choice
+   map (a driver launch between two of ours evicts those). An entry stands
+   for a resolution the table's contents alone decide (a cache key, or a
+   name of one record), for arguments that keep the record's assumptions
+   and the same size key; it holds while its table is the same one (the
+   serial: a table made anew at a freed one's address misses) and no
+   choice was replaced since (the autotune epoch). The caller's string is
+   compared by pointer and bytes. GCC and Clang (__thread) only. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(TB_NO_LAUNCH_MEMO)
+#define TB__MEMO 1
+static uint32_t tb__memo_epoch(const tb_kernel_table *t) { return __atomic_load_n(&t->memo_epoch, __ATOMIC_ACQUIRE); }
+/* Autotune tells the table (under its lock) when it replaced kept choices. */
+static void tb__table_choices_replaced(tb_kernel_table *t) {
+    __atomic_store_n(&t->memo_epoch, t->memo_epoch + 1, __ATOMIC_RELEASE);
+}
+#else
+#define TB__MEMO 0
+static void tb__table_choices_replaced(tb_kernel_table *t) { (void)t; }
+#endif
+#if TB__MEMO
+#define TB__MEMO_WAYS 8u
+#define TB__MEMO_KEY 4u
+#define TB__MEMO_NAME 64u /* strings up to 63 bytes */
+typedef struct tb__memo {
+    const tb_kernel_table *t;
+    const char *key;
+    uint64_t serial;
+    const tb_loaded_kernel *k;
+    uint64_t div_mask;          /* the record's assumptions (none past argument 63) */
+    uint32_t epoch, arg_count, nkey;
+    uint16_t karg[TB__MEMO_KEY];
+    char kcode[TB__MEMO_KEY];
+    int64_t kval[TB__MEMO_KEY];
+    char name[TB__MEMO_NAME];
+} tb__memo;
+static __thread tb__memo tb__memos[TB__MEMO_WAYS];
+
+static int tb__autotune_memo_key(const tb__autotune *a, uint32_t rec, const tb_arg *args, uint32_t max, uint32_t *n,
+                                 uint16_t *arg, char *code, int64_t *val);
+static tb__memo *tb__memo_way(const char *key) { return &tb__memos[((uintptr_t)key >> 3) & (TB__MEMO_WAYS - 1)]; }
+
+static TB__HOT const tb_loaded_kernel *tb__memo_find(const tb_kernel_table *t, const char *key,
+                                                     const tb_launch_params *p) {
+    const tb__memo *m = tb__memo_way(key);
+    uint32_t i;
+    if (m->t != t || m->key != key || m->serial != t->serial || m->arg_count != p->arg_count ||
+        (p->arg_count && !p->args) || m->epoch != tb__memo_epoch(t) || strcmp(key, m->name) != 0 ||
+        tb__mask_breaks(m->div_mask, p->args) >= 0)
+        return NULL;
+    for (i = 0; i < m->nkey; i++) {
+        tb_arg a = p->args[m->karg[i]];
+        int64_t v;
+        if (!m->kcode[i] || tb__grid_arg(m->kcode[i], a, &v)) v = (int64_t)a.u;
+        if (v != m->kval[i]) return NULL;
+    }
+    return m->k;
+}
+
+/* After a launch resolved the long way: keep it, where it may be kept. */
+static void tb__memo_keep(const tb_kernel_table *t, const char *key, const tb_launch_params *p, uint32_t rec,
+                          const tb_loaded_kernel *k, uint32_t epoch) {
+    tb__memo *m = tb__memo_way(key);
+    size_t len = strlen(key);
+    m->t = NULL;
+    if (len >= TB__MEMO_NAME || t->spec[rec].div_big ||
+        !tb__autotune_memo_key(t->at, rec, p->args, TB__MEMO_KEY, &m->nkey, m->karg, m->kcode, m->kval))
+        return;
+    memcpy(m->name, key, len + 1);
+    m->key = key, m->serial = t->serial, m->k = k, m->div_mask = t->spec[rec].div_mask;
+    m->epoch = epoch, m->arg_count = p->arg_count;
+    m->t = t;
+}
+#endif
+
 TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
                                        tb_error *err) {
     const tb_loaded_kernel *k;
     tb_result r;
     if (TB__UNLIKELY(!p)) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "params is NULL");
     if (cfg == TB_CONFIG_AUTOTUNE) {
-        uint32_t rec;
+        uint32_t rec, epoch = 0;
+        int unique;
         if (!t || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or key is NULL");
-        if ((r = tb_kernel_table_find(t, key, 0, p->args, p->arg_count, &rec, err)) != tb_ok ||
+#if TB__MEMO
+        if ((k = tb__memo_find(t, key, p)) != NULL) return tb_launch(k, p, err);
+        epoch = tb__memo_epoch(t); /* before the choice is read: a later replacement misses */
+#endif
+        if ((r = tb__table_find(t, key, 0, p->args, p->arg_count, &rec, &unique, err)) != tb_ok ||
             (r = tb__autotune_config(t, rec, p, &cfg, err)) != tb_ok || (r = tb__table_kernel(t, rec, cfg, &k, err)) != tb_ok)
             return r;
+#if TB__MEMO
+        if (unique) tb__memo_keep(t, key, p, rec, k, epoch);
+#else
+        (void)unique, (void)epoch;
+#endif
         return tb_launch(k, p, err);
     }
     if ((r = tb_kernel_table_select(t, key, cfg, p->args, p->arg_count, &k, err)) != tb_ok) return r;
@@ -10115,6 +10241,23 @@ static TB__HOT uint32_t tb__size_key(const tb__autotune *at, uint32_t rec, const
 #define TB__ACQ(p) (p)
 #define TB__REL(p, v) ((p) = (v))
 #define TB__LOCK_FREE_CHOICES 0 /* every lookup takes at->mu */
+#endif
+
+#if TB__MEMO
+/* For the launch memo: record rec's size key for args, its arguments and
+   codes, when it has at most max values (0: a longer one). */
+static int tb__autotune_memo_key(const tb__autotune *a, uint32_t rec, const tb_arg *args, uint32_t max, uint32_t *n,
+                                 uint16_t *arg, char *code, int64_t *val) {
+    const tb__keyplan *pl = &a->plans[rec];
+    uint32_t i;
+    *n = pl->configs == 1 ? 0 : pl->n; /* one config: nothing to choose, no key */
+    if (*n > max || *n > TB__PLAN_INLINE) return 0;
+    for (i = 0; i < *n; i++) {
+        arg[i] = pl->arg[i], code[i] = pl->code[i];
+        if (!code[i] || tb__grid_arg(code[i], args[arg[i]], &val[i])) val[i] = (int64_t)args[arg[i]].u;
+    }
+    return 1;
+}
 #endif
 
 /* The entry of (rec, key) in map m, or NULL; with slot, the empty entry
@@ -10673,6 +10816,7 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
             c->ms = s.pc[i].ms;
             TB__REL(c->state, TB__CHOICE_DONE);
         }
+        tb__table_choices_replaced(t); /* launch memos of the replaced choices miss */
         pthread_cond_broadcast(&t->at->cv);
         pthread_mutex_unlock(&t->at->mu);
         if (s.skipped)

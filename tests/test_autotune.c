@@ -393,4 +393,220 @@ TEST(test_autotune_long_keys) {
     free(dir);
 }
 
+/* The per-thread launch memo (TB_CONFIG_AUTOTUNE by name or key, a
+   resolution the table alone decides): what it launches is what the long
+   way would, when the caller's buffer is rewritten with another name, a
+   loaded choice replaces the tuned one, the arguments break the record's
+   assumptions or change its size key, and the table is made anew. */
+static uintptr_t function_of(tb_kernel_table *t, const char *key, uint32_t cfg, tb_launch_params p) {
+    const tb_loaded_kernel *k = NULL;
+    tb_error e;
+    p.flags = 0, p.grid[0] = p.grid[1] = p.grid[2] = 1;
+    if (tb_kernel_table_get(t, key, cfg, &k, &e) != tb_ok || tb_launch(k, &p, &e) != tb_ok) return 0;
+    return fake.function();
+}
+static tb_bundle *memo_bundle(const char *alpha_cubin) {
+    static const uint32_t key[] = {1};
+    static const char *const names[] = {"x", "n"};
+    static const tb_grid_op one[] = {{TB_GRID_CONST, 0, 1}};
+    static tb_grid_rule g;
+    static tb_call_info ci;
+    const char *hash[3] = {"H0", "H1", "H2"}, *cub[3] = {"fakeT3", "fakeT1", "fakeT2"};
+    tb_launch_config c[3];
+    tb_launch_record r;
+    tb_bundle *b = NULL;
+    tb_error e;
+    uint32_t kk, i;
+    memset(&ci, 0, sizeof ci);
+    ci.arg_count = 2, ci.arg_names = names, ci.key_count = 1, ci.key = key;
+    g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = one;
+    if (tb_bundle_create(NULL, &b, &e)) return NULL;
+    for (i = 0; i < 3; i++) {
+        if (tb_bundle_add_kernel(b, hash[i], 0, &kk, &e) ||
+            tb_bundle_add_artifact(b, kk, "k.cubin", i == 0 && alpha_cubin ? alpha_cubin : cub[i], 7, TB_COPY, &e))
+            return NULL;
+        c[i] = config("Oi", "10"), c[i].kernel_hash = hash[i], c[i].grid = &g;
+    }
+    memset(&r, 0, sizeof r);
+    r.call = &ci;
+    r.kernel_name = "alpha", r.cache_key = "alpha_key", r.config_count = 2, r.configs = c; /* H0, H1 */
+    if (tb_bundle_add_launch_record(b, &r, &e)) return NULL;
+    r.kernel_name = "beta", r.cache_key = "beta_key", r.config_count = 1, r.configs = &c[2]; /* H2 */
+    if (tb_bundle_add_launch_record(b, &r, &e)) return NULL;
+    return b;
+}
+TEST(test_launch_memo) {
+    static const size_t sizes[] = {8, 4};
+    char name[16], text[200];
+    tb_bundle *b, *b2;
+    tb_kernel_table *t = NULL;
+    tb_error e;
+    tb_launch_params p;
+    tb_arg a[2];
+    tb_autotune_options ao;
+    tb_options opts;
+    uintptr_t alpha0, alpha1, beta;
+    int logs;
+    NEED_FAKE();
+    fake.set_params(sizes, 2);
+    b = memo_bundle(NULL);
+    REQUIRE(b);
+    memset(&opts, 0, sizeof opts);
+    opts.log = tune_logger;
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, 0, &t, &e), &e);
+    REQUIRE(t);
+    memset(&ao, 0, sizeof ao);
+    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    memset(&p, 0, sizeof p);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(1024);
+    p.args = a, p.arg_count = 2, p.flags = TB_LAUNCH_GRID_AUTO;
+    alpha0 = function_of(t, "alpha_key", 0, p), alpha1 = function_of(t, "alpha_key", 1, p);
+    beta = function_of(t, "beta_key", 0, p);
+    REQUIRE(alpha0 && alpha1 && beta && alpha0 != alpha1 && alpha1 != beta);
+    strcpy(name, "alpha");
+    logs = tune_logs;
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1 && tune_logs == logs + 1); /* tuned: "fakeT1" */
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1 && tune_logs == logs + 1);
+    /* the same buffer, another name */
+    strcpy(name, "beta");
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == beta);
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == beta);
+    strcpy(name, "alphb"); /* same length, one byte apart: no such name */
+    CHECK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_not_found);
+    strcpy(name, "alpha");
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1);
+    /* the cache key, memoized too */
+    CHECK_OK(tb_kernel_table_launch(t, "alpha_key", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK_OK(tb_kernel_table_launch(t, "alpha_key", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1);
+    /* a loaded choice replaces the tuned one: the next launch follows it */
+    snprintf(text, sizeof text, "triton_bundle autotune 1\nalpha_key\tH0\t0\t1024\t0.5\n");
+    CHECK_OK(tb_kernel_table_load_choices_memory(t, text, strlen(text), &e), &e);
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha0);
+    CHECK_OK(tb_kernel_table_launch(t, "alpha_key", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha0);
+    /* the record's assumption broken: refused, memo or not */
+    a[0] = tb_arg_u(0x1004);
+    CHECK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_misaligned);
+    a[0] = tb_arg_u(0x1000);
+    /* another size key: tuned anew, then each key keeps its own choice */
+    a[1] = tb_arg_i(2048);
+    logs = tune_logs;
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1 && tune_logs == logs + 1);
+    a[1] = tb_arg_i(1024);
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha0 && tune_logs == logs + 1);
+    p.arg_count = 1; /* the wrong count: the long way's error */
+    CHECK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_arg_mismatch);
+    p.arg_count = 2;
+    tb_kernel_table_free(t);
+    /* a table made anew (maybe at the same address) over another bundle:
+       "alpha" is now another cubin */
+    b2 = memo_bundle("fakeT4");
+    REQUIRE(b2);
+    t = NULL;
+    CHECK_OK(tb_kernel_table_create(b2, &opts, NULL, 0, &t, &e), &e);
+    REQUIRE(t);
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    alpha1 = function_of(t, "alpha_key", 1, p);
+    logs = tune_logs;
+    CHECK_OK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1 && tune_logs == logs + 1); /* tuned in this table, its own kernel */
+    tb_kernel_table_free(t);
+    tb_bundle_free(b2);
+    tb_bundle_free(b);
+}
+
+/* A table made at the address of a freed one (an allocator that hands the
+   last freed block of a size back first): its launches by the same string
+   are its own, not the memo of the freed table's. */
+static struct { void *block[256]; size_t size[256]; int n; } recycle;
+static void *recycle_alloc(void *user, size_t size) {
+    int i;
+    (void)user;
+    for (i = recycle.n - 1; i >= 0; i--)
+        if (recycle.size[i] == size) {
+            void *p = recycle.block[i];
+            recycle.block[i] = recycle.block[recycle.n - 1], recycle.size[i] = recycle.size[recycle.n - 1];
+            recycle.n--;
+            return p;
+        }
+    {
+        size_t *p = (size_t *)malloc(size + 16);
+        if (!p) return NULL;
+        *p = size;
+        return (char *)p + 16;
+    }
+}
+static void recycle_free(void *user, void *ptr) {
+    (void)user;
+    if (!ptr) return;
+    if (recycle.n < 256) {
+        recycle.block[recycle.n] = ptr, recycle.size[recycle.n] = *(size_t *)((char *)ptr - 16), recycle.n++;
+        return;
+    }
+    free((char *)ptr - 16);
+}
+static void *recycle_realloc(void *user, void *ptr, size_t size) {
+    void *q = recycle_alloc(user, size);
+    if (q && ptr) {
+        size_t old = *(size_t *)((char *)ptr - 16);
+        memcpy(q, ptr, old < size ? old : size);
+        recycle_free(user, ptr);
+    }
+    return q;
+}
+TEST(test_launch_memo_new_table) {
+    static const size_t sizes[] = {8, 4};
+    tb_bundle *b = memo_bundle(NULL), *b2 = memo_bundle("fakeT4");
+    tb_kernel_table *t = NULL, *first;
+    tb_error e;
+    tb_launch_params p;
+    tb_arg a[2];
+    tb_autotune_options ao;
+    tb_options opts;
+    uintptr_t alpha1;
+    int logs, i;
+    NEED_FAKE();
+    REQUIRE(b && b2);
+    fake.set_params(sizes, 2);
+    memset(&opts, 0, sizeof opts);
+    opts.log = tune_logger;
+    opts.allocator.alloc = recycle_alloc, opts.allocator.realloc = recycle_realloc, opts.allocator.free = recycle_free;
+    memset(&ao, 0, sizeof ao);
+    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    memset(&p, 0, sizeof p);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(1024);
+    p.args = a, p.arg_count = 2, p.flags = TB_LAUNCH_GRID_AUTO;
+    CHECK_OK(tb_kernel_table_create(b, &opts, NULL, 0, &t, &e), &e);
+    REQUIRE(t);
+    first = t;
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    CHECK_OK(tb_kernel_table_launch(t, "alpha", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK_OK(tb_kernel_table_launch(t, "alpha", TB_CONFIG_AUTOTUNE, &p, &e), &e); /* memoized */
+    tb_kernel_table_free(t);
+    t = NULL;
+    CHECK_OK(tb_kernel_table_create(b2, &opts, NULL, 0, &t, &e), &e);
+    REQUIRE(t);
+    CHECK(t == first); /* the freed table's address: the case to test */
+    CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
+    alpha1 = function_of(t, "alpha_key", 1, p);
+    logs = tune_logs;
+    CHECK_OK(tb_kernel_table_launch(t, "alpha", TB_CONFIG_AUTOTUNE, &p, &e), &e);
+    CHECK(fake.function() == alpha1 && tune_logs == logs + 1); /* tuned here: not the old table's memo */
+    tb_kernel_table_free(t);
+    for (i = 0; i < recycle.n; i++) free((char *)recycle.block[i] - 16);
+    recycle.n = 0;
+    tb_bundle_free(b2);
+    tb_bundle_free(b);
+}
+
 int main(int argc, char **argv) { return th_main(argc, argv); }
