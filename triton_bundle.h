@@ -1639,8 +1639,7 @@ static TB__HOT uint32_t tb__str_hash(const char *s) {
         h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
         h ^= h >> 32;
     }
-    w = 0;
-    memcpy(&w, s, n);
+    for (w = 0; n; n--) w = (w << 8) | (unsigned char)s[n - 1]; /* no stack round trip */
     h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     h ^= h >> 29;
     return (uint32_t)(h ^ (h >> 32));
@@ -9927,6 +9926,7 @@ static tb_result tb__tuned_config(tb_kernel_table *t, uint32_t rec, const tb_arg
 TBDEF TB__HOT tb_result tb_kernel_table_select(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_arg *args,
                                        uint32_t arg_count, const tb_loaded_kernel **out, tb_error *err) {
     uint32_t rec;
+    int unique;
     tb_result r;
     if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
     *out = NULL;
@@ -9936,7 +9936,7 @@ TBDEF TB__HOT tb_result tb_kernel_table_select(tb_kernel_table *t, const char *k
             return r;
         return tb__table_kernel(t, rec, cfg, out, err);
     }
-    if ((r = tb_kernel_table_find(t, key, cfg, args, arg_count, &rec, err)) != tb_ok) return r;
+    if ((r = tb__table_find(t, key, cfg, args, arg_count, &rec, &unique, err)) != tb_ok) return r;
     return tb__table_kernel(t, rec, cfg, out, err);
 }
 
