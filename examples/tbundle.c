@@ -100,7 +100,7 @@ static const char *usage_unpack =
     "  Writes each kernel to CACHE_DIR/HASH through a temporary directory and one\n"
     "  rename; kernels already there are left alone. Prints emitted/present/failed.\n"
     "  --fsync       flush files and directories to disk before and after each rename\n"
-    "  --threads N   writer threads (default: one per CPU, at most 4)\n"
+    "  --threads N   writer threads (default: one per CPU, at most 4; 8 on tmpfs)\n"
     "  -v            print the time each step took on stderr\n";
 static const char *usage_verify = "usage: tbundle verify FILE\n  Checks the structure, names and checksum of FILE.\n";
 static const char *usage_clean =

@@ -507,6 +507,16 @@ TEST(test_launch_memo) {
     p.arg_count = 1; /* the wrong count: the long way's error */
     CHECK(tb_kernel_table_launch(t, name, TB_CONFIG_AUTOTUNE, &p, &e) == tb_err_arg_mismatch);
     p.arg_count = 2;
+    {
+        /* no arguments at all, twice (the first must not leave a memo the
+           second trusts): refused both times */
+        tb_launch_params q = p;
+        q.args = NULL, q.arg_count = 0, q.flags = 0, q.grid[0] = q.grid[1] = q.grid[2] = 1;
+        CHECK(tb_kernel_table_launch(t, "beta", TB_CONFIG_AUTOTUNE, &q, &e) == tb_err_arg_mismatch);
+        CHECK(tb_kernel_table_launch(t, "beta", TB_CONFIG_AUTOTUNE, &q, &e) == tb_err_arg_mismatch);
+        CHECK(tb_kernel_table_launch(t, "beta_key", TB_CONFIG_AUTOTUNE, &q, &e) == tb_err_arg_mismatch);
+        CHECK(tb_kernel_table_launch(t, "beta_key", TB_CONFIG_AUTOTUNE, &q, &e) == tb_err_arg_mismatch);
+    }
     tb_kernel_table_free(t);
     /* a table made anew (maybe at the same address) over another bundle:
        "alpha" is now another cubin */

@@ -924,6 +924,67 @@ TEST(test_threads_parallel_checksum) {
     tb_bundle_free(b);
 }
 
+/* A file from 16 MiB up is hashed beside the parse. What its read gives is
+   what the same bytes read from memory give (code and message), for
+   damaged structure behind a valid checksum too; a checksum that does not
+   hold wins over damaged structure, as when the two ran in turn. */
+static int patch_file(const char *path, size_t at, const void *bytes, size_t n) {
+    int fd = open(path, O_WRONLY), ok;
+    if (fd < 0) return 0;
+    ok = pwrite(fd, bytes, n, (off_t)at) == (ssize_t)n;
+    close(fd);
+    return ok;
+}
+TEST(test_large_file_checksum_beside_parse) {
+    unsigned char *blob = NULL, *mem;
+    tb_bundle *b = big_bundle(&blob), *r = NULL;
+    tb_error ef, em;
+    tb_result rf, rm;
+    size_t size, at;
+    char *dir = u_tempdir("bigfile"), path[600];
+    REQUIRE(b);
+    mem = u_serialize(b, &size);
+    REQUIRE(mem && size > ((size_t)16 << 20));
+    snprintf(path, sizeof path, "%s/big.tbundle", dir);
+    REQUIRE(u_write(path, mem, size) == 0);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &r, &ef), &ef);
+    CHECK(r && tb_bundle_kernel_count(r) == 1 && tb_bundle_storage(r) == TB_STORAGE_MAPPED);
+    tb_bundle_free(r);
+    r = NULL;
+    for (at = 24; at < 128; at += 3) { /* the header's section count, section 1's header, counts and names */
+        unsigned char was = mem[at], trailer[8];
+        memcpy(trailer, mem + size - 8, 8);
+        mem[at] ^= 0x41;
+        /* the checksum stale: a checksum error, whatever the structure says */
+        REQUIRE(patch_file(path, at, mem + at, 1));
+        CHECK(tb_bundle_read_file(path, NULL, 0, &r, &ef) == tb_err_checksum && !r);
+        /* resealed: the structure's own error, as from memory */
+        reseal(mem, size);
+        REQUIRE(patch_file(path, size - 8, mem + size - 8, 8));
+        rf = tb_bundle_read_file(path, NULL, 0, &r, &ef);
+        tb_bundle_free(r);
+        r = NULL;
+        rm = tb_bundle_read_memory(mem, size, NULL, 0, &r, &em);
+        tb_bundle_free(r);
+        r = NULL;
+        CHECK(rf == rm && (rf == tb_ok || strncmp(ef.message, em.message, strlen(em.message)) == 0));
+        if (rf != rm || (rf != tb_ok && strncmp(ef.message, em.message, strlen(em.message)) != 0))
+            printf("    byte %zu: file %s / memory %s\n", at, ef.message, em.message);
+        mem[at] = was;
+        memcpy(mem + size - 8, trailer, 8);
+        REQUIRE(patch_file(path, at, mem + at, 1) && patch_file(path, size - 8, trailer, 8));
+    }
+    /* a payload byte: the checksum */
+    mem[size / 2] ^= 1;
+    REQUIRE(patch_file(path, size / 2, mem + size / 2, 1));
+    CHECK(tb_bundle_read_file(path, NULL, 0, &r, &ef) == tb_err_checksum && !r);
+    free(mem);
+    free(blob);
+    tb_bundle_free(b);
+    u_rmtree(dir);
+    free(dir);
+}
+
 /* ------------------------------------------------- FORMAT.md, rule by rule
    Each test below names the rules of docs/FORMAT.md it pins ([R..]);
    tests/format_rules.sh checks that every rule there is named by a test. */
