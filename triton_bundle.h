@@ -3007,7 +3007,7 @@ typedef struct tb__chunk_job {
     tb__read_fn read;
     void *user;
     int err;                    /* errno of a failed read */
-    unsigned char *buf;         /* TB__CHUNK bytes */
+    unsigned char *buf;         /* TB__READ_PIECE bytes */
     size_t size, first, end;    /* blocks [first, end) */
     uint64_t *digests;          /* digests[0] is block `base` */
     size_t base;
@@ -3019,14 +3019,13 @@ static void *tb__chunk_hash(void *arg) {
     for (i = j->first; i < j->end && !j->err; i++) {
         size_t at = i * TB__CHUNK, n = j->size - at < TB__CHUNK ? j->size - at : TB__CHUNK, k, piece;
         tb__xxh h;
-        if (j->data || n <= TB__READ_PIECE) {
-            const unsigned char *p = j->data ? j->data + at : j->buf;
-            if (!j->data && (j->err = j->read(j->user, at, j->buf, n)) != 0) break;
-            j->digests[i - j->base] = n ? tb_xxh3_64(p, n) : tb_xxh3_64("", 0);
+        if (j->data) {
+            j->digests[i - j->base] = n ? tb_xxh3_64(j->data + at, n) : tb_xxh3_64("", 0);
             continue;
         }
-        /* read in pieces that stay in the core's cache while they are hashed:
-           a whole block read first is evicted by its own end */
+        /* read in pieces that stay in the core's cache while they are hashed
+           (a whole block read first is evicted by its own end); the
+           streaming hash equals the one-shot one at every length */
         tb__xxh_init(&h);
         for (k = 0; k < n && !j->err; k += piece) {
             piece = n - k < TB__READ_PIECE ? n - k : TB__READ_PIECE;
@@ -3038,7 +3037,7 @@ static void *tb__chunk_hash(void *arg) {
 }
 
 /* The block checksum of data[0, size), or (data NULL) of the first size
-   bytes that read gives, into bufs[t], one block buffer per thread, at most
+   bytes that read gives, through bufs[t], one TB__READ_PIECE buffer per thread, at most
    max_threads. Rounds of up to 256 blocks, each round's blocks split among
    threads, so no allocation whatever the size. 0, or a read's errno. */
 static int tb__checksum_blocks(const unsigned char *data, tb__read_fn read, void *user, unsigned char *const *bufs,
@@ -3673,7 +3672,7 @@ static int tb__writer_readback(tb__writer *w, size_t size, uint64_t *sum) {
                                      w->threads ? w->threads : TB__MAX_THREADS);
     int e;
     for (t = 0; t < n; t++)
-        if (!(bufs[t] = (unsigned char *)tb__alloc(w->c, TB__CHUNK))) break;
+        if (!(bufs[t] = (unsigned char *)tb__alloc(w->c, TB__READ_PIECE))) break;
     e = t ? tb__checksum_blocks(NULL, w->out->read, w->out->user, bufs, t, size, sum) : ENOMEM;
     while (t) tb__free(w->c, bufs[--t]);
     return e;
@@ -4259,7 +4258,7 @@ static int tb__fd_read(void *user, size_t at, void *buf, size_t n) {
 }
 
 /* The checksum of the first n bytes of a file, as format `maj` takes it,
-   read with pread through block buffers (one per thread): no mapping is
+   read with pread through piece buffers (one per thread): no mapping is
    touched and nothing the size of the file is allocated. The buffers are
    allocated by the caller's thread (tb__sum_begin) and freed by it
    (tb__sum_end): the allocator may not be thread-safe. */
@@ -4277,14 +4276,12 @@ typedef struct tb__sum {
 static void *tb__sum_run(void *arg) {
     tb__sum *s = (tb__sum *)arg;
     int fd = s->fd;
-    if (s->maj == 1 && s->n <= TB__CHUNK) { /* one XXH3 over the file */
-        if ((s->e = tb__fd_read(&fd, 0, s->bufs[0], s->n)) == 0) s->sum = tb_xxh3_64(s->bufs[0], s->n);
-    } else if (s->maj == 1) {
+    if (s->maj == 1) { /* one XXH3 over the file */
         tb__xxh h;
         size_t at = 0;
         tb__xxh_init(&h);
-        for (; at < s->n && !s->e; at += TB__CHUNK) {
-            size_t k = s->n - at < TB__CHUNK ? s->n - at : TB__CHUNK;
+        for (; at < s->n && !s->e; at += TB__READ_PIECE) {
+            size_t k = s->n - at < TB__READ_PIECE ? s->n - at : TB__READ_PIECE;
             if ((s->e = tb__fd_read(&fd, at, s->bufs[0], k)) == 0) tb__xxh_update(&h, s->bufs[0], k);
         }
         s->sum = tb__xxh_digest(&h);
@@ -4305,7 +4302,7 @@ static tb_result tb__sum_begin(tb__sum *s, const tb__ctx *c, int fd, size_t n, u
     memset(s, 0, sizeof *s);
     s->fd = fd, s->n = n, s->maj = maj;
     for (; s->nt < want; s->nt++)
-        if (!(s->bufs[s->nt] = (unsigned char *)tb__alloc(c, TB__CHUNK))) break;
+        if (!(s->bufs[s->nt] = (unsigned char *)tb__alloc(c, TB__READ_PIECE))) break;
     if (!s->nt) return TB__OOM(err);
     if (background) s->started = pthread_create(&s->tid, NULL, tb__sum_run, s) == 0;
     return tb_ok;
@@ -9673,13 +9670,12 @@ static void tb__table_choices_replaced(tb_kernel_table *t);
 typedef struct tb__spec {
     uint32_t next;              /* the next record of this name, less specialized; UINT32_MAX: none */
     uint32_t arg_count;         /* of config 0 */
-    uint32_t rank;              /* chain order: div_count + 1, or 0 when arg_divisibility is "" (unknown) */
+    uint32_t rank;              /* chain order: 1 + the assumptions, or 0 when arg_divisibility is "" (unknown) */
     uint32_t config_count;      /* the record's */
     uint32_t first;             /* its configs' kernels: slots[first .. first + config_count) */
-    uint32_t div_count;         /* assumptions (tt.divisibility 16) */
-    uint32_t div_at;            /* its divisible arguments: div_args[div_at .. div_at + div_count) */
-    uint32_t div_big;           /* how many of them are arguments 64 and up (the list's last) */
-    uint64_t div_mask;          /* the divisible arguments under 64, a bit each */
+    uint64_t div_mask;          /* the arguments under 64 assumed divisible by 16 (tt.divisibility), a bit each */
+    uint32_t div_at;            /* those from 64 up: div_args[div_at .. div_at + div_big), ascending */
+    uint32_t div_big;
 } tb__spec;
 
 typedef struct tb__slot {
@@ -9699,7 +9695,7 @@ struct tb_kernel_table {
     tb__spec *spec;             /* per record */
     tb_loaded_kernel **slots;   /* per config */
     tb__autotune *at;           /* the choices and the benchmark's resources: the Autotune section's (>>autotune) */
-    uint16_t *div_args;
+    uint16_t *div_args;         /* the assumed arguments from 64 up, of every record */
     const tb_bundle *bundle;
     tb__ctx ctx;
     tb_options options;
@@ -9757,7 +9753,10 @@ static TB__HOT uint32_t tb__index_find(const tb_kernel_table *t, int by_name, co
 static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
     const tb_bundle *b = t->bundle;
     uint32_t n = b->record_count, cap = 16, i, j, ndiv = 0, slot = 0;
-    for (i = 0; i < n; i++) ndiv += (uint32_t)strlen(b->records[i].configs[0].arg_divisibility);
+    for (i = 0; i < n; i++) { /* the list holds arguments from 64 up */
+        size_t len = strlen(b->records[i].configs[0].arg_divisibility);
+        ndiv += len > 64 ? (uint32_t)(len - 64) : 0;
+    }
     while (cap < 2u * n) cap *= 2;
     t->index_mask = cap - 1;
     t->spec = (tb__spec *)tb__alloc(&t->ctx, (size_t)(n ? n : 1) * sizeof *t->spec);
@@ -9769,22 +9768,22 @@ static tb_result tb__table_index(tb_kernel_table *t, tb_error *err) {
     for (i = 0, ndiv = 0; i < n; i++) {
         const tb_launch_config *c = &b->records[i].configs[0];
         tb__spec *sp = &t->spec[i];
-        uint32_t at, h, *head, prev = UINT32_MAX, cur;
+        uint32_t at, h, *head, prev = UINT32_MAX, cur, assumed;
         sp->arg_count = (uint32_t)strlen(c->arg_types);
         sp->config_count = b->records[i].config_count;
         sp->first = slot;
         slot += sp->config_count;
         sp->div_at = ndiv;
-        sp->div_count = sp->div_big = 0;
+        sp->div_big = 0;
         sp->div_mask = 0;
-        for (j = 0; c->arg_divisibility[j]; j++)
+        for (j = 0, assumed = 0; c->arg_divisibility[j]; j++)
             if (c->arg_divisibility[j] == '1' && c->arg_types[j] != 'T') {
-                t->div_args[ndiv + sp->div_count++] = (uint16_t)j;
+                assumed++;
                 if (j < 64) sp->div_mask |= (uint64_t)1 << j;
-                else sp->div_big++;
+                else t->div_args[ndiv + sp->div_big++] = (uint16_t)j;
             }
-        ndiv += sp->div_count;
-        sp->rank = c->arg_divisibility[0] ? sp->div_count + 1 : 0;
+        ndiv += sp->div_big;
+        sp->rank = c->arg_divisibility[0] ? assumed + 1 : 0;
         h = tb__str_hash(b->records[i].cache_key);
         at = tb__index_find(t, 0, b->records[i].cache_key, h);
         if (t->by_key[at].rec == UINT32_MAX) /* keys are unique in a bundle read or written */
@@ -9850,7 +9849,6 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
     return tb_ok;
 }
 
-/* The first argument of record rec whose assumption args break, or -1. */
 /* The lowest set bit of m (not 0). */
 static uint32_t tb__ctz64(uint64_t m) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -9870,12 +9868,13 @@ static int tb__mask_breaks(uint64_t mask, const tb_arg *args) {
     return -1;
 }
 
+/* The first argument of record rec whose assumption args break, or -1. */
 static TB__HOT int tb__spec_breaks(const tb_kernel_table *t, uint32_t rec, const tb_arg *args) {
     const tb__spec *sp = &t->spec[rec];
     uint32_t i;
     int bad = tb__mask_breaks(sp->div_mask, args);
     if (bad >= 0) return bad;
-    for (i = sp->div_count - sp->div_big; i < sp->div_count; i++)
+    for (i = 0; i < sp->div_big; i++)
         if (args[t->div_args[sp->div_at + i]].u & 15u) return t->div_args[sp->div_at + i];
     return -1;
 }
@@ -10039,11 +10038,6 @@ static uint32_t tb__memo_epoch(const tb_kernel_table *t) { return __atomic_load_
 static void tb__table_choices_replaced(tb_kernel_table *t) {
     __atomic_store_n(&t->memo_epoch, t->memo_epoch + 1, __ATOMIC_RELEASE);
 }
-#else
-#define TB__MEMO 0
-static void tb__table_choices_replaced(tb_kernel_table *t) { (void)t; }
-#endif
-#if TB__MEMO
 #define TB__MEMO_WAYS 8u
 #define TB__MEMO_KEY 4u
 #define TB__MEMO_NAME 64u /* strings up to 63 bytes */
@@ -10066,25 +10060,18 @@ static __thread tb__memo tb__memos[TB__MEMO_WAYS];
 
 static int tb__autotune_memo_key(const tb__autotune *a, uint32_t rec, const tb_arg *args, uint32_t max, uint32_t *n,
                                  uint16_t *arg, char *code, int64_t *val);
+static int64_t tb__key_value(char code, tb_arg a);
 static tb__memo *tb__memo_way(const char *key) { return &tb__memos[((uintptr_t)key >> 3) & (TB__MEMO_WAYS - 1)]; }
 
 static TB__HOT const tb_loaded_kernel *tb__memo_find(const tb_kernel_table *t, const char *key,
                                                      const tb_launch_params *p) {
     const tb__memo *m = tb__memo_way(key);
-    const char *a = key, *b = m->name;
     uint32_t i;
     if (m->t != t || m->key != key || m->serial != t->serial || m->arg_count != p->arg_count || !p->args ||
-        m->epoch != tb__memo_epoch(t))
+        m->epoch != tb__memo_epoch(t) || strcmp(key, m->name) != 0 || tb__mask_breaks(m->div_mask, p->args) >= 0)
         return NULL;
-    while (*a && *a == *b) a++, b++; /* a short string: no strcmp call */
-    if (*a != *b || tb__mask_breaks(m->div_mask, p->args) >= 0) return NULL;
-    for (i = 0; i < m->nkey; i++) {
-        tb_arg x = p->args[m->karg[i]];
-        int64_t v;
-        if (m->kcode[i] == 'i') v = (int32_t)(uint32_t)x.u; /* the common size, as tb__grid_arg reads it */
-        else if (!m->kcode[i] || tb__grid_arg(m->kcode[i], x, &v)) v = (int64_t)x.u;
-        if (v != m->kval[i]) return NULL;
-    }
+    for (i = 0; i < m->nkey; i++)
+        if (tb__key_value(m->kcode[i], p->args[m->karg[i]]) != m->kval[i]) return NULL;
     return m->k;
 }
 
@@ -10103,6 +10090,9 @@ static void tb__memo_keep(const tb_kernel_table *t, const char *key, const tb_la
     m->epoch = epoch, m->arg_count = (uint16_t)p->arg_count, m->nkey = (uint16_t)nkey;
     m->t = t;
 }
+#else
+#define TB__MEMO 0
+static void tb__table_choices_replaced(tb_kernel_table *t) { (void)t; }
 #endif
 
 TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
@@ -10149,12 +10139,10 @@ TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *k
 #define TB__CHOICE_DONE 2u
 #define TB__MAX_KEY TB_MAX_ARGS
 
-#define TB__CHOICE_INLINE 4u     /* key values a choice holds in itself: one cache line a lookup */
 typedef struct tb__choice {
     uint32_t rec, nkey, cfg, state;
-    int64_t *key;               /* all nkey values */
+    int64_t *key;
     double ms;
-    int64_t near[TB__CHOICE_INLINE]; /* the first values again, compared without following key */
 } tb__choice;
 typedef struct tb__cmap {
     uint32_t cap;
@@ -10164,15 +10152,12 @@ typedef struct tb__cmap {
 
 /* What a launch of record rec reads to find its choice, computed once from
    the record (its call info's key, else every integer argument) so that
-   the lookup reads one small entry, not the record, its config, codes and
-   call info. */
-#define TB__PLAN_INLINE 6u
+   the lookup reads a small entry and its arguments, not the record, its
+   config, codes and call info. */
 typedef struct tb__keyplan {
     uint32_t configs;           /* the record's config count (1: nothing to choose) */
     uint32_t n;                 /* the size key's length */
-    uint32_t more;              /* n > TB__PLAN_INLINE: the arguments are keyargs[more .. more + n) */
-    uint16_t arg[TB__PLAN_INLINE];
-    char code[TB__PLAN_INLINE]; /* an integer code, or 0: the argument's bits */
+    uint32_t at;                /* its arguments and codes: keyargs[at .. at + n), keycodes[at .. at + n) */
 } tb__keyplan;
 
 /* A table's autotune state: the choices, under mu, and the benchmark's
@@ -10180,8 +10165,8 @@ typedef struct tb__keyplan {
 struct tb__autotune {
     tb__keyplan *plans;         /* per record */
     tb__cmap *cmap;             /* published whole (release); older ones kept until free */
-    uint16_t *keyargs;          /* the arguments of the plans longer than TB__PLAN_INLINE */
-    char *keycodes;             /* and their codes */
+    uint16_t *keyargs;          /* the plans' arguments */
+    char *keycodes;             /* and their codes: integer ones, or 0 where the key takes the bits */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_mutex_t bench_mu;   /* one benchmark at a time: they share the GPU, the events and the flush buffer */
@@ -10220,15 +10205,14 @@ static void tb__autotune_free(tb__autotune *a, const tb__ctx *c);
 static tb__autotune *tb__autotune_create(const tb__ctx *c, const tb_bundle *b) {
     tb__autotune *a = (tb__autotune *)tb__alloc(c, sizeof *a);
     size_t more = 0;
-    uint32_t i, n;
+    uint32_t i;
     if (!a) return NULL;
     memset(a, 0, sizeof *a);
     a->options = tb__autotune_defaults(NULL);
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     pthread_mutex_init(&a->bench_mu, NULL);
-    for (i = 0; i < b->record_count; i++)
-        if ((n = tb__key_args(&b->records[i], NULL, NULL)) > TB__PLAN_INLINE) more += n;
+    for (i = 0; i < b->record_count; i++) more += tb__key_args(&b->records[i], NULL, NULL);
     a->plans = (tb__keyplan *)tb__alloc(c, (size_t)(b->record_count ? b->record_count : 1) * sizeof *a->plans);
     a->keyargs = (uint16_t *)tb__alloc(c, (more ? more : 1) * sizeof *a->keyargs);
     a->keycodes = (char *)tb__alloc(c, more ? more : 1);
@@ -10238,16 +10222,10 @@ static tb__autotune *tb__autotune_create(const tb__ctx *c, const tb_bundle *b) {
     }
     for (i = 0, more = 0; i < b->record_count; i++) { /* counts under TB_MAX_ARGS each (the bundle's check) */
         tb__keyplan *pl = &a->plans[i];
-        memset(pl, 0, sizeof *pl);
         pl->configs = b->records[i].config_count;
-        pl->n = tb__key_args(&b->records[i], NULL, NULL);
-        if (pl->n <= TB__PLAN_INLINE) {
-            tb__key_args(&b->records[i], pl->arg, pl->code);
-        } else {
-            pl->more = (uint32_t)more;
-            tb__key_args(&b->records[i], a->keyargs + more, a->keycodes + more);
-            more += pl->n;
-        }
+        pl->at = (uint32_t)more;
+        pl->n = tb__key_args(&b->records[i], a->keyargs + more, a->keycodes + more);
+        more += pl->n;
     }
     return a;
 }
@@ -10307,13 +10285,18 @@ static TB__HOT uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32
 /* The size key of record rec for these arguments: the values (as the
    kernel reads them) of the arguments its call info keys on, or of every
    integer argument; a float, a pointer or a u64 past 2^63: its bits. */
+/* One value of a size key: an integer argument as the kernel reads it,
+   else (a float, a pointer, a u64 past 2^63; code 0) its bits. */
+static TB__HOT int64_t tb__key_value(char code, tb_arg a) {
+    int64_t v;
+    if (!code || tb__grid_arg(code, a, &v)) v = (int64_t)a.u;
+    return v;
+}
+
 static TB__HOT uint32_t tb__size_key(const tb__autotune *at, uint32_t rec, const tb_arg *args, int64_t *key) {
     const tb__keyplan *pl = &at->plans[rec];
-    const uint16_t *arg = pl->n <= TB__PLAN_INLINE ? pl->arg : at->keyargs + pl->more;
-    const char *code = pl->n <= TB__PLAN_INLINE ? pl->code : at->keycodes + pl->more;
     uint32_t i;
-    for (i = 0; i < pl->n; i++)
-        if (!code[i] || tb__grid_arg(code[i], args[arg[i]], &key[i])) key[i] = (int64_t)args[arg[i]].u;
+    for (i = 0; i < pl->n; i++) key[i] = tb__key_value(at->keycodes[pl->at + i], args[at->keyargs[pl->at + i]]);
     return pl->n;
 }
 
@@ -10336,10 +10319,10 @@ static int tb__autotune_memo_key(const tb__autotune *a, uint32_t rec, const tb_a
     const tb__keyplan *pl = &a->plans[rec];
     uint32_t i;
     *n = pl->configs == 1 ? 0 : pl->n; /* one config: nothing to choose, no key */
-    if (*n > max || *n > TB__PLAN_INLINE) return 0;
+    if (*n > max) return 0;
     for (i = 0; i < *n; i++) {
-        arg[i] = pl->arg[i], code[i] = pl->code[i];
-        if (!code[i] || tb__grid_arg(code[i], args[arg[i]], &val[i])) val[i] = (int64_t)args[arg[i]].u;
+        arg[i] = a->keyargs[pl->at + i], code[i] = a->keycodes[pl->at + i];
+        val[i] = tb__key_value(code[i], args[arg[i]]);
     }
     return 1;
 }
@@ -10361,8 +10344,7 @@ static TB__HOT tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_
         }
         if (c->rec == rec && c->nkey == n) {
             uint32_t i = 0;
-            const int64_t *ck = n <= TB__CHOICE_INLINE ? c->near : c->key;
-            while (i < n && ck[i] == key[i]) i++; /* keys are a few integers: no memcmp call */
+            while (i < n && c->key[i] == key[i]) i++; /* keys are a few integers: no memcmp call */
             if (i == n) return c;
         }
     }
@@ -10402,8 +10384,6 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     slot->key = NULL;
     if (n && !(slot->key = (int64_t *)tb__alloc(&t->ctx, (size_t)n * sizeof *key))) return NULL;
     if (n) memcpy(slot->key, key, (size_t)n * sizeof *key);
-    memset(slot->near, 0, sizeof slot->near);
-    if (n) memcpy(slot->near, key, (size_t)(n < TB__CHOICE_INLINE ? n : TB__CHOICE_INLINE) * sizeof *key);
     slot->rec = rec, slot->nkey = n, slot->cfg = 0, slot->ms = 0;
     TB__REL(slot->state, TB__CHOICE_TUNING);
     t->at->choice_count++;

@@ -303,7 +303,15 @@ TEST(test_autotune_fake) {
     free(dir);
 }
 
-/* Size keys longer than a choice or a key plan holds in itself (7 values;
+/* Autotune options short enough for the stand-in driver's benchmarks. */
+static tb_autotune_options quick_tune(void) {
+    tb_autotune_options ao;
+    memset(&ao, 0, sizeof ao);
+    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    return ao;
+}
+
+/* Size keys longer than the launch memo holds (7 values;
    a record without call info keys on all its integer arguments): each
    value tells keys apart, the choice is found again without a benchmark,
    and it survives a save and a load. */
@@ -347,8 +355,7 @@ TEST(test_autotune_long_keys) {
     }
     CHECK_OK(tb_kernel_table_create(b, &opts, NULL, TB_TABLE_LAZY, &t, &e), &e);
     REQUIRE(t);
-    memset(&ao, 0, sizeof ao);
-    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    ao = quick_tune();
     CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
     memset(&p, 0, sizeof p);
     p.args = a, p.arg_count = 8, p.flags = TB_LAUNCH_GRID_AUTO;
@@ -455,8 +462,7 @@ TEST(test_launch_memo) {
     opts.log = tune_logger;
     CHECK_OK(tb_kernel_table_create(b, &opts, NULL, 0, &t, &e), &e);
     REQUIRE(t);
-    memset(&ao, 0, sizeof ao);
-    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    ao = quick_tune();
     CHECK_OK(tb_kernel_table_set_autotune(t, &ao, &e), &e);
     memset(&p, 0, sizeof p);
     a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(1024);
@@ -591,8 +597,7 @@ TEST(test_launch_memo_new_table) {
     memset(&opts, 0, sizeof opts);
     opts.log = tune_logger;
     opts.allocator.alloc = recycle_alloc, opts.allocator.realloc = recycle_realloc, opts.allocator.free = recycle_free;
-    memset(&ao, 0, sizeof ao);
-    ao.max_reps = 5, ao.flush_bytes = 4096, ao.warmup_ms = 1, ao.rep_ms = 2;
+    ao = quick_tune();
     memset(&p, 0, sizeof p);
     a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(1024);
     p.args = a, p.arg_count = 2, p.flags = TB_LAUNCH_GRID_AUTO;
