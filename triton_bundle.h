@@ -228,7 +228,8 @@
      TB_ASSERT(x)          default assert(x)
      TB_MALLOC(u,sz) TB_REALLOC(u,p,sz) TB_FREE(u,p)
                            all three or none; u is tb_allocator.user
-     TB_MAX_*              sanity limits applied to every input (see below)
+     TB_MAX_*              sanity limits applied to every input (see below;
+                           TB_MAX_ARGS at most 65535)
      TB_NO_LAUNCHER        leave out the CUDA driver / launcher section and its
                            declarations (define it alike in every file)
      TB_LIBCUDA_NAME       the driver library dlopen opens, default "libcuda.so.1"
@@ -383,6 +384,9 @@
    121 is too few for large Inductor fusions. */
 #ifndef TB_MAX_ARGS
 #define TB_MAX_ARGS 512u
+#endif
+#if TB_MAX_ARGS > 65535
+#error "TB_MAX_ARGS is at most 65535: a loaded kernel keeps argument indices in 16 bits"
 #endif
 
 /* ======================================================================
@@ -7394,32 +7398,43 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
 /* ---- the rule as a loaded kernel keeps it ----
    Params resolved to constants, and each dimension's usual shape marked so
    that the launch evaluates it without the interpreter: form 1 a constant,
-   form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv). */
+   form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv), form
+   3 the same with c a power of two (a shift: no division, whose latency is
+   a measurable part of a launch on some hosts). The fields a launch reads
+   fill one cache line; the operations live in the owner's storage. */
 typedef struct tb__grid_plan {
     uint32_t count[3];          /* 0, 0, 0: the config has no rule */
     uint8_t form[3];            /* 0: the interpreter */
-    uint32_t arg[3];
+    uint8_t shift[3];           /* form 3: c == 2^shift */
+    char code[3];               /* forms 2 and 3: argument arg's code */
+    uint16_t arg[3];
     int64_t c[3];
-    tb_grid_op ops[3][TB_MAX_GRID_OPS];
+    tb_grid_op (*ops)[TB_MAX_GRID_OPS]; /* [3]: the operations, PARAMs resolved */
 } tb__grid_plan;
 
-static void tb__grid_plan_make(tb__grid_plan *g, const tb_launch_config *cfg) {
+static void tb__grid_plan_make(tb__grid_plan *g, tb_grid_op (*ops)[TB_MAX_GRID_OPS], const char *codes,
+                               const tb_launch_config *cfg) {
     uint32_t d, q;
     memset(g->count, 0, sizeof g->count);
     memset(g->form, 0, sizeof g->form);
+    g->ops = ops;
     if (!cfg->grid) return;
     for (d = 0; d < 3; d++) {
         g->count[d] = cfg->grid->op_count[d];
         for (q = 0; q < g->count[d]; q++) {
             tb_grid_op o = cfg->grid->ops[d][q];
             if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
-            g->ops[d][q] = o;
+            ops[d][q] = o;
         }
-        if (g->count[d] == 1 && g->ops[d][0].op == TB_GRID_CONST)
-            g->form[d] = 1, g->c[d] = g->ops[d][0].value;
-        else if (g->count[d] == 3 && g->ops[d][0].op == TB_GRID_ARG && g->ops[d][1].op == TB_GRID_CONST &&
-                 g->ops[d][1].value > 0 && g->ops[d][2].op == TB_GRID_CEILDIV)
-            g->form[d] = 2, g->arg[d] = g->ops[d][0].index, g->c[d] = g->ops[d][1].value;
+        if (g->count[d] == 1 && ops[d][0].op == TB_GRID_CONST) {
+            g->form[d] = 1, g->c[d] = ops[d][0].value;
+        } else if (g->count[d] == 3 && ops[d][0].op == TB_GRID_ARG && ops[d][0].index <= 0xFFFFu &&
+                   ops[d][1].op == TB_GRID_CONST && ops[d][1].value > 0 && ops[d][2].op == TB_GRID_CEILDIV) {
+            int64_t c = ops[d][1].value;
+            g->form[d] = 2, g->arg[d] = (uint16_t)ops[d][0].index, g->code[d] = codes[ops[d][0].index], g->c[d] = c;
+            if ((c & (c - 1)) == 0)
+                for (g->form[d] = 3, g->shift[d] = 0; ((int64_t)1 << g->shift[d]) != c; g->shift[d]++) {}
+        }
     }
 }
 
@@ -7434,7 +7449,7 @@ static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
         for (q = 0; q < g->count[d]; q++)
             if (g->ops[d][q].op == TB_GRID_ARG && g->ops[d][q].index == a) {
                 g->ops[d][q].value = 1;
-                if (g->form[d] == 2) g->form[d] = 0;
+                if (g->form[d] >= 2) g->form[d] = 0;
             }
 }
 
@@ -7451,8 +7466,11 @@ static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *
         int64_t v = 0, a;
         if (g->form[d] == 1) {
             v = g->c[d];
-        } else if (g->form[d] == 2 && !tb__grid_arg(codes[g->arg[d]], args[g->arg[d]], &a)) {
-            (void)tb__ceildiv(a, g->c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
+        } else if (g->form[d] >= 2 && !tb__grid_arg(g->code[d], args[g->arg[d]], &a)) {
+            if (g->form[d] == 3 && a >= 0)
+                v = (a >> g->shift[d]) + ((a & (g->c[d] - 1)) != 0); /* ceil(a / 2^shift), exact */
+            else
+                (void)tb__ceildiv(a, g->c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
         } else if ((r = tb__grid_run(g->ops[d], g->count[d], &env, d, &v, err)) != tb_ok) {
             return r;
         }
@@ -8948,12 +8966,15 @@ struct tb_loaded_kernel {
     int global_present, profile_present;
     uint32_t desc_count;        /* tensor descriptor ('T') arguments: their own launch path */
     uint32_t conv_count;
+    uint32_t arg_count;         /* info.arg_count */
     uint64_t global_size, profile_size;
+    /* a launch with a grid rule reads the next line too, and one with
+       arguments to convert the start of conv */
+    tb__grid_plan grid;         /* the config's grid rule (the Grid section's) */
+    uint32_t conv[TB_MAX_ARGS]; /* the arguments converted at launch: index | code << 16 */
+    /* the rest */
     tb_kernel_info info;
     char codes[TB_MAX_ARGS + 1];
-    uint16_t conv_idx[TB_MAX_ARGS];
-    tb__grid_plan grid;         /* the config's grid rule (the Grid section's; its operations last) */
-    /* the rest */
     tb__ctx ctx;
     uint32_t refs;              /* 1 + the graph launches that captured it (tb__kernel_retain), under tb__refs_mu */
     tb__CUdevice device;
@@ -8966,6 +8987,7 @@ struct tb_loaded_kernel {
     uint32_t expanded;          /* parameters the arguments become ('T' takes several) */
     tb_tensordesc_meta descs[TB_MAX_TENSORDESCS];
     char div[TB_MAX_ARGS + 1];
+    tb_grid_op grid_ops[3][TB_MAX_GRID_OPS]; /* the plan's operations */
     char name[128];
 };
 
@@ -9032,8 +9054,9 @@ TBDEF void tb_loaded_kernel_info(const tb_loaded_kernel *k, tb_kernel_info *info
 static void tb__make_bool(tb_loaded_kernel *k, uint32_t a) {
     uint32_t i;
     k->codes[a] = '?';
-    for (i = 0; i < k->conv_count && k->conv_idx[i] != a; i++) {}
-    if (i == k->conv_count) k->conv_idx[k->conv_count++] = (uint16_t)a;
+    for (i = 0; i < k->conv_count && (k->conv[i] & 0xFFFFu) != a; i++) {}
+    if (i == k->conv_count) k->conv_count++;
+    k->conv[i] = a | (uint32_t)(unsigned char)'?' << 16;
     tb__grid_plan_bool(&k->grid, a);
 }
 
@@ -9132,17 +9155,17 @@ static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg,
            grid reads them) need converting */
         int kind = tb__code_kind(code);
         int conv = (kind == TB__KIND_FLOAT && code != 'd') || kind == TB__KIND_BOOL || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
-        if (conv) k->conv_idx[k->conv_count++] = (uint16_t)i;
+        if (conv) k->conv[k->conv_count++] = i | (uint32_t)(unsigned char)code << 16;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
-    tb__grid_plan_make(&k->grid, cfg);
+    tb__grid_plan_make(&k->grid, k->grid_ops, k->codes, cfg);
     k->global_present = cfg->global_scratch.present != 0;
     k->profile_present = cfg->profile_scratch.present != 0;
     k->global_size = cfg->global_scratch.size;
     k->profile_size = cfg->profile_scratch.size;
     k->block_x = 32u * cfg->num_warps;
     k->shared = cfg->shared_mem;
-    k->info.arg_count = n;
+    k->info.arg_count = k->arg_count = n;
     k->expanded = n;
     for (i = 0; i < n; i++)
         if (k->codes[i] == 'T') {
@@ -9292,8 +9315,9 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
         return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     if (!(k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k))) return TB__OOM(err);
-    /* all but the arrays the plan fills (codes, conv_idx, grid, div, name) */
-    memset(k, 0, offsetof(tb_loaded_kernel, codes));
+    /* all but the arrays the plan fills (grid, conv, codes, div, grid_ops, name) */
+    memset(k, 0, offsetof(tb_loaded_kernel, grid));
+    memset(&k->info, 0, sizeof k->info);
     memset(&k->ctx, 0, offsetof(tb_loaded_kernel, div) - offsetof(tb_loaded_kernel, ctx));
     k->ctx = c;
     k->refs = 1;
@@ -9583,11 +9607,11 @@ static tb_result tb__auto_grid(const tb_loaded_kernel *k, const tb_launch_params
    scratch pointers; *gs and *ps hold those. */
 static TB__HOT void tb__plain_params(const tb_loaded_kernel *k, const tb_launch_params *p, void **params, tb_arg *conv,
                              uint64_t *gs, uint64_t *ps) {
-    uint32_t i, n = k->info.arg_count;
+    uint32_t i, n = k->arg_count;
     for (i = 0; i < n; i++) params[i] = (void *)(uintptr_t)&p->args[i];
     for (i = 0; i < k->conv_count; i++) {
-        uint16_t at = k->conv_idx[i];
-        tb__convert(k->codes[at], p->args[at], &conv[i]);
+        uint32_t at = k->conv[i] & 0xFFFFu;
+        tb__convert((char)(k->conv[i] >> 16), p->args[at], &conv[i]);
         params[at] = &conv[i];
     }
     if (k->global_present) params[n++] = gs;
@@ -9603,7 +9627,7 @@ TBDEF TB__HOT tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_par
     tb__CUresult cr;
     tb_result r;
     if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
-    n = k->info.arg_count;
+    n = k->arg_count;
     if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
                         p->arg_count, n, k->codes);

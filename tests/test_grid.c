@@ -313,8 +313,12 @@ TEST(test_grid_launch_agrees) {
     tb_arg a[2];
     unsigned gr[3];
     uint32_t want[3];
-    int64_t vals[] = {0, 1, 2, 5, 1000, -1, -5, INT64_MAX, INT64_MIN, INT64_MAX - 1};
-    size_t i;
+    int64_t vals[] = {0, 1, 2, 5, 1000, 1023, 1024, 1025, -1, -5, -1024, -1025, INT64_MAX, INT64_MIN,
+                      INT64_MAX - 1, INT64_MIN + 1, (int64_t)1 << 62, ((int64_t)1 << 62) + 1, ((int64_t)1 << 62) - 1};
+    /* constexprs: powers of two (the shift) and others (the division) */
+    static const int64_t blocks[] = {INT64_MAX, (int64_t)1 << 62, ((int64_t)1 << 62) + 1, 1 << 20, 1025, 1024, 1000,
+                                     4, 3, 2, 1};
+    size_t i, bi;
     NEED_FAKE();
     g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
     /* 'i' in the config, 1 byte in the cubin */
@@ -345,11 +349,15 @@ TEST(test_grid_launch_agrees) {
     CHECK_OK(auto_launch(k, a, 2, 0, gr, &e), &e);
     CHECK(gr[0] == 3 && param_u8(1) == 1);
     tb_unload(k);
-    /* CEILDIV's fast path against tb_grid_compute, a constexpr near 2^63 */
+    /* CEILDIV's fast paths against tb_grid_compute: a constexpr near 2^63,
+       powers of two, others; a 64-bit and a 32-bit argument */
     gc.op_count[0] = 3, gc.op_count[1] = gc.op_count[2] = 1, gc.ops[0] = cd, gc.ops[1] = gc.ops[2] = one;
-    for (ps[0].value = INT64_MAX; ps[0].value > 0; ps[0].value = ps[0].value == INT64_MAX ? 3 : ps[0].value - 1) {
-        c = config("Ol", ""), c.grid = &gc, c.params = ps, c.param_count = 1;
-        CHECK_OK(load(&c, int_sizes, 2, &k, &e), &e);
+    for (bi = 0; bi < 2 * sizeof blocks / sizeof blocks[0]; bi++) {
+        static const size_t i32_sizes[] = {8, 4};
+        int wide = bi % 2 == 0;
+        ps[0].value = blocks[bi / 2];
+        c = config(wide ? "Ol" : "Oi", ""), c.grid = &gc, c.params = ps, c.param_count = 1;
+        CHECK_OK(load(&c, wide ? int_sizes : i32_sizes, 2, &k, &e), &e);
         REQUIRE(k);
         for (i = 0; i < sizeof vals / sizeof vals[0]; i++) {
             tb_result r1, r2;
