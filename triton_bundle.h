@@ -385,9 +385,10 @@
 #ifndef TB_MAX_ARGS
 #define TB_MAX_ARGS 512u
 #endif
-#if TB_MAX_ARGS > 65535
-#error "TB_MAX_ARGS is at most 65535: a loaded kernel keeps argument indices in 16 bits"
-#endif
+/* TB_MAX_ARGS is at most 65535: a loaded kernel keeps argument indices in
+   16 bits. Checked in C, not by the preprocessor, so that a definition
+   with a cast works; a larger value fails to compile here. */
+typedef char tb__TB_MAX_ARGS_is_at_most_65535[(TB_MAX_ARGS) <= 65535u ? 1 : -1];
 
 /* ======================================================================
    >>core  Core: results, errors, options
@@ -7401,7 +7402,7 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
    form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv), form
    3 the same with c a power of two (a shift: no division, whose latency is
    a measurable part of a launch on some hosts). The fields a launch reads
-   fill one cache line; the operations live in the owner's storage. */
+   take 64 bytes; the operations live in the owner's storage. */
 typedef struct tb__grid_plan {
     uint32_t count[3];          /* 0, 0, 0: the config has no rule */
     uint8_t form[3];            /* 0: the interpreter */
@@ -8968,8 +8969,9 @@ struct tb_loaded_kernel {
     uint32_t conv_count;
     uint32_t arg_count;         /* info.arg_count */
     uint64_t global_size, profile_size;
-    /* a launch with a grid rule reads the next line too, and one with
-       arguments to convert the start of conv */
+    /* a launch with a grid rule reads the next 64 bytes too, and one with
+       arguments to convert the start of conv: 128 bytes and a few, three
+       cache lines at most from a malloc'd address */
     tb__grid_plan grid;         /* the config's grid rule (the Grid section's) */
     uint32_t conv[TB_MAX_ARGS]; /* the arguments converted at launch: index | code << 16 */
     /* the rest */

@@ -349,6 +349,28 @@ TEST(test_grid_launch_agrees) {
     CHECK_OK(auto_launch(k, a, 2, 0, gr, &e), &e);
     CHECK(gr[0] == 3 && param_u8(1) == 1);
     tb_unload(k);
+    /* a bool read by cdiv (the launch's own shapes: a power of two, and
+       not) still refuses anything but 0 and 1; cdiv of the next argument
+       keeps its fast path */
+    for (bi = 0; bi < 2; bi++) {
+        static const size_t bool_int_sizes[] = {8, 1, 8};
+        static const tb_grid_op cd2[] = {{TB_GRID_ARG, 2, 0}, {TB_GRID_PARAM, 0, 0}, {TB_GRID_CEILDIV, 0, 0}};
+        tb_arg b3[3];
+        ps[0].value = bi ? 3 : 4;
+        gc.op_count[0] = gc.op_count[1] = 3, gc.op_count[2] = 1, gc.ops[0] = cd, gc.ops[1] = cd2, gc.ops[2] = one;
+        c = config("Oil", ""), c.grid = &gc, c.params = ps, c.param_count = 1;
+        CHECK_OK(load(&c, bool_int_sizes, 3, &k, &e), &e);
+        REQUIRE(k);
+        b3[0] = tb_arg_u(0x1000), b3[1] = tb_arg_i(256), b3[2] = tb_arg_i(9);
+        CHECK(auto_launch(k, b3, 3, 0, gr, &e) == tb_err_arg_range && strstr(e.message, "pass 0 or 1"));
+        b3[1] = tb_arg_i(1);
+        CHECK_OK(auto_launch(k, b3, 3, 0, gr, &e), &e);
+        CHECK(gr[0] == 1 && gr[1] == 3 && param_u8(1) == 1);
+        b3[2] = tb_arg_i(13);
+        CHECK_OK(auto_launch(k, b3, 3, 0, gr, &e), &e);
+        CHECK(gr[1] == (bi ? 5u : 4u));
+        tb_unload(k);
+    }
     /* CEILDIV's fast paths against tb_grid_compute: a constexpr near 2^63,
        powers of two, others; a 64-bit and a 32-bit argument */
     gc.op_count[0] = 3, gc.op_count[1] = gc.op_count[2] = 1, gc.ops[0] = cd, gc.ops[1] = gc.ops[2] = one;
