@@ -8740,6 +8740,8 @@ typedef struct tb__cu_config {
 #define TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
 #define TB__CUDA_ERROR_INVALID_VALUE 1
 #define TB__CUDA_ERROR_NO_DEVICE 100
+#define TB__CUDA_ERROR_INVALID_CONTEXT 201
+#define TB__CUDA_ERROR_INVALID_HANDLE 400
 #define TB__STATIC_SHARED_LIMIT 49152u
 #define TB__MAX_CLUSTER_BLOCKS 16u
 
@@ -8953,8 +8955,8 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err) {
 /* A loaded kernel keeps everything a launch needs, decided at            */
 /* load time (block size, shared memory, which arguments need converting, */
 /* launch attributes), so that a launch is a few stores and one driver    */
-/* call: no allocation, no parsing, no driver queries but the current     */
-/* context (per-thread state that may change between launches).          */
+/* call: no allocation, no parsing, no driver query (but the current      */
+/* context, per-thread state, where the stream is NULL: tb__launch_now).  */
 /* ---------------------------------------------------------------------- */
 struct tb_loaded_kernel {
     /* first and together, what a launch reads: the driver's launch between
@@ -9461,26 +9463,38 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
     return tb_ok;
 }
 
+static TB__HOT tb__CUresult tb__launch_call(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
+                                            void *stream, void **params) {
+    tb__cu_config lc;
+    if (!k->use_ex) return tb__drv.cuLaunchKernel(k->function, gx, gy, gz, k->block_x, 1, 1, k->shared, stream, params, NULL);
+    lc.grid_x = gx * k->cluster[0];
+    lc.grid_y = gy * k->cluster[1];
+    lc.grid_z = gz * k->cluster[2];
+    lc.block_x = k->block_x;
+    lc.block_y = lc.block_z = 1;
+    lc.shared = k->shared;
+    lc.stream = stream;
+    lc.attrs = (tb__cu_attr *)(uintptr_t)k->attrs; /* the driver only reads them */
+    lc.num_attrs = k->num_attrs;
+    return tb__drv.cuLaunchKernelEx(&lc, k->function, params, NULL);
+}
+
+/* The launch in k's context. A stream carries its context, and the driver
+   launches there whatever is current, so a stream's launch asks nothing
+   first (cuCtxGetCurrent is a measurable part of a launch). The NULL,
+   legacy and per-thread handles (0, 1, 2) mean the current context's
+   stream: those make k's context current first, as does a retry where a
+   driver refuses a stream's launch for the context (201, 400) while
+   another is current; where k's was current the refusal stands. */
 static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
-                                   void **params) {
+                                           void **params) {
     tb__CUresult cr;
-    int pushed;
-    if ((cr = tb__enter(k, &pushed)) != 0) return cr;
-    if (!k->use_ex) {
-        cr = tb__drv.cuLaunchKernel(k->function, gx, gy, gz, k->block_x, 1, 1, k->shared, stream, params, NULL);
-    } else {
-        tb__cu_config lc;
-        lc.grid_x = gx * k->cluster[0];
-        lc.grid_y = gy * k->cluster[1];
-        lc.grid_z = gz * k->cluster[2];
-        lc.block_x = k->block_x;
-        lc.block_y = lc.block_z = 1;
-        lc.shared = k->shared;
-        lc.stream = stream;
-        lc.attrs = (tb__cu_attr *)(uintptr_t)k->attrs; /* the driver only reads them */
-        lc.num_attrs = k->num_attrs;
-        cr = tb__drv.cuLaunchKernelEx(&lc, k->function, params, NULL);
-    }
+    int pushed = 0;
+    if ((uintptr_t)stream <= 2u && (cr = tb__enter(k, &pushed)) != 0) return cr;
+    cr = tb__launch_call(k, gx, gy, gz, stream, params);
+    if (TB__UNLIKELY(cr == TB__CUDA_ERROR_INVALID_CONTEXT || cr == TB__CUDA_ERROR_INVALID_HANDLE) &&
+        (uintptr_t)stream > 2u && tb__enter(k, &pushed) == 0 && pushed)
+        cr = tb__launch_call(k, gx, gy, gz, stream, params);
     if (TB__UNLIKELY(tb__capturing()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
     tb__leave(pushed);
     return cr;

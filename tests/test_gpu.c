@@ -790,6 +790,87 @@ TEST(gpu_second_device) {
     free(out);
 }
 
+/* A launch runs in the kernel's context whatever is current: on the
+   kernel's stream (which carries its context) and on the NULL stream
+   (where the library makes the kernel's context current), with another
+   context of the device current and with none; another context's stream
+   is refused. */
+TEST(gpu_launch_contexts) {
+    typedef int (*ctx_create_t)(void **, unsigned, int);
+    typedef int (*ctx_destroy_t)(void *);
+    typedef int (*stream_create_t)(void **, unsigned);
+    typedef int (*stream_sync_t)(void *);
+    typedef int (*stream_destroy_t)(void *);
+    ctx_create_t ctx_create;
+    ctx_destroy_t ctx_destroy;
+    stream_create_t stream_create;
+    stream_sync_t stream_sync;
+    stream_destroy_t stream_destroy;
+    const tb_loaded_kernel *k;
+    void *other = NULL, *mine = NULL, *theirs = NULL, *sym;
+    int n = 4096, i, round;
+    devptr dx, dout;
+    float *x, *out;
+    tb_arg args[4];
+    tb_launch_params p;
+    tb_error e;
+    NEED_GPU();
+    k = get(H_ADD);
+    REQUIRE(k);
+    sym = tb_driver_symbol("cuCtxCreate_v2"), memcpy(&ctx_create, &sym, sizeof sym);
+    sym = tb_driver_symbol("cuCtxDestroy_v2"), memcpy(&ctx_destroy, &sym, sizeof sym);
+    sym = tb_driver_symbol("cuStreamCreate"), memcpy(&stream_create, &sym, sizeof sym);
+    sym = tb_driver_symbol("cuStreamSynchronize"), memcpy(&stream_sync, &sym, sizeof sym);
+    sym = tb_driver_symbol("cuStreamDestroy_v2"), memcpy(&stream_destroy, &sym, sizeof sym);
+    REQUIRE(ctx_create && ctx_destroy && stream_create && stream_sync && stream_destroy);
+    cu.ctx_set(gpu_ctx);
+    REQUIRE(stream_create(&mine, 1) == 0);
+    x = (float *)malloc(n * 4);
+    out = (float *)malloc(n * 4);
+    for (i = 0; i < n; i++) x[i] = (float)i;
+    dx = dalloc(n * 4), dout = dalloc(n * 4);
+    REQUIRE(dx && dout && x && out);
+    cu.htod(dx, x, n * 4);
+    REQUIRE(ctx_create(&other, 0, 0) == 0); /* now current */
+    REQUIRE(stream_create(&theirs, 1) == 0);
+    args[0] = tb_arg_u(dx), args[1] = tb_arg_u(dx), args[2] = tb_arg_u(dout), args[3] = tb_arg_i(n);
+    memset(&p, 0, sizeof p);
+    p.grid[0] = (uint32_t)(n / 1024), p.grid[1] = p.grid[2] = 1;
+    p.args = args, p.arg_count = 4;
+    for (round = 0; round < 4; round++) {
+        int ok = 1;
+        void *cur = round < 2 ? other : NULL;
+        cu.ctx_set(gpu_ctx);
+        cu.memset8(dout, 0xFF, n * 4);
+        cu.ctx_sync();
+        cu.ctx_set(cur);
+        p.stream = round % 2 ? NULL : mine;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+        CHECK_OK(tb_kernel_table_launch(table, H_ADD, 0, &p, &e), &e);
+        cu.ctx_set(gpu_ctx);
+        CHECK(cu.ctx_sync() == 0);
+        cu.dtoh(out, dout, n * 4);
+        for (i = 0; i < n; i++) ok &= out[i] == 2.0f * i;
+        CHECK(ok);
+        if (!ok) printf("    round %d (%s current, %s stream)\n", round, cur ? "another context" : "no context",
+                        p.stream ? "the kernel's" : "the NULL");
+    }
+    /* another context's stream: refused, with either context current */
+    p.stream = theirs;
+    cu.ctx_set(other);
+    CHECK(tb_launch(k, &p, &e) == tb_err_cuda && strstr(e.message, "cuLaunchKernel"));
+    cu.ctx_set(gpu_ctx);
+    CHECK(tb_launch(k, &p, &e) == tb_err_cuda);
+    cu.ctx_set(other);
+    stream_destroy(theirs);
+    cu.ctx_set(gpu_ctx);
+    CHECK(ctx_destroy(other) == 0);
+    cu.ctx_set(gpu_ctx);
+    stream_destroy(mine);
+    cu.mem_free(dx), cu.mem_free(dout);
+    free(x), free(out);
+}
+
 TEST(gpu_device_out_of_range) {
     tb_load_options lo;
     tb_loaded_kernel *k = NULL;

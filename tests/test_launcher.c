@@ -48,6 +48,54 @@ TEST(test_bools) {
     }
 }
 
+/* Every argument reaches the kernel, converted where its code says so,
+   with the scratch pointers after them, at counts from none to
+   TB_MAX_ARGS; one argument too many is refused. */
+TEST(test_argument_counts) {
+    static const uint32_t counts[] = {0, 1, 2, 3, 62, 63, 64, 100, TB_MAX_ARGS};
+    static size_t sizes[TB_MAX_ARGS + 2];
+    static char types[TB_MAX_ARGS + 1];
+    static tb_arg a[TB_MAX_ARGS];
+    size_t ci;
+    NEED_FAKE();
+    for (ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        uint32_t n = counts[ci], i;
+        int bad = 0;
+        tb_launch_config c;
+        tb_loaded_kernel *k = NULL;
+        tb_launch_params p;
+        tb_error e;
+        for (i = 0; i < n; i++) { /* int32, fp32 (converted), int64 in turn */
+            types[i] = "ifl"[i % 3];
+            sizes[i] = i % 3 == 2 ? 8 : 4;
+            a[i] = i % 3 == 1 ? tb_arg_f(0.5 + i) : tb_arg_i(-(int64_t)i * 1000003);
+        }
+        types[n] = 0;
+        sizes[n] = sizes[n + 1] = 8;
+        c = config(types, "");
+        c.global_scratch.present = c.profile_scratch.present = 1;
+        c.global_scratch.size = c.profile_scratch.size = 64;
+        CHECK_OK(load(&c, sizes, (int)n + 2, &k, &e), &e);
+        REQUIRE(k);
+        memset(&p, 0, sizeof p);
+        p.grid[0] = p.grid[1] = p.grid[2] = 1;
+        p.args = n ? a : NULL, p.arg_count = n;
+        p.global_scratch = (void *)(uintptr_t)0x5000, p.profile_scratch = (void *)(uintptr_t)0x6000;
+        CHECK_OK(tb_launch(k, &p, &e), &e);
+        for (i = 0; i < n; i++) {
+            float f;
+            if (i % 3 == 1) memcpy(&f, fake.param((int)i), 4), bad += f != (float)(0.5 + i);
+            else if (i % 3 == 0) bad += param_i32((int)i) != (int32_t)(-(int64_t)i * 1000003);
+            else bad += param_i64((int)i) != -(int64_t)i * 1000003;
+        }
+        CHECK(bad == 0);
+        CHECK(param_i64((int)n) == 0x5000 && param_i64((int)n + 1) == 0x6000);
+        p.arg_count = n + 1; /* one too many: refused before anything reaches the driver */
+        CHECK(tb_launch(k, &p, &e) == tb_err_arg_mismatch);
+        tb_unload(k);
+    }
+}
+
 /* A tensor descriptor Triton lowered to TMA: the map is encoded from the
    tb_tensor_desc as Triton's launcher does, then shape (i32) and strides (i64). */
 TEST(test_tensordesc_tma) {
