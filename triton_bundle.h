@@ -1180,6 +1180,9 @@ typedef struct tb_launch_params {
     const size_t *arg_bytes;
 } tb_launch_params;
 
+/* The launch runs in the kernel's context whatever is current: a stream
+   must belong to it (the driver refuses another context's stream), and
+   for the NULL stream the library makes it current for the call. */
 TBDEF tb_result tb_launch(const tb_loaded_kernel *kernel, const tb_launch_params *params,
                           tb_error *err);
 /* params: every parameter, scratch pointers included, as cuLaunchKernel
