@@ -7399,6 +7399,18 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
 }
 
 #ifndef TB_NO_LAUNCHER
+/* The lowest set bit of m (not 0): a power of two's shift here, the
+   kernel table's divisibility masks later. */
+static uint32_t tb__ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (uint32_t)__builtin_ctzll(m);
+#else
+    uint32_t i = 0;
+    while (!((m >> i) & 1u)) i++;
+    return i;
+#endif
+}
+
 /* ---- the rule as a loaded kernel keeps it ----
    Params resolved to constants, and each dimension's usual shape marked so
    that the launch evaluates it without the interpreter: form 1 a constant,
@@ -7432,12 +7444,11 @@ static void tb__grid_plan_make(tb__grid_plan *g, tb_grid_op (*ops)[TB_MAX_GRID_O
         }
         if (g->count[d] == 1 && ops[d][0].op == TB_GRID_CONST) {
             g->form[d] = 1, g->c[d] = ops[d][0].value;
-        } else if (g->count[d] == 3 && ops[d][0].op == TB_GRID_ARG && ops[d][0].index <= 0xFFFFu &&
-                   ops[d][1].op == TB_GRID_CONST && ops[d][1].value > 0 && ops[d][2].op == TB_GRID_CEILDIV) {
-            int64_t c = ops[d][1].value;
-            g->form[d] = 2, g->arg[d] = (uint16_t)ops[d][0].index, g->code[d] = codes[ops[d][0].index], g->c[d] = c;
-            if ((c & (c - 1)) == 0)
-                for (g->form[d] = 3, g->shift[d] = 0; ((int64_t)1 << g->shift[d]) != c; g->shift[d]++) {}
+        } else if (g->count[d] == 3 && ops[d][0].op == TB_GRID_ARG && ops[d][1].op == TB_GRID_CONST &&
+                   ops[d][1].value > 0 && ops[d][2].op == TB_GRID_CEILDIV) {
+            int64_t c = ops[d][1].value; /* the index is an argument's: under TB_MAX_ARGS, so 16 bits */
+            g->form[d] = (c & (c - 1)) ? 2 : 3, g->shift[d] = (uint8_t)tb__ctz64((uint64_t)c);
+            g->arg[d] = (uint16_t)ops[d][0].index, g->code[d] = codes[ops[d][0].index], g->c[d] = c;
         }
     }
 }
@@ -9492,11 +9503,11 @@ static TB__HOT tb__CUresult tb__launch_call(const tb_loaded_kernel *k, uint32_t 
 static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
                                            void **params) {
     tb__CUresult cr;
-    int pushed = 0;
-    if ((uintptr_t)stream <= 2u && (cr = tb__enter(k, &pushed)) != 0) return cr;
+    int pushed = 0, current = (uintptr_t)stream <= 2u; /* a handle of the current context's stream */
+    if (current && (cr = tb__enter(k, &pushed)) != 0) return cr;
     cr = tb__launch_call(k, gx, gy, gz, stream, params);
-    if (TB__UNLIKELY(cr == TB__CUDA_ERROR_INVALID_CONTEXT || cr == TB__CUDA_ERROR_INVALID_HANDLE) &&
-        (uintptr_t)stream > 2u && tb__enter(k, &pushed) == 0 && pushed)
+    if (TB__UNLIKELY(cr == TB__CUDA_ERROR_INVALID_CONTEXT || cr == TB__CUDA_ERROR_INVALID_HANDLE) && !current &&
+        tb__enter(k, &pushed) == 0 && pushed)
         cr = tb__launch_call(k, gx, gy, gz, stream, params);
     if (TB__UNLIKELY(tb__capturing()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
     tb__leave(pushed);
@@ -9890,17 +9901,6 @@ TBDEF tb_result tb_kernel_table_create(const tb_bundle *b, const tb_options *opt
                 }
     *out = t;
     return tb_ok;
-}
-
-/* The lowest set bit of m (not 0). */
-static uint32_t tb__ctz64(uint64_t m) {
-#if defined(__GNUC__) || defined(__clang__)
-    return (uint32_t)__builtin_ctzll(m);
-#else
-    uint32_t i = 0;
-    while (!((m >> i) & 1u)) i++;
-    return i;
-#endif
 }
 
 /* The first argument below 64 that a divisibility mask assumes and args
@@ -10325,9 +10325,6 @@ static TB__HOT uint64_t tb__choice_hash(uint32_t rec, const int64_t *key, uint32
     return h;
 }
 
-/* The size key of record rec for these arguments: the values (as the
-   kernel reads them) of the arguments its call info keys on, or of every
-   integer argument; a float, a pointer or a u64 past 2^63: its bits. */
 /* One value of a size key: an integer argument as the kernel reads it,
    else (a float, a pointer, a u64 past 2^63; code 0) its bits. */
 static TB__HOT int64_t tb__key_value(char code, tb_arg a) {
@@ -10335,6 +10332,9 @@ static TB__HOT int64_t tb__key_value(char code, tb_arg a) {
     if (!code || tb__grid_arg(code, a, &v)) v = (int64_t)a.u;
     return v;
 }
+
+/* The size key of record rec for these arguments: the values of the
+   arguments its call info keys on, or of every integer argument. */
 
 static TB__HOT uint32_t tb__size_key(const tb__autotune *at, uint32_t rec, const tb_arg *args, int64_t *key) {
     const tb__keyplan *pl = &at->plans[rec];
