@@ -16,16 +16,20 @@ TORTURE_ROUNDS ?= 200
 .PHONY: all test test-gpu test-gpu-corpus test-gpu-models lib demo sanitize tsan fuzz torture bench check-compile corpus clean \
 	install uninstall
 
-all: $(B)/tbundle $(B)/launch
+all: $(B)/tbundle $(B)/launch $(B)/run_model $(B)/generate
 
 $(B):
 	mkdir -p $(B)
 
-$(B)/tbundle: examples/tbundle.c $(HDR) | $(B)
+# tbundle generate is examples/generate.c (included)
+$(B)/tbundle: examples/tbundle.c examples/generate.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
-$(B)/launch: examples/launch.c $(HDR) | $(B)
+# the examples: C99, and as C++ (the header and a program of the README's
+# are both languages'), -Werror
+$(B)/launch $(B)/run_model $(B)/generate: $(B)/%: examples/%.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
+	$(CXX) -x c++ -std=c++11 $(WARN) $(OPT) -o $@_cpp $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
 CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits program
@@ -51,7 +55,11 @@ $(B)/test_autotune_nomemo: tests/test_autotune.c $(HDR) $(TESTHDR) $(B)/libfakec
 # tbundle run without a GPU (tests/test_tbundle.sh): tbundle against the
 # stand-in driver, whose device memory is host memory, and a bundle whose
 # program is memset and copy steps (tests/mkprogram.c)
-$(B)/tbundle_fake: examples/tbundle.c $(HDR) $(B)/libfakecuda.so | $(B)
+$(B)/tbundle_fake: examples/tbundle.c examples/generate.c $(HDR) $(B)/libfakecuda.so | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda.so"' -o $@ $< $(LIBS)
+
+# run_model (the README's C program) against the stand-in driver
+$(B)/run_model_fake: examples/run_model.c $(HDR) $(B)/libfakecuda.so | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda.so"' -o $@ $< $(LIBS)
 
 $(B)/mkprogram: tests/mkprogram.c $(HDR) | $(B)
@@ -93,7 +101,7 @@ check-compile: | $(B)
 
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)/mkprogram \
-	  $(B)/libtriton_bundle.so $(B)/layout
+	  $(B)/libtriton_bundle.so $(B)/layout $(B)/launch $(B)/run_model $(B)/generate $(B)/run_model_fake
 	tests/run.sh $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
@@ -105,8 +113,8 @@ test: check-compile $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu $(B)/tbun
 $(B)/layout: tests/layout.c $(HDR) | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -o $@ $< $(LIBS)
 
-test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp
-	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp
+test-gpu: $(B)/test_gpu $(B)/test_gpu_cpp $(B)/run_model
+	tests/run.sh $(B)/test_gpu $(B)/test_gpu_cpp tests/run_model.sh
 
 # The library as a shared object, for ctypes (the GPU corpus) and other
 # languages' bindings.

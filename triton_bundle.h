@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.2.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.3.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -23,11 +23,13 @@
         (TB_LAUNCH_GRID_AUTO), autotuning on first use (TB_CONFIG_AUTOTUNE)
         and CUDA graphs (tb_graph_*); the Python package python/triton_bundle exports
         records with configs and grid rules from torch.compile and Triton;
-     6. a whole torch.compile'd model from C: a program (inputs, outputs,
+     6. a whole torch.compile'd model from C: programs (inputs, outputs,
         weights, memory plan, steps) in the bundle, which the Python
-        companion's export_model captures, and a runner (tb_model_*) that
-        uploads the weights once and runs the steps, or replays them as one
-        CUDA graph, bit-identical to PyTorch's compiled model.
+        companion's export_model and export_programs capture, and a runner
+        (tb_model_*) that uploads the weights once and runs the steps, or
+        replays them as one CUDA graph, bit-identical to PyTorch's compiled
+        model; several programs over shared state (prefill and decode over
+        one KV cache) generate text from C.
 
    USING IT
    In exactly one C or C++ file:
@@ -50,17 +52,26 @@
                     params (constexprs), scratch, tensor descriptors, grid rule
      loaded kernel  a config whose cubin the driver loaded (tb_loaded_kernel),
                     with everything a launch needs decided
-     program        a whole compiled model (tb_program, format section 5):
-                    inputs and outputs (tb_tensor_spec), constants (weights
-                    and buffers, their bytes stored once), the workspace
-                    plan and the steps (launch, memset, copy)
+     program        one compiled function of a model (tb_program, format
+                    sections 5 and 6): its name ("forward", "prefill_64",
+                    "decode"), inputs and outputs (tb_tensor_spec), the
+                    constants (weights and buffers, their bytes stored
+                    once, in a table the bundle's programs share), the
+                    workspace plan and the steps (launch, memset, copy)
      space          where a step's pointer operand points: an input, an
                     output, a constant or a workspace buffer, plus a byte
                     offset (a literal is a scalar argument's value)
      state          a constant the model updates in place (running
-                    statistics, caches): kept across runs, reset on request
-     model          a program loaded for running (tb_model): constants on
-                    the device, the workspace allocated, the kernels loaded
+                    statistics, caches): kept across runs, reset on request;
+                    shared state is one that several programs use (a KV
+                    cache that prefill fills and decode reads)
+     model          a bundle's programs loaded for running (tb_model):
+                    constants on the device once, one workspace, the
+                    kernels loaded
+     context        the CUDA context a model's calls run in (the one
+                    current at load, else the device's primary context):
+                    every tb_model_* call makes it current for itself and
+                    restores the caller's before it returns
      Objects from here on are made with create(desc) and freed with free,
      where a zeroed desc means the defaults.
 
@@ -113,10 +124,15 @@
                  grid[3], &err), tb_grid_parse (a Python-syntax expression to a
                  rule's program), tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
                  ("KERNEL=EXPR,...")
-     >>program   tb_bundle_program, tb_bundle_set_program (checked, copied),
-                 tb_program_read_constant (the checked read path),
-                 tb_tensor_spec_extent, tb_dtype_name, tb_dtype_size,
-                 tb_dtype_npy, tb_dtype_from_name
+     >>program   tb_bundle_program, tb_bundle_program_count,
+                 tb_bundle_program_at, tb_bundle_find_program,
+                 tb_bundle_set_program, tb_bundle_add_program (checked,
+                 copied; constants matched by name), tb_bundle_property,
+                 tb_bundle_property_count, tb_bundle_property_at,
+                 tb_bundle_set_property (key/value strings, 2.4),
+                 tb_program_read_constant
+                 (the checked read path), tb_tensor_spec_extent, tb_dtype_name,
+                 tb_dtype_size, tb_dtype_npy, tb_dtype_from_name
      >>driver    tb_driver_load, tb_driver_symbol, tb_driver_device_count
      >>load      tb_load_config, tb_load_cubin, tb_load_from_cache, tb_unload,
                  tb_loaded_kernel_info
@@ -138,7 +154,15 @@
                  tb_tensor_for, tb_model_workspace_size,
                  tb_model_constant_bytes, tb_model_state_count, tb_model_run,
                  tb_model_run_workspace (the caller's workspace: several
-                 threads), tb_model_reset_state, tb_model_free
+                 threads), tb_model_reset_state, tb_model_free;
+                 several programs: tb_model_program_count, tb_model_program,
+                 tb_model_find_program, tb_model_run_program,
+                 tb_model_run_program_workspace; device memory and streams in
+                 the model's context (no cuda.h): tb_model_device_alloc,
+                 tb_model_device_free, tb_model_copy_to_device,
+                 tb_model_copy_to_host, tb_model_copy_on_device,
+                 tb_model_stream_create, tb_model_stream_free,
+                 tb_model_synchronize, tb_model_context, tb_model_device
 
    EXAMPLE (pack a cache, then launch a kernel out of the bundle)
        tb_bundle *b = NULL; tb_error e;
@@ -178,22 +202,42 @@
        // or launch with p.flags = TB_LAUNCH_GRID_AUTO: the grid is computed the same way
        tb_bundle_free(b);
 
-   EXAMPLE (run a model that the Python companion's export_model wrote, on
-   a stream, with device buffers the caller allocated for its tensors)
+   EXAMPLE (run a model that the Python companion's export_model wrote,
+   with nothing but this header: device memory, copies and a stream through
+   the model, in its context; examples/run_model.c is a whole program)
        tb_bundle *b; tb_model *m; tb_error e; tb_model_desc d;
-       tb_tensor in[1], outs[1];
+       void *x = NULL, *y = NULL, *stream = NULL;
+       static float host_x[8 * 256], host_y[8 * 256];   // the specs' sizes
        tb_bundle_read_file("mlp.tbundle", NULL, 0, &b, &e);
        memset(&d, 0, sizeof d);                 // zero means default
        d.bundle = b; d.flags = TB_MODEL_GRAPH;  // replay as one CUDA graph
        if (tb_model_load(&d, &m, &e)) {         // constants uploaded once
            fprintf(stderr, "%s\n", e.message); return;
        }
-       // x: device memory of tb_tensor_spec_extent(tb_model_input(m, 0)) bytes
-       in[0] = tb_tensor_for(tb_model_input(m, 0), x);
-       outs[0] = tb_tensor_for(tb_model_output(m, 0), out);
-       if (tb_model_run(m, in, 1, outs, 1, y, &e))   // y: a CUstream
+       const tb_tensor_spec *xs = tb_model_input(m, 0), *ys = tb_model_output(m, 0);
+       tb_model_device_alloc(m, (size_t)tb_tensor_spec_extent(xs), &x, &e);
+       tb_model_device_alloc(m, (size_t)tb_tensor_spec_extent(ys), &y, &e);
+       tb_model_stream_create(m, &stream, &e);
+       tb_model_copy_to_device(m, x, host_x, sizeof host_x, NULL, &e);
+       tb_tensor in = tb_tensor_for(xs, x), out = tb_tensor_for(ys, y);
+       if (tb_model_run(m, &in, 1, &out, 1, stream, &e))
            fprintf(stderr, "%s\n", e.message);  // names a tensor that does not fit
+       tb_model_copy_to_host(m, host_y, y, sizeof host_y, stream, &e);
+       tb_model_synchronize(m, stream, &e);     // host_y holds the output
+       tb_model_stream_free(m, stream);
+       tb_model_device_free(m, x); tb_model_device_free(m, y);
        tb_model_free(m); tb_bundle_free(b);
+
+   THE CONTEXT RULE (a model's calls)
+   tb_model_load runs in the CUDA context current when it is called, or,
+   when none is, in the primary context of desc.device, which the model
+   retains. Every tb_model_* call, the device memory and stream calls
+   included, makes that context current for its own duration and restores
+   whatever was current before it returns: no call leaves a context
+   current, and a program needs none of its own. Allocate, copy and make
+   streams through the model (tb_model_device_alloc...), and run the model
+   on a stream of its context. A program that also calls the driver itself
+   makes tb_model_context(m) current first.
 
    EXAMPLE (list a bundle's kernels, files and launch records)
        tb_bundle *b; tb_error e; uint32_t i, j;
@@ -255,12 +299,14 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.3, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.4, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads formats 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h 2.0.0, 1.2.0,
-   1.1.0 and 1.0.0; the checksum of 1.0 is one XXH3-64 over the file).
-   Writers write 2.3, whose sections 4 (grid rules, call info) and 5 (a
-   program) are optional, so 2.0 to 2.2 readers read its files.
+   still reads formats 2.3, 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h 2.2.0,
+   2.0.0, 1.2.0, 1.1.0 and 1.0.0; the checksum of 1.0 is one XXH3-64 over
+   the file). Writers write 2.4, whose sections 4 (grid rules, call info),
+   5 (one program named "forward") and 6 (several programs sharing their
+   constants) are optional, so 2.0 to 2.3 readers read its files (a 2.3
+   reader runs a section 5 program, and sees none in section 6).
 
    CHANGES IN 2.0 (from 1.2)
    tb_pack_arg is tb_arg_convert; tb_collect_options.stop_on_error is the
@@ -284,6 +330,18 @@
    (>>program: tb_bundle_program, tb_bundle_set_program,
    tb_program_read_constant, the dtypes) and run from C (>>runner:
    tb_model_*), with tbundle run and export_model in the Python companion.
+
+   CHANGES IN 2.3 (from 2.2; additions and checks, no call changes; format 2.4)
+   Several programs in a bundle sharing constants and state
+   (tb_bundle_add_program, tb_model_run_program...; section 6); device
+   memory and streams through a model (tb_model_device_alloc...), so that a
+   program needs no cuda.h; tb_program has a name (a new last field). New
+   refusals: a second launch record with a cache key the bundle has; a
+   launch step that writes a read-only constant, or whose grid is not its
+   config's rule's or, clusters counted, past CUDA's launch; a run whose
+   tensors overlap where the program writes, or lie past their allocation;
+   TB_MODEL_STATIC_IO without TB_MODEL_GRAPH. A run's failure names its
+   program and step.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -317,11 +375,11 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 2
+#define TB_VERSION_MINOR 3
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.2.0"
+#define TB_VERSION_STRING "2.3.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 3
+#define TB_FORMAT_VERSION_MINOR 4
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -808,9 +866,25 @@ typedef struct tb_pack_report {
 TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_pack_options *pack_options,
                               const tb_options *options, tb_pack_report *report, tb_error *err);
 
-typedef enum tb_emit_status { TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAILED } tb_emit_status;
+/* DIFFERS: present with other files than the bundle's (TB_EMIT_VERIFY),
+   and left as it is; REPLACED: such a one replaced (TB_EMIT_REPLACE). */
+typedef enum tb_emit_status {
+    TB_EMIT_WRITTEN = 0, TB_EMIT_PRESENT, TB_EMIT_FAILED, TB_EMIT_DIFFERS, TB_EMIT_REPLACED
+} tb_emit_status;
 
 #define TB_EMIT_FSYNC 1u          /* fsync files and directories before and after the rename */
+/* A kernel directory already in the cache is compared with the bundle's
+   kernel: each of its files there with the same bytes (a .json with the
+   sentinel replaced by this cache's path, as emit writes it). Files the
+   bundle does not have are not looked at. One that differs is DIFFERS
+   (counted, reported through on_kernel with an error that names the file,
+   and tb_emit returns tb_err_io); with TB_EMIT_REPLACE it is replaced: the
+   new directory is written beside it, the old one renamed aside (a tmp.*
+   directory, which a crash may leave for tb_remove_stale_temporaries), the
+   new one renamed in and the old one removed, so that a reader sees the
+   old kernel, the new one, or for a moment none, never a mix. */
+#define TB_EMIT_VERIFY 2u
+#define TB_EMIT_REPLACE 4u        /* implies TB_EMIT_VERIFY */
 
 typedef struct tb_emit_options {
     unsigned flags;
@@ -830,6 +904,8 @@ typedef struct tb_emit_report {
     uint32_t written;
     uint32_t present;   /* already there, or another writer won the rename */
     uint32_t failed;
+    uint32_t differs;   /* TB_EMIT_VERIFY: present with other bytes, left as they are */
+    uint32_t replaced;  /* TB_EMIT_REPLACE: present with other bytes, replaced */
 } tb_emit_report;
 
 /* Writes each kernel to <cache_dir>/<hash> through <cache_dir>/tmp.<unique>
@@ -1036,6 +1112,7 @@ typedef struct tb_tensor_spec {
 TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *spec);
 
 #define TB_CONSTANT_STATE 1u     /* updated in place by runs; kept across them (a reset reloads it) */
+#define TB_CONSTANT_SHARED 2u    /* (with STATE) shared by the programs that use it: a KV cache (2.4) */
 typedef struct tb_program_constant {
     const char *name;            /* "fc1.weight" */
     uint32_t dtype;
@@ -1078,22 +1155,59 @@ typedef struct tb_program {
     uint32_t input_count, output_count;
     const tb_tensor_spec *inputs, *outputs;
     uint32_t constant_count;
-    const tb_program_constant *constants;
+    const tb_program_constant *constants; /* in a bundle: its one table, which all its programs share */
     uint32_t buffer_count;
     const tb_program_buffer *buffers;
     uint64_t workspace_size;
     uint32_t step_count;
     const tb_program_step *steps;
+    /* (2.4) unique within a bundle: "forward", "prefill_64", "decode";
+       NULL when adding one means "forward" */
+    const char *name;
 } tb_program;
 
-/* The bundle's program; NULL when it has none. */
+/* A bundle holds programs (2.4: several, by name), which share one table
+   of constants: a weight that three programs use is one constant, stored
+   and uploaded once. A state constant that two programs use is one buffer
+   that both update (a KV cache), and must say so with TB_CONSTANT_SHARED;
+   constants are matched by name when a program is added. */
+#ifndef TB_MAX_PROGRAMS
+#define TB_MAX_PROGRAMS 1024u
+#endif
+/* The bundle's first program; NULL when it has none. */
 TBDEF const tb_program *tb_bundle_program(const tb_bundle *bundle);
-/* Copies program into the bundle (constants' bytes too), after checking
-   it against the bundle's records as a reader would; NULL removes it. */
+TBDEF uint32_t tb_bundle_program_count(const tb_bundle *bundle);
+/* Program `index` (0..count-1), or the one named `name`; NULL if none. */
+TBDEF const tb_program *tb_bundle_program_at(const tb_bundle *bundle, uint32_t index);
+TBDEF const tb_program *tb_bundle_find_program(const tb_bundle *bundle, const char *name);
+/* Removes every program, then adds `program` (NULL: removes them all). */
 TBDEF tb_result tb_bundle_set_program(tb_bundle *bundle, const tb_program *program, tb_error *err);
-/* size bytes of constant `index` from byte `offset` into dst: through the
-   checked read path (pread for a mapped file, which a truncation turns
-   into tb_err_io, never SIGBUS). */
+/* Copies program into the bundle (its constants' bytes too), after
+   checking it against the bundle's records as a reader would. Its
+   constants join the bundle's table by name: a name already there must
+   have the same dtype, size, flags and bytes, and a state constant may be
+   in two programs only when both mark it TB_CONSTANT_SHARED; a name new to
+   the table adds a constant. Its CONSTANT operands are renumbered to the
+   table, so the stored program's constant indexes may differ from those
+   given. Refused: a name another program has, TB_MAX_PROGRAMS programs. */
+TBDEF tb_result tb_bundle_add_program(tb_bundle *bundle, const tb_program *program, tb_error *err);
+/* Properties (2.4): key/value strings a bundle of programs carries for
+   its callers, such as "generate.max_seq" (the positions a KV cache
+   holds). Keys are 1 to 255 bytes and unique, values up to
+   TB_MAX_STRING_LENGTH bytes; a bundle with properties is written as
+   section 6. */
+#ifndef TB_MAX_PROPERTIES
+#define TB_MAX_PROPERTIES 4096u
+#endif
+TBDEF uint32_t tb_bundle_property_count(const tb_bundle *bundle);
+/* The value of key, or NULL; tb_bundle_property_at gives the key too. */
+TBDEF const char *tb_bundle_property(const tb_bundle *bundle, const char *key);
+TBDEF const char *tb_bundle_property_at(const tb_bundle *bundle, uint32_t index, const char **key);
+/* Sets key to value (a copy of each; value NULL removes the key). */
+TBDEF tb_result tb_bundle_set_property(tb_bundle *bundle, const char *key, const char *value, tb_error *err);
+/* size bytes of constant `index` of the bundle's table from byte `offset`
+   into dst: through the checked read path (pread for a mapped file, which
+   a truncation turns into tb_err_io, never SIGBUS). */
 TBDEF tb_result tb_program_read_constant(const tb_bundle *bundle, uint32_t index, uint64_t offset, void *dst,
                                          size_t size, tb_error *err);
 
@@ -1359,21 +1473,82 @@ TBDEF uint32_t tb_model_state_count(const tb_model *model);
 /* Runs the program once on stream (asynchronous, as a kernel launch is).
    inputs and outputs: one tensor each, in order, with exactly the dtype,
    sizes and strides the program states, on the model's device, their
-   data a multiple of the spec's align; a mismatch is refused with the
-   tensor's name and what was expected (tb_err_arg_mismatch,
-   tb_err_misaligned), before anything runs. */
+   data a multiple of the spec's align, inside one allocation of the
+   driver's (or pieces mapped back to back); a mismatch is refused with
+   the tensor's name and what was expected (tb_err_arg_mismatch,
+   tb_err_misaligned, tb_err_invalid_argument), before anything runs.
+   ALIASING: no output, and no input that a step may write (an in-place
+   update), shares a byte with another tensor or the workspace; inputs
+   the program only reads may share bytes. A run checks a pointer's
+   device and allocation once, while it stays the same: free and
+   reallocate under it only with another pointer. */
 TBDEF tb_result tb_model_run(tb_model *model, const tb_tensor *inputs, uint32_t input_count, const tb_tensor *outputs,
                              uint32_t output_count, void *stream, tb_error *err);
-/* The same with the caller's workspace (device memory of
-   tb_model_workspace_size bytes, 256-byte aligned), never the graph. */
+/* The same with the caller's workspace (device memory of this device,
+   holding tb_model_workspace_size bytes, 256-byte aligned, checked on
+   each call), never the graph. */
 TBDEF tb_result tb_model_run_workspace(tb_model *model, const tb_tensor *inputs, uint32_t input_count,
                                        const tb_tensor *outputs, uint32_t output_count, void *workspace,
                                        void *stream, tb_error *err);
+/* Several programs (2.4): a model holds each program of its bundle, in
+   the bundle's order (program 0 is the one tb_model_input and tb_model_run
+   use). They share the constants, so state one program writes (a KV cache
+   that a prefill fills) is what the next one reads, and one workspace,
+   sized for the largest. With TB_MODEL_GRAPH each program has a graph of
+   its own, captured on its first run. Programs of one model run one at a
+   time, in the order their runs are queued: one thread, or threads that
+   take turns under a lock of the caller's, on one stream or on streams the
+   caller orders (a run reads state the run before wrote). */
+TBDEF uint32_t tb_model_program_count(const tb_model *model);
+/* Program `program`: its name, inputs and outputs (NULL past the end). */
+TBDEF const tb_program *tb_model_program(const tb_model *model, uint32_t program);
+/* The index of the program named `name`; tb_err_not_found, naming the
+   programs the model has, if none. */
+TBDEF tb_result tb_model_find_program(const tb_model *model, const char *name, uint32_t *program, tb_error *err);
+TBDEF tb_result tb_model_run_program(tb_model *model, uint32_t program, const tb_tensor *inputs, uint32_t input_count,
+                                     const tb_tensor *outputs, uint32_t output_count, void *stream, tb_error *err);
+TBDEF tb_result tb_model_run_program_workspace(tb_model *model, uint32_t program, const tb_tensor *inputs,
+                                               uint32_t input_count, const tb_tensor *outputs, uint32_t output_count,
+                                               void *workspace, void *stream, tb_error *err);
 /* Loads the state constants' bytes from the bundle again: waits for the
    work queued on stream (which may use the state), then copies, and
    returns once the bytes are on the device. */
 TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);
+
+/* Device memory and streams in the model's context, so that a program
+   runs a model with this header alone (no cuda.h, no driver prototypes of
+   its own). THE CONTEXT RULE: every tb_model_* call runs in the model's
+   context (the one current when tb_model_load ran, else the primary
+   context of desc.device, which the model retains), makes it current for
+   its own duration and restores whatever was current before it returns.
+   So no call leaves a context current, and a caller needs none: it
+   allocates, copies and makes streams through these calls. A caller that
+   calls the driver itself makes the model's context current first
+   (tb_model_context gives it). A stream belongs to the context it was made
+   in: run a model on a stream of its own context.
+   Copies with stream NULL are synchronous (they return once the bytes
+   have landed); with a stream they are queued on it, after the runs
+   queued there (a host buffer must then stay valid until the stream is
+   synchronized). Device pointers are the driver's CUdeviceptr as void *. */
+/* bytes of device memory (256-byte aligned; 0 bytes: *out NULL) */
+TBDEF tb_result tb_model_device_alloc(tb_model *model, size_t bytes, void **out, tb_error *err);
+TBDEF void tb_model_device_free(tb_model *model, void *device_ptr);
+TBDEF tb_result tb_model_copy_to_device(tb_model *model, void *device_dst, const void *host_src, size_t bytes,
+                                        void *stream, tb_error *err);
+TBDEF tb_result tb_model_copy_to_host(tb_model *model, void *host_dst, const void *device_src, size_t bytes,
+                                      void *stream, tb_error *err);
+TBDEF tb_result tb_model_copy_on_device(tb_model *model, void *device_dst, const void *device_src, size_t bytes,
+                                        void *stream, tb_error *err);
+/* A stream of the model's context (cuStreamCreate, default flags). */
+TBDEF tb_result tb_model_stream_create(tb_model *model, void **stream, tb_error *err);
+TBDEF void tb_model_stream_free(tb_model *model, void *stream);
+/* Waits for the work queued on stream; NULL: for all of the context's. */
+TBDEF tb_result tb_model_synchronize(tb_model *model, void *stream, tb_error *err);
+/* The model's CUcontext and CUDA device ordinal, for callers that call the
+   driver themselves. */
+TBDEF void *tb_model_context(const tb_model *model);
+TBDEF int tb_model_device(const tb_model *model);
 
 #endif /* TB_NO_LAUNCHER */
 
@@ -1781,28 +1956,42 @@ static void tb__prefault(void *p, size_t n) {
 #endif
 }
 
-/* align: 16 for bytes (a cubin goes to the driver from there), 1 for
+/* The offset in block b of its next free address that is a multiple of
+   align (a power of two). */
+static size_t tb__arena_fit(const tb__block *b, size_t align) {
+    uintptr_t base = (uintptr_t)b + TB__BLOCK_HEADER;
+    return (size_t)(((base + b->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
+}
+
+/* align: 16 for bytes (a cubin goes to the driver from there), 64 for a
+   program's constants (the runner's layout), 1 for
    strings, which a bundle read from a view or a mapping copies by the ten
    thousand: packed, they fault in fewer fresh pages. */
 static void *tb__arena_alloc_aligned(const tb__ctx *c, tb__arena *ar, size_t n, size_t align) {
     tb__block *b = ar->head;
     size_t at, cap, total;
     int shared;
+    size_t need, extra = align > 1 ? align - 1 : 0; /* (the allocator's alignment is not assumed) */
     if (n == 0) n = 1;
-    if (b && (at = (b->used + align - 1) & ~(align - 1)) <= b->cap && b->cap - at >= n) {
+    /* aligned as an address, not as an offset in the block */
+    if (b && (at = tb__arena_fit(b, align)) <= b->cap && b->cap - at >= n) {
         b->used = at + n;
         return (char *)b + TB__BLOCK_HEADER + at;
     }
-    n = (n + 15u) & ~(size_t)15u;
+    if (!tb__add(n, extra, &need)) return NULL;
+    need = (need + 15u) & ~(size_t)15u;
+    if (need < n) return NULL;
     if (ar->next_size < TB__BLOCK_SIZE) ar->next_size = TB__BLOCK_SIZE;
-    shared = n <= ar->next_size / 4;
-    cap = shared ? ar->next_size : n;
+    shared = need <= ar->next_size / 4;
+    cap = shared ? ar->next_size : need;
     if (!tb__add(cap, TB__BLOCK_HEADER, &total)) return NULL;
     b = (tb__block *)tb__alloc(c, total);
     if (!b) return NULL;
     if (total >= ((size_t)1 << 20)) tb__prefault(b, total);
     b->cap = cap;
-    b->used = n;
+    b->used = 0;
+    at = tb__arena_fit(b, align);
+    b->used = at + n;
     if (shared || !ar->head) {
         b->next = ar->head;
         ar->head = b;
@@ -1813,7 +2002,7 @@ static void *tb__arena_alloc_aligned(const tb__ctx *c, tb__arena *ar, size_t n, 
         b->next = ar->head->next;
         ar->head->next = b;
     }
-    return (char *)b + TB__BLOCK_HEADER;
+    return (char *)b + TB__BLOCK_HEADER + at;
 }
 
 static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) { return tb__arena_alloc_aligned(c, ar, n, 16); }
@@ -1872,7 +2061,16 @@ struct tb_bundle {
     int (*read_at)(const tb_bundle *bundle, size_t offset, void *dst, size_t size);
     int map_fd;
     uint16_t format_major, format_minor; /* of the bytes read; 0 for a bundle built in memory */
-    tb_program *program;        /* section 5, in the arena; NULL: none */
+    /* the programs (sections 5 and 6): each in the arena; the array and,
+       once a program is added, the constants' table on the heap */
+    tb_program **programs;
+    uint32_t program_count, program_cap;
+    const char **properties;    /* key, value, key, value... (2.4): the strings in the arena, the array on the heap */
+    uint32_t property_count, property_cap;
+    uint32_t *key_index;        /* record indexes by cache key (tb__record_key_new) */
+    uint32_t key_index_cap, key_index_count;
+    tb_program_constant *constants; /* the table every program points at */
+    uint32_t constant_count, constant_cap; /* cap 0: the table is in the arena */
 };
 
 /* A name that may become a path component: non-empty, bounded, no NUL, no
@@ -1963,6 +2161,10 @@ TBDEF void tb_bundle_free(tb_bundle *b) {
     tb__free(&c, b->param_block);
     tb__free(&c, b->desc_block);
     tb__free(&c, b->buffer_copy);
+    tb__free(&c, b->programs);
+    tb__free(&c, b->properties);
+    tb__free(&c, b->key_index);
+    if (b->constant_cap) tb__free(&c, b->constants);
     if (b->release) b->release(b);
     tb__arena_free(&c, &b->arena);
     tb__free(&c, b);
@@ -2374,6 +2576,44 @@ static const tb_call_info *tb__dup_call(tb_bundle *b, const tb_call_info *ci) {
     return d;
 }
 
+/* A cache key no record of b has: lookups find one record per key, and a
+   program's step names the record the checker matched it against. An
+   index of the keys (open addressing on tb__str_hash), grown with the
+   records and rebuilt when a reader's records came in another way. */
+static tb_result tb__record_key_new(tb_bundle *b, const char *key, tb_error *err) {
+    uint32_t h = tb__str_hash(key), at, i;
+    if (b->key_index_count != b->record_count || 2u * (b->record_count + 1) > b->key_index_cap) {
+        uint32_t cap = 64;
+        while (cap < 4u * (b->record_count + 1)) cap *= 2;
+        tb__free(&b->ctx, b->key_index);
+        if (!(b->key_index = (uint32_t *)tb__alloc(&b->ctx, (size_t)cap * sizeof *b->key_index))) {
+            b->key_index_cap = b->key_index_count = 0;
+            return TB__OOM(err);
+        }
+        memset(b->key_index, 0xff, (size_t)cap * sizeof *b->key_index);
+        b->key_index_cap = cap, b->key_index_count = 0;
+        for (i = 0; i < b->record_count; i++) {
+            for (at = tb__str_hash(b->records[i].cache_key) & (cap - 1); b->key_index[at] != 0xffffffffu; at = (at + 1) & (cap - 1)) {}
+            b->key_index[at] = i;
+            b->key_index_count++;
+        }
+    }
+    for (at = h & (b->key_index_cap - 1); b->key_index[at] != 0xffffffffu; at = (at + 1) & (b->key_index_cap - 1))
+        if (!strcmp(b->records[b->key_index[at]].cache_key, key))
+            return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
+                            "the bundle has a launch record with cache key \"%.80s\" already (record %u): a key names one record",
+                            key, b->key_index[at]);
+    return tb_ok; /* (tb__record_key_insert adds it once the record is in) */
+}
+static void tb__record_key_insert(tb_bundle *b, uint32_t i) {
+    uint32_t at;
+    if (b->key_index_count + 1 != b->record_count) return; /* stale: the next check rebuilds it */
+    for (at = tb__str_hash(b->records[i].cache_key) & (b->key_index_cap - 1); b->key_index[at] != 0xffffffffu;
+         at = (at + 1) & (b->key_index_cap - 1)) {}
+    b->key_index[at] = i;
+    b->key_index_count++;
+}
+
 TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record *rec, tb_error *err) {
     tb_launch_record *nr, in;
     tb_launch_config *cfs;
@@ -2401,6 +2641,7 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
             (rec->configs[i].grid && (r = tb__check_grid(rec->configs[i].grid, &rec->configs[i], rec->cache_key, -1, err)) != tb_ok))
             return r;
     if (rec->call && (r = tb__check_call(rec->call, rec, -1, err)) != tb_ok) return r;
+    if ((r = tb__record_key_new(b, rec->cache_key, err)) != tb_ok) return r;
     if (!tb__grow(&b->ctx, (void **)&b->records, &b->record_cap, b->record_count + 1, sizeof(tb_launch_record)))
         return TB__OOM(err);
     cfs = (tb_launch_config *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)rec->config_count * sizeof *cfs);
@@ -2446,6 +2687,7 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     nr->config_count = rec->config_count;
     nr->configs = cfs;
     b->record_count++;
+    tb__record_key_insert(b, b->record_count - 1);
     return tb_ok;
 }
 
@@ -3329,6 +3571,9 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c);
 static size_t tb__program_size(const tb_bundle *b, size_t at);
 static void tb__write_program(const tb_bundle *b, tb__sink *k);
 static tb_result tb__rd_program(tb_bundle *b, tb__cur *c);
+static size_t tb__programs_size(const tb_bundle *b, size_t at);
+static void tb__write_programs(const tb_bundle *b, tb__sink *k);
+static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c);
 
 /* The sections, one row each, in the order writers write them: adding a
    section is a row and its three functions. Section 1 is the exception
@@ -3355,6 +3600,9 @@ static const tb__section tb__sections[] = {
     {TB__SEC_CALLS, 0, 1u << TB__SEC_RECORDS, 0, tb__calls_size, tb__write_calls, tb__rd_calls},
     /* 2.3: optional; readers before it skip it and still launch every kernel */
     {5u /* TB__SEC_PROGRAM */, 0, 1u << TB__SEC_RECORDS, 0, tb__program_size, tb__write_program, tb__rd_program},
+    /* 2.4: several programs sharing one table of constants; optional as 5 is
+       (a reader without it sees no program, and says so) */
+    {6u /* TB__SEC_PROGRAMS */, 0, 1u << TB__SEC_RECORDS, 0, tb__programs_size, tb__write_programs, tb__rd_programs},
 };
 #define TB__SECTION_ROWS (sizeof tb__sections / sizeof tb__sections[0])
 
@@ -4338,8 +4586,8 @@ static tb_result tb__parse_sections(tb_bundle *b, const unsigned char *whole, si
 #define TB__SUM_BESIDE ((size_t)16 << 20) /* from 16 MiB, the checksum runs beside the parse */
 static tb_result tb__checksum_mismatch(tb_error *err, size_t size, uint64_t want, uint64_t got, uint32_t maj) {
     return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
-                    "stored checksum %016llx, computed %016llx (format %u)", (unsigned long long)want,
-                    (unsigned long long)got, maj);
+                    "stored checksum %016llx, computed %016llx (format %u): the file was damaged after it was written; "
+                    "copy it again, or pack it again from its cache", (unsigned long long)want, (unsigned long long)got, maj);
 }
 
 static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, int fd, unsigned char *win,
@@ -4373,7 +4621,9 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, in
     file_size = tb__le64(p + 16);
     if (file_size > size)
         return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
-                        "the header says %llu bytes, the input has %zu", (unsigned long long)file_size, size);
+                        "the header says %llu bytes and the input has %zu: the file is corrupt (its header damaged) or "
+                        "was cut short (an interrupted copy); copy it again, or pack it again from its cache",
+                        (unsigned long long)file_size, size);
     if (file_size < size)
         return tb__fail(err, tb_err_malformed, NULL, NULL, 16, 0,
                         "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size, size);
@@ -4543,9 +4793,59 @@ TBDEF tb_result tb_bundle_read_memory(const void *data, size_t size, const tb_op
 #define O_CLOEXEC 0
 #endif
 
+/* The live mapped bundles, so that the library's own copy of bytes that
+   may lie in any of them (a program another bundle holds, added to this
+   one) goes through the file, as tb__payload_bytes does for a bundle's
+   own: a file truncated under its mapping gives an error, never SIGBUS.
+   A short list: a process maps a few bundles. */
+typedef struct tb__mapping {
+    const tb_bundle *b;
+    struct tb__mapping *next;
+} tb__mapping;
+static tb__mapping *tb__mappings;
+static pthread_mutex_t tb__mappings_mu = PTHREAD_MUTEX_INITIALIZER;
+static int tb__mapping_add(const tb_bundle *b) {
+    tb__mapping *m = (tb__mapping *)tb__alloc(&b->ctx, sizeof *m);
+    if (!m) return 0;
+    m->b = b;
+    pthread_mutex_lock(&tb__mappings_mu);
+    m->next = tb__mappings, tb__mappings = m;
+    pthread_mutex_unlock(&tb__mappings_mu);
+    return 1;
+}
+static void tb__mapping_remove(const tb_bundle *b) {
+    tb__mapping **at, *m = NULL;
+    pthread_mutex_lock(&tb__mappings_mu);
+    for (at = &tb__mappings; *at; at = &(*at)->next)
+        if ((*at)->b == b) {
+            m = *at, *at = m->next;
+            break;
+        }
+    pthread_mutex_unlock(&tb__mappings_mu);
+    if (m) tb__free(&b->ctx, m);
+}
+static int tb__mapped_copy(void *dst, const void *src, size_t n) {
+    const tb__mapping *m;
+    uintptr_t at = (uintptr_t)src;
+    int r = 0, found = 0;
+    if (!n) return 0;
+    pthread_mutex_lock(&tb__mappings_mu); /* held through the read: the bundle cannot go meanwhile */
+    for (m = tb__mappings; m && !found; m = m->next) {
+        uintptr_t base = (uintptr_t)m->b->map_base;
+        if (at >= base && at - base <= m->b->map_size && n <= m->b->map_size - (at - base)) {
+            found = 1;
+            r = m->b->read_at(m->b, (size_t)(at - base), dst, n);
+        }
+    }
+    pthread_mutex_unlock(&tb__mappings_mu);
+    if (!found) memcpy(dst, src, n);
+    return r;
+}
+
 /* A mapped bundle's file: the mapping and the descriptor its payloads are
    copied through (tb__artifact_bytes), kept until the bundle is freed. */
 static void tb__mapped_release(tb_bundle *b) {
+    tb__mapping_remove(b);
     munmap(b->map_base, b->map_size);
     close(b->map_fd);
 }
@@ -4720,7 +5020,11 @@ static tb_result tb__temp_open(const char *path, char *tmp, size_t cap, int *fd,
     *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (*fd < 0) {
         int e = errno;
+        const char *slash = strrchr(path, '/');
         tmp[0] = 0;
+        if (e == ENOENT || e == ENOTDIR)
+            return tb__fail(err, tb_err_io, NULL, path, -1, e, "the directory %.*s does not exist (or is no directory)",
+                            slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
         return tb__fail(err, tb_err_io, NULL, path, -1, e, "cannot create a temporary file beside it");
     }
     return tb_ok;
@@ -4926,6 +5230,11 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
             (*out)->map_fd = fd;
             (*out)->release = tb__mapped_release;
             (*out)->read_at = tb__mapped_read_at;
+            if (!tb__mapping_add(*out)) {
+                tb_bundle_free(*out);
+                *out = NULL;
+                return TB__OOM(err);
+            }
         } else {
             munmap(base, size);
             close(fd);
@@ -5752,22 +6061,111 @@ static int tb__temp_dir_create(int cfd, char *tmp, size_t cap) {
 }
 
 /* Writes one kernel into a fresh temporary directory and renames it. */
+/* A file of a present kernel directory against the bytes emit would write
+   there: 0 the same, 1 other (or missing), -1 an error in err. */
+static int tb__file_differs(const tb_bundle *b, int dfd, const tb_kernel *k, const char *name, const unsigned char *want,
+                            size_t n, tb_error *err) {
+    unsigned char buf[65536];
+    size_t at = 0;
+    struct stat st;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+    (void)b;
+    if (fd < 0) return errno == ENOENT || errno == ELOOP ? 1 : (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "cannot open the file"), -1);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != n) r = 1;
+    while (!r && at < n) {
+        size_t want_n = n - at < sizeof buf ? n - at : sizeof buf;
+        ssize_t got = read(fd, buf, want_n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) r = got < 0 ? (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "reading the file failed"), -1) : 1;
+        else if (memcmp(buf, want + at, (size_t)got)) r = 1;
+        else at += (size_t)got;
+    }
+    close(fd);
+    return r;
+}
+/* The bytes emit writes for artifact a into the cache at target (a .json
+   with the sentinel replaced), in *out (freed by the caller with
+   tb__free(&b->ctx, *out)) or, where that is the artifact's own memory,
+   *data with *out NULL. */
+static tb_result tb__emit_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, const char *target,
+                                const void **data, size_t *size, unsigned char **out, tb_error *err);
+static tb_result tb__emit_bytes(const tb_bundle *b, const tb_kernel *k, const tb_artifact *a, const char *target,
+                                const void **data, size_t *size, unsigned char **out, tb_error *err) {
+    void *copy = NULL;
+    int found;
+    *data = a->data, *size = (size_t)a->size, *out = NULL;
+    if (!tb__has_suffix(a->name, ".json")) { /* a mapped bundle's: read through the file, never the mapping */
+        if (tb__artifact_bytes(b, k, a, 0, data, &copy, err) != tb_ok) return err ? err->code : tb_err_io;
+        *out = (unsigned char *)copy;
+        return tb_ok;
+    }
+    /* read in this process: a mapped bundle's bytes come through its
+       descriptor, so a truncated file is an error, not SIGBUS */
+    if (tb__artifact_bytes(b, k, a, 1, data, &copy, err) != tb_ok) return err ? err->code : tb_err_io;
+    found = tb__replace_size((const unsigned char *)*data, *size, TB_REPLACE_SENTINEL, target, size);
+    if (found > 0 && (*out = (unsigned char *)tb__alloc(&b->ctx, *size)) != NULL)
+        tb__replace_into(*out, (const unsigned char *)*data, (size_t)a->size, TB_REPLACE_SENTINEL, target);
+    if (found == 0 && copy) { /* no sentinel: the copy's bytes as they are */
+        *out = (unsigned char *)copy, *data = copy;
+        return tb_ok;
+    }
+    tb__free(&b->ctx, copy);
+    if (found == -2)
+        return tb__fail(err, tb_err_limit, k->hash, a->name, -1, 0,
+                        "the file holds more than TB_MAX_SENTINELS (%u) sentinels " TB_REPLACE_SENTINEL, (unsigned)TB_MAX_SENTINELS);
+    if (found < 0 || (found > 0 && !*out)) return TB__OOM(err);
+    *data = *out ? (const void *)*out : a->data; /* no sentinel, no copy: write(2) reads the original */
+    return tb_ok;
+}
+
+/* A present kernel directory against the bundle's kernel: 0 the same, 1
+   other (err names the file), -1 an error in err. */
+static int tb__kernel_differs(const tb_bundle *b, int cfd, const tb_kernel *k, const char *target, tb_error *err) {
+    int dfd = openat(cfd, k->hash, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+    uint32_t j;
+    if (dfd < 0) return tb__fail(err, tb_err_io, k->hash, k->hash, -1, errno, "cannot open the kernel's directory"), -1;
+    for (j = 0; j < k->artifact_count && !r; j++) {
+        const void *data;
+        size_t size;
+        unsigned char *own = NULL;
+        if (tb__emit_bytes(b, k, &k->artifacts[j], target, &data, &size, &own, err) != tb_ok) {
+            r = -1;
+            break;
+        }
+        r = tb__file_differs(b, dfd, k, k->artifacts[j].name, (const unsigned char *)data, size, err);
+        tb__free(&b->ctx, own);
+        if (r == 1)
+            tb__fail(err, tb_err_io, k->hash, k->artifacts[j].name, -1, 0,
+                     "the cache holds kernel %.60s with another %.80s (missing, or other bytes) than the bundle's",
+                     k->hash, k->artifacts[j].name);
+    }
+    close(dfd);
+    return r;
+}
+
 static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *cache_abs, const tb_kernel *k,
                                       unsigned flags, tb_error *err) {
     char tmp[96], target[4352];
     struct stat st;
-    int tfd = -1;
+    int tfd = -1, replacing = 0;
     uint32_t j;
+    if ((size_t)snprintf(target, sizeof target, "%s/%s", cache_abs, k->hash) >= sizeof target) {
+        tb__fail(err, tb_err_limit, k->hash, cache_abs, -1, 0, "target path too long");
+        return TB_EMIT_FAILED;
+    }
     if (fstatat(cfd, k->hash, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        int d;
         if (!S_ISDIR(st.st_mode)) {
             tb__fail(err, tb_err_io, k->hash, k->hash, -1, EEXIST, "the target exists and is not a directory");
             return TB_EMIT_FAILED;
         }
-        if (tb__dir_nonempty(cfd, k->hash)) return TB_EMIT_PRESENT;
-    }
-    if ((size_t)snprintf(target, sizeof target, "%s/%s", cache_abs, k->hash) >= sizeof target) {
-        tb__fail(err, tb_err_limit, k->hash, cache_abs, -1, 0, "target path too long");
-        return TB_EMIT_FAILED;
+        if (tb__dir_nonempty(cfd, k->hash)) {
+            if (!(flags & (TB_EMIT_VERIFY | TB_EMIT_REPLACE))) return TB_EMIT_PRESENT;
+            if ((d = tb__kernel_differs(b, cfd, k, target, err)) < 0) return TB_EMIT_FAILED;
+            if (!d) return TB_EMIT_PRESENT;
+            if (!(flags & TB_EMIT_REPLACE)) return TB_EMIT_DIFFERS;
+            replacing = 1;
+        }
     }
     if ((tfd = tb__temp_dir_create(cfd, tmp, sizeof tmp)) < 0) {
         tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "cannot create and lock a temporary directory in %s",
@@ -5779,29 +6177,8 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         const void *data = a->data;
         size_t size = (size_t)a->size;
         unsigned char *rep = NULL;
-        void *copy = NULL;
         int fd, ok;
-        if (tb__has_suffix(a->name, ".json")) {
-            /* read in this process: a mapped bundle's bytes come through its
-               descriptor, so a truncated file is an error, not SIGBUS */
-            int found;
-            if (tb__artifact_bytes(b, k, a, 1, &data, &copy, err) != tb_ok) goto fail;
-            found = tb__replace_size((const unsigned char *)data, size, TB_REPLACE_SENTINEL, target, &size);
-            if (found > 0 && (rep = (unsigned char *)tb__alloc(&b->ctx, size)) != NULL)
-                tb__replace_into(rep, (const unsigned char *)data, (size_t)a->size, TB_REPLACE_SENTINEL, target);
-            tb__free(&b->ctx, copy);
-            if (found == -2) {
-                tb__fail(err, tb_err_limit, k->hash, a->name, -1, 0,
-                         "the file holds more than TB_MAX_SENTINELS (%u) sentinels " TB_REPLACE_SENTINEL,
-                         (unsigned)TB_MAX_SENTINELS);
-                goto fail;
-            }
-            if (found < 0 || (found > 0 && !rep)) {
-                TB__OOM(err);
-                goto fail;
-            }
-            data = rep ? (const void *)rep : a->data; /* no sentinel, the copy is gone: write(2) reads the original */
-        }
+        if (tb__has_suffix(a->name, ".json") && tb__emit_bytes(b, k, a, target, &data, &size, &rep, err) != tb_ok) goto fail;
         fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
             tb__free(&b->ctx, rep);
@@ -5831,6 +6208,27 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
     if ((flags & TB_EMIT_FSYNC) && fsync(tfd) != 0) {
         tb__fail(err, tb_err_io, k->hash, tmp, -1, errno, "fsync of the temporary directory failed");
         goto fail;
+    }
+    if (replacing) { /* the old directory aside, then the new one in its place, then the old one gone */
+        char old[96];
+        tb__temp_name(old, sizeof old, "tmp.");
+        if (renameat(cfd, k->hash, cfd, old) != 0) {
+            tb__fail(err, tb_err_io, k->hash, k->hash, -1, errno, "renaming the kernel's old directory aside failed");
+            goto fail;
+        }
+        if (renameat(cfd, tmp, cfd, k->hash) != 0) {
+            int e = errno;
+            if (renameat(cfd, old, cfd, k->hash) != 0) tb__remove_tree_at(&b->ctx, cfd, old, 1); /* (another writer's is there) */
+            tb__fail(err, tb_err_io, k->hash, tmp, -1, e, "renaming the temporary directory onto %s failed", k->hash);
+            goto fail;
+        }
+        close(tfd);
+        tb__remove_tree_at(&b->ctx, cfd, old, 1);
+        if ((flags & TB_EMIT_FSYNC) && fsync(cfd) != 0) {
+            tb__fail(err, tb_err_io, k->hash, cache_abs, -1, errno, "fsync of the cache directory failed");
+            return TB_EMIT_FAILED;
+        }
+        return TB_EMIT_REPLACED;
     }
     /* renamed with the lock still held: a cleaner that locks it later finds
        the name gone and leaves the finished kernel alone */
@@ -5905,7 +6303,8 @@ static void tb__emit_one(tb__emit_job *j, uint32_t i) {
     tb_error *keep = NULL;
     e.message[0] = 0;
     s = tb__emit_kernel(j->b, j->cfd, j->cache_abs, &j->b->kernels[i], j->flags, &e);
-    if (s == TB_EMIT_FAILED && (keep = (tb_error *)tb__alloc(&j->b->ctx, sizeof *keep)) != NULL) *keep = e;
+    if ((s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS) && (keep = (tb_error *)tb__alloc(&j->b->ctx, sizeof *keep)) != NULL)
+        *keep = e;
     pthread_mutex_lock(&j->mu);
     j->errors[i] = keep;
     j->status[i] = (unsigned char)(1 + s);
@@ -5936,9 +6335,16 @@ static void tb__emit_deliver(tb__emit_job *j) {
         e = j->errors[i] ? j->errors[i] : &oom;
         if (s == TB_EMIT_WRITTEN) j->rep.written++;
         else if (s == TB_EMIT_PRESENT) j->rep.present++;
+        else if (s == TB_EMIT_DIFFERS) j->rep.differs++;
+        else if (s == TB_EMIT_REPLACED) j->rep.replaced++;
         else j->rep.failed++;
-        j->ok_mask[i] = s != TB_EMIT_FAILED;
-        if (j->o && j->o->on_kernel) j->o->on_kernel(j->o->user, i, &j->b->kernels[i], s, s == TB_EMIT_FAILED ? e : NULL);
+        j->ok_mask[i] = s != TB_EMIT_FAILED && s != TB_EMIT_DIFFERS;
+        if (j->o && j->o->on_kernel)
+            j->o->on_kernel(j->o->user, i, &j->b->kernels[i], s, s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS ? e : NULL);
+        if (s == TB_EMIT_DIFFERS && j->first == tb_ok) { /* a result, not a failure: it does not stop the others */
+            j->first = e->code;
+            j->first_error = *e;
+        }
         if (s == TB_EMIT_FAILED) {
             tb__log(&j->b->ctx, TB_LOG_WARN, "emit: %s", e->message);
             if (j->first == tb_ok) {
@@ -7569,9 +7975,15 @@ static tb_result tb__gx_name(tb__gx *g, const char *at, size_t len) {
         if (g->params[i].name && strlen(g->params[i].name) == len && memcmp(g->params[i].name, at, len) == 0)
             return tb__gx_emit(g, TB_GRID_PARAM, i, 0, at);
     {
-        char what[200];
-        snprintf(what, sizeof what, "\"%.*s\" is no argument of the kernel and no param of the config (write a "
-                 "constexpr's value as a literal)", (int)(len > 60 ? 60 : len), at);
+        char what[340], names[200];
+        size_t a = 0;
+        names[0] = 0;
+        for (i = 0; i < g->name_count && a + 4 < sizeof names; i++)
+            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", i ? ", " : "", g->names[i] ? g->names[i] : "?");
+        for (i = 0; i < g->param_count && a + 4 < sizeof names; i++)
+            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", a ? ", " : "", g->params[i].name);
+        snprintf(what, sizeof what, "\"%.*s\" is no argument of the kernel and no param of the config; it has %s "
+                 "(write a constexpr's value as a literal)", (int)(len > 60 ? 60 : len), at, a ? names : "none");
         return tb__gx_fail(g, at, what);
     }
 }
@@ -7918,6 +8330,15 @@ static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_non
             if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok) break;
             if (pass == 0) continue;
             for (j = 0; j < rec->config_count && r == tb_ok; j++) r = tb_bundle_set_grid_rule(b, i, j, &rules[j], err);
+            if (r == tb_ok && !rec->call) { /* the names the rule was written with, so that it reads back so */
+                tb_call_info ci;
+                uint32_t n0 = (uint32_t)strlen(rec->configs[0].arg_types);
+                int named = 1;
+                for (j = 0; j < n0 && named; j++) named = names[j] && *names[j] && strlen(names[j]) <= TB_MAX_NAME_LENGTH;
+                memset(&ci, 0, sizeof ci);
+                ci.arg_count = n0, ci.arg_names = names;
+                if (named && n0 && !(rec->call = tb__dup_call(b, &ci))) r = TB__OOM(err);
+            }
             if (r == tb_ok) changed++;
         }
     if (r == tb_ok && !changed && !allow_none)
@@ -8006,7 +8427,89 @@ TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *t) {
     return (last + 1) * bytes;
 }
 
-TBDEF const tb_program *tb_bundle_program(const tb_bundle *b) { return b ? b->program : NULL; }
+TBDEF const tb_program *tb_bundle_program(const tb_bundle *b) { return b && b->program_count ? b->programs[0] : NULL; }
+TBDEF uint32_t tb_bundle_program_count(const tb_bundle *b) { return b ? b->program_count : 0; }
+TBDEF const tb_program *tb_bundle_program_at(const tb_bundle *b, uint32_t i) {
+    return b && i < b->program_count ? b->programs[i] : NULL;
+}
+TBDEF const tb_program *tb_bundle_find_program(const tb_bundle *b, const char *name) {
+    uint32_t i;
+    for (i = 0; b && name && i < b->program_count; i++)
+        if (!strcmp(b->programs[i]->name, name)) return b->programs[i];
+    return NULL;
+}
+
+TBDEF uint32_t tb_bundle_property_count(const tb_bundle *b) { return b ? b->property_count : 0; }
+TBDEF const char *tb_bundle_property_at(const tb_bundle *b, uint32_t i, const char **key) {
+    if (key) *key = b && i < b->property_count ? b->properties[2 * i] : NULL;
+    return b && i < b->property_count ? b->properties[2 * i + 1] : NULL;
+}
+TBDEF const char *tb_bundle_property(const tb_bundle *b, const char *key) {
+    uint32_t i;
+    for (i = 0; b && key && i < b->property_count; i++)
+        if (!strcmp(b->properties[2 * i], key)) return b->properties[2 * i + 1];
+    return NULL;
+}
+TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char *value, tb_error *err) {
+    uint32_t i;
+    size_t kn = key ? strlen(key) : 0, vn = value ? strlen(value) : 0;
+    const char *k2, *v2;
+    if (!b || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or key is NULL");
+    if (!kn || kn > TB_MAX_NAME_LENGTH || vn > TB_MAX_STRING_LENGTH)
+        return tb__fail(err, kn ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
+                        "a property key of %zu bytes (1 to %u) or value of %zu (at most %u)", kn, (unsigned)TB_MAX_NAME_LENGTH,
+                        vn, (unsigned)TB_MAX_STRING_LENGTH);
+    for (i = 0; i < b->property_count && strcmp(b->properties[2 * i], key); i++) {}
+    if (!value) { /* removed: the last one in its place */
+        if (i < b->property_count) {
+            b->property_count--;
+            b->properties[2 * i] = b->properties[2 * b->property_count];
+            b->properties[2 * i + 1] = b->properties[2 * b->property_count + 1];
+        }
+        return tb_ok;
+    }
+    if (i == b->property_count && b->property_count >= TB_MAX_PROPERTIES)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "over TB_MAX_PROPERTIES (%u) properties", (unsigned)TB_MAX_PROPERTIES);
+    if (!(k2 = tb__arena_strdup(&b->ctx, &b->arena, key, kn)) || !(v2 = tb__arena_strdup(&b->ctx, &b->arena, value, vn)))
+        return TB__OOM(err);
+    if (i == b->property_count) {
+        if (b->property_count == b->property_cap) {
+            uint32_t cap = b->property_cap ? 2 * b->property_cap : 8;
+            const char **a = (const char **)tb__alloc(&b->ctx, (size_t)cap * 2 * sizeof *a);
+            if (!a) return TB__OOM(err);
+            if (b->property_count) memcpy(a, b->properties, (size_t)b->property_count * 2 * sizeof *a);
+            tb__free(&b->ctx, b->properties);
+            b->properties = a, b->property_cap = cap;
+        }
+        b->property_count++;
+    }
+    b->properties[2 * i] = k2, b->properties[2 * i + 1] = v2;
+    return tb_ok;
+}
+
+/* Does record rec's kernel write its argument j? marks: the record says
+   so (its call info lists j as mutated, or names it out_ptr... or
+   in_out_ptr..., Inductor's names for what a kernel stores to). may: it
+   may, as far as anyone knows: it says so, or it says nothing of what it
+   writes (no call info, or none of its arguments marked): a user's kernel
+   may write any pointer. */
+static int tb__arg_marks_written(const tb_launch_record *rec, uint32_t j) {
+    const tb_call_info *ci = rec->call;
+    uint32_t i;
+    if (!ci) return 0;
+    for (i = 0; i < ci->mutated_count; i++)
+        if (ci->mutated[i] == j) return 1;
+    return j < ci->arg_count && (!strncmp(ci->arg_names[j], "out_ptr", 7) || !strncmp(ci->arg_names[j], "in_out_ptr", 10));
+}
+#ifndef TB_NO_LAUNCHER /* (the runner's) */
+static int tb__arg_may_write(const tb_launch_record *rec, uint32_t j) {
+    uint32_t i, n = (uint32_t)strlen(rec->configs[0].arg_types);
+    if (!rec->call || tb__arg_marks_written(rec, j)) return 1;
+    for (i = 0; i < n; i++)
+        if (tb__arg_marks_written(rec, i)) return 0;
+    return 1;
+}
+#endif
 
 /* The size of the object a pointer operand points into; 0 with *ok 0 when
    the operand names none. */
@@ -8089,6 +8592,11 @@ static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program 
             if (div && !tb__operand_aligned(p, o, 16))
                 return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
                                 "program step %u: argument %u must be 16-byte aligned (the cubin assumes it)", s, i);
+            if (o->space == TB_SPACE_CONSTANT && !(p->constants[o->index].flags & TB_CONSTANT_STATE) &&
+                tb__arg_marks_written(&b->records[st->record], i))
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                                "program step %u: argument %u, which the kernel writes, is constant %u, which is not "
+                                "state (read only)", s, i, o->index);
             continue;
         }
         if (o->space != TB_SPACE_LITERAL)
@@ -8107,6 +8615,45 @@ static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program 
                                 "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s, i,
                                 (long long)v.i);
         }
+    }
+    return tb_ok;
+}
+
+/* A launch step's grid: in blocks, its clusters counted (what the
+   launcher multiplies it by), within CUDA's launch; and what its config's
+   grid rule gives for the step's operands, where the rule reads nothing
+   but them and constants (no EXTRA value). */
+static tb_result tb__check_launch_grid(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
+    static const uint32_t most[3] = {0x7fffffffu, 65535u, 65535u};
+    const tb_program_step *st = &p->steps[s];
+    const tb_launch_config *cf = &b->records[st->record].configs[st->config];
+    const char *key = b->records[st->record].cache_key;
+    uint32_t cl[3] = {1, 1, 1}, g[3], d, i;
+    int extra = 0;
+    if (cf->num_ctas > 1) {
+        if (cf->cluster_dims[0] && cf->cluster_dims[1] && cf->cluster_dims[2]) memcpy(cl, cf->cluster_dims, sizeof cl);
+        else cl[0] = cf->num_ctas;
+    }
+    for (d = 0; d < 3; d++)
+        if ((uint64_t)st->grid[d] * cl[d] > most[d])
+            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                            "program step %u: grid %u x %u x %u in clusters of %u x %u x %u blocks is more blocks than a "
+                            "CUDA launch takes (x < 2^31, y and z < 65536)", s, st->grid[0], st->grid[1], st->grid[2], cl[0],
+                            cl[1], cl[2]);
+    if (!cf->grid) return tb_ok;
+    for (d = 0; d < 3; d++)
+        for (i = 0; i < cf->grid->op_count[d]; i++) extra |= cf->grid->ops[d][i].op == TB_GRID_EXTRA;
+    if (!extra) {
+        tb_arg args[TB_MAX_ARGS];
+        tb_error e2;
+        for (i = 0; i < st->operand_count; i++) args[i].u = st->operands[i].space == TB_SPACE_LITERAL ? st->operands[i].value : 0;
+        if (tb_grid_compute(cf, args, st->operand_count, NULL, 0, g, &e2) != tb_ok)
+            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                            "program step %u: its config's grid rule gives no grid for the step's operands (%s)", s, e2.message);
+        if (g[0] != st->grid[0] || g[1] != st->grid[1] || g[2] != st->grid[2])
+            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                            "program step %u: grid %u x %u x %u, where its config's grid rule gives %u x %u x %u for the "
+                            "step's operands", s, st->grid[0], st->grid[1], st->grid[2], g[0], g[1], g[2]);
     }
     return tb_ok;
 }
@@ -8159,7 +8706,8 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
     if (st->operand_count != want)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: %u operands, it takes %u", s,
                         st->operand_count, want);
-    if (st->kind == TB_STEP_LAUNCH) return tb__check_launch_operands(b, p, s, err);
+    if (st->kind == TB_STEP_LAUNCH)
+        return (r = tb__check_launch_operands(b, p, s, err)) != tb_ok ? r : tb__check_launch_grid(b, p, s, err);
     if (st->kind == TB_STEP_MEMSET && st->count > UINT64_MAX / st->width)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: memset count overflows", s);
     touch = st->kind == TB_STEP_MEMSET ? st->count * st->width : st->count;
@@ -8334,6 +8882,9 @@ static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_e
     if ((p->input_count && !p->inputs) || (p->output_count && !p->outputs) || (p->constant_count && !p->constants) ||
         (p->buffer_count && !p->buffers) || (p->step_count && !p->steps))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a program array is NULL");
+    if (p->name && (!*p->name || strlen(p->name) > TB_MAX_NAME_LENGTH))
+        return tb__fail(err, *p->name ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "a program name of %zu bytes (1 to %u)",
+                        strlen(p->name), (unsigned)TB_MAX_NAME_LENGTH);
     for (i = 0; i < p->input_count; i++)
         if ((r = tb__check_tensor(&p->inputs[i], "input", i, err)) != tb_ok) return r;
     for (i = 0; i < p->output_count; i++)
@@ -8349,8 +8900,9 @@ static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_e
         if (!tb__dtype(k->dtype))
             return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program constant %u (%.80s): dtype %u is unknown",
                             i, k->name, k->dtype);
-        if (k->flags & ~TB_CONSTANT_STATE)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u", i, k->name, k->flags);
+        if ((k->flags & ~(TB_CONSTANT_STATE | TB_CONSTANT_SHARED)) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u (bit 1, shared, "
+                            "goes with bit 0, state)", i, k->name, k->flags);
         if (k->size && !k->data)
             return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constant %u (%.80s): data is NULL", i, k->name);
     }
@@ -8360,37 +8912,70 @@ static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_e
     return tb_ok;
 }
 
-/* ---- section 5: sizes and the writer ---- */
+/* ---- sections 5 and 6: sizes and the writer ---- */
+/* Section 5 (2.3) holds one program with its constants; section 6 (2.4)
+   a table of constants and the programs that share it. A writer writes a
+   bundle whose one program is named "forward" and shares nothing as
+   section 5, which 2.3 readers run, and any other as section 6. */
 #define TB__SEC_PROGRAM 5u
+#define TB__SEC_PROGRAMS 6u
 #define TB__PROGRAM_HEAD 40u
+#define TB__PROGRAMS_HEAD 16u
+#define TB__PROGRAM6_HEAD 32u    /* a section 6 program's counts and workspace, after its name */
 #define TB__PROGRAM_STEP 48u
 #define TB__PROGRAM_OPERAND 16u
 #define TB__CONSTANT_ALIGN 64u
+#define TB__DEFAULT_PROGRAM "forward"
 static uint64_t tb__align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-/* The tables' length (everything before the constants' bytes). */
-static size_t tb__program_tables(const tb_program *p) {
-    size_t pos = TB__PROGRAM_HEAD;
+static int tb__in_section5(const tb_bundle *b) {
+    uint32_t i;
+    if (b->program_count != 1 || strcmp(b->programs[0]->name, TB__DEFAULT_PROGRAM) || b->property_count) return 0;
+    for (i = 0; i < b->constant_count; i++)
+        if (b->constants[i].flags & TB_CONSTANT_SHARED) return 0;
+    return 1;
+}
+/* A program's tensors, buffers and steps: their length in the file. */
+static size_t tb__program_body(const tb_program *p) {
+    size_t pos = 0;
     uint32_t i;
     for (i = 0; i < p->input_count + p->output_count; i++) {
         const tb_tensor_spec *t = i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count];
         pos += tb__str_size(t->name) + 16 + 16 * (size_t)t->rank;
     }
-    for (i = 0; i < p->constant_count; i++) pos += tb__str_size(p->constants[i].name) + 24;
     pos += (size_t)p->buffer_count * 24;
     for (i = 0; i < p->step_count; i++) pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
     return pos;
 }
-/* The payload's length when it starts at absolute offset `at` (0: no
-   program): the tables, then each constant at the next multiple of 64. */
-static size_t tb__program_size(const tb_bundle *b, size_t at) {
-    const tb_program *p = b->program;
+/* The constants' table entries. */
+static size_t tb__constant_table(const tb_bundle *b) {
+    size_t pos = 0;
+    uint32_t i;
+    for (i = 0; i < b->constant_count; i++) pos += tb__str_size(b->constants[i].name) + 24;
+    return pos;
+}
+/* Everything before the constants' bytes, in either section. */
+static size_t tb__program_tables(const tb_bundle *b, int section5) {
+    size_t pos = tb__constant_table(b);
+    uint32_t i;
+    if (section5) return pos + TB__PROGRAM_HEAD + tb__program_body(b->programs[0]);
+    pos += TB__PROGRAMS_HEAD;
+    for (i = 0; i < 2 * b->property_count; i++) pos += tb__str_size(b->properties[i]);
+    for (i = 0; i < b->program_count; i++)
+        pos += tb__str_size(b->programs[i]->name) + TB__PROGRAM6_HEAD + tb__program_body(b->programs[i]);
+    return pos;
+}
+/* The payload's length when it starts at absolute offset `at` (0: not
+   this section): the tables, then each constant at the next multiple of 64. */
+static size_t tb__programs_payload(const tb_bundle *b, size_t at, int section5) {
     uint64_t pos;
     uint32_t i;
-    if (!p) return 0;
-    pos = at + tb__program_tables(p);
-    for (i = 0; i < p->constant_count; i++) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + p->constants[i].size;
+    if ((!b->program_count && (section5 || !b->property_count)) || tb__in_section5(b) != section5) return 0;
+    pos = at + tb__program_tables(b, section5);
+    for (i = 0; i < b->constant_count; i++) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + b->constants[i].size;
     return (size_t)(pos - at);
 }
+static size_t tb__program_size(const tb_bundle *b, size_t at) { return tb__programs_payload(b, at, 1); }
+static size_t tb__programs_size(const tb_bundle *b, size_t at) { return tb__programs_payload(b, at, 0); }
 static void tb__write_tensor(tb__sink *k, const tb_tensor_spec *t) {
     uint32_t d;
     tb__sink_str(k, t->name);
@@ -8401,30 +8986,24 @@ static void tb__write_tensor(tb__sink *k, const tb_tensor_spec *t) {
     for (d = 0; d < t->rank; d++) tb__sink_u64(k, (uint64_t)t->shape[d]);
     for (d = 0; d < t->rank; d++) tb__sink_u64(k, (uint64_t)t->strides[d]);
 }
-static void tb__write_program(const tb_bundle *b, tb__sink *k) {
-    const tb_program *p = b->program;
-    uint64_t data = tb__align_up64(k->pos + tb__program_tables(p), TB__CONSTANT_ALIGN); /* constant 0's offset */
-    uint32_t i, j, operands = 0;
-    for (i = 0; i < p->step_count; i++) operands += p->steps[i].operand_count;
-    tb__sink_u32(k, p->input_count);
-    tb__sink_u32(k, p->output_count);
-    tb__sink_u32(k, p->constant_count);
-    tb__sink_u32(k, p->buffer_count);
-    tb__sink_u32(k, p->step_count);
-    tb__sink_u32(k, operands);
-    tb__sink_u32(k, 0);
-    tb__sink_u32(k, 0);
-    tb__sink_u64(k, p->workspace_size);
-    for (i = 0; i < p->input_count; i++) tb__write_tensor(k, &p->inputs[i]);
-    for (i = 0; i < p->output_count; i++) tb__write_tensor(k, &p->outputs[i]);
-    for (i = 0; i < p->constant_count; i++) {
-        tb__sink_str(k, p->constants[i].name);
-        tb__sink_u32(k, p->constants[i].dtype);
-        tb__sink_u32(k, p->constants[i].flags);
-        tb__sink_u64(k, p->constants[i].size);
-        tb__sink_u64(k, data); /* as tb__constant_offset lays them out, in one pass */
-        data = tb__align_up64(data + p->constants[i].size, TB__CONSTANT_ALIGN);
+static uint32_t tb__operand_total(const tb_program *p) {
+    uint32_t i, n = 0;
+    for (i = 0; i < p->step_count; i++) n += p->steps[i].operand_count; /* the checker bounded it */
+    return n;
+}
+static void tb__write_constant_table(const tb_bundle *b, tb__sink *k, uint64_t data) {
+    uint32_t i;
+    for (i = 0; i < b->constant_count; i++) {
+        tb__sink_str(k, b->constants[i].name);
+        tb__sink_u32(k, b->constants[i].dtype);
+        tb__sink_u32(k, b->constants[i].flags);
+        tb__sink_u64(k, b->constants[i].size);
+        tb__sink_u64(k, data); /* each at the next multiple of 64, in one pass */
+        data = tb__align_up64(data + b->constants[i].size, TB__CONSTANT_ALIGN);
     }
+}
+static void tb__write_program_rest(const tb_program *p, tb__sink *k) { /* buffers, steps */
+    uint32_t i, j;
     for (i = 0; i < p->buffer_count; i++) {
         tb__sink_u64(k, p->buffers[i].offset);
         tb__sink_u64(k, p->buffers[i].size);
@@ -8448,13 +9027,60 @@ static void tb__write_program(const tb_bundle *b, tb__sink *k) {
             tb__sink_u64(k, s->operands[j].value);
         }
     }
-    for (i = 0; i < p->constant_count; i++) {
+}
+static void tb__write_constant_bytes(const tb_bundle *b, tb__sink *k) {
+    uint32_t i;
+    for (i = 0; i < b->constant_count; i++) {
         tb__sink_align(k, TB__CONSTANT_ALIGN);
-        tb__sink_put(k, p->constants[i].data, (size_t)p->constants[i].size);
+        tb__sink_put(k, b->constants[i].data, (size_t)b->constants[i].size);
     }
 }
+static void tb__write_program(const tb_bundle *b, tb__sink *k) {
+    const tb_program *p = b->programs[0];
+    uint64_t data = tb__align_up64(k->pos + tb__program_tables(b, 1), TB__CONSTANT_ALIGN); /* constant 0's offset */
+    uint32_t i;
+    tb__sink_u32(k, p->input_count);
+    tb__sink_u32(k, p->output_count);
+    tb__sink_u32(k, b->constant_count);
+    tb__sink_u32(k, p->buffer_count);
+    tb__sink_u32(k, p->step_count);
+    tb__sink_u32(k, tb__operand_total(p));
+    tb__sink_u32(k, 0);
+    tb__sink_u32(k, 0);
+    tb__sink_u64(k, p->workspace_size);
+    for (i = 0; i < p->input_count; i++) tb__write_tensor(k, &p->inputs[i]);
+    for (i = 0; i < p->output_count; i++) tb__write_tensor(k, &p->outputs[i]);
+    tb__write_constant_table(b, k, data);
+    tb__write_program_rest(p, k);
+    tb__write_constant_bytes(b, k);
+}
+static void tb__write_programs(const tb_bundle *b, tb__sink *k) {
+    uint64_t data = tb__align_up64(k->pos + tb__program_tables(b, 0), TB__CONSTANT_ALIGN);
+    uint32_t i, j;
+    tb__sink_u32(k, b->program_count);
+    tb__sink_u32(k, b->constant_count);
+    tb__sink_u32(k, b->property_count);
+    tb__sink_u32(k, 0);
+    for (i = 0; i < 2 * b->property_count; i++) tb__sink_str(k, b->properties[i]);
+    tb__write_constant_table(b, k, data);
+    for (j = 0; j < b->program_count; j++) {
+        const tb_program *p = b->programs[j];
+        tb__sink_str(k, p->name);
+        tb__sink_u32(k, p->input_count);
+        tb__sink_u32(k, p->output_count);
+        tb__sink_u32(k, p->buffer_count);
+        tb__sink_u32(k, p->step_count);
+        tb__sink_u32(k, tb__operand_total(p));
+        tb__sink_u32(k, 0);
+        tb__sink_u64(k, p->workspace_size);
+        for (i = 0; i < p->input_count; i++) tb__write_tensor(k, &p->inputs[i]);
+        for (i = 0; i < p->output_count; i++) tb__write_tensor(k, &p->outputs[i]);
+        tb__write_program_rest(p, k);
+    }
+    tb__write_constant_bytes(b, k);
+}
 
-/* ---- section 5: the reader ---- */
+/* ---- sections 5 and 6: the reader ---- */
 /* n bytes from c->pos that must be zero, read in window-sized pieces. */
 static tb_result tb__rd_zero_run(tb__cur *c, uint64_t n, const char *what) {
     while (n) {
@@ -8478,7 +9104,8 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
     for (d = 0; d < 4; d++)
         if ((r = tb__rd_u32(c, &v[d], "tensor")) != tb_ok) return r;
     t->dtype = v[0], t->rank = v[1], t->align = v[2];
-    if (v[3]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: reserved field not zero", what, index);
+    /* its fixed fields in file order (FORMAT.md's order of the checks),
+       then its sizes and strides */
     if (!*t->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program %s %u has an empty name", what, index);
     if (!tb__dtype(t->dtype))
         return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)at, 0, "program %s %u: dtype %u is unknown (a newer version's?)",
@@ -8486,6 +9113,10 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
     if (t->rank > TB_MAX_TENSOR_DIMS)
         return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "program %s %u: rank %u, over %u", what, index, t->rank,
                         (unsigned)TB_MAX_TENSOR_DIMS);
+    if (!t->align || t->align > 4096u || (t->align & (t->align - 1)))
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: align %u is not a power of two up to 4096",
+                        what, index, t->align);
+    if (v[3]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: reserved field not zero", what, index);
     for (d = 0; d < 2 * t->rank; d++) {
         uint64_t x;
         if ((r = tb__rd_u64(c, &x, "tensor sizes")) != tb_ok) return r;
@@ -8496,55 +9127,14 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
     return tb__check_tensor(t, what, index, c->err);
 }
 
-static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
-    tb_program *p;
-    uint32_t h[8], i, j, operands = 0;
-    uint64_t ws;
-    size_t at = c->pos;
+/* The constants' table: each entry as it is read, its offset within the
+   section and after the one before; offsets[] for the bytes. */
+static tb_result tb__rd_constant_table(tb_bundle *b, tb__cur *c, uint32_t n, uint64_t *offsets, unsigned flags_ok) {
     uint64_t prev_end = 0;
+    uint32_t i;
     tb_result r;
-    tb_tensor_spec *tensors = NULL;
-    tb_program_constant *consts = NULL;
-    tb_program_buffer *bufs = NULL;
-    tb_program_step *steps = NULL;
-    uint64_t *offsets = NULL;
-    static const uint32_t limits[5] = {TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_CONSTANTS,
-                                       TB_MAX_PROGRAM_BUFFERS, TB_MAX_PROGRAM_STEPS};
-    static const size_t smallest[5] = {24, 24, 32, 24, 48};
-    static const char *const names[5] = {"input count", "output count", "constant count", "buffer count", "step count"};
-    /* no writer before 2.3 wrote one; and a 2.0 file's duplicate records
-       are dropped after the sections, which would move the steps' records */
-    if (b->format_major < 2 || (b->format_major == 2 && b->format_minor < 3))
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
-                        "a program (section 5) in a file of format %u.%u: programs came with 2.3", b->format_major,
-                        b->format_minor);
-    for (i = 0; i < 5; i++)
-        if ((r = tb__rd_count(c, &h[i], limits[i], smallest[i], names[i])) != tb_ok) return r;
-    /* the operand total: no limit of its own but the bytes (16 each) */
-    if ((r = tb__rd_count(c, &h[5], 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok) return r;
-    for (i = 6; i < 8; i++)
-        if ((r = tb__rd_u32(c, &h[i], "program head")) != tb_ok) return r;
-    if (h[6] || h[7]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program flags or reserved field not zero");
-    if ((r = tb__rd_u64(c, &ws, "workspace size")) != tb_ok) return r;
-    if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(c->err);
-    memset(p, 0, sizeof *p);
-    if ((h[0] + h[1] && !(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, ((size_t)h[0] + h[1]) * sizeof *tensors))) ||
-        (h[2] && !(consts = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[2] * sizeof *consts))) ||
-        (h[2] && !(offsets = (uint64_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[2] * sizeof *offsets))) ||
-        (h[3] && !(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[3] * sizeof *bufs))) ||
-        (h[4] && !(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)h[4] * sizeof *steps))))
-        return TB__OOM(c->err);
-    if (tensors) memset(tensors, 0, ((size_t)h[0] + h[1]) * sizeof *tensors);
-    p->input_count = h[0], p->output_count = h[1], p->constant_count = h[2], p->buffer_count = h[3], p->step_count = h[4];
-    p->inputs = tensors, p->outputs = tensors ? tensors + h[0] : NULL;
-    p->constants = consts, p->buffers = bufs, p->steps = steps, p->workspace_size = ws;
-    for (i = 0; i < h[0] + h[1]; i++)
-        if ((r = tb__rd_tensor(b, c, &tensors[i], i < h[0] ? "input" : "output", i < h[0] ? i : i - h[0])) != tb_ok) return r;
-    if ((r = tb__check_unique_names(&b->ctx, p->inputs, p->input_count, "input", c->err)) != tb_ok ||
-        (r = tb__check_unique_names(&b->ctx, p->outputs, p->output_count, "output", c->err)) != tb_ok)
-        return r;
-    for (i = 0; i < h[2]; i++) {
-        tb_program_constant *k = &consts[i];
+    for (i = 0; i < n; i++) {
+        tb_program_constant *k = &b->constants[i];
         size_t kat = c->pos;
         if ((r = tb__rd_str(c, &k->name, TB_MAX_STRING_LENGTH, "constant name")) || (r = tb__rd_u32(c, &k->dtype, "constant")) ||
             (r = tb__rd_u32(c, &k->flags, "constant")) || (r = tb__rd_u64(c, &k->size, "constant")) ||
@@ -8553,7 +9143,8 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
         if (!*k->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "program constant %u has an empty name", i);
         if (!tb__dtype(k->dtype))
             return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0, "program constant %u: dtype %u is unknown", i, k->dtype);
-        if ((k->flags & ~TB_CONSTANT_STATE) || offsets[i] % TB__CONSTANT_ALIGN || offsets[i] < prev_end)
+        if ((k->flags & ~flags_ok) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)) ||
+            offsets[i] % TB__CONSTANT_ALIGN || offsets[i] < prev_end)
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
                             "program constant %u: flags %u, or offset %llu not a multiple of 64 or before the end of "
                             "the constant before it", i, k->flags, (unsigned long long)offsets[i]);
@@ -8563,12 +9154,55 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
                             (unsigned long long)k->size, (unsigned long long)offsets[i]);
         prev_end = offsets[i] + k->size;
     }
-    for (i = 0; i < h[3]; i++)
+    return tb_ok;
+}
+
+/* A program's counts as read: inputs, outputs, buffers, steps, the
+   operand total. */
+typedef struct tb__program_counts {
+    uint32_t inputs, outputs, buffers, steps, operands;
+} tb__program_counts;
+static const uint32_t tb__count_limits[4] = {TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_TENSORS, TB_MAX_PROGRAM_BUFFERS,
+                                             TB_MAX_PROGRAM_STEPS};
+static const size_t tb__count_smallest[4] = {24, 24, 24, 48};
+static const char *const tb__count_names[4] = {"input count", "output count", "buffer count", "step count"};
+
+/* A program's tensors, to be followed by its buffers and steps
+   (tb__rd_program_rest): the arrays made for its counts, the tensors
+   read, their names unique. */
+static tb_result tb__rd_program_tensors(tb_bundle *b, tb__cur *c, tb_program *p, const tb__program_counts *n) {
+    tb_tensor_spec *tensors = NULL;
+    uint32_t i;
+    tb_result r;
+    if ((n->inputs + n->outputs && !(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, ((size_t)n->inputs + n->outputs) * sizeof *tensors))) ||
+        (n->buffers && !(p->buffers = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n->buffers * sizeof *p->buffers))) ||
+        (n->steps && !(p->steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n->steps * sizeof *p->steps))))
+        return TB__OOM(c->err);
+    if (tensors) memset(tensors, 0, ((size_t)n->inputs + n->outputs) * sizeof *tensors);
+    p->input_count = n->inputs, p->output_count = n->outputs, p->buffer_count = n->buffers, p->step_count = n->steps;
+    p->inputs = tensors, p->outputs = tensors ? tensors + n->inputs : NULL;
+    for (i = 0; i < n->inputs + n->outputs; i++)
+        if ((r = tb__rd_tensor(b, c, &tensors[i], i < n->inputs ? "input" : "output", i < n->inputs ? i : i - n->inputs)) != tb_ok)
+            return r;
+    if ((r = tb__check_unique_names(&b->ctx, p->inputs, p->input_count, "input", c->err)) != tb_ok ||
+        (r = tb__check_unique_names(&b->ctx, p->outputs, p->output_count, "output", c->err)) != tb_ok)
+        return r;
+    return tb_ok;
+}
+/* Its buffers and plan, its steps (each checked as it is read) and its
+   operand total. */
+static tb_result tb__rd_program_rest(tb_bundle *b, tb__cur *c, tb_program *p, uint32_t operand_total, size_t at) {
+    tb_program_buffer *bufs = (tb_program_buffer *)p->buffers;
+    tb_program_step *steps = (tb_program_step *)p->steps;
+    uint64_t operands = 0;
+    uint32_t i, j;
+    tb_result r;
+    for (i = 0; i < p->buffer_count; i++)
         if ((r = tb__rd_u64(c, &bufs[i].offset, "buffer")) || (r = tb__rd_u64(c, &bufs[i].size, "buffer")) ||
             (r = tb__rd_u32(c, &bufs[i].first_step, "buffer")) || (r = tb__rd_u32(c, &bufs[i].last_step, "buffer")))
             return r;
     if ((r = tb__check_plan(&b->ctx, p, c->err)) != tb_ok) return r;
-    for (i = 0; i < h[4]; i++) {
+    for (i = 0; i < p->step_count; i++) {
         tb_program_step *s = &steps[i];
         uint32_t f[10];
         size_t sat = c->pos, need;
@@ -8582,13 +9216,15 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
         if ((r = tb__rd_u64(c, &s->count, "step")) != tb_ok) return r;
         s->kind = f[0], s->operand_count = f[1], s->record = f[2], s->config = f[3];
         s->grid[0] = f[4], s->grid[1] = f[5], s->grid[2] = f[6], s->width = f[7], s->value = f[8];
+        /* the running total, then the operands' bytes */
+        operands += s->operand_count;
+        if (operands > operand_total)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: more operands than the total %u",
+                            i, operand_total);
         need = (size_t)s->operand_count * TB__PROGRAM_OPERAND;
         if (need > c->end - c->pos)
             return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)sat, 0, "program step %u: %u operands cannot fit", i,
                             s->operand_count);
-        operands += s->operand_count; /* <= 1e6 * 512: fits */
-        if (operands > h[5])
-            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: more operands than the total %u", i, h[5]);
         if (s->operand_count && !(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, need))) return TB__OOM(c->err);
         for (j = 0; j < s->operand_count; j++)
             if ((r = tb__rd_u32(c, &ops[j].space, "operand")) || (r = tb__rd_u32(c, &ops[j].index, "operand")) ||
@@ -8598,87 +9234,412 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
         if ((r = tb__check_step(b, p, i, c->err)) != tb_ok) return r;
         if (f[9]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: reserved field not zero", i);
     }
-    if (operands != h[5])
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program operand total %u, the steps hold %u", h[5], operands);
-    /* the constants' bytes: in order, after the tables, zeros between */
-    for (i = 0; i < h[2]; i++) {
+    if (operands != operand_total)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program operand total %u, the steps hold %llu",
+                        operand_total, (unsigned long long)operands);
+    return tb_ok;
+}
+/* The constants' bytes: in order, after the tables, zeros between and
+   after them. */
+static tb_result tb__rd_constant_bytes(tb_bundle *b, tb__cur *c, const uint64_t *offsets) {
+    uint32_t i;
+    tb_result r;
+    for (i = 0; i < b->constant_count; i++) {
         uint64_t off = offsets[i];
         if (off < c->pos) /* (order and the section's end were checked with the table) */
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)off, 0,
                             "program constant %u at %llu overlaps the tables", i, (unsigned long long)off);
         if ((r = tb__rd_zero_run(c, off - c->pos, "padding before a constant")) != tb_ok) return r;
-        consts[i].data = c->base + c->pos;
-        c->pos += (size_t)consts[i].size;
+        b->constants[i].data = c->base + c->pos;
+        c->pos += (size_t)b->constants[i].size;
     }
-    if ((r = tb__rd_zero_run(c, c->end - c->pos, "the bytes after the constants")) != tb_ok) return r;
-    b->program = p;
+    return tb__rd_zero_run(c, c->end - c->pos, "the bytes after the constants");
+}
+/* The table and the programs' array, made for the counts read. */
+static tb_result tb__rd_program_arrays(tb_bundle *b, tb__cur *c, uint32_t programs, uint32_t constants, uint64_t **offsets) {
+    uint32_t i;
+    if ((constants && (!(b->constants = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof *b->constants)) ||
+                       !(*offsets = (uint64_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof **offsets)))) ||
+        !(b->programs = (tb_program **)tb__alloc(&b->ctx, (size_t)programs * sizeof *b->programs)))
+        return TB__OOM(c->err);
+    if (constants) memset(b->constants, 0, (size_t)constants * sizeof *b->constants);
+    b->constant_count = constants, b->constant_cap = 0, b->program_cap = programs;
+    for (i = 0; i < programs; i++) {
+        if (!(b->programs[i] = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof(tb_program)))) return TB__OOM(c->err);
+        memset(b->programs[i], 0, sizeof(tb_program));
+        b->programs[i]->constants = b->constants, b->programs[i]->constant_count = constants;
+    }
+    return tb_ok;
+}
+/* no writer before 2.3 wrote a program (2.4: several); and a 2.0 file's
+   duplicate records are dropped after the sections, which would move the
+   records the steps name */
+static tb_result tb__rd_programs_since(tb_bundle *b, tb__cur *c, uint32_t minor, const char *what) {
+    if (b->program_count || b->programs)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0, "a file with both sections 5 and 6");
+    if (b->format_major < 2 || (b->format_major == 2 && b->format_minor < minor))
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0, "%s in a file of format %u.%u: they came with 2.%u",
+                        what, b->format_major, b->format_minor, minor);
     return tb_ok;
 }
 
-/* ---- building and reading ---- */
-TBDEF tb_result tb_bundle_set_program(tb_bundle *b, const tb_program *src, tb_error *err) {
+static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     tb_program *p;
-    tb_tensor_spec *tensors = NULL;
-    tb_program_constant *consts = NULL;
-    tb_program_buffer *bufs = NULL;
-    tb_program_step *steps = NULL;
+    tb__program_counts n;
+    uint32_t h[8], i, nconst;
+    uint64_t ws, *offsets = NULL;
+    size_t at = c->pos;
+    tb_result r;
+    uint32_t *dst[4];
+    if ((r = tb__rd_programs_since(b, c, 3, "a program (section 5)")) != tb_ok) return r;
+    dst[0] = &n.inputs, dst[1] = &n.outputs, dst[2] = &n.buffers, dst[3] = &n.steps;
+    for (i = 0; i < 5; i++) { /* inputs, outputs, constants, buffers, steps */
+        if (i == 2) {
+            if ((r = tb__rd_count(c, &nconst, TB_MAX_PROGRAM_CONSTANTS, 32, "constant count")) != tb_ok) return r;
+            continue;
+        }
+        if ((r = tb__rd_count(c, dst[i - (i > 2)], tb__count_limits[i - (i > 2)], tb__count_smallest[i - (i > 2)],
+                              tb__count_names[i - (i > 2)])) != tb_ok)
+            return r;
+    }
+    /* the operand total: no limit of its own but the bytes (16 each) */
+    if ((r = tb__rd_count(c, &n.operands, 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok) return r;
+    for (i = 6; i < 8; i++)
+        if ((r = tb__rd_u32(c, &h[i], "program head")) != tb_ok) return r;
+    if (h[6] || h[7]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program flags or reserved field not zero");
+    if ((r = tb__rd_u64(c, &ws, "workspace size")) != tb_ok) return r;
+    if ((r = tb__rd_program_arrays(b, c, 1, nconst, &offsets)) != tb_ok) return r;
+    p = b->programs[0];
+    p->name = TB__DEFAULT_PROGRAM, p->workspace_size = ws;
+    if ((r = tb__rd_program_tensors(b, c, p, &n)) != tb_ok) return r;
+    if ((r = tb__rd_constant_table(b, c, nconst, offsets, TB_CONSTANT_STATE)) != tb_ok) return r;
+    if ((r = tb__rd_program_rest(b, c, p, n.operands, at)) != tb_ok) return r;
+    if ((r = tb__rd_constant_bytes(b, c, offsets)) != tb_ok) return r;
+    b->program_count = 1;
+    return tb_ok;
+}
+
+/* Section 6: the programs' names unique, the table's names unique, and a
+   state constant that two programs use marked shared. */
+static tb_result tb__check_sharing(const tb_bundle *b, tb_error *err);
+static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
+    uint32_t np, nconst, f[2], i, j, d;
+    uint64_t *offsets = NULL;
+    size_t at = c->pos;
+    tb_result r;
+    if ((r = tb__rd_programs_since(b, c, 4, "programs (section 6)")) != tb_ok) return r;
+    if ((r = tb__rd_count(c, &np, TB_MAX_PROGRAMS, 8 + TB__PROGRAM6_HEAD, "program count")) != tb_ok ||
+        (r = tb__rd_count(c, &nconst, TB_MAX_PROGRAM_CONSTANTS, 32, "constant count")) != tb_ok ||
+        (r = tb__rd_count(c, &f[0], TB_MAX_PROPERTIES, 16, "property count")) != tb_ok || (r = tb__rd_u32(c, &f[1], "programs head")) != tb_ok)
+        return r;
+    if (f[1]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section 6's reserved field is not zero");
+    if (f[0] && !(b->properties = (const char **)tb__alloc(&b->ctx, (size_t)f[0] * 2 * sizeof *b->properties)))
+        return TB__OOM(c->err);
+    b->property_cap = f[0];
+    for (i = 0; i < f[0]; i++) { /* key, value: a key 1 to 255 bytes, unique */
+        size_t kat = c->pos;
+        const char **kv = &b->properties[2 * i];
+        if ((r = tb__rd_str(c, &kv[0], TB_MAX_NAME_LENGTH, "property key")) != tb_ok ||
+            (r = tb__rd_str(c, &kv[1], TB_MAX_STRING_LENGTH, "property value")) != tb_ok)
+            return r;
+        if (!*kv[0]) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "property %u has an empty key", i);
+        for (d = 0; d < i; d++)
+            if (!strcmp(b->properties[2 * d], kv[0]))
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0, "two properties named \"%.80s\"", kv[0]);
+        b->property_count = i + 1;
+    }
+    if (!np && !nconst) { /* properties alone */
+        if (!(b->programs = (tb_program **)tb__alloc(&b->ctx, sizeof *b->programs))) return TB__OOM(c->err);
+        return tb__rd_zero_run(c, c->end - c->pos, "the bytes after the properties");
+    }
+    if (!np) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section 6 with constants and no program");
+    if ((r = tb__rd_program_arrays(b, c, np, nconst, &offsets)) != tb_ok) return r;
+    if ((r = tb__rd_constant_table(b, c, nconst, offsets, TB_CONSTANT_STATE | TB_CONSTANT_SHARED)) != tb_ok) return r;
+    for (j = 0; j < np; j++) {
+        tb_program *p = b->programs[j];
+        tb__program_counts n;
+        uint32_t *dst[4], h[2];
+        size_t pat = c->pos;
+        dst[0] = &n.inputs, dst[1] = &n.outputs, dst[2] = &n.buffers, dst[3] = &n.steps;
+        if ((r = tb__rd_str(c, &p->name, TB_MAX_NAME_LENGTH, "program name")) != tb_ok) return r;
+        if (!*p->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)pat, 0, "program %u has an empty name", j);
+        for (i = 0; i < j; i++)
+            if (!strcmp(b->programs[i]->name, p->name))
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "two programs named \"%.80s\"", p->name);
+        for (d = 0; d < 4; d++)
+            if ((r = tb__rd_count(c, dst[d], tb__count_limits[d], tb__count_smallest[d], tb__count_names[d])) != tb_ok) return r;
+        if ((r = tb__rd_count(c, &n.operands, 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok ||
+            (r = tb__rd_u32(c, &h[0], "program head")) != tb_ok || (r = tb__rd_u64(c, &p->workspace_size, "workspace size")) != tb_ok)
+            return r;
+        if (h[0]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "program \"%.80s\": flags not zero", p->name);
+        if ((r = tb__rd_program_tensors(b, c, p, &n)) != tb_ok || (r = tb__rd_program_rest(b, c, p, n.operands, pat)) != tb_ok)
+            return r;
+    }
+    b->program_count = np;
+    if ((r = tb__check_sharing(b, c->err)) != tb_ok) return r;
+    return tb__rd_constant_bytes(b, c, offsets);
+}
+
+/* ---- building and reading ---- */
+/* Constants' names unique in the table (a 2.3 program's may repeat: it
+   is then the one program), and every state constant that two programs
+   use marked shared, every shared one state. */
+static tb_result tb__constant_names_unique(const tb_bundle *b, tb_error *err) {
+    tb_tensor_spec *v;
     uint32_t i;
     tb_result r;
-    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
-    if (!src) {
-        b->program = NULL;
-        return tb_ok;
+    if (b->constant_count < 2) return tb_ok;
+    if (!(v = (tb_tensor_spec *)tb__alloc(&b->ctx, (size_t)b->constant_count * sizeof *v))) return TB__OOM(err);
+    for (i = 0; i < b->constant_count; i++) v[i].name = b->constants[i].name; /* through the tensors' name check */
+    r = tb__check_unique_names(&b->ctx, v, b->constant_count, "constant", err);
+    tb__free(&b->ctx, v);
+    return r;
+}
+static tb_result tb__check_sharing(const tb_bundle *b, tb_error *err) {
+    uint32_t i, s, o, j, *user = NULL;
+    const tb_program_constant *k = b->constants;
+    tb_result r = tb_ok;
+    if (b->program_count && !tb__in_section5(b) && (r = tb__constant_names_unique(b, err)) != tb_ok) return r;
+    for (i = 0; i < b->constant_count; i++)
+        if ((k[i].flags & TB_CONSTANT_SHARED) && !(k[i].flags & TB_CONSTANT_STATE))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "constant %u (%.80s) is shared but not state", i, k[i].name);
+    if (b->program_count < 2 || !b->constant_count) return tb_ok;
+    if (!(user = (uint32_t *)tb__alloc(&b->ctx, (size_t)b->constant_count * sizeof *user))) return TB__OOM(err);
+    memset(user, 0xff, (size_t)b->constant_count * sizeof *user);
+    for (j = 0; j < b->program_count && r == tb_ok; j++) {
+        const tb_program *p = b->programs[j];
+        for (s = 0; s < p->step_count && r == tb_ok; s++)
+            for (o = 0; o < p->steps[s].operand_count && r == tb_ok; o++) {
+                const tb_operand *op = &p->steps[s].operands[o];
+                uint32_t x = op->index;
+                if (op->space != TB_SPACE_CONSTANT || !(k[x].flags & TB_CONSTANT_STATE)) continue;
+                if (user[x] == 0xffffffffu) user[x] = j;
+                else if (user[x] != j && !(k[x].flags & TB_CONSTANT_SHARED))
+                    r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                                 "state constant %u (%.80s) is used by programs \"%.60s\" and \"%.60s\" but not marked "
+                                 "shared (TB_CONSTANT_SHARED)", x, k[x].name, b->programs[user[x]]->name, p->name);
+            }
     }
-    if ((r = tb__check_program(b, src, err)) != tb_ok) return r;
+    tb__free(&b->ctx, user);
+    return r;
+}
+
+/* The library's own copy of n bytes at src: through the checked path when
+   src lies in a bundle's mapped file (tb__mapped_copy, >>fs), so that a
+   file truncated under the mapping gives tb_err_io, never SIGBUS. */
+static int tb__mapped_copy(void *dst, const void *src, size_t n);
+
+/* Removes every program and the constants' table (their bytes stay in the
+   arena until the bundle is freed). */
+static void tb__drop_programs(tb_bundle *b) {
+    b->program_count = 0;
+    if (b->constant_cap) tb__free(&b->ctx, b->constants);
+    b->constants = NULL, b->constant_count = b->constant_cap = 0;
+}
+
+/* A constant whose name the table has: the same dtype, size, flags and
+   bytes, compared in pieces through the checked path. */
+static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_constant *k, uint32_t i, tb_error *err) {
+    const tb_program_constant *x = &b->constants[t];
+    unsigned char buf[2][4096];
+    uint64_t off;
+    if (x->dtype != k->dtype || x->size != k->size || (x->flags & TB_CONSTANT_STATE) != (k->flags & TB_CONSTANT_STATE))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "constant %u \"%.80s\": the bundle's constant of that name is %s, %llu bytes, flags %u; this one "
+                        "%s, %llu bytes, flags %u", i, k->name, tb_dtype_name(x->dtype), (unsigned long long)x->size, x->flags,
+                        tb_dtype_name(k->dtype) ? tb_dtype_name(k->dtype) : "?", (unsigned long long)k->size, k->flags);
+    if (x->flags != k->flags || ((k->flags & TB_CONSTANT_STATE) && !(k->flags & TB_CONSTANT_SHARED)))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "state constant %u \"%.80s\" is in another program already: mark it TB_CONSTANT_SHARED in both to "
+                        "share it, or name them apart", i, k->name);
+    if (x->data == k->data) return tb_ok;
+    for (off = 0; off < k->size; off += sizeof buf[0]) {
+        size_t n = k->size - off < sizeof buf[0] ? (size_t)(k->size - off) : sizeof buf[0];
+        tb_result r;
+        if ((r = tb_program_read_constant(b, t, off, buf[0], n, err)) != tb_ok) return r;
+        if (tb__mapped_copy(buf[1], (const char *)k->data + off, n) != 0)
+            return tb__fail(err, tb_err_io, NULL, NULL, -1, errno, "constant %u \"%.80s\": its bundle file lost its bytes", i, k->name);
+        if (memcmp(buf[0], buf[1], n))
+            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                            "constant %u \"%.80s\": the bundle's constant of that name holds other bytes (from byte %llu)", i,
+                            k->name, (unsigned long long)off);
+    }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_error *err) {
+    tb_program *p, chk;
+    tb_tensor_spec *tensors = NULL;
+    tb_program_buffer *bufs = NULL;
+    tb_program_step *steps = NULL;
+    uint32_t *remap = NULL, i, j, old_count, t;
+    const char *name;
+    tb_result r = tb_ok;
+    if (!b || !src) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or program is NULL");
+    name = src->name ? src->name : TB__DEFAULT_PROGRAM;
+    chk = *src, chk.name = name;
+    if ((r = tb__check_program(b, &chk, err)) != tb_ok) return r;
+    if (b->program_count >= TB_MAX_PROGRAMS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle holds TB_MAX_PROGRAMS (%u) programs", (unsigned)TB_MAX_PROGRAMS);
+    if (tb_bundle_find_program(b, name))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the bundle has a program named \"%.80s\" already", name);
+    if (b->program_count && (r = tb__constant_names_unique(b, err)) != tb_ok) /* a 2.3 program's may repeat */
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the bundle's program repeats a constant's name, so no other program can be matched to it by name");
     for (i = 0; i < src->constant_count; i++)
         if (src->constants[i].size > (uint64_t)(SIZE_MAX / 2))
             return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program constant %u is too large for this host", i);
-    /* copies in the bundle's arena: freed with it */
-    if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(err);
-    *p = *src;
-    if (src->input_count + src->output_count) {
-        size_t n = (size_t)src->input_count + src->output_count;
-        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) return TB__OOM(err);
-        if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
-        if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
-        for (i = 0; i < n; i++)
-            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) return TB__OOM(err);
-    }
-    p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
-    if (src->constant_count) {
-        if (!(consts = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, src->constant_count * sizeof *consts)))
-            return TB__OOM(err);
-        memcpy(consts, src->constants, src->constant_count * sizeof *consts);
-        for (i = 0; i < src->constant_count; i++) {
-            void *d = NULL;
-            if (!(consts[i].name = tb__arena_strdup(&b->ctx, &b->arena, consts[i].name, strlen(consts[i].name)))) return TB__OOM(err);
-            if (consts[i].size && !(d = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)consts[i].size, TB__CONSTANT_ALIGN)))
-                return TB__OOM(err);
-            if (d) memcpy(d, src->constants[i].data, (size_t)consts[i].size);
-            consts[i].data = d;
+    if (b->program_count && src->constant_count > 1) { /* matched by name: each once */
+        tb_tensor_spec *v = (tb_tensor_spec *)tb__alloc(&b->ctx, (size_t)src->constant_count * sizeof *v);
+        if (!v) return TB__OOM(err);
+        for (i = 0; i < src->constant_count; i++) v[i].name = src->constants[i].name;
+        {
+            tb_error e2;
+            r = tb__check_unique_names(&b->ctx, v, src->constant_count, "constant", &e2);
+            tb__free(&b->ctx, v);
+            if (r == tb_err_out_of_memory) return TB__OOM(err);
+            if (r != tb_ok) /* e2: 'program: two constants named "NAME"' */
+                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                                "%s, both named so in one program: a bundle of several programs matches constants by name",
+                                e2.message);
         }
     }
-    p->constants = consts;
-    if (src->buffer_count) {
-        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) return TB__OOM(err);
-        memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
+    /* the constants, by name: the table's own, or new ones at its end */
+    old_count = b->constant_count;
+    if (src->constant_count && !(remap = (uint32_t *)tb__alloc(&b->ctx, (size_t)src->constant_count * sizeof *remap)))
+        return TB__OOM(err);
+    for (i = 0; i < src->constant_count && r == tb_ok; i++) {
+        const tb_program_constant *k = &src->constants[i];
+        /* the first program's constants join as they are (a 2.3 program's
+           names may repeat); later ones are matched by name */
+        t = b->constant_count;
+        if (b->program_count)
+            for (t = 0; t < b->constant_count && strcmp(b->constants[t].name, k->name); t++) {}
+        if (t < old_count) {
+            r = tb__same_constant(b, t, k, i, err);
+            remap[i] = t;
+            continue;
+        }
+        if (t < b->constant_count) { /* twice in this program */
+            for (j = 0; remap[j] != t; j++) {}
+            r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constants %u and %u are both named \"%.80s\"",
+                         j, i, k->name);
+            break;
+        }
+        if (b->constant_count == b->constant_cap) { /* grow onto the heap (a read table is in the arena) */
+            uint32_t cap = b->constant_cap ? 2 * b->constant_cap : b->constant_count + 16;
+            tb_program_constant *nt = (tb_program_constant *)tb__alloc(&b->ctx, (size_t)cap * sizeof *nt);
+            if (!nt) {
+                r = TB__OOM(err);
+                break;
+            }
+            if (b->constant_count) memcpy(nt, b->constants, (size_t)b->constant_count * sizeof *nt);
+            if (b->constant_cap) tb__free(&b->ctx, b->constants);
+            b->constants = nt, b->constant_cap = cap;
+        }
+        {
+            tb_program_constant *d = &b->constants[b->constant_count];
+            void *bytes = NULL;
+            *d = *k;
+            if (!(d->name = tb__arena_strdup(&b->ctx, &b->arena, k->name, strlen(k->name))) ||
+                (k->size && !(bytes = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)k->size, TB__CONSTANT_ALIGN)))) {
+                r = TB__OOM(err);
+                break;
+            }
+            if (bytes && tb__mapped_copy(bytes, k->data, (size_t)k->size) != 0) {
+                r = tb__fail(err, tb_err_io, NULL, NULL, -1, errno,
+                             "program constant %u \"%.80s\": its bundle file no longer holds its bytes (truncated or "
+                             "replaced since it was read?)", i, k->name);
+                break;
+            }
+            d->data = bytes;
+            remap[i] = b->constant_count++;
+        }
     }
-    p->buffers = bufs;
-    if (src->step_count) {
-        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) return TB__OOM(err);
-        memcpy(steps, src->steps, src->step_count * sizeof *steps);
-        for (i = 0; i < src->step_count; i++) {
+    /* the program, in the arena, its constant operands renumbered */
+    if (r == tb_ok && !(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) r = TB__OOM(err);
+    if (r == tb_ok) {
+        *p = *src;
+        if (!(p->name = tb__arena_strdup(&b->ctx, &b->arena, name, strlen(name)))) r = TB__OOM(err);
+    }
+    if (r == tb_ok && src->input_count + src->output_count) {
+        size_t n = (size_t)src->input_count + src->output_count;
+        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) r = TB__OOM(err);
+        if (r == tb_ok) {
+            if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
+            if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
+        }
+        for (i = 0; r == tb_ok && i < n; i++)
+            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) r = TB__OOM(err);
+    }
+    if (r == tb_ok) p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
+    if (r == tb_ok && src->buffer_count) {
+        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) r = TB__OOM(err);
+        else memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
+    }
+    if (r == tb_ok) p->buffers = bufs;
+    if (r == tb_ok && src->step_count) {
+        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) r = TB__OOM(err);
+        else memcpy(steps, src->steps, src->step_count * sizeof *steps);
+        for (i = 0; r == tb_ok && i < src->step_count; i++) {
             tb_operand *ops = NULL;
             if (steps[i].operand_count) {
-                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops)))
-                    return TB__OOM(err);
+                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops))) {
+                    r = TB__OOM(err);
+                    break;
+                }
                 memcpy(ops, src->steps[i].operands, steps[i].operand_count * sizeof *ops);
+                for (j = 0; j < steps[i].operand_count; j++)
+                    if (ops[j].space == TB_SPACE_CONSTANT) ops[j].index = remap[ops[j].index];
             }
             steps[i].operands = ops;
         }
     }
-    p->steps = steps;
-    b->program = p;
+    if (r == tb_ok) p->steps = steps;
+    if (r == tb_ok && b->program_count == b->program_cap &&
+        !tb__grow(&b->ctx, (void **)&b->programs, &b->program_cap, b->program_count + 1, sizeof *b->programs))
+        r = TB__OOM(err);
+    if (r == tb_ok) {
+        b->programs[b->program_count++] = p;
+        for (i = 0; i < b->program_count; i++) b->programs[i]->constants = b->constants, b->programs[i]->constant_count = b->constant_count;
+        if ((r = tb__check_sharing(b, err)) != tb_ok) b->program_count--;
+    }
+    if (r != tb_ok) { /* the table as it was (new entries' bytes stay in the arena) */
+        b->constant_count = old_count;
+        for (i = 0; i < b->program_count; i++) b->programs[i]->constant_count = old_count;
+    }
+    tb__free(&b->ctx, remap);
+    return r;
+}
+
+TBDEF tb_result tb_bundle_set_program(tb_bundle *b, const tb_program *src, tb_error *err) {
+    tb_program chk;
+    tb_result r;
+    if (!b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL");
+    if (!src) {
+        tb__drop_programs(b);
+        return tb_ok;
+    }
+    chk = *src;
+    {
+        /* the old programs and table stay until the new one is in: src
+           may be one of them, and a failure leaves the bundle as it was */
+        tb_program **progs = b->programs;
+        tb_program_constant *consts = b->constants;
+        uint32_t np = b->program_count, pcap = b->program_cap, nc = b->constant_count, ccap = b->constant_cap;
+        (void)chk;
+        b->programs = NULL, b->program_count = b->program_cap = 0;
+        b->constants = NULL, b->constant_count = b->constant_cap = 0;
+        if ((r = tb_bundle_add_program(b, src, err)) != tb_ok) {
+            tb__drop_programs(b);
+            tb__free(&b->ctx, b->programs);
+            b->programs = progs, b->program_count = np, b->program_cap = pcap;
+            b->constants = consts, b->constant_count = nc, b->constant_cap = ccap;
+            return r;
+        }
+        tb__free(&b->ctx, progs);
+        if (ccap) tb__free(&b->ctx, consts);
+    }
     return tb_ok;
 }
 
@@ -8686,9 +9647,9 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
                                          tb_error *err) {
     const tb_program_constant *k;
     uintptr_t at, base;
-    if (!b || !b->program || index >= b->program->constant_count || (size && !dst))
+    if (!b || index >= b->constant_count || (size && !dst))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no such constant, or dst is NULL");
-    k = &b->program->constants[index];
+    k = &b->constants[index];
     if (offset > k->size || size > k->size - offset)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bytes %llu..+%zu of constant %u (%llu bytes)",
                         (unsigned long long)offset, size, index, (unsigned long long)k->size);
@@ -8809,6 +9770,11 @@ typedef struct tb__driver {
     tb__CUresult (*cuStreamCreate)(void **, unsigned);
     tb__CUresult (*cuStreamDestroy)(void *);
     tb__CUresult (*cuPointerGetAttribute)(void *, int, uint64_t);
+    tb__CUresult (*cuMemGetAddressRange)(uint64_t *, size_t *, uint64_t);
+    /* the model's device memory calls (tb_model_device_alloc...) */
+    tb__CUresult (*cuMemcpyDtoH)(void *, uint64_t, size_t);
+    tb__CUresult (*cuMemcpyDtoHAsync)(void *, uint64_t, size_t, void *);
+    tb__CUresult (*cuCtxSynchronize)(void);
     tb__CUresult (*cuStreamSynchronize)(void *);
     tb__CUresult (*cuStreamIsCapturing)(void *, int *);
     tb__CUresult (*cuStreamBeginCapture)(void *, int);
@@ -8886,6 +9852,10 @@ static void tb__driver_init(void) {
     TB__SYM(cuStreamCreate, "cuStreamCreate", 0);
     TB__SYM(cuStreamDestroy, "cuStreamDestroy_v2", 0);
     TB__SYM(cuPointerGetAttribute, "cuPointerGetAttribute", 0);
+    TB__SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 0);
+    TB__SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 0);
+    TB__SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 0);
+    TB__SYM(cuCtxSynchronize, "cuCtxSynchronize", 0);
     TB__SYM(cuStreamSynchronize, "cuStreamSynchronize", 0);
     TB__SYM(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
     TB__SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
@@ -9518,11 +10488,11 @@ static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t g
    a product past the driver's 32-bit grid rather than let it wrap. */
 static tb_result tb__check_cluster_grid(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
                                         tb_error *err) {
-    if ((uint64_t)gx * k->cluster[0] > 0xffffffffu || (uint64_t)gy * k->cluster[1] > 0xffffffffu ||
-        (uint64_t)gz * k->cluster[2] > 0xffffffffu)
+    if ((uint64_t)gx * k->cluster[0] > 0x7fffffffu || (uint64_t)gy * k->cluster[1] > 65535u ||
+        (uint64_t)gz * k->cluster[2] > 65535u)
         return tb__fail(err, tb_err_invalid_argument, k->name, NULL, -1, 0,
-                        "grid %u x %u x %u of clusters %u x %u x %u exceeds 2^32 - 1 blocks in a dimension", gx, gy, gz,
-                        k->cluster[0], k->cluster[1], k->cluster[2]);
+                        "grid %u x %u x %u of clusters %u x %u x %u is more blocks than a CUDA launch takes (x < 2^31, "
+                        "y and z < 65536)", gx, gy, gz, k->cluster[0], k->cluster[1], k->cluster[2]);
     return tb_ok;
 }
 
@@ -11182,10 +12152,12 @@ TBDEF void tb_graph_free(tb_graph *g) {
 
 /* ---------------------------------------------------------------------- */
 /* >>runner  Runner: a program on the GPU */
-/* A loaded model resolves every step once (the kernel, its argument     */
-/* slots, which of them are pointers and into what), so that a run is a  */
-/* check of the caller's tensors, then per step a copy of its slots with */
-/* the pointers filled in and one driver call; or one graph launch.      */
+/* A loaded model resolves every step of each of its programs once (the  */
+/* kernel, its argument slots, which of them are pointers and into       */
+/* what), so that a run is a check of the caller's tensors, then per     */
+/* step a copy of its slots with the pointers filled in and one driver   */
+/* call; or one graph launch. The programs share the constants (one      */
+/* upload) and one workspace, sized for the largest.                     */
 /* ---------------------------------------------------------------------- */
 #define TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 /* seconds, for the load's log line */
@@ -11200,7 +12172,7 @@ typedef struct tb__model_step {
     const tb_program_step *st;
     const tb_loaded_kernel *k;   /* launch */
     tb_arg *args;                /* launch: literals filled, pointer slots filled per run */
-    uint32_t ptr_begin, ptr_end; /* launch: its pointer slots in tb_model.ptrs */
+    uint32_t ptr_begin, ptr_end; /* launch: its pointer slots in the program's ptrs */
     uint32_t launch;             /* launch: its number in the graph */
     uint64_t global_bytes, profile_bytes; /* scratch this launch needs */
 } tb__model_step;
@@ -11210,48 +12182,81 @@ typedef struct tb__model_ptr {
     tb_operand op;
 } tb__model_ptr;
 
+/* One program of a model: its steps resolved, what its caller's tensors
+   were at the last check, its graph. */
+typedef struct tb__model_prog {
+    const tb_program *p;
+    tb__model_step *steps;
+    tb__model_ptr *ptrs;
+    tb_arg *arg_block;
+    uint64_t *checked;           /* per input, then output: the last pointer found on the device, its extent in it */
+    int io_ok;                   /* the tensors at checked passed the overlap check */
+    unsigned char *written;      /* per input, then output: a step may write it (an output always) */
+    uint64_t ws_bytes;           /* its plan's bytes (aligned), then its scratch */
+    uint64_t global_off, profile_off; /* scratch within the workspace */
+    /* graph replay */
+    tb_graph *graph;
+    int static_io;
+    uint64_t *io_dev;            /* static buffers (static_io), inputs then outputs */
+    uint64_t *io_graph;          /* the pointers the graph holds, inputs then outputs */
+} tb__model_prog;
+
 struct tb_model {
     tb__ctx ctx;
     const tb_bundle *bundle;
-    const tb_program *p;
     tb_kernel_table *table;
     int own_table;
     tb__CUctx cu_ctx;
     tb__CUdevice device;
     int retained;
     unsigned flags;
+    const tb_program_constant *constants; /* the bundle's one table, which its programs share */
+    uint32_t constant_count;
     uint64_t consts;             /* device: every constant, each at a multiple of 64 */
     uint64_t *const_addr;
     uint64_t const_bytes;
     uint32_t state_count;
     uint64_t ws;                 /* device: the model's own workspace */
-    uint64_t ws_bytes;           /* intermediates (aligned), then scratch */
-    uint64_t global_off, profile_off; /* scratch within the workspace */
-    tb__model_step *steps;
-    tb__model_ptr *ptrs;
-    tb_arg *arg_block;
-    uint64_t *checked;           /* per input, then output: the last pointer found on the device */
-    /* graph replay */
-    tb_graph *graph;
-    int static_io;
-    uint64_t *io_dev;            /* static buffers (static_io), inputs then outputs */
-    uint64_t *io_graph;          /* the pointers the graph holds, inputs then outputs */
-    unsigned char *in_written;   /* static_io: inputs a step may write, copied back after each replay */
+    uint64_t ws_bytes;           /* the largest program's */
+    uint32_t prog_count;
+    tb__model_prog *progs;
     size_t upload_chunk;
     tb_options options;          /* the caller's, for the graph */
 };
 
-TBDEF uint32_t tb_model_input_count(const tb_model *m) { return m ? m->p->input_count : 0; }
-TBDEF uint32_t tb_model_output_count(const tb_model *m) { return m ? m->p->output_count : 0; }
+TBDEF uint32_t tb_model_input_count(const tb_model *m) { return m ? m->progs[0].p->input_count : 0; }
+TBDEF uint32_t tb_model_output_count(const tb_model *m) { return m ? m->progs[0].p->output_count : 0; }
 TBDEF const tb_tensor_spec *tb_model_input(const tb_model *m, uint32_t i) {
-    return m && i < m->p->input_count ? &m->p->inputs[i] : NULL;
+    return m && i < m->progs[0].p->input_count ? &m->progs[0].p->inputs[i] : NULL;
 }
 TBDEF const tb_tensor_spec *tb_model_output(const tb_model *m, uint32_t i) {
-    return m && i < m->p->output_count ? &m->p->outputs[i] : NULL;
+    return m && i < m->progs[0].p->output_count ? &m->progs[0].p->outputs[i] : NULL;
 }
 TBDEF uint64_t tb_model_workspace_size(const tb_model *m) { return m ? m->ws_bytes : 0; }
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *m) { return m ? m->const_bytes : 0; }
 TBDEF uint32_t tb_model_state_count(const tb_model *m) { return m ? m->state_count : 0; }
+TBDEF uint32_t tb_model_program_count(const tb_model *m) { return m ? m->prog_count : 0; }
+TBDEF const tb_program *tb_model_program(const tb_model *m, uint32_t program) {
+    return m && program < m->prog_count ? m->progs[program].p : NULL;
+}
+TBDEF tb_result tb_model_find_program(const tb_model *m, const char *name, uint32_t *program, tb_error *err) {
+    uint32_t i;
+    char names[256];
+    size_t a = 0;
+    if (program) *program = UINT32_MAX;
+    if (!m || !name || !program)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_find_program: model, name or program is NULL");
+    for (i = 0; i < m->prog_count; i++)
+        if (!strcmp(m->progs[i].p->name, name)) {
+            *program = i;
+            return tb_ok;
+        }
+    names[0] = 0;
+    for (i = 0; i < m->prog_count && a + 4 < sizeof names; i++)
+        a += (size_t)snprintf(names + a, sizeof names - a, "%s\"%.60s\"", i ? ", " : "", m->progs[i].p->name);
+    return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0, "the model has no program \"%.80s\"; it has %u: %s", name,
+                    m->prog_count, names);
+}
 TBDEF tb_tensor tb_tensor_for(const tb_tensor_spec *spec, void *data) {
     tb_tensor t;
     memset(&t, 0, sizeof t);
@@ -11374,6 +12379,7 @@ static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t cou
     return r;
 }
 
+
 /* The constants (state_only: the state ones) from the bundle to the
    device, in groups: constants whose bytes lie in the bundle's input as
    they lie on the device (the writer's layout: each at the next multiple
@@ -11386,7 +12392,7 @@ static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t cou
    pinned buffers cost more to make (about 1.5 ms for two of 512 KiB,
    made and freed) than a small model's whole upload takes this way. */
 static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
-    const tb_program *p = m->p;
+    const tb_program_constant *k = m->constants;
     const tb_bundle *b = m->bundle;
     tb__piece *pieces = NULL;
     uint32_t count = 0, cap = 0;
@@ -11394,16 +12400,16 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     uint32_t i = 0, j;
     tb__CUresult cr = 0;
     tb_result r = tb_ok;
-    while (i < p->constant_count && r == tb_ok && !cr) {
-        uintptr_t src = (uintptr_t)p->constants[i].data;
+    while (i < m->constant_count && r == tb_ok && !cr) {
+        uintptr_t src = (uintptr_t)k[i].data;
         uint64_t dev = m->const_addr[i], len, off;
-        if (state_only && !(p->constants[i].flags & TB_CONSTANT_STATE)) {
+        if (state_only && !(k[i].flags & TB_CONSTANT_STATE)) {
             i++;
             continue;
         }
-        for (j = i + 1; !state_only && j < p->constant_count; j++)
-            if ((uintptr_t)p->constants[j].data - src != m->const_addr[j] - dev) break;
-        len = m->const_addr[j - 1] - dev + p->constants[j - 1].size;
+        for (j = i + 1; !state_only && j < m->constant_count; j++)
+            if ((uintptr_t)k[j].data - src != m->const_addr[j] - dev) break;
+        len = m->const_addr[j - 1] - dev + k[j - 1].size;
         i = j;
         if (!len) continue;
         if (!b->read_at || src < base || src - base > b->map_size || len > b->map_size - (src - base)) {
@@ -11424,17 +12430,31 @@ static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
     tb__free(&m->ctx, pieces);
     /* a pageable copy returns once its bytes are staged: wait for them to
        land, so that a run on any stream sees them */
-    if (!cr && r == tb_ok && tb__drv.cuStreamSynchronize) cr = tb__drv.cuStreamSynchronize(NULL);
+    if (!cr && r == tb_ok) cr = tb__drv.cuStreamSynchronize(NULL);
     if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants");
     return r;
 }
 
-/* Resolves the steps: each launch's kernel (from the table), argument
-   slots (literals now, pointers listed), scratch and graph number. */
-static tb_result tb__model_steps(tb_model *m, tb_error *err) {
-    const tb_program *p = m->p;
-    uint32_t s, i, nptr = 0, launches = 0;
-    size_t nargs = 0, a = 0;
+/* Appends " [program "NAME" step S]" to err's message: a run-time
+   failure names the step it stopped at. */
+static TB__COLD tb_result tb__at_step(tb_error *err, tb_result r, const tb_program *p, uint32_t s) {
+    if (err) {
+        size_t n = strlen(err->message);
+        if (n < sizeof err->message)
+            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" step %u]", p->name, s);
+    }
+    return r;
+}
+
+/* Resolves one program's steps: each launch's kernel (from the table,
+   the record the step names, which the checker matched its operands
+   against), argument slots (literals now, pointers listed), scratch and
+   graph number; and checks what a launch would check of each grid, so
+   that a program that loads never stops partway through a run. */
+static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err) {
+    const tb_program *p = mp->p;
+    uint32_t s, i, launches = 0;
+    uint64_t nptr = 0, nargs = 0, a = 0;
     uint64_t gmax = 0, pmax = 0, scratch_at;
     tb_result r;
     for (s = 0; s < p->step_count; s++)
@@ -11442,52 +12462,58 @@ static tb_result tb__model_steps(tb_model *m, tb_error *err) {
             nargs += p->steps[s].operand_count;
             for (i = 0; i < p->steps[s].operand_count; i++) nptr += p->steps[s].operands[i].space != TB_SPACE_LITERAL;
         }
-    if (!(m->steps = (tb__model_step *)tb__alloc(&m->ctx, (p->step_count ? p->step_count : 1) * sizeof *m->steps)) ||
-        !(m->ptrs = (tb__model_ptr *)tb__alloc(&m->ctx, (nptr ? nptr : 1) * sizeof *m->ptrs)) ||
-        !(m->arg_block = (tb_arg *)tb__alloc(&m->ctx, (nargs ? nargs : 1) * sizeof *m->arg_block)))
+    if (nargs > (uint64_t)SIZE_MAX / sizeof(tb_arg) || nptr > 0xffffffffu)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program \"%.80s\": %llu operands are too many for this host",
+                        p->name, (unsigned long long)nargs);
+    if (!(mp->steps = (tb__model_step *)tb__alloc(&m->ctx, (p->step_count ? p->step_count : 1) * sizeof *mp->steps)) ||
+        !(mp->ptrs = (tb__model_ptr *)tb__alloc(&m->ctx, (size_t)(nptr ? nptr : 1) * sizeof *mp->ptrs)) ||
+        !(mp->arg_block = (tb_arg *)tb__alloc(&m->ctx, (size_t)(nargs ? nargs : 1) * sizeof *mp->arg_block)))
         return TB__OOM(err);
-    memset(m->steps, 0, (p->step_count ? p->step_count : 1) * sizeof *m->steps);
+    memset(mp->steps, 0, (p->step_count ? p->step_count : 1) * sizeof *mp->steps);
     nptr = 0;
     for (s = 0; s < p->step_count; s++) {
-        tb__model_step *ms = &m->steps[s];
+        tb__model_step *ms = &mp->steps[s];
         const tb_program_step *st = &p->steps[s];
         const tb_launch_record *rec;
+        uint32_t found = UINT32_MAX, ctas;
         uint64_t blocks;
         ms->st = st;
         if (st->kind != TB_STEP_LAUNCH) continue;
         rec = &m->bundle->records[st->record];
-        if ((r = tb_kernel_table_get(m->table, rec->cache_key, st->config, &ms->k, err)) != tb_ok) return r;
+        if ((r = tb_kernel_table_find(m->table, rec->cache_key, st->config, NULL, 0, &found, err)) != tb_ok ||
+            (r = tb_kernel_table_get(m->table, rec->cache_key, st->config, &ms->k, err)) != tb_ok)
+            return tb__at_step(err, r, p, s);
+        if (found != st->record) /* a bundle's cache keys are unique: a guard, not a path */
+            return tb__fail(err, tb_err_malformed, rec->cache_key, NULL, -1, 0,
+                            "program \"%.80s\" step %u names record %u, but its cache key finds record %u", p->name, s,
+                            st->record, found);
         if (ms->k->info.arg_count != st->operand_count) /* the checker matched them: a guard, not a path */
-            return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0, "step %u: %u operands, the kernel takes %u", s,
-                            st->operand_count, ms->k->info.arg_count);
-        ms->args = m->arg_block + a;
+            return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0, "program \"%.80s\" step %u: %u operands, the kernel takes %u",
+                            p->name, s, st->operand_count, ms->k->info.arg_count);
+        if ((r = tb__check_cluster_grid(ms->k, st->grid[0], st->grid[1], st->grid[2], err)) != tb_ok)
+            return tb__at_step(err, r, p, s);
+        ms->args = mp->arg_block + a;
         a += st->operand_count;
-        ms->ptr_begin = nptr;
+        ms->ptr_begin = (uint32_t)nptr;
         for (i = 0; i < st->operand_count; i++) {
             if (st->operands[i].space == TB_SPACE_LITERAL) {
                 ms->args[i].u = st->operands[i].value;
             } else {
                 ms->args[i].u = 0;
-                m->ptrs[nptr].slot = i;
-                m->ptrs[nptr++].op = st->operands[i];
+                mp->ptrs[nptr].slot = i;
+                mp->ptrs[nptr++].op = st->operands[i];
             }
         }
-        ms->ptr_end = nptr;
+        ms->ptr_end = (uint32_t)nptr;
         ms->launch = launches++;
         /* Triton's scratch: size per program, times the grid and num_ctas */
-        blocks = (uint64_t)st->grid[0] * st->grid[1]; /* < 2^47 */
-        if (st->grid[2] > UINT64_MAX / blocks) blocks = UINT64_MAX;
-        else blocks *= st->grid[2];
-        if (blocks != UINT64_MAX && (rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1) > UINT64_MAX / blocks)
-            blocks = UINT64_MAX;
-        else if (blocks != UINT64_MAX)
-            blocks *= rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1;
-        if ((ms->k->global_size || ms->k->profile_size) && blocks == UINT64_MAX)
-            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
-        if (ms->k->global_size && blocks > UINT64_MAX / ms->k->global_size)
-            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
-        if (ms->k->profile_size && blocks > UINT64_MAX / ms->k->profile_size)
-            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "step %u: its scratch size overflows", s);
+        ctas = rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1;
+        blocks = (uint64_t)st->grid[0] * st->grid[1] * st->grid[2]; /* < 2^63 */
+        blocks = blocks > UINT64_MAX / ctas ? UINT64_MAX : blocks * ctas;
+        if ((ms->k->global_size && (blocks == UINT64_MAX || blocks > UINT64_MAX / ms->k->global_size)) ||
+            (ms->k->profile_size && (blocks == UINT64_MAX || blocks > UINT64_MAX / ms->k->profile_size)))
+            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "program \"%.80s\" step %u: its scratch size overflows",
+                            p->name, s);
         ms->global_bytes = ms->k->global_size * blocks;
         ms->profile_bytes = ms->k->profile_size * blocks;
         if (ms->global_bytes > gmax) gmax = ms->global_bytes;
@@ -11495,50 +12521,52 @@ static tb_result tb__model_steps(tb_model *m, tb_error *err) {
     }
     /* the workspace: the plan's bytes, then the two scratch areas */
     scratch_at = tb__align_up64(p->workspace_size, TB__MODEL_ALIGN);
-    m->global_off = scratch_at;
-    m->profile_off = tb__align_up64(scratch_at + gmax, TB__MODEL_ALIGN);
-    m->ws_bytes = tb__align_up64(m->profile_off + pmax, TB__MODEL_ALIGN);
-    if (scratch_at < p->workspace_size || m->profile_off < scratch_at || m->ws_bytes < m->profile_off)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the workspace's size overflows");
+    mp->global_off = scratch_at;
+    mp->profile_off = tb__align_up64(scratch_at + gmax, TB__MODEL_ALIGN);
+    mp->ws_bytes = tb__align_up64(mp->profile_off + pmax, TB__MODEL_ALIGN);
+    if (scratch_at < p->workspace_size || mp->profile_off < scratch_at || mp->ws_bytes < mp->profile_off ||
+        scratch_at + gmax < scratch_at || mp->profile_off + pmax < mp->profile_off)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program \"%.80s\": the workspace's size overflows", p->name);
     return tb_ok;
 }
 
 /* The device address of a pointer operand for one run. */
-static uint64_t tb__model_addr(const tb_model *m, const tb_operand *o, const tb_tensor *in, const tb_tensor *out,
-                               uint64_t ws) {
+static uint64_t tb__model_addr(const tb_model *m, const tb__model_prog *mp, const tb_operand *o, const tb_tensor *in,
+                               const tb_tensor *out, uint64_t ws) {
     switch (o->space) {
     case TB_SPACE_INPUT: return (uint64_t)(uintptr_t)in[o->index].data + o->value;
     case TB_SPACE_OUTPUT: return (uint64_t)(uintptr_t)out[o->index].data + o->value;
     case TB_SPACE_CONSTANT: return m->const_addr[o->index] + o->value;
-    default: return ws + m->p->buffers[o->index].offset + o->value;
+    default: return ws + mp->p->buffers[o->index].offset + o->value;
     }
 }
 
-/* The inputs a step may write: a memset's or copy's destination, or a
-   launch's pointer the record's call info marks mutated (any pointer of
-   a record without call info). A static-io replay copies them back. */
-static tb_result tb__model_written_inputs(tb_model *m, tb_error *err) {
-    uint32_t s, i;
-    if (!(m->in_written = (unsigned char *)tb__alloc(&m->ctx, m->p->input_count + 1))) return TB__OOM(err);
-    memset(m->in_written, 0, m->p->input_count + 1);
-    for (s = 0; s < m->p->step_count; s++) {
-        const tb_program_step *st = &m->p->steps[s];
-        const tb_call_info *ci = st->kind == TB_STEP_LAUNCH ? m->bundle->records[st->record].call : NULL;
+/* The inputs a step may write (a memset's or copy's destination, or a
+   launch's pointer tb__arg_may_write says the kernel may write), and
+   every output: what no other tensor may share a byte with, and what a
+   static-io replay copies back. */
+static tb_result tb__model_written(tb_model *m, tb__model_prog *mp, tb_error *err) {
+    const tb_program *p = mp->p;
+    uint32_t s, i, n = p->input_count + p->output_count;
+    if (!(mp->written = (unsigned char *)tb__alloc(&m->ctx, (size_t)n + 1))) return TB__OOM(err);
+    memset(mp->written, 0, (size_t)n + 1);
+    for (i = p->input_count; i < n; i++) mp->written[i] = 1;
+    for (s = 0; s < p->step_count; s++) {
+        const tb_program_step *st = &p->steps[s];
+        const tb_launch_record *rec = st->kind == TB_STEP_LAUNCH ? &m->bundle->records[st->record] : NULL;
         for (i = 0; i < st->operand_count; i++) {
-            uint32_t j, written = st->kind != TB_STEP_LAUNCH ? i == 0 : !ci;
             if (st->operands[i].space != TB_SPACE_INPUT) continue;
-            for (j = 0; ci && j < ci->mutated_count && !written; j++) written = ci->mutated[j] == i;
-            if (written) m->in_written[st->operands[i].index] = 1;
+            if (rec ? tb__arg_may_write(rec, i) : i == 0) mp->written[st->operands[i].index] = 1;
         }
     }
     return tb_ok;
 }
 
 /* Does any step other than an updatable launch touch an input or output? */
-static int tb__model_needs_static_io(const tb_model *m) {
+static int tb__model_needs_static_io(const tb__model_prog *mp) {
     uint32_t s, i;
-    for (s = 0; s < m->p->step_count; s++) {
-        const tb__model_step *ms = &m->steps[s];
+    for (s = 0; s < mp->p->step_count; s++) {
+        const tb__model_step *ms = &mp->steps[s];
         int updatable = ms->st->kind == TB_STEP_LAUNCH && !ms->k->desc_count && !ms->k->use_ex;
         for (i = 0; i < ms->st->operand_count; i++) {
             uint32_t sp = ms->st->operands[i].space;
@@ -11550,27 +12578,32 @@ static int tb__model_needs_static_io(const tb_model *m) {
 
 static void tb__model_release(tb_model *m) {
     int pushed = 0;
-    uint32_t i;
+    uint32_t i, j;
     tb__ctx c = m->ctx;
     if (m->cu_ctx && tb__model_enter(m, &pushed) == 0) {
         if (m->consts) tb__drv.cuMemFree(m->consts);
         if (m->ws) tb__drv.cuMemFree(m->ws);
-        if (m->io_dev)
-            for (i = 0; i < m->p->input_count + m->p->output_count; i++)
-                if (m->io_dev[i]) tb__drv.cuMemFree(m->io_dev[i]);
+        for (j = 0; j < m->prog_count; j++)
+            if (m->progs[j].io_dev)
+                for (i = 0; i < m->progs[j].p->input_count + m->progs[j].p->output_count; i++)
+                    if (m->progs[j].io_dev[i]) tb__drv.cuMemFree(m->progs[j].io_dev[i]);
         tb__leave(pushed);
     }
-    tb_graph_free(m->graph);
+    for (j = 0; j < m->prog_count; j++) {
+        tb__model_prog *mp = &m->progs[j];
+        tb_graph_free(mp->graph);
+        tb__free(&c, mp->steps);
+        tb__free(&c, mp->ptrs);
+        tb__free(&c, mp->arg_block);
+        tb__free(&c, mp->checked);
+        tb__free(&c, mp->written);
+        tb__free(&c, mp->io_dev);
+        tb__free(&c, mp->io_graph);
+    }
     if (m->own_table) tb_kernel_table_free(m->table);
     if (m->retained) tb__drv.cuDevicePrimaryCtxRelease(m->device);
     tb__free(&c, m->const_addr);
-    tb__free(&c, m->steps);
-    tb__free(&c, m->ptrs);
-    tb__free(&c, m->arg_block);
-    tb__free(&c, m->checked);
-    tb__free(&c, m->io_dev);
-    tb__free(&c, m->io_graph);
-    tb__free(&c, m->in_written);
+    tb__free(&c, m->progs);
     tb__free(&c, m);
 }
 TBDEF void tb_model_free(tb_model *m) {
@@ -11603,40 +12636,44 @@ static tb_result tb__model_context(tb_model *m, int device, int *pushed, tb_erro
 }
 
 /* The device memory: constants (each at a multiple of 64, as the file
-   lays them out), the
-   workspace, static input and output buffers for a static-io graph. */
+   lays them out), one workspace for every program (the largest's size),
+   and static input and output buffers for each static-io graph. */
 static tb_result tb__model_memory(tb_model *m, tb_error *err) {
-    const tb_program *p = m->p;
     uint64_t at = 0;
-    uint32_t i, n = p->input_count + p->output_count;
+    uint32_t i, j;
     tb__CUresult cr;
-    if (!(m->const_addr = (uint64_t *)tb__alloc(&m->ctx, (p->constant_count ? p->constant_count : 1) * sizeof(uint64_t))) ||
-        !(m->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
-        !(m->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))))
+    if (!(m->const_addr = (uint64_t *)tb__alloc(&m->ctx, (m->constant_count ? m->constant_count : 1) * sizeof(uint64_t))))
         return TB__OOM(err);
-    memset(m->checked, 0, (n ? n : 1) * sizeof(uint64_t));
-    for (i = 0; i < p->constant_count; i++) {
+    for (i = 0; i < m->constant_count; i++) {
         m->const_addr[i] = at;
-        if (p->constants[i].flags & TB_CONSTANT_STATE) m->state_count++;
-        if (p->constants[i].size > UINT64_MAX - at - TB__CONSTANT_ALIGN)
+        if (m->constants[i].flags & TB_CONSTANT_STATE) m->state_count++;
+        if (m->constants[i].size > UINT64_MAX - at - TB__CONSTANT_ALIGN)
             return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the constants' size overflows");
-        at = tb__align_up64(at + p->constants[i].size, TB__CONSTANT_ALIGN); /* the file's layout: one piece to upload */
+        at = tb__align_up64(at + m->constants[i].size, TB__CONSTANT_ALIGN); /* the file's layout: one piece to upload */
     }
     m->const_bytes = at;
     if (at > (uint64_t)SIZE_MAX || m->ws_bytes > (uint64_t)SIZE_MAX)
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the model's memory is too large for this host");
     if (at && (cr = tb__drv.cuMemAlloc(&m->consts, (size_t)at)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of constants", (unsigned long long)at);
-    for (i = 0; i < p->constant_count; i++) m->const_addr[i] += m->consts;
+    for (i = 0; i < m->constant_count; i++) m->const_addr[i] += m->consts;
     if (m->ws_bytes && (cr = tb__drv.cuMemAlloc(&m->ws, (size_t)m->ws_bytes)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of workspace", (unsigned long long)m->ws_bytes);
-    if (m->static_io) {
-        if (!(m->io_dev = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))) return TB__OOM(err);
-        memset(m->io_dev, 0, (n ? n : 1) * sizeof(uint64_t));
+    for (j = 0; j < m->prog_count; j++) {
+        tb__model_prog *mp = &m->progs[j];
+        const tb_program *p = mp->p;
+        uint32_t n = p->input_count + p->output_count;
+        if (!(mp->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
+            !(mp->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))))
+            return TB__OOM(err);
+        memset(mp->checked, 0, (n ? n : 1) * sizeof(uint64_t));
+        if (!mp->static_io) continue;
+        if (!(mp->io_dev = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))) return TB__OOM(err);
+        memset(mp->io_dev, 0, (n ? n : 1) * sizeof(uint64_t));
         for (i = 0; i < n; i++) {
             uint64_t e = tb_tensor_spec_extent(i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count]);
             if (e > (uint64_t)SIZE_MAX) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "a tensor too large for this host");
-            if ((cr = tb__drv.cuMemAlloc(&m->io_dev[i], e ? (size_t)e : 1)) != 0)
+            if ((cr = tb__drv.cuMemAlloc(&mp->io_dev[i], e ? (size_t)e : 1)) != 0)
                 return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "a static buffer of %llu bytes", (unsigned long long)e);
         }
     }
@@ -11648,25 +12685,38 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     tb__ctx c;
     double t[4];
     tb_result r;
+    uint32_t j;
     int pushed = 0;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
     if (!desc || !desc->bundle) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc or desc->bundle is NULL");
-    if (!desc->bundle->program)
+    if (!desc->bundle->program_count)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
                         "the bundle holds no program (export a model with the Python companion's export_model)");
     if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown model flags 0x%x", desc->flags);
+    if ((desc->flags & TB_MODEL_STATIC_IO) && !(desc->flags & TB_MODEL_GRAPH))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "TB_MODEL_STATIC_IO chooses how a graph replay reaches the caller's tensors: give it with TB_MODEL_GRAPH");
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     if (!tb__drv.cuMemAlloc || !tb__drv.cuMemFree || !tb__drv.cuMemcpyHtoD || !tb__drv.cuMemcpyDtoDAsync ||
-        !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute)
+        !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute ||
+        !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize)
         return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the memory calls a model needs");
     c = tb__ctx_from(desc->options);
     if (!(m = (tb_model *)tb__alloc(&c, sizeof *m))) return TB__OOM(err);
     memset(m, 0, sizeof *m);
-    m->ctx = c, m->bundle = desc->bundle, m->p = desc->bundle->program, m->flags = desc->flags;
+    m->ctx = c, m->bundle = desc->bundle, m->flags = desc->flags;
+    m->constants = desc->bundle->programs[0]->constants, m->constant_count = desc->bundle->programs[0]->constant_count;
     m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)1 << 20;
     if (desc->options) m->options = *desc->options;
+    if (!(m->progs = (tb__model_prog *)tb__alloc(&c, desc->bundle->program_count * sizeof *m->progs))) {
+        tb__free(&c, m);
+        return TB__OOM(err);
+    }
+    memset(m->progs, 0, desc->bundle->program_count * sizeof *m->progs);
+    m->prog_count = desc->bundle->program_count;
+    for (j = 0; j < m->prog_count; j++) m->progs[j].p = desc->bundle->programs[j];
     if ((r = tb__model_context(m, desc->device, &pushed, err)) != tb_ok) goto fail;
     if (desc->table) {
         if (desc->table->bundle != desc->bundle) {
@@ -11682,18 +12732,21 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
         m->own_table = 1;
     }
     t[0] = tb__now();
-    if ((r = tb__model_steps(m, err)) != tb_ok) goto fail;
-    m->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(m));
-    if (m->static_io && (r = tb__model_written_inputs(m, err)) != tb_ok) goto fail;
+    for (j = 0; j < m->prog_count; j++) {
+        tb__model_prog *mp = &m->progs[j];
+        if ((r = tb__model_steps(m, mp, err)) != tb_ok || (r = tb__model_written(m, mp, err)) != tb_ok) goto fail;
+        if (mp->ws_bytes > m->ws_bytes) m->ws_bytes = mp->ws_bytes;
+        mp->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(mp));
+    }
     t[1] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
     t[2] = tb__now();
     if ((r = tb__model_upload(m, 0, err)) != tb_ok) goto fail;
     t[3] = tb__now();
     tb__log(&m->ctx, TB_LOG_INFO,
-            "model: %u steps resolved (kernels loaded) in %.3f ms; %llu bytes of device memory allocated in %.3f ms; "
-            "%u constants (%llu bytes) uploaded in %.3f ms (%s)", m->p->step_count, (t[1] - t[0]) * 1e3,
-            (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->p->constant_count,
+            "model: %u program%s, steps resolved (kernels loaded) in %.3f ms; %llu bytes of device memory allocated in %.3f ms; "
+            "%u constants (%llu bytes) uploaded in %.3f ms (%s)", m->prog_count, m->prog_count == 1 ? "" : "s",
+            (t[1] - t[0]) * 1e3, (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->constant_count,
             (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3,
             desc->bundle->read_at ? "read from the file with pread, then copied" : "copied from the bundle's memory");
     if (pushed) tb__leave(pushed);
@@ -11705,100 +12758,211 @@ fail:
     return r;
 }
 
-/* One caller tensor against its spec; then its device, once per pointer. */
+/* A tensor's dtype, rank, sizes and strides as a message shows them. */
+static void tb__tensor_text(char *out, size_t cap, uint32_t dtype, uint32_t rank, const int64_t *shape,
+                            const int64_t *strides) {
+    size_t a = 0;
+    uint32_t d, shown = rank < TB_MAX_TENSOR_DIMS ? rank : TB_MAX_TENSOR_DIMS;
+    const char *dn = tb_dtype_name(dtype);
+    if (dn) a += (size_t)snprintf(out + a, cap - a, "%s", dn);
+    else a += (size_t)snprintf(out + a, cap - a, "dtype %u", dtype);
+    if (a < cap && rank > TB_MAX_TENSOR_DIMS) {
+        snprintf(out + a, cap - a, " of rank %u (over %u)", rank, (unsigned)TB_MAX_TENSOR_DIMS);
+        return;
+    }
+    if (a < cap) a += (size_t)snprintf(out + a, cap - a, " rank %u [", rank);
+    for (d = 0; d < shown && a < cap; d++) a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (a < cap) a += (size_t)snprintf(out + a, cap - a, "] strides [");
+    for (d = 0; d < shown && a < cap; d++) a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)strides[d]);
+    if (a < cap) snprintf(out + a, cap - a, "]");
+}
+
+/* Do the driver's allocations hold bytes [p, p + n)? The allocation that
+   holds p, then (for memory mapped in pieces, cuMemMap) the one right
+   after it, until n bytes are covered. *have: the bytes found. */
+static int tb__device_range_holds(uint64_t p, uint64_t n, uint64_t *have) {
+    uint64_t at = p, end = p + n;
+    int k;
+    *have = 0;
+    for (k = 0; k < 64 && at < end; k++) {
+        uint64_t base = 0;
+        size_t size = 0;
+        if (tb__drv.cuMemGetAddressRange(&base, &size, at) != 0 || at < base || at - base >= size) return 0;
+        at = base + size < base ? UINT64_MAX : base + size;
+        *have = (at < end ? at : end) - p;
+    }
+    return at >= end;
+}
+
+/* One caller tensor against its spec; then, once per pointer, its device
+   and that its allocation holds its extent. *moved: the pointer is not the
+   one checked last time (the overlap check must run again). */
 static tb_result tb__model_check(tb_model *m, const tb_tensor *t, const tb_tensor_spec *s, const char *what,
-                                 uint64_t *checked, tb_error *err) {
+                                 uint64_t *checked, int *moved, tb_error *err) {
     uint32_t d;
-    char want[160], got[160];
     int match = t->dtype == s->dtype && t->rank == s->rank, ordinal = -1;
+    uint64_t extent, have;
     tb__CUresult cr;
     for (d = 0; match && d < s->rank; d++) match = t->shape[d] == s->shape[d] && t->strides[d] == s->strides[d];
     if (!match) {
-        size_t a = 0, b = 0;
-        a += (size_t)snprintf(want + a, sizeof want - a, "%s [", tb_dtype_name(s->dtype));
-        for (d = 0; d < s->rank && a < sizeof want; d++)
-            a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", d ? ", " : "", (long long)s->shape[d]);
-        if (a < sizeof want) a += (size_t)snprintf(want + a, sizeof want - a, "] strides [");
-        for (d = 0; d < s->rank && a < sizeof want; d++)
-            a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", d ? ", " : "", (long long)s->strides[d]);
-        if (a < sizeof want) snprintf(want + a, sizeof want - a, "]");
-        b += (size_t)snprintf(got + b, sizeof got - b, "%s [", tb_dtype_name(t->dtype) ? tb_dtype_name(t->dtype) : "?");
-        for (d = 0; d < t->rank && d < TB_MAX_TENSOR_DIMS && b < sizeof got; d++)
-            b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        if (b < sizeof got) b += (size_t)snprintf(got + b, sizeof got - b, "] strides [");
-        for (d = 0; d < t->rank && d < TB_MAX_TENSOR_DIMS && b < sizeof got; d++)
-            b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", d ? ", " : "", (long long)t->strides[d]);
-        if (b < sizeof got) snprintf(got + b, sizeof got - b, "]");
+        char want[200], got[200];
+        tb__tensor_text(want, sizeof want, s->dtype, s->rank, s->shape, s->strides);
+        tb__tensor_text(got, sizeof got, t->dtype, t->rank, t->shape, t->strides);
         return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%s \"%.80s\": expected %s, got %s", what, s->name, want, got);
     }
     if ((uintptr_t)t->data % s->align)
         return tb__fail(err, tb_err_misaligned, NULL, NULL, -1, 0, "%s \"%.80s\": data %p is not a multiple of %u bytes", what,
                         s->name, t->data, s->align);
-    if (!t->data && tb_tensor_spec_extent(s))
+    extent = tb_tensor_spec_extent(s);
+    if (!t->data && extent)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s \"%.80s\": data is NULL", what, s->name);
-    if (!t->data || (checked && *checked == (uint64_t)(uintptr_t)t->data)) return tb_ok;
+    if (checked && *checked == (uint64_t)(uintptr_t)t->data) return tb_ok;
+    if (moved) *moved = 1;
+    if (!t->data) {
+        if (checked) *checked = 0;
+        return tb_ok;
+    }
     cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)t->data);
     if (cr != 0 || ordinal != m->device)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "%s \"%.80s\": data %p is not memory of CUDA device %d (%s %d)", what, s->name, t->data, m->device,
                         cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+    if (!tb__device_range_holds((uint64_t)(uintptr_t)t->data, extent, &have))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "%s \"%.80s\": it needs %llu bytes from %p, and the allocation there holds %llu of them", what,
+                        s->name, (unsigned long long)extent, t->data, (unsigned long long)have);
     if (checked) *checked = (uint64_t)(uintptr_t)t->data;
     return tb_ok;
 }
 
-/* shared: the run of a caller's workspace (other threads), which does not
-   remember the pointers it checked */
-static tb_result tb__model_check_io(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
-                                    int shared, tb_error *err) {
-    const tb_program *p = m->p;
+/* No tensor the program writes (an output, an input a step may write)
+   shares a byte with another tensor or with the caller's workspace, and
+   the workspace shares none with any: CUDA leaves overlapping copies
+   undefined, and a kernel would read what another step wrote. Inputs the
+   program only reads may share bytes with each other. The extents in
+   start order, each against those before it that still reach it. */
+typedef struct tb__span {
+    uint64_t start, end;
+    uint32_t index;              /* inputs, then outputs, then the workspace */
+    int written;
+} tb__span;
+static int tb__cmp_span(const void *a, const void *b) {
+    const tb__span *x = (const tb__span *)a, *y = (const tb__span *)b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+static const char *tb__span_name(const tb_program *p, uint32_t i, const char **what) {
+    if (i < p->input_count) return *what = "input", p->inputs[i].name;
+    if (i < p->input_count + p->output_count) return *what = "output", p->outputs[i - p->input_count].name;
+    return *what = "the", "workspace";
+}
+static tb_result tb__model_check_overlap(tb_model *m, const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
+                                         uint64_t ws, uint64_t ws_bytes, tb_error *err) {
+    const tb_program *p = mp->p;
+    uint32_t nin = p->input_count, n = nin + p->output_count, count = 0, i, j, live = 0;
+    tb__span small[16], *sp = small;
+    uint32_t small_live[16], *act = small_live;
+    tb_result r = tb_ok;
+    if ((size_t)n + 1 > 16) {
+        sp = (tb__span *)tb__alloc(&m->ctx, ((size_t)n + 1) * (sizeof *sp + sizeof *act));
+        if (!sp) return TB__OOM(err);
+        act = (uint32_t *)(sp + n + 1);
+    }
+    for (i = 0; i <= n; i++) {
+        uint64_t a = i == n ? ws : (uint64_t)(uintptr_t)(i < nin ? in[i].data : out[i - nin].data);
+        uint64_t e = i == n ? ws_bytes : tb_tensor_spec_extent(i < nin ? &p->inputs[i] : &p->outputs[i - nin]);
+        if (!a || !e) continue;
+        sp[count].start = a, sp[count].end = a + e < a ? UINT64_MAX : a + e;
+        sp[count].index = i, sp[count++].written = i == n || mp->written[i];
+    }
+    qsort(sp, count, sizeof *sp, tb__cmp_span);
+    for (i = 0; i < count && r == tb_ok; i++) {
+        uint32_t keep = 0;
+        for (j = 0; j < live; j++) /* those before it that still reach it overlap it */
+            if (sp[act[j]].end > sp[i].start) act[keep++] = act[j];
+        live = keep;
+        for (j = 0; j < live && r == tb_ok; j++) {
+            const tb__span *o = &sp[act[j]];
+            const char *w1, *w2, *n1, *n2;
+            if (!o->written && !sp[i].written) continue;
+            n1 = tb__span_name(p, o->index, &w1), n2 = tb__span_name(p, sp[i].index, &w2);
+            r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                         "%s \"%.60s\" (%p, %llu bytes) and %s \"%.60s\" (%p, %llu bytes) share bytes: a tensor the "
+                         "program writes shares none with another tensor or the workspace (only inputs it reads may "
+                         "share bytes)", w1, n1, (void *)(uintptr_t)o->start, (unsigned long long)(o->end - o->start), w2, n2,
+                         (void *)(uintptr_t)sp[i].start, (unsigned long long)(sp[i].end - sp[i].start));
+        }
+        act[live++] = i;
+    }
+    if (sp != small) tb__free(&m->ctx, sp);
+    return r;
+}
+
+/* shared: the run of a caller's workspace (other threads), which
+   remembers nothing of the tensors it checked */
+static tb_result tb__model_check_io(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
+                                    uint32_t nout, int shared, uint64_t ws, tb_error *err) {
+    const tb_program *p = mp->p;
     uint32_t i;
+    int moved = 0;
     tb_result r;
-    if (nin != p->input_count || nout != p->output_count || (nin && !in) || (nout && !out))
-        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs and %u outputs given, the model takes %u and %u",
-                        nin, nout, p->input_count, p->output_count);
+    if (nin != p->input_count || nout != p->output_count)
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0,
+                        "%u input%s and %u output%s given; program \"%.80s\" takes %u and %u", nin, nin == 1 ? "" : "s", nout,
+                        nout == 1 ? "" : "s", p->name, p->input_count, p->output_count);
+    if ((nin && !in) || (nout && !out))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the %s array is NULL; program \"%.80s\" takes %u %s (an array of tb_tensor)", nin && !in ? "inputs" : "outputs",
+                        p->name, nin && !in ? nin : nout, nin && !in ? "inputs" : "outputs");
     for (i = 0; i < nin; i++)
-        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &m->checked[i], err)) != tb_ok) return r;
+        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &mp->checked[i], &moved, err)) != tb_ok)
+            return mp->io_ok = 0, r;
     for (i = 0; i < nout; i++)
-        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &m->checked[nin + i], err)) != tb_ok)
-            return r;
-    return tb_ok;
+        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &mp->checked[nin + i], &moved, err)) !=
+            tb_ok)
+            return mp->io_ok = 0, r;
+    if (!shared && !moved && mp->io_ok) return tb_ok; /* the same pointers as last time: checked then */
+    r = tb__model_check_overlap(m, mp, in, out, shared ? ws : 0, shared ? m->ws_bytes : 0, err);
+    if (!shared) mp->io_ok = r == tb_ok;
+    return r;
 }
 
 /* The launch parameters of step s for these tensors and workspace. */
-static void tb__model_params(const tb_model *m, const tb__model_step *ms, const tb_tensor *in, const tb_tensor *out,
-                             uint64_t ws, void *stream, tb_arg *args, tb_launch_params *lp) {
+static void tb__model_params(const tb_model *m, const tb__model_prog *mp, const tb__model_step *ms, const tb_tensor *in,
+                             const tb_tensor *out, uint64_t ws, void *stream, tb_arg *args, tb_launch_params *lp) {
     uint32_t q;
     memcpy(args, ms->args, ms->st->operand_count * sizeof *args);
-    for (q = ms->ptr_begin; q < ms->ptr_end; q++) args[m->ptrs[q].slot].u = tb__model_addr(m, &m->ptrs[q].op, in, out, ws);
+    for (q = ms->ptr_begin; q < ms->ptr_end; q++)
+        args[mp->ptrs[q].slot].u = tb__model_addr(m, mp, &mp->ptrs[q].op, in, out, ws);
     memset(lp, 0, sizeof *lp);
     memcpy(lp->grid, ms->st->grid, sizeof lp->grid);
     lp->stream = stream;
     lp->args = args;
     lp->arg_count = ms->st->operand_count;
-    if (ms->global_bytes) lp->global_scratch = (void *)(uintptr_t)(ws + m->global_off);
-    if (ms->profile_bytes) lp->profile_scratch = (void *)(uintptr_t)(ws + m->profile_off);
+    if (ms->global_bytes) lp->global_scratch = (void *)(uintptr_t)(ws + mp->global_off);
+    if (ms->profile_bytes) lp->profile_scratch = (void *)(uintptr_t)(ws + mp->profile_off);
 }
 
 /* Every step, in order, on stream. */
-static tb_result tb__model_steps_run(tb_model *m, const tb_tensor *in, const tb_tensor *out, uint64_t ws, void *stream,
-                                     tb_error *err) {
+static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
+                                     uint64_t ws, void *stream, tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
     tb_launch_params lp;
     uint32_t s;
     tb_result r;
     tb__CUresult cr = 0;
-    for (s = 0; s < m->p->step_count; s++) {
-        const tb__model_step *ms = &m->steps[s];
+    for (s = 0; s < mp->p->step_count; s++) {
+        const tb__model_step *ms = &mp->steps[s];
         const tb_program_step *st = ms->st;
         if (st->kind == TB_STEP_LAUNCH) {
-            tb__model_params(m, ms, in, out, ws, stream, args, &lp);
-            if ((r = tb_launch(ms->k, &lp, err)) != tb_ok) return r;
+            tb__model_params(m, mp, ms, in, out, ws, stream, args, &lp);
+            if ((r = tb_launch(ms->k, &lp, err)) != tb_ok) return tb__at_step(err, r, mp->p, s);
             continue;
         }
         {
-            uint64_t dst = tb__model_addr(m, &st->operands[0], in, out, ws);
+            uint64_t dst = tb__model_addr(m, mp, &st->operands[0], in, out, ws);
             if (st->kind == TB_STEP_COPY)
-                cr = st->count ? tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, &st->operands[1], in, out, ws),
+                cr = st->count ? tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws),
                                                            (size_t)st->count, stream) : 0;
             else if (st->width == 1)
                 cr = tb__drv.cuMemsetD8Async(dst, (unsigned char)st->value, (size_t)st->count, stream);
@@ -11807,83 +12971,87 @@ static tb_result tb__model_steps_run(tb_model *m, const tb_tensor *in, const tb_
             else
                 cr = tb__drv.cuMemsetD32Async(dst, st->value, (size_t)st->count, stream);
         }
-        if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync",
-                                  "program step %u", s);
+        if (cr)
+            return tb__at_step(err, tb__cufail(err, cr, tb_err_cuda, NULL, st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync",
+                                               "%s", ""), mp->p, s);
     }
     return tb_ok;
 }
 
 /* Static-io graph runs read and write these in place of the caller's. */
-static void tb__model_static_tensors(const tb_model *m, tb_tensor *in, tb_tensor *out) {
+static void tb__model_static_tensors(const tb__model_prog *mp, tb_tensor *in, tb_tensor *out) {
     uint32_t i;
-    for (i = 0; i < m->p->input_count; i++) in[i].data = (void *)(uintptr_t)m->io_dev[i];
-    for (i = 0; i < m->p->output_count; i++) out[i].data = (void *)(uintptr_t)m->io_dev[m->p->input_count + i];
+    for (i = 0; i < mp->p->input_count; i++) in[i].data = (void *)(uintptr_t)mp->io_dev[i];
+    for (i = 0; i < mp->p->output_count; i++) out[i].data = (void *)(uintptr_t)mp->io_dev[mp->p->input_count + i];
 }
 
-/* Captures the steps into the model's graph (the first graph run). */
-static tb_result tb__model_capture(tb_model *m, const tb_tensor *in, const tb_tensor *out, void *stream, tb_error *err) {
+/* Captures the program's steps into its graph (its first graph run). */
+static tb_result tb__model_capture(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, void *stream,
+                                   tb_error *err) {
     tb_result r;
     uint32_t i;
-    if ((r = tb_graph_begin(stream, &m->options, &m->graph, err)) != tb_ok) return r;
-    r = tb__model_steps_run(m, in, out, m->ws, stream, err);
-    if (r == tb_ok) r = tb_graph_end(m->graph, err);
+    if ((r = tb_graph_begin(stream, &m->options, &mp->graph, err)) != tb_ok) return r;
+    r = tb__model_steps_run(m, mp, in, out, m->ws, stream, err);
+    if (r == tb_ok) r = tb_graph_end(mp->graph, err);
     if (r != tb_ok) {
-        tb_graph_free(m->graph);
-        m->graph = NULL;
+        tb_graph_free(mp->graph);
+        mp->graph = NULL;
         return r;
     }
-    for (i = 0; i < m->p->input_count; i++) m->io_graph[i] = (uint64_t)(uintptr_t)in[i].data;
-    for (i = 0; i < m->p->output_count; i++) m->io_graph[m->p->input_count + i] = (uint64_t)(uintptr_t)out[i].data;
+    for (i = 0; i < mp->p->input_count; i++) mp->io_graph[i] = (uint64_t)(uintptr_t)in[i].data;
+    for (i = 0; i < mp->p->output_count; i++) mp->io_graph[mp->p->input_count + i] = (uint64_t)(uintptr_t)out[i].data;
     return tb_ok;
 }
 
 /* Points the graph's launches at new inputs and outputs: only those
    launches that read a tensor whose pointer changed. */
-static tb_result tb__model_update(tb_model *m, const tb_tensor *in, const tb_tensor *out, void *stream, tb_error *err) {
+static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, void *stream,
+                                  tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
     tb_launch_params lp;
-    uint32_t s, q, nin = m->p->input_count, n = nin + m->p->output_count;
+    uint32_t s, q, nin = mp->p->input_count, n = nin + mp->p->output_count;
     int any = 0;
     tb_result r;
     for (q = 0; q < n && !any; q++)
-        any = m->io_graph[q] != (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
+        any = mp->io_graph[q] != (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
     if (!any) return tb_ok;
-    for (s = 0; s < m->p->step_count; s++) {
-        const tb__model_step *ms = &m->steps[s];
+    for (s = 0; s < mp->p->step_count; s++) {
+        const tb__model_step *ms = &mp->steps[s];
         int touched = 0;
         if (ms->st->kind != TB_STEP_LAUNCH) continue;
         for (q = ms->ptr_begin; q < ms->ptr_end && !touched; q++) {
-            const tb_operand *o = &m->ptrs[q].op;
-            if (o->space == TB_SPACE_INPUT) touched = m->io_graph[o->index] != (uint64_t)(uintptr_t)in[o->index].data;
-            if (o->space == TB_SPACE_OUTPUT) touched = m->io_graph[nin + o->index] != (uint64_t)(uintptr_t)out[o->index].data;
+            const tb_operand *o = &mp->ptrs[q].op;
+            if (o->space == TB_SPACE_INPUT) touched = mp->io_graph[o->index] != (uint64_t)(uintptr_t)in[o->index].data;
+            if (o->space == TB_SPACE_OUTPUT) touched = mp->io_graph[nin + o->index] != (uint64_t)(uintptr_t)out[o->index].data;
         }
         if (!touched) continue;
-        tb__model_params(m, ms, in, out, m->ws, stream, args, &lp);
-        if ((r = tb_graph_update(m->graph, ms->launch, &lp, err)) != tb_ok) {
-            tb_graph_free(m->graph); /* some nodes moved, some not: the next run captures again */
-            m->graph = NULL;
-            return r;
+        tb__model_params(m, mp, ms, in, out, m->ws, stream, args, &lp);
+        if ((r = tb_graph_update(mp->graph, ms->launch, &lp, err)) != tb_ok) {
+            tb_graph_free(mp->graph); /* some nodes moved, some not: the next run captures again */
+            mp->graph = NULL;
+            return tb__at_step(err, r, mp->p, s);
         }
     }
-    for (q = 0; q < n; q++) m->io_graph[q] = (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
+    for (q = 0; q < n; q++) mp->io_graph[q] = (uint64_t)(uintptr_t)(q < nin ? in[q].data : out[q - nin].data);
     return tb_ok;
 }
 
 /* outputs 0: the inputs into the static buffers; 1: the outputs, and the
    inputs a step may write, back out of them */
-static tb_result tb__model_copy_io(tb_model *m, const tb_tensor *in, const tb_tensor *out, int outputs, void *stream,
-                                   tb_error *err) {
-    uint32_t i, nin = m->p->input_count, n = outputs ? m->p->output_count : nin;
+static tb_result tb__model_copy_io(const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, int outputs,
+                                   void *stream, tb_error *err) {
+    const tb_program *p = mp->p;
+    uint32_t i, nin = p->input_count, n = outputs ? p->output_count : nin;
     tb__CUresult cr;
     for (i = 0; outputs && i < nin; i++) {
-        uint64_t e = tb_tensor_spec_extent(&m->p->inputs[i]);
-        if (!m->in_written[i] || !e) continue;
-        if ((cr = tb__drv.cuMemcpyDtoDAsync((uint64_t)(uintptr_t)in[i].data, m->io_dev[i], (size_t)e, stream)) != 0)
-            return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "input \"%.80s\"", m->p->inputs[i].name);
+        uint64_t e = tb_tensor_spec_extent(&p->inputs[i]);
+        if (!mp->written[i] || !e) continue;
+        if ((cr = tb__drv.cuMemcpyDtoDAsync((uint64_t)(uintptr_t)in[i].data, mp->io_dev[i], (size_t)e, stream)) != 0)
+            return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "input \"%.80s\"", p->inputs[i].name);
     }
     for (i = 0; i < n; i++) {
-        const tb_tensor_spec *s = outputs ? &m->p->outputs[i] : &m->p->inputs[i];
-        uint64_t e = tb_tensor_spec_extent(s), dev = m->io_dev[outputs ? nin + i : i];
+        const tb_tensor_spec *s = outputs ? &p->outputs[i] : &p->inputs[i];
+        uint64_t e = tb_tensor_spec_extent(s), dev = mp->io_dev[outputs ? nin + i : i];
         uint64_t user = (uint64_t)(uintptr_t)(outputs ? out[i].data : in[i].data);
         if (!e) continue;
         cr = outputs ? tb__drv.cuMemcpyDtoDAsync(user, dev, (size_t)e, stream) : tb__drv.cuMemcpyDtoDAsync(dev, user, (size_t)e, stream);
@@ -11892,23 +13060,28 @@ static tb_result tb__model_copy_io(tb_model *m, const tb_tensor *in, const tb_te
     return tb_ok;
 }
 
-static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
-                               uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
+static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
+                               uint32_t nout, uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
+    tb__model_prog *mp;
     tb_result r;
     int pushed = 0;
     tb__CUresult cr;
     if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
-    if ((r = tb__model_check_io(m, in, nin, out, nout, shared, err)) != tb_ok) return r;
+    if (program >= m->prog_count)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program %u does not exist: the model has %u (0 to %u)",
+                        program, m->prog_count, m->prog_count - 1);
+    mp = &m->progs[program];
+    if ((r = tb__model_check_io(m, mp, in, nin, out, nout, shared, ws, err)) != tb_ok) return r;
     if (graph && !stream)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "graph replay (TB_MODEL_GRAPH) needs a stream: the legacy NULL stream cannot be captured");
     if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     if (!graph) {
-        r = tb__model_steps_run(m, in, out, ws, stream, err);
-    } else if (m->static_io) {
+        r = tb__model_steps_run(m, mp, in, out, ws, stream, err);
+    } else if (mp->static_io) {
         tb_tensor sin[1], sout[1], *si = NULL, *so = NULL;
         r = tb_ok;
-        if (!m->graph) { /* the graph reads and writes the static buffers */
+        if (!mp->graph) { /* the graph reads and writes the static buffers */
             size_t a = (size_t)nin * sizeof(tb_tensor), b = (size_t)nout * sizeof(tb_tensor);
             si = nin ? (tb_tensor *)tb__alloc(&m->ctx, a) : sin;
             so = nout ? (tb_tensor *)tb__alloc(&m->ctx, b) : sout;
@@ -11916,18 +13089,18 @@ static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, c
             if (r == tb_ok) {
                 if (nin) memcpy(si, in, a);
                 if (nout) memcpy(so, out, b);
-                tb__model_static_tensors(m, si, so);
-                r = tb__model_capture(m, si, so, stream, err);
+                tb__model_static_tensors(mp, si, so);
+                r = tb__model_capture(m, mp, si, so, stream, err);
             }
             if (si && si != sin) tb__free(&m->ctx, si);
             if (so && so != sout) tb__free(&m->ctx, so);
         }
-        if (r == tb_ok) r = tb__model_copy_io(m, in, out, 0, stream, err);
-        if (r == tb_ok) r = tb_graph_launch(m->graph, stream, err);
-        if (r == tb_ok) r = tb__model_copy_io(m, in, out, 1, stream, err);
+        if (r == tb_ok) r = tb__model_copy_io(mp, in, out, 0, stream, err);
+        if (r == tb_ok) r = tb_graph_launch(mp->graph, stream, err);
+        if (r == tb_ok) r = tb__model_copy_io(mp, in, out, 1, stream, err);
     } else {
-        r = m->graph ? tb__model_update(m, in, out, stream, err) : tb__model_capture(m, in, out, stream, err);
-        if (r == tb_ok) r = tb_graph_launch(m->graph, stream, err);
+        r = mp->graph ? tb__model_update(m, mp, in, out, stream, err) : tb__model_capture(m, mp, in, out, stream, err);
+        if (r == tb_ok) r = tb_graph_launch(mp->graph, stream, err);
     }
     tb__leave(pushed);
     return r;
@@ -11935,15 +13108,45 @@ static tb_result tb__model_run(tb_model *m, const tb_tensor *in, uint32_t nin, c
 
 TBDEF tb_result tb_model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
                              void *stream, tb_error *err) {
-    return tb__model_run(m, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
+    return tb__model_run(m, 0, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
+}
+TBDEF tb_result tb_model_run_program(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
+                                     uint32_t nout, void *stream, tb_error *err) {
+    return tb__model_run(m, program, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
 }
 
+/* The caller's workspace: device memory of this device that holds
+   ws_bytes, 256-byte aligned (checked on every call: such runs remember
+   nothing between calls). */
+static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_error *err) {
+    int ordinal = -1;
+    uint64_t have;
+    tb__CUresult cr;
+    if (!m || !m->ws_bytes) return tb_ok;
+    if (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace must be device memory of %llu bytes, 256-byte aligned (got %p)",
+                        (unsigned long long)m->ws_bytes, workspace);
+    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)workspace);
+    if (cr != 0 || ordinal != m->device)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the workspace %p is not memory of CUDA device %d (%s %d)",
+                        workspace, m->device, cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+    if (!tb__device_range_holds((uint64_t)(uintptr_t)workspace, m->ws_bytes, &have))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace needs %llu bytes from %p, and the allocation there holds %llu of them",
+                        (unsigned long long)m->ws_bytes, workspace, (unsigned long long)have);
+    return tb_ok;
+}
+TBDEF tb_result tb_model_run_program_workspace(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin,
+                                               const tb_tensor *out, uint32_t nout, void *workspace, void *stream,
+                                               tb_error *err) {
+    tb_result r = tb__model_check_workspace(m, workspace, err);
+    if (r != tb_ok) return r;
+    return tb__model_run(m, program, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, 1, err);
+}
 TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                        uint32_t nout, void *workspace, void *stream, tb_error *err) {
-    if (m && m->ws_bytes && (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN)))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "the workspace must be device memory of %llu bytes, 256-byte aligned", (unsigned long long)m->ws_bytes);
-    return tb__model_run(m, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, 1, err);
+    return tb_model_run_program_workspace(m, 0, in, nin, out, nout, workspace, stream, err);
 }
 
 TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
@@ -11954,13 +13157,123 @@ TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
     if (!m->state_count) return tb_ok;
     if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     /* runs queued on stream may still read the state: let them finish */
-    if (tb__drv.cuStreamSynchronize && (cr = tb__drv.cuStreamSynchronize(stream)) != 0) {
+    if ((cr = tb__drv.cuStreamSynchronize(stream)) != 0) {
         tb__leave(pushed);
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamSynchronize", "%s", "");
     }
     r = tb__model_upload(m, 1, err);
     tb__leave(pushed);
     return r;
+}
+
+/* ---- device memory and streams in the model's context ---- */
+/* Enters the model's context for one call: tb_ok, or the failure in err. */
+static tb_result tb__model_call_enter(const tb_model *m, int *pushed, const char *what, tb_error *err) {
+    tb__CUresult cr;
+    *pushed = 0;
+    if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s: model is NULL", what);
+    if ((cr = tb__model_enter(m, pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", what);
+    return tb_ok;
+}
+
+TBDEF void *tb_model_context(const tb_model *m) { return m ? (void *)m->cu_ctx : NULL; }
+TBDEF int tb_model_device(const tb_model *m) { return m ? (int)m->device : -1; }
+
+TBDEF tb_result tb_model_device_alloc(tb_model *m, size_t bytes, void **out, tb_error *err) {
+    uint64_t p = 0;
+    int pushed;
+    tb__CUresult cr;
+    tb_result r;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_device_alloc: out is NULL");
+    *out = NULL;
+    if (!bytes) return m ? tb_ok : tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_device_alloc: model is NULL");
+    if ((r = tb__model_call_enter(m, &pushed, "tb_model_device_alloc", err)) != tb_ok) return r;
+    cr = tb__drv.cuMemAlloc(&p, bytes);
+    tb__leave(pushed);
+    if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%zu bytes of device memory", bytes);
+    *out = (void *)(uintptr_t)p;
+    return tb_ok;
+}
+
+TBDEF void tb_model_device_free(tb_model *m, void *ptr) {
+    int pushed;
+    if (!ptr || tb__model_call_enter(m, &pushed, "tb_model_device_free", NULL) != tb_ok) return;
+    tb__drv.cuMemFree((uint64_t)(uintptr_t)ptr);
+    tb__leave(pushed);
+}
+
+/* One copy: kind 0 host to device, 1 device to host, 2 device to device. */
+static tb_result tb__model_copy(tb_model *m, int kind, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+    static const char *const calls[3][2] = {{"cuMemcpyHtoD", "cuMemcpyHtoDAsync"}, {"cuMemcpyDtoH", "cuMemcpyDtoHAsync"},
+                                            {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync"}};
+    uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
+    int pushed;
+    tb__CUresult cr = 0;
+    tb_result r;
+    if (n && (!dst || !src))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a copy of %zu bytes %s NULL", n,
+                        dst ? "from" : "to");
+    if ((r = tb__model_call_enter(m, &pushed, "a copy", err)) != tb_ok) return r;
+    if (n && kind == 0)
+        cr = stream ? (tb__drv.cuMemcpyHtoDAsync ? tb__drv.cuMemcpyHtoDAsync(d, src, n, stream) : -1)
+                    : tb__drv.cuMemcpyHtoD(d, src, n);
+    else if (n && kind == 1)
+        cr = stream ? (tb__drv.cuMemcpyDtoHAsync ? tb__drv.cuMemcpyDtoHAsync(dst, s, n, stream) : -1)
+                    : (tb__drv.cuMemcpyDtoH ? tb__drv.cuMemcpyDtoH(dst, s, n) : -1);
+    else if (n) { /* the NULL stream, then waited for: synchronous as the others */
+        cr = tb__drv.cuMemcpyDtoDAsync(d, s, n, stream);
+        if (!cr && !stream) cr = tb__drv.cuStreamSynchronize(NULL);
+    }
+    tb__leave(pushed);
+    if (cr == -1)
+        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks %s", calls[kind][stream != NULL]);
+    if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, calls[kind][stream != NULL], "a copy of %zu bytes", n);
+    return tb_ok;
+}
+TBDEF tb_result tb_model_copy_to_device(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+    return tb__model_copy(m, 0, dst, src, n, stream, err);
+}
+TBDEF tb_result tb_model_copy_to_host(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+    return tb__model_copy(m, 1, dst, src, n, stream, err);
+}
+TBDEF tb_result tb_model_copy_on_device(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+    return tb__model_copy(m, 2, dst, src, n, stream, err);
+}
+
+TBDEF tb_result tb_model_stream_create(tb_model *m, void **stream, tb_error *err) {
+    int pushed;
+    tb__CUresult cr;
+    tb_result r;
+    if (!stream) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_stream_create: stream is NULL");
+    *stream = NULL;
+    if ((r = tb__model_call_enter(m, &pushed, "tb_model_stream_create", err)) != tb_ok) return r;
+    cr = tb__drv.cuStreamCreate ? tb__drv.cuStreamCreate(stream, 0) : -1;
+    tb__leave(pushed);
+    if (cr == -1) return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks cuStreamCreate");
+    if (cr) {
+        *stream = NULL;
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamCreate", "%s", "");
+    }
+    return tb_ok;
+}
+
+TBDEF void tb_model_stream_free(tb_model *m, void *stream) {
+    int pushed;
+    if (!stream || !tb__drv.cuStreamDestroy || tb__model_call_enter(m, &pushed, "tb_model_stream_free", NULL) != tb_ok) return;
+    tb__drv.cuStreamDestroy(stream);
+    tb__leave(pushed);
+}
+
+TBDEF tb_result tb_model_synchronize(tb_model *m, void *stream, tb_error *err) {
+    int pushed;
+    tb__CUresult cr;
+    tb_result r;
+    if ((r = tb__model_call_enter(m, &pushed, "tb_model_synchronize", err)) != tb_ok) return r;
+    cr = stream ? tb__drv.cuStreamSynchronize(stream) : tb__drv.cuCtxSynchronize ? tb__drv.cuCtxSynchronize() : -1;
+    tb__leave(pushed);
+    if (cr == -1) return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks cuCtxSynchronize");
+    if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, stream ? "cuStreamSynchronize" : "cuCtxSynchronize", "%s", "");
+    return tb_ok;
 }
 
 #endif /* TB_NO_LAUNCHER */

@@ -96,9 +96,14 @@ static const char *usage_list =
     "          Control bytes in names come as \\u00XX, bytes that are not UTF-8 as\n"
     "          \\ufffd.\n";
 static const char *usage_unpack =
-    "usage: tbundle unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
+    "usage: tbundle unpack [--replace] [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
     "  Writes each kernel to CACHE_DIR/HASH through a temporary directory and one\n"
-    "  rename; kernels already there are left alone. Prints emitted/present/failed.\n"
+    "  rename. A kernel already there is compared with the bundle's (each of its\n"
+    "  files, byte for byte): one that is the same is left alone; one that differs\n"
+    "  (a damaged copy) is named and left as it is, and unpack exits 1. Prints\n"
+    "  emitted/present/failed, and differ/replaced when some differ.\n"
+    "  --replace     replace the kernels that differ: the bundle's written beside,\n"
+    "                the old one renamed aside, the new one renamed in\n"
     "  --fsync       flush files and directories to disk before and after each rename\n"
     "  --threads N   writer threads (default: one per CPU, at most 4; 8 on tmpfs)\n"
     "  -v            print the time each step took on stderr\n";
@@ -109,7 +114,7 @@ static const char *usage_clean =
     "  SECONDS (default 3600). A directory a live writer still holds (its flock)\n"
     "  is never removed, whatever its age.\n";
 static const char *usage_run =
-    "usage: tbundle run MODEL [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N] [-v]\n"
+    "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N] [-v]\n"
     "  Runs the program MODEL holds (a whole compiled model, as the Python companion's\n"
     "  export_model writes it) once on the GPU and writes its outputs to DIR/out0.npy,\n"
     "  DIR/out1.npy..., printing one line for each. Tensors are NumPy .npy files\n"
@@ -124,9 +129,12 @@ static const char *usage_run =
     "  of 0, needs equal values in the .npy where they do). Everything is checked\n"
     "  before the GPU is touched: a MODEL without a program, a wrong count of --in, a\n"
     "  file that is no .npy, a dtype or shape other than the input's fail (1).\n"
+    "  --program NAME the program to run, of a bundle of several (export_programs:\n"
+    "                 prefill_64, decode...); default: the bundle's one program\n"
     "  --in FILE.npy  an input, in the program's order: one --in for each input\n"
-    "  --out DIR      an existing directory for the outputs (default: the current one);\n"
-    "                 each file is written beside its place and renamed into it\n"
+    "  --out DIR      the directory for the outputs (default: the current one), made\n"
+    "                 if missing; each file is written beside its place and renamed\n"
+    "                 into it\n"
     "  --graph        run the program as one CUDA graph (TB_MODEL_GRAPH)\n"
     "  --bench N      then time N more runs, 1 to 1000000, after 3 to warm up: each one\n"
     "                 from its launch to its completion (the stream synchronized); prints\n"
@@ -157,15 +165,24 @@ static const char *E(const char *s) {
 }
 
 /* A usage error: one line saying what was wrong (arguments passed through
-   E), then the command's usage on stderr; status 2. */
+   E), then the command's usage line (the first of its text) and where the
+   rest is, on stderr; status 2. */
 static int bad_usage(const char *text, const char *fmt, ...) {
     va_list ap;
+    const char *end = text, *cmd = text + 15; /* "usage: tbundle CMD ..." */
+    int n = 0;
     fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    return usage(text, 2);
+    do { /* the usage line and its continuations ("      [--more]") */
+        const char *nl = strchr(end, '\n');
+        end = nl ? nl + 1 : end + strlen(end);
+    } while (!strncmp(end, "    ", 4) && end[strspn(end, " ")] == '[');
+    while (cmd[n] && cmd[n] != ' ' && cmd[n] != '\n') n++;
+    fprintf(stderr, "%.*ssee '%s %.*s --help'\n", (int)(end - text), text, prog, n, cmd);
+    return 2;
 }
 
 static int fail(const tb_error *e) {
@@ -227,7 +244,7 @@ typedef struct { progress_t p; uint32_t total; } emit_progress_t;
 static void emit_progress(void *user, uint32_t index, const tb_kernel *k, tb_emit_status s, const tb_error *e) {
     emit_progress_t *ep = (emit_progress_t *)user;
     (void)k;
-    if (s == TB_EMIT_FAILED) fprintf(stderr, "%s: %s\n", prog, e->message);
+    if (s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS) fprintf(stderr, "%s: %s\n", prog, e->message);
     show_progress(&ep->p, index + 1, ep->total, "unpacking");
 }
 
@@ -533,6 +550,22 @@ static char *join(const char *dir, const char *name) {
 
 /* CACHE_DIR holds no kernel directory: say what was expected and what
    the directory looks like instead. */
+/* mkdir -p: 0, or -1 with errno. */
+static int mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path), i;
+    if (n == 0 || n >= sizeof buf) return errno = ENAMETOOLONG, -1;
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++)
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            buf[i] = c;
+        }
+    return 0;
+}
+
 static void explain_empty(const char *cache, int self, const char *out) {
     char *sub = join(cache, "cache");
     strlist k;
@@ -674,6 +707,16 @@ static int cmd_pack(int argc, char **argv) {
         else { st = bad_usage(usage_pack, "unknown option '%s' for pack", E(a)); goto done; }
     }
     if (n < 1) { st = bad_usage(usage_pack, "pack needs CACHE_DIR"); goto done; }
+    {
+        struct stat sb;
+        if (stat(pos[0], &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "%s: %s is a file; pack takes a cache directory (Triton's, such as ~/.triton/cache)%s%s%s\n",
+                    prog, E(pos[0]), S_ISREG(sb.st_mode) ? ": to see a bundle, 'tbundle list " : "",
+                    S_ISREG(sb.st_mode) ? E(pos[0]) : "", S_ISREG(sb.st_mode) ? "'" : "");
+            st = 1;
+            goto done;
+        }
+    }
     if (ngrids && po.no_launch_records) { st = bad_usage(usage_pack, "--grid needs launch records: drop --no-records"); goto done; }
     po.grid_rules = grids, po.grid_rule_count = (uint32_t)ngrids;
     pg.start = step_start = now();
@@ -747,6 +790,12 @@ done:
    parses each NAME.json). */
 static int open_bundle(const char *path, unsigned flags, tb_bundle **b) {
     tb_error e;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: %s is a directory, and this command takes a bundle FILE; did you mean 'tbundle pack %s'?\n",
+                prog, E(path), E(path));
+        return 1;
+    }
     if (tb_bundle_read_file(path, NULL, flags, b, &e) != tb_ok) return fail(&e);
     return 0;
 }
@@ -849,13 +898,16 @@ static void list_tensor(const char *what, uint32_t i, const tb_tensor_spec *t) {
     printf("\n");
 }
 
-static void list_program(const tb_program *p) {
+static void list_program(const tb_program *p, int several) {
     program_counts c;
     uint32_t i;
+    char e1[1100];
     count_program(p, &c);
-    printf("program  inputs %u  outputs %u  steps %u (launch %u, memset %u, copy %u)\n", p->input_count,
-           p->output_count, p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET], c.kinds[TB_STEP_COPY]);
-    printf("    constants %u  bytes %llu  state %u\n", p->constant_count, c.constant_bytes, c.state);
+    printf("program %s  inputs %u  outputs %u  steps %u (launch %u, memset %u, copy %u)\n", esc(p->name, e1, sizeof e1),
+           p->input_count, p->output_count, p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET],
+           c.kinds[TB_STEP_COPY]);
+    printf("    constants %u%s  bytes %llu  state %u\n", p->constant_count, several ? " (shared by the programs)" : "",
+           c.constant_bytes, c.state);
     printf("    workspace %llu bytes  buffers %u\n", (unsigned long long)p->workspace_size, p->buffer_count);
     for (i = 0; i < p->input_count; i++) list_tensor("input", i, &p->inputs[i]);
     for (i = 0; i < p->output_count; i++) list_tensor("output", i, &p->outputs[i]);
@@ -1178,7 +1230,9 @@ static void json_program(const tb_program *p) {
         return;
     }
     count_program(p, &c);
-    fputs("{\"inputs\": ", stdout);
+    fputs("{\"name\": ", stdout);
+    jstr(p->name);
+    fputs(", \"inputs\": ", stdout);
     json_tensors(p->inputs, p->input_count);
     fputs(",\n \"outputs\": ", stdout);
     json_tensors(p->outputs, p->output_count);
@@ -1288,7 +1342,20 @@ static void list_json(const char *path, const tb_bundle *b) {
     }
     fputs("],\n\"program\": ", stdout);
     json_program(tb_bundle_program(b));
-    printf(",\n\"totals\": {\"kernels\": %u, \"files\": %u, \"bytes\": %llu, \"records\": %u}}\n", nk, files, bytes, nr);
+    fputs(",\n\"programs\": [", stdout);
+    for (i = 0; i < tb_bundle_program_count(b); i++) {
+        if (i) fputs(",\n ", stdout);
+        json_program(tb_bundle_program_at(b, i));
+    }
+    fputs("],\n\"properties\": {", stdout);
+    for (i = 0; i < tb_bundle_property_count(b); i++) {
+        const char *key, *value = tb_bundle_property_at(b, i, &key);
+        if (i) fputs(", ", stdout);
+        jstr(key);
+        fputs(": ", stdout);
+        jstr(value);
+    }
+    printf("},\n\"totals\": {\"kernels\": %u, \"files\": %u, \"bytes\": %llu, \"records\": %u}}\n", nk, files, bytes, nr);
 }
 
 static int cmd_list(int argc, char **argv) {
@@ -1311,8 +1378,15 @@ static int cmd_list(int argc, char **argv) {
         for (j = 0; j < k->artifact_count; j++) kb += k->artifacts[j].size;
         printf("kernel %s  device %d  files %u  bytes %llu\n", esc(k->hash, e1, sizeof e1), k->device, k->artifact_count,
                kb);
-        for (j = 0; j < k->artifact_count; j++)
-            printf("    %-48s %10llu\n", esc(k->artifacts[j].name, e1, sizeof e1), (unsigned long long)k->artifacts[j].size);
+        {
+            int w = 40; /* the widest name of the kernel's files: each size in one column after it */
+            for (j = 0; j < k->artifact_count; j++) {
+                int n = (int)strlen(esc(k->artifacts[j].name, e1, sizeof e1));
+                if (n > w) w = n;
+            }
+            for (j = 0; j < k->artifact_count; j++)
+                printf("    %-*s  %10llu\n", w, esc(k->artifacts[j].name, e1, sizeof e1), (unsigned long long)k->artifacts[j].size);
+        }
         files += k->artifact_count;
         bytes += kb;
     }
@@ -1349,7 +1423,11 @@ static int cmd_list(int argc, char **argv) {
             printf("\n");
         }
     }
-    if (tb_bundle_program(b)) list_program(tb_bundle_program(b));
+    for (i = 0; i < tb_bundle_program_count(b); i++) list_program(tb_bundle_program_at(b, i), tb_bundle_program_count(b) > 1);
+    for (i = 0; i < tb_bundle_property_count(b); i++) {
+        const char *key, *value = tb_bundle_property_at(b, i, &key);
+        printf("property %s = %s\n", esc(key, e1, sizeof e1), esc(value, e2, sizeof e2));
+    }
     printf("%u kernels, %u files, %llu bytes, %u launch records\n", tb_bundle_kernel_count(b), files, bytes,
            tb_bundle_launch_record_count(b));
     tb_bundle_free(b);
@@ -1414,6 +1492,7 @@ static int cmd_unpack(int argc, char **argv) {
             pos[n++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(usage_unpack, 0);
         else if (!strcmp(a, "--fsync")) eo.flags |= TB_EMIT_FSYNC;
+        else if (!strcmp(a, "--replace")) eo.flags |= TB_EMIT_REPLACE;
         else if (!strcmp(a, "--threads")) {
             if (missing_value(a, i, argc, usage_unpack) || !parse_threads(argv[++i], &eo.threads, usage_unpack)) return 2;
         } else if (!strcmp(a, "-v")) verbose = 1;
@@ -1428,11 +1507,18 @@ static int cmd_unpack(int argc, char **argv) {
     ep.total = tb_bundle_kernel_count(b);
     eo.on_kernel = emit_progress;
     eo.user = &ep;
+    eo.flags |= TB_EMIT_VERIFY; /* a kernel already there must be the bundle's */
     r = tb_emit(b, pos[1], &eo, &rep, NULL, &e);
     step("emit");
-    printf("emitted %u, present %u, failed %u\n", rep.written, rep.present, rep.failed);
+    printf("emitted %u, present %u, failed %u", rep.written, rep.present, rep.failed);
+    if (rep.differs || rep.replaced) printf(", differ %u, replaced %u", rep.differs, rep.replaced);
+    printf("\n");
+    if (rep.differs)
+        fprintf(stderr, "%s: %u kernel%s in %s differ%s from the bundle's and %s left as %s (--replace replaces them)\n",
+                prog, rep.differs, rep.differs == 1 ? "" : "s", E(pos[1]), rep.differs == 1 ? "s" : "",
+                rep.differs == 1 ? "was" : "were", rep.differs == 1 ? "it was" : "they were");
     tb_bundle_free(b);
-    if (r != tb_ok && rep.failed == 0) return fail(&e); /* the cache directory itself */
+    if (r != tb_ok && rep.failed == 0 && rep.differs == 0) return fail(&e); /* the cache directory itself */
     return r == tb_ok ? 0 : 1;
 }
 
@@ -2172,10 +2258,12 @@ done:
     return st;
 }
 
+static uint32_t run_index; /* the program run_once runs (run_opts.index) */
 static int run_once(tb_model *model, const tb_program *p, const tb_tensor *in, const tb_tensor *out, void *stream,
                     const cuda_api *cu) {
     tb_error e;
-    if (tb_model_run(model, in, p->input_count, out, p->output_count, stream, &e) != tb_ok) return fail(&e);
+    if (tb_model_run_program(model, run_index, in, p->input_count, out, p->output_count, stream, &e) != tb_ok)
+        return fail(&e);
     return cu_failed(cu, cu->cuStreamSynchronize(stream), "cuStreamSynchronize", "the run");
 }
 
@@ -2185,9 +2273,10 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef struct {
-    const char *model, *out;
+    const char *model, *out, *program;
     int graph, device;
     long bench;
+    uint32_t index;              /* the program's, in the bundle */
 } run_opts;
 
 /* The inputs read (host), on the device: load, run, write the outputs,
@@ -2318,6 +2407,22 @@ static int run_model(const run_opts *o, const char **files, uint32_t nfiles) {
                 "shows what it holds)\n", prog, E(o->model), E(o->model));
         goto done;
     }
+    run_index = 0;
+    if (o->program) {
+        for (i = 0; i < tb_bundle_program_count(b) && strcmp(tb_bundle_program_at(b, i)->name, o->program); i++) {}
+        if (i == tb_bundle_program_count(b)) {
+            fprintf(stderr, "%s: %s has no program '%s'; it has:", prog, E(o->model), E(o->program));
+            for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++) fprintf(stderr, " %s", E(tb_bundle_program_at(b, i)->name));
+            fprintf(stderr, "\n");
+            goto done;
+        }
+        p = tb_bundle_program_at(b, i), run_index = i;
+    } else if (tb_bundle_program_count(b) > 1) {
+        fprintf(stderr, "%s: %s holds %u programs: name one with --program (", prog, E(o->model), tb_bundle_program_count(b));
+        for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++) fprintf(stderr, "%s%s", i ? ", " : "", E(tb_bundle_program_at(b, i)->name));
+        fprintf(stderr, ")\n");
+        goto done;
+    }
     if (nfiles != p->input_count) {
         fprintf(stderr, "%s: %s's program takes %u input%s, got %u --in\n", prog, E(o->model), p->input_count,
                 p->input_count == 1 ? "" : "s", nfiles);
@@ -2328,8 +2433,8 @@ static int run_model(const run_opts *o, const char **files, uint32_t nfiles) {
         if (nfiles > p->input_count) fprintf(stderr, "%s: the first one too many: --in %s\n", prog, E(files[p->input_count]));
         goto done;
     }
-    if (stat(o->out, &st) != 0) {
-        fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno));
+    if (stat(o->out, &st) != 0 && (errno != ENOENT || mkdirs(o->out) != 0 || stat(o->out, &st) != 0)) {
+        fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno)); /* (made where it was missing, as unpack makes its cache) */
         goto done;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -2396,9 +2501,11 @@ static int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             st = usage(usage_run, 0);
             goto done;
-        } else if (!strcmp(a, "--in") || !strcmp(a, "--out") || !strcmp(a, "--bench") || !strcmp(a, "--device")) {
+        } else if (!strcmp(a, "--in") || !strcmp(a, "--out") || !strcmp(a, "--bench") || !strcmp(a, "--device") ||
+                   !strcmp(a, "--program")) {
             if (missing_value(a, i, argc, usage_run)) goto done;
             if (!strcmp(a, "--in")) files[nfiles++] = argv[++i];
+            else if (!strcmp(a, "--program")) o.program = argv[++i];
             else if (!strcmp(a, "--out")) o.out = argv[++i];
             else if (!strcmp(a, "--bench")) {
                 if (!parse_count(a, argv[++i], 1, BENCH_MAX, &o.bench)) goto done;
@@ -2426,19 +2533,38 @@ done:
     return st;
 }
 
+/* tbundle generate: examples/generate.c, the example program, is the one
+   implementation */
+#define GENERATE_NO_MAIN
+#include "generate.c"
+static double start_s;
+
+/* The commands' usage lines (each command's own, so they cannot drift
+   apart), then how to learn more. */
+static int top_usage(int status) {
+    const char *const all[] = {usage_pack, usage_list, usage_unpack, usage_verify, usage_clean, usage_run};
+    FILE *f = status ? stderr : stdout;
+    size_t k;
+    fputs("usage: tbundle COMMAND [ARGS]\n", f);
+    for (k = 0; k < sizeof all / sizeof all[0]; k++) {
+        const char *t = all[k] + 15, *end = all[k]; /* past "usage: tbundle " */
+        int first = 1;
+        do { /* the usage line and its continuations, as bad_usage prints them, 13 columns left */
+            const char *nl = strchr(end, '\n'), *from = first ? t : end + 13;
+            end = nl ? nl + 1 : end + strlen(end);
+            fprintf(f, "  %.*s", (int)(end - from), from);
+            first = 0;
+        } while (!strncmp(end, "    ", 4) && end[strspn(end, " ")] == '[');
+    }
+    fprintf(f, "  generate %s\n", gen_usage_line);
+    fputs("'tbundle COMMAND --help' explains each. Options go anywhere; '--' ends them.\n", f);
+    return status;
+}
+
 int main(int argc, char **argv) {
-    static const char *top =
-        "usage: tbundle COMMAND [ARGS]\n"
-        "  pack [-o FILE] [--as DIR] [--keep-going] [--allow-empty] [--no-records] [--fsync] [--threads N] [-v]\n"
-        "       CACHE_DIR [HASH...]\n"
-        "  list [--json] FILE\n"
-        "  unpack [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
-        "  verify FILE\n"
-        "  clean [--age SECONDS] CACHE_DIR\n"
-        "  run MODEL [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N]\n"
-        "'tbundle COMMAND --help' explains each. Options go anywhere; '--' ends them.\n";
-    if (argc < 2) return usage(top, 2);
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(top, 0);
+    start_s = gen_now();
+    if (argc < 2) return top_usage(2);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return top_usage(0);
     if (!strcmp(argv[1], "--version")) return printf("tbundle %s (writes format %d.%d, reads 1.x to %d.x)\n", tb_version(),
                                                      TB_FORMAT_VERSION_MAJOR, TB_FORMAT_VERSION_MINOR, TB_FORMAT_VERSION_MAJOR) < 0;
     if (!strcmp(argv[1], "pack")) return cmd_pack(argc - 2, argv + 2);
@@ -2447,6 +2573,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "verify")) return cmd_verify(argc - 2, argv + 2);
     if (!strcmp(argv[1], "clean")) return cmd_clean(argc - 2, argv + 2);
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1, "tbundle generate", start_s);
     fprintf(stderr, "%s: unknown command '%s'\n", prog, E(argv[1]));
-    return usage(top, 2);
+    return top_usage(2);
 }

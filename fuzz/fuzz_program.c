@@ -1,8 +1,9 @@
-/* libFuzzer target: programs (format 2.3, section 5) read and, when one
-   loads, run. The input is a bundle (read without the checksum, so that
+/* libFuzzer target: programs (format 2.3, section 5; 2.4, section 6)
+   read and, when one loads, run. The input is a bundle (read without the checksum, so that
    mutations reach the program's structure). A program the reader accepts
    is written and read back, then loaded as a model and run, directly and
-   as a graph, against the stand-in driver (build/libfakecuda.so: run from
+   as a graph (updated in place, and through static buffers), and with a
+   workspace of the caller's, against the stand-in driver (build/libfakecuda.so: run from
    the repository root), whose "device" memory is host memory and whose
    memset and copy steps write it: so AddressSanitizer sees any memory a
    checked program could make the runner touch outside what it allocated
@@ -16,11 +17,30 @@
 #define STREAM ((void *)(uintptr_t)0x5100)
 #define MAX_IO_BYTES ((uint64_t)1 << 20) /* larger tensors: not run */
 
-static void run_model(const tb_bundle *b, unsigned flags) {
-    static const size_t sizes[] = {8, 8, 8, 8, 8, 8, 8, 8};
+/* The stand-in driver reports one parameter list for every kernel: that
+   of the program's first launch (its codes' sizes, then its scratch
+   pointers), so that programs whose launches take the same arguments
+   load and run their launches (the seed's three), and others fail to
+   load cleanly. */
+static void set_params_of(const tb_bundle *b, const tb_program *p) {
+    size_t sizes[64];
+    uint32_t s, i, n = 0;
+    for (s = 0; s < p->step_count; s++) {
+        const tb_launch_config *cf;
+        if (p->steps[s].kind != TB_STEP_LAUNCH) continue;
+        cf = &tb_bundle_launch_record(b, p->steps[s].record)->configs[p->steps[s].config];
+        for (i = 0; cf->arg_types[i] && n < 62; i++) sizes[n++] = tb_arg_code_size(cf->arg_types[i]);
+        if (cf->global_scratch.present) sizes[n++] = 8;
+        if (cf->profile_scratch.present) sizes[n++] = 8;
+        break;
+    }
+    fake.set_params(sizes, (int)n);
+}
+
+static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
     const tb_program *p = tb_bundle_program(b);
     tb_tensor in[16], out[16];
-    void *mem[32];
+    void *mem[33];
     uint32_t i, n = 0;
     uint64_t total = 0;
     tb_model_desc d;
@@ -34,7 +54,7 @@ static void run_model(const tb_bundle *b, unsigned flags) {
     }
     memset(&d, 0, sizeof d);
     d.bundle = b, d.flags = flags, d.upload_chunk = 64;
-    fake.set_params(sizes, 8);
+    set_params_of(b, p);
     if (tb_model_load(&d, &m, &e) != tb_ok) {
         if (m || !e.message[0]) __builtin_trap();
         return;
@@ -45,9 +65,20 @@ static void run_model(const tb_bundle *b, unsigned flags) {
         void *q = NULL;
         size_t align = s->align < sizeof(void *) ? sizeof(void *) : s->align;
         if (posix_memalign(&q, align, x ? (size_t)x : 1)) q = NULL;
+        if (q) fake.track(q, x ? (size_t)x : 1); /* "device" memory of that size */
         mem[n++] = q;
         if (i < p->input_count) in[i] = tb_tensor_for(s, q);
         else out[i - p->input_count] = tb_tensor_for(s, q);
+    }
+    if (workspace) { /* the caller's workspace: no graph */
+        void *w = NULL;
+        uint64_t wn = tb_model_workspace_size(m);
+        if (wn <= MAX_IO_BYTES && !posix_memalign(&w, 256, wn ? (size_t)wn : 1)) {
+            fake.track(w, wn ? (size_t)wn : 1);
+            mem[n++] = w;
+            if (tb_model_run_workspace(m, in, p->input_count, out, p->output_count, w, STREAM, &e) != tb_ok && !e.message[0])
+                __builtin_trap();
+        }
     }
     for (i = 0; i < 2; i++)
         if (tb_model_run(m, in, p->input_count, out, p->output_count, STREAM, &e) != tb_ok && !e.message[0]) __builtin_trap();
@@ -56,13 +87,25 @@ static void run_model(const tb_bundle *b, unsigned flags) {
     while (n) free(mem[--n]);
 }
 
+/* inputs whose program ran a launch (reported at exit): a fuzzer whose
+   programs never launch tests the runner's copies and memsets alone */
+static long ran_launches, ran_inputs;
+static void report(void) { fprintf(stderr, "fuzz_program: %ld of %ld inputs ran a launch\n", ran_launches, ran_inputs); }
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    atexit(report);
+    return 0;
+}
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     tb_bundle *b = NULL, *again = NULL;
     tb_error e;
     size_t n = 0;
     void *buf;
+    int launches;
     if (!fake_ready()) __builtin_trap();
+    launches = fake.launches();
     if (tb_bundle_read_memory(data, size, NULL, TB_READ_NO_CHECKSUM, &b, &e) != tb_ok) {
         if (b || !e.message[0]) __builtin_trap();
         return 0;
@@ -71,6 +114,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         tb_bundle_free(b);
         return 0;
     }
+    ran_inputs++;
     if (tb_bundle_write_memory(b, NULL, 0, &n, &e) == tb_ok && (buf = malloc(n)) != NULL) {
         if (tb_bundle_write_memory(b, buf, n, NULL, &e) != tb_ok || tb_bundle_read_memory(buf, n, NULL, 0, &again, &e) != tb_ok ||
             !tb_bundle_program(again))
@@ -78,8 +122,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         tb_bundle_free(again);
         free(buf);
     }
-    run_model(b, 0);
-    run_model(b, TB_MODEL_GRAPH);
+    run_model(b, 0, 1);
+    run_model(b, TB_MODEL_GRAPH, 0);
+    run_model(b, TB_MODEL_GRAPH | TB_MODEL_STATIC_IO, 0);
+    if (fake.launches() != launches) ran_launches++;
     tb_bundle_free(b);
     return 0;
 }

@@ -18,6 +18,8 @@ static struct {
     const fake_encode *(*encode)(void);
     int (*unloads)(void);
     int (*graphs_live)(void);
+    void (*track)(const void *, size_t); /* host memory the runner may take as device memory */
+    void (*fail_launches)(int, int);     /* the next n launches fail with a code */
 } fake;
 
 static inline int fake_ready(void) {
@@ -38,8 +40,10 @@ static inline int fake_ready(void) {
     *(void **)&fake.encode = dlsym(h, "fake_last_encode");
     *(void **)&fake.unloads = dlsym(h, "fake_unloads");
     *(void **)&fake.graphs_live = dlsym(h, "fake_graphs_live");
+    *(void **)&fake.track = dlsym(h, "fake_track");
+    *(void **)&fake.fail_launches = dlsym(h, "fake_fail_launches");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
-           fake.unloads && fake.graphs_live;
+           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches;
 }
 
 #define NEED_FAKE() \

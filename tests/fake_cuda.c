@@ -109,10 +109,18 @@ int cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size) {
     return 0;
 }
 
+/* the next n launches fail with code (a test of how a failure is reported) */
+static int fail_launches, fail_code;
+void fake_fail_launches(int n, int code);
+void fake_fail_launches(int n, int code) { fail_launches = n, fail_code = code; }
 static int capture_node(void *st, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p);
 static int record(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned sh, void **p, unsigned attrs) {
     int i;
     if (gone(f)) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    if (fail_launches > 0) {
+        fail_launches--;
+        return fail_code;
+    }
     launches++;
     last_function = (uintptr_t)f;
     if ((uintptr_t)f / 0x10000 < FAKE_MAX) fake_clock += module_ms[(uintptr_t)f / 0x10000];
@@ -179,10 +187,50 @@ int cuEventElapsedTime(float *ms, void *a, void *b) {
 }
 int cuEventDestroy_v2(void *e);
 int cuEventDestroy_v2(void *e) { UNUSED(e); return 0; }
+/* device allocations, for cuMemGetAddressRange: cuMemAlloc's, and host
+   memory a test hands the runner as device memory (fake_track) */
+#define FAKE_ALLOCS 4096
+static struct { uint64_t base; size_t size; } allocs[FAKE_ALLOCS];
+static int alloc_count;
+static void track(uint64_t p, size_t n) {
+    int i;
+    for (i = 0; i < alloc_count; i++)
+        if (allocs[i].base == p) break;
+    if (i == alloc_count) {
+        if (alloc_count == FAKE_ALLOCS) return;
+        alloc_count++;
+    }
+    allocs[i].base = p, allocs[i].size = n;
+}
+void fake_track(const void *p, size_t n);
+void fake_track(const void *p, size_t n) { track((uint64_t)(uintptr_t)p, n); }
+static void untrack(uint64_t p) {
+    int i;
+    for (i = 0; i < alloc_count; i++)
+        if (allocs[i].base == p) {
+            allocs[i] = allocs[--alloc_count];
+            return;
+        }
+}
+int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p);
+int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p) {
+    int i;
+    for (i = 0; i < alloc_count; i++)
+        if (p >= allocs[i].base && p - allocs[i].base < (allocs[i].size ? allocs[i].size : 1)) {
+            *base = allocs[i].base, *size = allocs[i].size;
+            return 0;
+        }
+    return 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
+}
 int cuMemAlloc_v2(uint64_t *p, size_t n);
-int cuMemAlloc_v2(uint64_t *p, size_t n) { *p = (uint64_t)(uintptr_t)malloc(n); return *p ? 0 : 2; }
+int cuMemAlloc_v2(uint64_t *p, size_t n) {
+    if (n > ((size_t)1 << 30)) return 2; /* CUDA_ERROR_OUT_OF_MEMORY: more than this "device" holds */
+    *p = (uint64_t)(uintptr_t)malloc(n);
+    if (*p) track(*p, n);
+    return *p ? 0 : 2;
+}
 int cuMemFree_v2(uint64_t p);
-int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
+int cuMemFree_v2(uint64_t p) { untrack(p); free((void *)(uintptr_t)p); return 0; }
 /* (device copies and memsets: below, with the graphs, which capture them) */
 /* the runner's upload: pinned host memory is plain memory here */
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);

@@ -54,18 +54,40 @@ static int th_pass, th_fail, th_skip;
 
 typedef void (*th_fn)(void);
 
+/* Skips with one reason, in a row, are one line: "skip N tests (FIRST ..
+   LAST): REASON" (without a GPU, every test of test_gpu says the same). */
+static char th_group_reason[1024], th_group_first[128], th_group_last[128];
+static int th_group_count;
+static void th_skip_flush(void) {
+    if (!th_group_count) return;
+    if (th_group_count == 1) printf("skip %s: %s\n", th_group_first, th_group_reason);
+    else printf("skip %d tests (%s .. %s): %s\n", th_group_count, th_group_first, th_group_last, th_group_reason);
+    th_group_count = 0;
+    fflush(stdout);
+}
+static void th_skip_note(const char *name) {
+    if (th_group_count && strcmp(th_group_reason, th_skip_reason)) th_skip_flush();
+    if (!th_group_count) {
+        snprintf(th_group_reason, sizeof th_group_reason, "%s", th_skip_reason);
+        snprintf(th_group_first, sizeof th_group_first, "%s", name);
+    }
+    snprintf(th_group_last, sizeof th_group_last, "%s", name);
+    th_group_count++;
+}
+
 static void th_run(const char *name, th_fn fn, const char *filter) {
     if (filter && !strstr(name, filter)) return;
     th_failed_now = 0;
     th_skipped_now = 0;
     th_skip_reason[0] = 0;
     fn();
+    if (!th_skipped_now || th_failed_now) th_skip_flush();
     if (th_failed_now) {
         th_fail++;
         printf("FAIL %s\n", name);
     } else if (th_skipped_now) {
         th_skip++;
-        printf("skip %s: %s\n", name, th_skip_reason);
+        th_skip_note(name);
     } else {
         th_pass++;
         printf("ok   %s\n", name);
@@ -100,6 +122,7 @@ static void th_register(const char *name, th_fn fn, int line) {
     static void fn(void)
 
 static int th_finish(void) {
+    th_skip_flush();
     printf("%d passed, %d failed, %d skipped\n", th_pass, th_fail, th_skip);
     return th_fail ? 1 : 0;
 }

@@ -107,6 +107,21 @@ int main(void) {
     FIELD(tb_tensor_spec, strides);
     end();
 
+    BEGIN(tb_program);
+    FIELD(tb_program, input_count);
+    FIELD(tb_program, output_count);
+    FIELD(tb_program, inputs);
+    FIELD(tb_program, outputs);
+    FIELD(tb_program, constant_count);
+    FIELD(tb_program, constants);
+    FIELD(tb_program, buffer_count);
+    FIELD(tb_program, buffers);
+    FIELD(tb_program, workspace_size);
+    FIELD(tb_program, step_count);
+    FIELD(tb_program, steps);
+    FIELD(tb_program, name);
+    end();
+
     BEGIN(tb_model_desc);
     FIELD(tb_model_desc, bundle);
     FIELD(tb_model_desc, table);

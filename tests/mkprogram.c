@@ -1,4 +1,4 @@
-/* mkprogram FILE: writes a bundle whose program (format 2.3, section 5)
+/* mkprogram FILE: writes a bundle whose program (format 2.4, section 5)
    needs no kernel, for tests/test_tbundle.sh (tbundle list and run):
    memset and copy steps only, so no launch record.
 
@@ -52,6 +52,68 @@ static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_coun
     return s;
 }
 
+/* mkprogram --generate [--logits-only] FILE: prefill_4 and decode as
+   examples/generate.c takes them, of copies only, over a shared state kv:
+     prefill_4  ids int64 [1, 4] -> logits float32 [1, 4, 8]: the constant
+                table, whose row r is largest at r + 1 (so the first new
+                token is the prompt's length); ids copied into kv[0:4]
+     decode     ids int64 [1, 1], pos int64 [1] -> logits float32 [1, 1, 8]
+                (table's row 0: largest at 1), next_token int64 [1, 1]: a
+                copy of pos (so each decode step's token is its position);
+                ids copied into kv[0]. --logits-only leaves next_token out:
+                every decode token is then 1, the logits' argmax
+     properties generate.max_seq 8, generate.eos 6 */
+static int generation(const char *path, int logits_only) {
+    static const int64_t s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
+                         c11[] = {1, 1}, s1[] = {1}, c1[] = {1}, s118[] = {1, 1, 8}, c118[] = {8, 8, 1};
+    static float table[32];
+    static const int64_t kv[8] = {0};
+    tb_tensor_spec pin[1], pout[1], din[2], dout[2];
+    tb_program_constant k[2];
+    tb_operand ops[8];
+    tb_program_step ps[2], ds[3];
+    tb_program p, d;
+    tb_bundle *b = NULL;
+    tb_error e;
+    int r, c;
+    for (r = 0; r < 4; r++)
+        for (c = 0; c < 8; c++) table[r * 8 + c] = c == r + 1 ? 1.0f : -(float)c;
+    pin[0] = spec("ids", TB_DTYPE_INT64, 2, s14, c14);
+    pout[0] = spec("logits", TB_DTYPE_FLOAT32, 3, s148, c148);
+    din[0] = spec("ids", TB_DTYPE_INT64, 2, s11, c11);
+    din[1] = spec("pos", TB_DTYPE_INT64, 1, s1, c1);
+    dout[0] = spec("logits", TB_DTYPE_FLOAT32, 3, s118, c118);
+    dout[1] = spec("next_token", TB_DTYPE_INT64, 2, s11, c11);
+    memset(k, 0, sizeof k);
+    k[0].name = "table", k[0].dtype = TB_DTYPE_FLOAT32, k[0].size = sizeof table, k[0].data = table;
+    k[1].name = "kv", k[1].dtype = TB_DTYPE_INT64, k[1].size = sizeof kv, k[1].data = kv;
+    k[1].flags = TB_CONSTANT_STATE | TB_CONSTANT_SHARED;
+    ops[0] = operand(TB_SPACE_OUTPUT, 0, 0), ops[1] = operand(TB_SPACE_CONSTANT, 0, 0);
+    ops[2] = operand(TB_SPACE_CONSTANT, 1, 0), ops[3] = operand(TB_SPACE_INPUT, 0, 0);
+    ops[4] = operand(TB_SPACE_OUTPUT, 1, 0), ops[5] = operand(TB_SPACE_INPUT, 1, 0);
+    ops[6] = operand(TB_SPACE_OUTPUT, 0, 0), ops[7] = operand(TB_SPACE_CONSTANT, 0, 0);
+    ps[0] = step(TB_STEP_COPY, 128, 2, &ops[0]);
+    ps[1] = step(TB_STEP_COPY, 32, 2, &ops[2]);
+    ds[0] = step(TB_STEP_COPY, 32, 2, &ops[6]);
+    ds[1] = step(TB_STEP_COPY, 8, 2, &ops[2]);
+    ds[2] = step(TB_STEP_COPY, 8, 2, &ops[4]);
+    memset(&p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    p.name = "prefill_4", p.input_count = 1, p.inputs = pin, p.output_count = 1, p.outputs = pout;
+    p.constant_count = 2, p.constants = k, p.step_count = 2, p.steps = ps;
+    d.name = "decode", d.input_count = 2, d.inputs = din, d.output_count = logits_only ? 1 : 2, d.outputs = dout;
+    d.constant_count = 2, d.constants = k, d.step_count = logits_only ? 2 : 3, d.steps = ds;
+    if (tb_bundle_create(NULL, &b, &e) != tb_ok || tb_bundle_add_program(b, &p, &e) != tb_ok ||
+        tb_bundle_add_program(b, &d, &e) != tb_ok || tb_bundle_set_property(b, "generate.max_seq", "8", &e) != tb_ok ||
+        tb_bundle_set_property(b, "generate.eos", "6", &e) != tb_ok || tb_bundle_write_file(b, path, 0, &e) != tb_ok) {
+        fprintf(stderr, "mkprogram: %s\n", e.message);
+        tb_bundle_free(b);
+        return 1;
+    }
+    tb_bundle_free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const int64_t s4[] = {4}, c1[] = {1}, s23[] = {2, 3}, y_strides[] = {1, 2}, s22[] = {2, 2}, b_strides[] = {0, 1},
                          s32[] = {3, 2}, yt_strides[] = {1, 3}, s2[] = {2};
@@ -64,8 +126,10 @@ int main(int argc, char **argv) {
     tb_program p;
     tb_bundle *b = NULL;
     tb_error e;
+    if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1);
     if (argc != 2) {
-        fprintf(stderr, "usage: mkprogram FILE\n");
+        fprintf(stderr, "usage: mkprogram FILE | mkprogram --generate [--logits-only] FILE\n");
         return 2;
     }
     inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);

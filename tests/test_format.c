@@ -546,7 +546,7 @@ TEST(test_header_errors) {
     buf[8] = 3;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);
-    CHECK(strstr(e.message, "3.3") != NULL); /* the major and minor the file states */
+    CHECK(strstr(e.message, "3.4") != NULL); /* the major and minor the file states */
     buf[8] = 0;
     reseal(buf, size);
     CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &b, &e) == tb_err_unsupported_version);

@@ -1198,6 +1198,97 @@ TEST(gpu_model_program) {
     cu.mem_free(dx), cu.mem_free(dy), cu.mem_free(dout), cu.mem_free(dout2), cu.mem_free(dz);
 }
 
+
+/* Two programs over one shared state, run with nothing but the model's
+   own device calls (no driver prototypes): "acc" adds x into the state s
+   (tb_add(s, x, s)), "read" copies s to out. acc twice, then read: s0 +
+   2x; a reset puts s0 back. And the caller's memory checked against the
+   driver's allocations: a tensor past its allocation's end, an output on
+   an input, refused before anything runs. */
+TEST(gpu_model_programs_device_calls) {
+    static float x[MN], s0[MN], out[MN];
+    tb_tensor_spec xs, outs;
+    tb_program_constant k;
+    tb_program pa, pr;
+    tb_program_step sa[1], sr[1];
+    tb_operand oa[4], orr[2];
+    tb_model_desc d;
+    tb_model *m = NULL;
+    tb_bundle *b = NULL;
+    tb_tensor tx, tout;
+    tb_error e;
+    uint32_t rec, i, j, pass, acc = 9, rd = 9;
+    void *dx = NULL, *dout = NULL, *stream = NULL;
+    int ok;
+    NEED_GPU();
+    REQUIRE((rec = add_record()) != 0xffffffffu);
+    for (i = 0; i < MN; i++) x[i] = 0.25f * i, s0[i] = 1.0f - i;
+    memset(&xs, 0, sizeof xs), memset(&k, 0, sizeof k), memset(&pa, 0, sizeof pa), memset(&pr, 0, sizeof pr);
+    memset(sa, 0, sizeof sa), memset(sr, 0, sizeof sr);
+    xs.name = "x", xs.dtype = TB_DTYPE_FLOAT32, xs.rank = 1, xs.align = 16, xs.shape[0] = MN, xs.strides[0] = 1;
+    outs = xs, outs.name = "out";
+    k.name = "s", k.dtype = TB_DTYPE_FLOAT32, k.size = sizeof s0, k.data = s0, k.flags = TB_CONSTANT_STATE | TB_CONSTANT_SHARED;
+    oa[0] = mop(TB_SPACE_CONSTANT, 0, 0), oa[1] = mop(TB_SPACE_INPUT, 0, 0), oa[2] = mop(TB_SPACE_CONSTANT, 0, 0), oa[3] = mop(0, 0, MN);
+    sa[0].kind = TB_STEP_LAUNCH, sa[0].record = rec, sa[0].operand_count = 4, sa[0].operands = oa;
+    sa[0].grid[0] = MN / 1024, sa[0].grid[1] = sa[0].grid[2] = 1;
+    orr[0] = mop(TB_SPACE_OUTPUT, 0, 0), orr[1] = mop(TB_SPACE_CONSTANT, 0, 0);
+    sr[0].kind = TB_STEP_COPY, sr[0].operand_count = 2, sr[0].count = sizeof s0, sr[0].operands = orr;
+    pa.name = "acc", pa.input_count = 1, pa.inputs = &xs, pa.constant_count = 1, pa.constants = &k, pa.step_count = 1, pa.steps = sa;
+    pr.name = "read", pr.output_count = 1, pr.outputs = &outs, pr.constant_count = 1, pr.constants = &k, pr.step_count = 1, pr.steps = sr;
+    /* a bundle of its own: the fixture's records and kernels, and the two programs */
+    {
+        size_t n = 0;
+        void *buf = NULL;
+        CHECK_OK(tb_bundle_write_memory(bundle, NULL, 0, &n, &e), &e);
+        REQUIRE((buf = malloc(n)) != NULL);
+        CHECK_OK(tb_bundle_write_memory(bundle, buf, n, NULL, &e), &e);
+        CHECK_OK(tb_bundle_read_memory(buf, n, NULL, TB_READ_COPY, &b, &e), &e);
+        free(buf);
+        REQUIRE(b);
+    }
+    CHECK_OK(tb_bundle_add_program(b, &pa, &e), &e);
+    CHECK_OK(tb_bundle_add_program(b, &pr, &e), &e);
+    for (pass = 0; pass < 2; pass++) { /* direct, then graphs */
+        memset(&d, 0, sizeof d);
+        d.bundle = b, d.flags = pass ? TB_MODEL_GRAPH : 0;
+        CHECK_OK(tb_model_load(&d, &m, &e), &e);
+        REQUIRE(m);
+        CHECK_OK(tb_model_find_program(m, "acc", &acc, &e), &e);
+        CHECK_OK(tb_model_find_program(m, "read", &rd, &e), &e);
+        CHECK_OK(tb_model_device_alloc(m, 2 * sizeof x, &dx, &e), &e); /* x, and room for an output beside it */
+        CHECK_OK(tb_model_device_alloc(m, sizeof out, &dout, &e), &e);
+        CHECK_OK(tb_model_stream_create(m, &stream, &e), &e);
+        REQUIRE(dx && dout && stream);
+        CHECK_OK(tb_model_copy_to_device(m, dx, x, sizeof x, NULL, &e), &e);
+        tx = tb_tensor_for(&xs, dx), tout = tb_tensor_for(&outs, dout);
+        CHECK_OK(tb_model_run_program(m, acc, &tx, 1, NULL, 0, stream, &e), &e);
+        CHECK_OK(tb_model_run_program(m, acc, &tx, 1, NULL, 0, stream, &e), &e);
+        CHECK_OK(tb_model_run_program(m, rd, NULL, 0, &tout, 1, stream, &e), &e);
+        memset(out, 0, sizeof out);
+        CHECK_OK(tb_model_copy_to_host(m, out, dout, sizeof out, stream, &e), &e);
+        CHECK_OK(tb_model_synchronize(m, stream, &e), &e);
+        for (ok = 1, j = 0; j < MN && ok; j++) ok = out[j] == (s0[j] + x[j]) + x[j];
+        CHECK(ok);
+        CHECK_OK(tb_model_reset_state(m, stream, &e), &e);
+        CHECK_OK(tb_model_run_program(m, rd, NULL, 0, &tout, 1, stream, &e), &e);
+        CHECK_OK(tb_model_copy_to_host(m, out, dout, sizeof out, stream, &e), &e);
+        CHECK_OK(tb_model_synchronize(m, stream, &e), &e);
+        CHECK(!memcmp(out, s0, sizeof out));
+        /* the driver's allocations: x at the last 8 KiB of its 32: fits; 4 KiB later: past the end */
+        tx.data = (char *)dx + sizeof x;
+        CHECK_OK(tb_model_run_program(m, acc, &tx, 1, NULL, 0, stream, &e), &e);
+        tx.data = (char *)dx + sizeof x + 4096;
+        CHECK(tb_model_run_program(m, acc, &tx, 1, NULL, 0, stream, &e) == tb_err_invalid_argument &&
+              strstr(e.message, "the allocation there holds"));
+        CHECK_OK(tb_model_synchronize(m, stream, &e), &e);
+        tb_model_stream_free(m, stream);
+        tb_model_device_free(m, dx), tb_model_device_free(m, dout);
+        tb_model_free(m);
+        m = NULL;
+    }
+    tb_bundle_free(b);
+}
+
 int main(int argc, char **argv) {
     th_run_all(argc, argv);
     tb_kernel_table_free(table);

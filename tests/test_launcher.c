@@ -214,7 +214,13 @@ TEST(test_attributes_and_sizes) {
     fake.grid(g, &block, &shared, &attrs);
     CHECK(g[0] == 10 && g[1] == 2 && g[2] == 1 && block == 128 && shared == 100000 && attrs == 4);
     p.grid[0] = 0x80000000u;
-    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "exceeds"));
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "more blocks than a CUDA launch takes"));
+    p.grid[0] = 1u << 30; /* times 2 blocks a cluster: 2^31, one over CUDA's x */
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument);
+    p.grid[0] = (1u << 30) - 1, p.grid[1] = 32767;
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    p.grid[1] = 32768; /* y: a cluster of 1, so 32768 is fine; z as well */
+    CHECK_OK(tb_launch(k, &p, &e), &e);
     tb_unload(k);
     c.shared_mem = 0xffffff00u;
     CHECK(load(&c, none, 2, &k, &e) == tb_err_shared_memory && k == NULL);

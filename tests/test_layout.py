@@ -32,8 +32,10 @@ def header_fields(text, name):
     names = []
     for decl in body.split(";"):
         decl = re.sub(r"\[[^\]]*\]", "", decl).strip()
-        if decl:
-            names.append(re.findall(r"[A-Za-z_]\w*", decl)[-1])
+        if decl:  # "uint32_t a, b" and "const T *a, *b": each declarator after the first comes after a comma
+            parts = decl.split(",")
+            names.append(re.findall(r"[A-Za-z_]\w*", parts[0])[-1])
+            names += [re.findall(r"[A-Za-z_]\w*", q)[-1] for q in parts[1:]]
     return names
 
 

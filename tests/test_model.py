@@ -400,11 +400,57 @@ def options():
     check(raises(lambda: M._names(["a", "a"], 2, "input", "input"), "invalid_argument"), "names: unique")
 
 
+def merge():
+    """merge_programs (export_programs' joining of captured programs) on
+    stand-in reports: kernels by hash, records by key, constants by
+    storage, state shared where two programs use it, names made unique."""
+    C, I, O = tb.CONSTANT, tb.INPUT, tb.OUTPUT
+    k1, k2 = tb.Kernel("H1", 0, [tb.Artifact("a.cubin", b"1")]), tb.Kernel("H2", 0, [tb.Artifact("b.cubin", b"2")])
+    cf = lambda h, b: tb.Config(h, "f", b, "O", "0")
+    r1, r2 = tb.Record("R1", "f", [cf("H1", "a.cubin")]), tb.Record("R2", "f", [cf("H2", "b.cubin")])
+    t = tb.TensorSpec("x", "float32", [4], [1])
+
+    class Rep:
+        def __init__(self, bundle, storages):
+            self.bundle, self.constant_storages = bundle, storages
+    # A: launches R1 on kv (state, storage 20), reads w (storage 10); B: records R2, R1 (another order),
+    # reads kv and w in the other order, and a constant of its own named w too (storage 30)
+    a = tb.Bundle([k1], [r1], tb.Program([t], [], [tb.Constant("w", "float32", b"w" * 16),
+                                                  tb.Constant("kv", "float32", b"\0" * 16, state=True)],
+                                         steps=[tb.Step(tb.LAUNCH, [(C, 1, 0)], record=0, grid=(1, 1, 1)),
+                                                tb.Step(tb.COPY, [(C, 1, 0), (I, 0, 0)], count=16)], name="fill"))
+    b = tb.Bundle([k2, k1], [r2, r1], tb.Program([], [t], [tb.Constant("kv", "float32", b"\0" * 16, state=True),
+                                                          tb.Constant("w", "float32", b"w" * 16),
+                                                          tb.Constant("w", "int8", b"z" * 4)],
+                                                 steps=[tb.Step(tb.LAUNCH, [(C, 2, 0)], record=1, grid=(1, 1, 1)),
+                                                        tb.Step(tb.LAUNCH, [(C, 0, 0)], record=0, grid=(1, 1, 1)),
+                                                        tb.Step(tb.COPY, [(O, 0, 0), (C, 1, 0)], count=16)],
+                                                 name="step"))
+    import collections
+    bundle, shared = M.merge_programs(collections.OrderedDict([("fill", Rep(a, [10, 20])), ("step", Rep(b, [20, 10, 30]))]),
+                                      {"generate.max_seq": "4"})
+    table = bundle.programs[0].constants
+    check([k.hash for k in bundle.kernels] == ["H1", "H2"] and [r.cache_key for r in bundle.records] == ["R1", "R2"],
+          "merge: kernels by hash, records by cache key, each once")
+    check([k.name for k in table] == ["w", "kv", "w#2"] and [k.state for k in table] == [False, True, False] and
+          [k.shared for k in table] == [False, True, False] and shared == ["kv"] and
+          all(p.constants is table for p in bundle.programs),
+          "merge: constants by storage, one table, kv state and shared, another storage's w named w#2")
+    st = bundle.programs[1].steps
+    check(st[0].operands == [(C, 2, 0)] and st[0].record == 0 and st[1].operands == [(C, 1, 0)] and st[1].record == 1
+          and st[2].operands == [(O, 0, 0), (C, 0, 0)], "merge: the steps' constant and record indexes renumbered")
+    back = tb.read(tb.write(bundle))
+    check(back == bundle and back.properties == {"generate.max_seq": "4"},
+          "merge: the bundle writes (section 6) and reads back equal, its properties too")
+    check(M.unique_names(["a", "a", "a#2", "b"]) == ["a", "a#2", "a#2#2", "b"], "unique_names: suffixes, never a clash")
+
+
 def main():
     helpers()
     program_checks()
     refusals()
     options()
+    merge()
     return summary()
 
 

@@ -159,7 +159,7 @@ TEST(test_program_round_trip) {
     REQUIRE(tb_bundle_program(b) != NULL);
     CHECK(same_program(tb_bundle_program(b), &q.p));
     REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
-    CHECK(((unsigned char *)buf)[10] == 3); /* minor version 3 */
+    CHECK(((unsigned char *)buf)[10] == 4); /* minor version 4 */
     CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
     REQUIRE(r && tb_bundle_program(r));
     CHECK(same_program(tb_bundle_program(r), &q.p));
@@ -173,7 +173,7 @@ TEST(test_program_round_trip) {
     if (getenv("TB_PROGRAM_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAM_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
     REQUIRE(f && tb_bundle_program(f));
-    CHECK(tb_bundle_format_version(f) == 0x20003);
+    CHECK(tb_bundle_format_version(f) == 0x20004);
     CHECK(same_program(tb_bundle_program(f), &q.p));
     CHECK_OK(tb_program_read_constant(f, 1, 0, &s, 4, &e), &e);
     CHECK(s == 5);
@@ -324,10 +324,13 @@ static tb_model *load_model(const tb_bundle *b, unsigned flags, tb_error *e) {
     return m;
 }
 
-/* aligned host "device" memory for the stand-in driver */
+/* aligned host "device" memory for the stand-in driver, which it knows
+   the size of (cuMemGetAddressRange) */
 static void *dev(size_t n) {
     void *p = NULL;
-    return posix_memalign(&p, 256, n) ? NULL : p;
+    if (posix_memalign(&p, 256, n)) return NULL;
+    if (fake_ready()) fake.track(p, n);
+    return p;
 }
 
 /* The model runs: the launches get the caller's and the workspace's
@@ -411,7 +414,7 @@ TEST(test_model_refusals) {
     t = in[0];
     in[0].dtype = TB_DTYPE_FLOAT16;
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
-    CHECK(strstr(e.message, "input \"x\"") && strstr(e.message, "expected float32 [4]") && strstr(e.message, "got float16"));
+    CHECK(strstr(e.message, "input \"x\"") && strstr(e.message, "expected float32 rank 1 [4]") && strstr(e.message, "got float16"));
     in[0] = t, in[0].shape[0] = 8;
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
     in[0] = t, in[0].strides[0] = 2;
@@ -524,6 +527,636 @@ TEST(test_model_from_file) {
     tb_bundle_free(b);
     unlink(path);
     free(x), free(y), free(z), free(s);
+}
+
+
+/* bundle_with_record, its record told what its arguments are (in_ptr0,
+   out_ptr0, xnumel: the kernel writes argument 1, reads 0) and given a
+   grid rule, x = cdiv(xnumel, 2), when rule is set; num_ctas as given. */
+static const char *const call_names[3] = {"in_ptr0", "out_ptr0", "xnumel"};
+static tb_bundle *bundle_with_call(int rule, uint32_t num_ctas, tb_error *e) {
+    static const tb_grid_op x[3] = {{TB_GRID_ARG, 2, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_CEILDIV, 0, 0}};
+    static const tb_grid_op one[1] = {{TB_GRID_CONST, 0, 1}};
+    tb_bundle *b = NULL;
+    tb_launch_config cfg;
+    tb_launch_record rec;
+    tb_call_info ci;
+    tb_grid_rule g;
+    uint32_t ki;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return NULL;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&rec, 0, sizeof rec);
+    memset(&ci, 0, sizeof ci);
+    cfg.kernel_hash = "H", cfg.function_name = "k", cfg.binary_name = "k.cubin";
+    cfg.arg_types = "OOi", cfg.arg_divisibility = "110", cfg.num_warps = 4, cfg.num_ctas = num_ctas;
+    g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = x, g.ops[1] = g.ops[2] = one;
+    if (rule) cfg.grid = &g;
+    ci.arg_count = 3, ci.arg_names = call_names;
+    rec.cache_key = "rec", rec.kernel_name = "k", rec.config_count = 1, rec.configs = &cfg, rec.call = &ci;
+    if (tb_bundle_add_kernel(b, "H", 0, &ki, e) != tb_ok ||
+        tb_bundle_add_artifact(b, ki, "k.cubin", fake_cubin, sizeof fake_cubin, TB_COPY, e) != tb_ok ||
+        tb_bundle_add_launch_record(b, &rec, e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* A launch may not write a read-only constant: refused where the record
+   says the argument is written (out_ptr0 here), as a memset's or copy's
+   destination is [R-program-operands]; taken where it is state, or where
+   the record says nothing of what the kernel writes. */
+TEST(test_program_launch_writes_constant) {
+    tb_bundle *b, *plain;
+    tb_error e;
+    prog q;
+    REQUIRE((b = bundle_with_call(0, 1, &e)) != NULL);
+    REQUIRE((plain = bundle_with_record(&e)) != NULL);
+    make(&q);
+    q.k[0].size = 16, q.k[0].data = "0123456789abcdef";
+    q.ops[1][1] = op(TB_SPACE_CONSTANT, 0, 0); /* step 1's out_ptr0: constant w */
+    CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed);
+    CHECK(strstr(e.message, "step 1: argument 1, which the kernel writes, is constant 0") != NULL);
+    CHECK_OK(tb_bundle_set_program(plain, &q.p, &e), &e); /* no call info: the kernel's business */
+    q.k[0].flags = TB_CONSTANT_STATE;
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    make(&q);
+    q.k[0].size = 16, q.k[0].data = "0123456789abcdef";
+    q.ops[0][0] = op(TB_SPACE_CONSTANT, 0, 0); /* in_ptr0: read */
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    tb_bundle_free(b);
+    tb_bundle_free(plain);
+}
+
+/* A launch step's grid, its clusters counted, fits CUDA's launch, and it
+   is what its config's grid rule gives for the step's operands
+   [R-program-grid]: both checked when the program is set or read, so
+   that a program that loads never stops partway through a run. */
+TEST(test_program_grid_checks) {
+    tb_bundle *b;
+    tb_error e;
+    prog q;
+    REQUIRE((b = bundle_with_call(0, 4, &e)) != NULL); /* 4 blocks a cluster */
+    make(&q);
+    q.steps[1].grid[0] = 0x7fffffffu; /* fits alone, not times 4 */
+    CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && strstr(e.message, "clusters of 4 x 1 x 1"));
+    q.steps[1].grid[0] = (1u << 29);
+    CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed);
+    q.steps[1].grid[0] = (1u << 29) - 1;
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    tb_bundle_free(b);
+    REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL); /* x = cdiv(xnumel, 2); xnumel 4 */
+    make(&q);
+    q.steps[1].grid[0] = 2; /* step 0's is 2 */
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    q.steps[1].grid[0] = 1000000;
+    CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && strstr(e.message, "grid rule gives 2 x 1 x 1"));
+    q.steps[1].grid[0] = 2, q.steps[1].grid[1] = 3;
+    CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && strstr(e.message, "program step 1"));
+    tb_bundle_free(b);
+}
+
+/* A second record with a cache key the bundle has is refused at the door
+   (a program's step checked against one record would run another's
+   kernel), and writing never sees one. */
+TEST(test_bundle_record_key_unique) {
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    tb_launch_config cfg = config("Oi", "");
+    tb_launch_record rec;
+    uint32_t i;
+    size_t n = 0;
+    void *buf;
+    char key[32];
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    memset(&rec, 0, sizeof rec);
+    rec.cache_key = "rec", rec.kernel_name = "other", rec.config_count = 1, rec.configs = &cfg;
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_invalid_argument && strstr(e.message, "\"rec\" already"));
+    CHECK(tb_bundle_launch_record_count(b) == 1);
+    for (i = 0; i < 300; i++) { /* the index grows */
+        snprintf(key, sizeof key, "key%u", i);
+        rec.cache_key = key;
+        CHECK_OK(tb_bundle_add_launch_record(b, &rec, &e), &e);
+    }
+    rec.cache_key = "key123";
+    CHECK(tb_bundle_add_launch_record(b, &rec, &e) == tb_err_invalid_argument);
+    /* read back, then added to: the index is rebuilt from the read records */
+    REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r);
+    CHECK(tb_bundle_add_launch_record(r, &rec, &e) == tb_err_invalid_argument);
+    rec.cache_key = "key300";
+    CHECK_OK(tb_bundle_add_launch_record(r, &rec, &e), &e);
+    CHECK(tb_bundle_launch_record_count(r) == 302);
+    tb_bundle_free(r);
+    free(buf);
+    tb_bundle_free(b);
+}
+
+/* A program whose constants lie in a mapped file that was truncated:
+   tb_bundle_set_program copies them through the file, so the truncation
+   is tb_err_io, never SIGBUS; and a set that fails leaves the bundle's
+   programs as they were. */
+TEST(test_set_program_from_truncated_file) {
+    prog q;
+    tb_bundle *b, *f = NULL, *other;
+    tb_error e;
+    char path[256];
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    REQUIRE((other = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    snprintf(path, sizeof path, "build/test_program_trunc.%d.tbundle", (int)getpid());
+    CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
+    REQUIRE(f && tb_bundle_program(f));
+    CHECK_OK(tb_bundle_set_program(other, tb_bundle_program(f), &e), &e); /* whole: copied */
+    CHECK(truncate(path, 100) == 0);
+    CHECK(tb_bundle_set_program(other, tb_bundle_program(f), &e) == tb_err_io);
+    CHECK(tb_bundle_program(other) && tb_bundle_program(other)->constant_count == 2); /* still the first copy */
+    CHECK(tb_bundle_set_program(f, tb_bundle_program(f), &e) == tb_err_io); /* its own program */
+    tb_bundle_free(f);
+    tb_bundle_free(other);
+    tb_bundle_free(b);
+    unlink(path);
+}
+
+/* Constants copied into a bundle sit at multiples of 64 as addresses,
+   whatever the arena held before them. */
+TEST(test_program_constants_aligned) {
+    prog q;
+    tb_bundle *b;
+    tb_error e;
+    tb_program_constant k[24];
+    static char names[24][8];
+    static const unsigned char bytes[200] = {1};
+    const tb_program *p;
+    uint32_t i;
+    int ok = 1;
+    make(&q);
+    for (i = 0; i < 24; i++) {
+        snprintf(names[i], sizeof names[i], "c%u", i);
+        memset(&k[i], 0, sizeof k[i]);
+        k[i].name = names[i], k[i].dtype = TB_DTYPE_UINT8, k[i].size = 1 + 7 * i, k[i].data = bytes;
+    }
+    q.p.constants = k, q.p.constant_count = 24, q.p.step_count = 2, q.p.output_count = 1;
+    q.buf[1].first_step = q.buf[1].last_step = 1;
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((p = tb_bundle_program(b)) != NULL);
+    for (i = 0; i < p->constant_count; i++) ok &= (uintptr_t)p->constants[i].data % 64 == 0;
+    CHECK(ok);
+    tb_bundle_free(b);
+}
+
+/* The caller's memory: each tensor inside its allocation, no tensor the
+   program writes sharing bytes with another or with the workspace, the
+   workspace device memory of the size the model needs. */
+TEST(test_model_caller_memory) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    tb_tensor_spec in2[2];
+    char *x = (char *)dev(64), *y = (char *)dev(16), *z = (char *)dev(16), *s = (char *)dev(4), *small = (char *)dev(8);
+    char *ws;
+    tb_tensor in[2], out[3];
+    NEED_FAKE();
+    make(&q);
+    REQUIRE((b = bundle_with_call(0, 1, &e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    in[0].data = small; /* 8 bytes for 16 */
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "input \"x\": it needs 16 bytes") && strstr(e.message, "holds 8 of them"));
+    in[0].data = x + 48; /* the last 16 of 64: fits */
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    out[0].data = x + 48; /* an output on the input */
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "share bytes") && strstr(e.message, "input \"x\"") && strstr(e.message, "output \"y\""));
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument); /* still, with the same pointers */
+    out[0].data = x + 32; /* beside it */
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    out[2].data = z; /* an output inside another */
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument && strstr(e.message, "output \"s\""));
+    out[2].data = s;
+    /* the caller's workspace */
+    ws = (char *)dev((size_t)tb_model_workspace_size(m));
+    CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+    CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "not memory of CUDA device"));
+    fake.track(ws, 256); /* as if the allocation were smaller */
+    CHECK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "holds 256 of them"));
+    fake.track(ws, (size_t)tb_model_workspace_size(m));
+    out[1].data = ws + 256; /* an output in the workspace */
+    CHECK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "the \"workspace\""));
+    tb_model_free(m);
+    /* two inputs the program only reads may share bytes; not one it writes */
+    make(&q);
+    in2[0] = q.in[0], in2[1] = q.in[0];
+    in2[1].name = "x2";
+    q.p.inputs = in2, q.p.input_count = 2;
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    in[1] = tb_tensor_for(&in2[1], x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    CHECK_OK(tb_model_run(m, in, 2, out, 3, STREAM, &e), &e);
+    tb_model_free(m);
+    q.ops[2][0] = op(TB_SPACE_INPUT, 1, 0); /* the memset now writes input x2 */
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    CHECK(tb_model_run(m, in, 2, out, 3, STREAM, &e) == tb_err_invalid_argument && strstr(e.message, "input \"x2\""));
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s), free(small), free(ws);
+}
+
+/* Messages that say what is wrong: a NULL array with the right count, a
+   tensor of rank 9, a flag that needs another, a run that fails partway
+   names its step. */
+TEST(test_model_messages) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    tb_model_desc d;
+    char *x = (char *)dev(16), *y = (char *)dev(16), *z = (char *)dev(16), *s = (char *)dev(4);
+    tb_tensor in[1], out[3];
+    NEED_FAKE();
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.flags = TB_MODEL_STATIC_IO;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument && !m && strstr(e.message, "with TB_MODEL_GRAPH"));
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    CHECK(tb_model_run(m, NULL, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "the inputs array is NULL") && strstr(e.message, "takes 1 inputs"));
+    CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == tb_err_arg_mismatch &&
+          strstr(e.message, "1 input and 2 outputs given; program \"forward\" takes 1 and 3"));
+    in[0].rank = 9;
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch && strstr(e.message, "got float32 of rank 9 (over 8)"));
+    in[0].rank = 1;
+    fake.fail_launches(2, 700); /* step 1 of the program, then none */
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_cuda && strstr(e.message, "[program \"forward\" step 0]"));
+    fake.fail_launches(0, 0);
+    CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s);
+}
+
+/* Device memory, copies and streams through the model, in its context:
+   what a program with no cuda.h runs a model with. */
+TEST(test_model_device_calls) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    void *p = NULL, *p2 = NULL, *stream = NULL;
+    char host[33] = "the bytes that go there and back", back[32];
+    NEED_FAKE();
+    make(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((m = load_model(b, 0, &e)) != NULL);
+    CHECK(tb_model_context(m) != NULL && tb_model_device(m) == 0);
+    CHECK_OK(tb_model_device_alloc(m, 32, &p, &e), &e);
+    CHECK_OK(tb_model_device_alloc(m, 32, &p2, &e), &e);
+    REQUIRE(p && p2);
+    CHECK_OK(tb_model_stream_create(m, &stream, &e), &e);
+    CHECK(stream != NULL);
+    CHECK_OK(tb_model_copy_to_device(m, p, host, 32, NULL, &e), &e);
+    CHECK_OK(tb_model_copy_on_device(m, p2, p, 32, stream, &e), &e);
+    memset(back, 0, sizeof back);
+    CHECK_OK(tb_model_copy_to_host(m, back, p2, 32, stream, &e), &e);
+    CHECK_OK(tb_model_synchronize(m, stream, &e), &e);
+    CHECK_OK(tb_model_synchronize(m, NULL, &e), &e);
+    CHECK(!memcmp(back, host, 32));
+    CHECK(tb_model_copy_to_host(m, NULL, p2, 4, NULL, &e) == tb_err_invalid_argument);
+    CHECK_OK(tb_model_copy_to_host(m, NULL, p2, 0, NULL, &e), &e); /* nothing to copy */
+    CHECK(tb_model_device_alloc(NULL, 8, &p, &e) == tb_err_invalid_argument && p == NULL);
+    CHECK_OK(tb_model_device_alloc(m, 0, &p, &e), &e);
+    CHECK(p == NULL);
+    tb_model_stream_free(m, stream);
+    tb_model_device_free(m, p2);
+    tb_model_device_free(m, NULL);
+    tb_model_free(m);
+    tb_bundle_free(b);
+}
+
+
+/* Two programs over shared state, as a prefill and a decode share a KV
+   cache: "fill" copies its input into the state kv (and the weight w to
+   its output); "step" copies kv to its output, then its input into kv[0].
+   Both use w and kv, so the bundle holds each once. */
+static const float pw_data[4] = {0.5f, 1.5f, 2.5f, 3.5f};
+static const int32_t kv_data[4] = {7, 7, 7, 7};
+typedef struct progs2 {
+    tb_tensor_spec ain[1], aout[1], bin[1], bout[1];
+    tb_program_constant ak[2], bk[2];
+    tb_program_buffer bbuf[1];
+    tb_operand aops[2][2], bops[3][2];
+    tb_program_step asteps[2], bsteps[3];
+    tb_program a, b;
+} progs2;
+static void make2(progs2 *q) {
+    uint32_t i;
+    memset(q, 0, sizeof *q);
+    spec(&q->ain[0], "x", TB_DTYPE_INT32, 4);
+    spec(&q->aout[0], "y", TB_DTYPE_FLOAT32, 4);
+    spec(&q->bin[0], "t", TB_DTYPE_INT32, 1);
+    spec(&q->bout[0], "o", TB_DTYPE_INT32, 4);
+    q->ak[0].name = "w", q->ak[0].dtype = TB_DTYPE_FLOAT32, q->ak[0].size = 16, q->ak[0].data = pw_data;
+    q->ak[1].name = "kv", q->ak[1].dtype = TB_DTYPE_INT32, q->ak[1].size = 16, q->ak[1].data = kv_data;
+    q->ak[1].flags = TB_CONSTANT_STATE | TB_CONSTANT_SHARED;
+    q->bk[0] = q->ak[1], q->bk[1] = q->ak[0]; /* the other order: matched by name */
+    q->aops[0][0] = op(TB_SPACE_CONSTANT, 1, 0), q->aops[0][1] = op(TB_SPACE_INPUT, 0, 0);
+    q->aops[1][0] = op(TB_SPACE_OUTPUT, 0, 0), q->aops[1][1] = op(TB_SPACE_CONSTANT, 0, 0);
+    q->bops[0][0] = op(TB_SPACE_BUFFER, 0, 0), q->bops[0][1] = op(TB_SPACE_CONSTANT, 0, 0);
+    q->bops[1][0] = op(TB_SPACE_OUTPUT, 0, 0), q->bops[1][1] = op(TB_SPACE_BUFFER, 0, 0);
+    q->bops[2][0] = op(TB_SPACE_CONSTANT, 0, 0), q->bops[2][1] = op(TB_SPACE_INPUT, 0, 0);
+    for (i = 0; i < 2; i++) {
+        q->asteps[i].kind = TB_STEP_COPY, q->asteps[i].operand_count = 2, q->asteps[i].count = 16;
+        q->asteps[i].operands = q->aops[i];
+    }
+    for (i = 0; i < 3; i++) {
+        q->bsteps[i].kind = TB_STEP_COPY, q->bsteps[i].operand_count = 2, q->bsteps[i].count = i == 2 ? 4 : 16;
+        q->bsteps[i].operands = q->bops[i];
+    }
+    q->bbuf[0].size = 16, q->bbuf[0].first_step = 0, q->bbuf[0].last_step = 1;
+    q->a.name = "fill", q->a.input_count = 1, q->a.inputs = q->ain, q->a.output_count = 1, q->a.outputs = q->aout;
+    q->a.constant_count = 2, q->a.constants = q->ak, q->a.step_count = 2, q->a.steps = q->asteps;
+    q->b.name = "step", q->b.input_count = 1, q->b.inputs = q->bin, q->b.output_count = 1, q->b.outputs = q->bout;
+    q->b.constant_count = 2, q->b.constants = q->bk, q->b.step_count = 3, q->b.steps = q->bsteps;
+    q->b.buffer_count = 1, q->b.buffers = q->bbuf, q->b.workspace_size = 4096;
+}
+static tb_bundle *bundle_with_programs(progs2 *q, tb_error *e) {
+    tb_bundle *b = bundle_with_record(e);
+    if (!b) return NULL;
+    make2(q);
+    if (tb_bundle_add_program(b, &q->a, e) != tb_ok || tb_bundle_add_program(b, &q->b, e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+/* the section's offset in a bundle's bytes, by type */
+static size_t section_at(const unsigned char *buf, size_t n, uint32_t want) {
+    size_t i = 32;
+    while (i + 16 < n) {
+        uint64_t len;
+        uint32_t type = (uint32_t)buf[i] | (uint32_t)buf[i + 1] << 8;
+        memcpy(&len, buf + i + 8, 8);
+        if (type == want) return i;
+        i += 16 + ((len + 7) & ~(uint64_t)7);
+    }
+    return 0;
+}
+
+/* Several programs [R-programs]: added, their constants joined by name
+   (one w, one kv), written as section 6 and read back from memory and a
+   mapped file, found by name; a bundle of one program named "forward"
+   still writes section 5. */
+TEST(test_programs_round_trip) {
+    progs2 q;
+    tb_bundle *b, *r = NULL, *f = NULL;
+    tb_error e;
+    size_t n = 0;
+    unsigned char *buf;
+    char path[256];
+    const tb_program *pa, *pb;
+    REQUIRE((b = bundle_with_programs(&q, &e)) != NULL);
+    CHECK(tb_bundle_program_count(b) == 2);
+    pa = tb_bundle_find_program(b, "fill"), pb = tb_bundle_find_program(b, "step");
+    REQUIRE(pa && pb && tb_bundle_find_program(b, "forward") == NULL && tb_bundle_program(b) == pa);
+    CHECK(pa->constants == pb->constants && pa->constant_count == 2 && pb->constant_count == 2);
+    CHECK(pb->steps[0].operands[1].index == 1 && pb->steps[2].operands[0].index == 1); /* kv: renumbered to the table */
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    CHECK(section_at(buf, n, 6) != 0 && section_at(buf, n, 5) == 0);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r && tb_bundle_program_count(r) == 2);
+    CHECK(!strcmp(tb_bundle_program_at(r, 0)->name, "fill") && !strcmp(tb_bundle_program_at(r, 1)->name, "step"));
+    CHECK(tb_bundle_program_at(r, 2) == NULL);
+    CHECK(tb_bundle_program_at(r, 1)->constants[1].flags == (TB_CONSTANT_STATE | TB_CONSTANT_SHARED));
+    CHECK(same_program(tb_bundle_program_at(r, 1), pb));
+    snprintf(path, sizeof path, "build/test_programs.%d.tbundle", (int)getpid());
+    CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
+    if (getenv("TB_PROGRAMS_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAMS_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
+    CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
+    REQUIRE(f && tb_bundle_program_count(f) == 2);
+    CHECK(same_program(tb_bundle_program_at(f, 0), pa));
+    {
+        int32_t kv[4];
+        CHECK_OK(tb_program_read_constant(f, 1, 0, kv, 16, &e), &e);
+        CHECK(kv[0] == 7 && kv[3] == 7);
+    }
+    /* one program named forward: section 5, which 2.3 readers run */
+    {
+        prog one;
+        size_t m = 0;
+        unsigned char *b5;
+        make(&one);
+        CHECK_OK(tb_bundle_set_program(b, &one.p, &e), &e);
+        CHECK(tb_bundle_program_count(b) == 1 && !strcmp(tb_bundle_program(b)->name, "forward"));
+        REQUIRE((b5 = (unsigned char *)write_mem(b, &m, &e)) != NULL);
+        CHECK(section_at(b5, m, 5) != 0 && section_at(b5, m, 6) == 0);
+        free(b5);
+    }
+    tb_bundle_free(f);
+    unlink(path);
+    tb_bundle_free(r);
+    free(buf);
+    tb_bundle_free(b);
+}
+
+/* What sharing refuses [R-program-sharing], when programs are added and
+   when their bytes are read. */
+TEST(test_programs_refusals) {
+    progs2 q;
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    size_t n = 0, at, i;
+    unsigned char *buf, *m;
+    static const float other[4] = {9, 9, 9, 9};
+    REQUIRE((b = bundle_with_programs(&q, &e)) != NULL);
+    make2(&q);
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "named \"step\" already"));
+    q.b.name = "step2";
+    q.bk[1].data = other; /* w with other bytes */
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "other bytes"));
+    make2(&q), q.b.name = "step2";
+    q.bk[1].dtype = TB_DTYPE_INT32; /* w of another dtype */
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "\"w\""));
+    make2(&q), q.b.name = "step2";
+    q.bk[0].flags = TB_CONSTANT_STATE; /* kv: state, not shared */
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "TB_CONSTANT_SHARED"));
+    make2(&q), q.b.name = "step2";
+    q.bk[0].flags = TB_CONSTANT_SHARED; /* shared, not state */
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_malformed);
+    make2(&q), q.b.name = "step2";
+    q.bk[1].name = "kv"; /* twice in one program */
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "two constants named \"kv\", both named so"));
+    CHECK(tb_bundle_program_count(b) == 2 && tb_bundle_program(b)->constant_count == 2); /* as it was */
+    make2(&q), q.b.name = "";
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_bad_name);
+    tb_bundle_free(b);
+    /* two programs writing one state constant that is not shared: refused
+       when the second is added, and when a file says so */
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    make2(&q);
+    q.ak[1].flags = q.bk[0].flags = TB_CONSTANT_STATE;
+    CHECK_OK(tb_bundle_add_program(b, &q.a, &e), &e);
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument);
+    tb_bundle_free(b);
+    REQUIRE((b = bundle_with_programs(&q, &e)) != NULL);
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    REQUIRE((at = section_at(buf, n, 6)) != 0);
+    m = (unsigned char *)malloc(n);
+    REQUIRE(m);
+    /* kv's flags: the second constant's entry (after w's: name "w" in 8 bytes, 24 of fields) */
+    memcpy(m, buf, n);
+    i = at + 16 + 16 + (4 + 2 + 2) + 24 + (4 + 3 + 1) + 4;
+    CHECK(m[i] == 3);
+    m[i] = 1;
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r &&
+          strstr(e.message, "not marked shared"));
+    m[i] = 2; /* shared, not state */
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r);
+    memcpy(m, buf, n);
+    m[10] = 3; /* section 6 in a file that says 2.3 */
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "2.4"));
+    memcpy(m, buf, n);
+    /* the second program's name "step" made "fill" */
+    for (i = at; i + 4 < n && memcmp(m + i, "step", 4); i++) {}
+    REQUIRE(i + 4 < n);
+    memcpy(m + i, "fill", 4);
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "two programs"));
+    free(m);
+    free(buf);
+    tb_bundle_free(b);
+}
+
+/* A model of several programs: one upload of the constants, one
+   workspace for the largest, state that one program writes and the other
+   reads, a program by name or index, each with its own graph, and the
+   shared state reset. */
+TEST(test_model_programs) {
+    progs2 q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_error e;
+    uint32_t fill = 9, step = 9;
+    int32_t *x = (int32_t *)dev(16), *o = (int32_t *)dev(16), *t = (int32_t *)dev(4);
+    float *y = (float *)dev(16);
+    tb_tensor ain, aout, bin, bout;
+    int round;
+    NEED_FAKE();
+    REQUIRE((b = bundle_with_programs(&q, &e)) != NULL);
+    for (round = 0; round < 2; round++) {
+        REQUIRE((m = load_model(b, round ? TB_MODEL_GRAPH : 0, &e)) != NULL);
+        CHECK(tb_model_program_count(m) == 2 && tb_model_program(m, 2) == NULL);
+        CHECK_OK(tb_model_find_program(m, "fill", &fill, &e), &e);
+        CHECK_OK(tb_model_find_program(m, "step", &step, &e), &e);
+        CHECK(fill == 0 && step == 1);
+        CHECK(tb_model_find_program(m, "decode", &step, &e) == tb_err_not_found && step == UINT32_MAX &&
+              strstr(e.message, "it has 2: \"fill\", \"step\""));
+        step = 1;
+        CHECK(tb_model_constant_bytes(m) == 128 && tb_model_state_count(m) == 1); /* w and kv, once */
+        CHECK(tb_model_workspace_size(m) >= 4096);
+        ain = tb_tensor_for(tb_model_program(m, fill)->inputs, x);
+        aout = tb_tensor_for(tb_model_program(m, fill)->outputs, y);
+        bin = tb_tensor_for(tb_model_program(m, step)->inputs, t);
+        bout = tb_tensor_for(tb_model_program(m, step)->outputs, o);
+        x[0] = 1, x[1] = 2, x[2] = 3, x[3] = 4, t[0] = 40;
+        CHECK_OK(tb_model_run_program(m, step, &bin, 1, &bout, 1, STREAM, &e), &e);
+        CHECK(o[0] == 7 && o[3] == 7); /* the state as the bundle has it */
+        CHECK_OK(tb_model_run_program(m, fill, &ain, 1, &aout, 1, STREAM, &e), &e);
+        CHECK(y[0] == 0.5f && y[3] == 3.5f);
+        CHECK_OK(tb_model_run_program(m, step, &bin, 1, &bout, 1, STREAM, &e), &e);
+        CHECK(o[0] == 1 && o[1] == 2 && o[3] == 4); /* what fill wrote */
+        CHECK_OK(tb_model_run_program(m, step, &bin, 1, &bout, 1, STREAM, &e), &e);
+        CHECK(o[0] == 40 && o[1] == 2); /* what step wrote */
+        CHECK(tb_model_run_program(m, 2, &bin, 1, &bout, 1, STREAM, &e) == tb_err_invalid_argument &&
+              strstr(e.message, "program 2 does not exist"));
+        CHECK(tb_model_run_program(m, fill, &bin, 1, &bout, 1, STREAM, &e) == tb_err_arg_mismatch); /* step's tensors */
+        CHECK(tb_model_run(m, &ain, 1, &aout, 1, STREAM, &e) == tb_ok); /* program 0 */
+        CHECK_OK(tb_model_reset_state(m, STREAM, &e), &e);
+        CHECK_OK(tb_model_run_program(m, step, &bin, 1, &bout, 1, STREAM, &e), &e);
+        CHECK(o[0] == 7 && o[1] == 7);
+        if (!round) {
+            void *ws = dev((size_t)tb_model_workspace_size(m));
+            CHECK_OK(tb_model_run_program_workspace(m, step, &bin, 1, &bout, 1, ws, STREAM, &e), &e);
+            CHECK(o[0] == 40);
+            free(ws);
+        }
+        tb_model_free(m);
+    }
+    tb_bundle_free(b);
+    free(x), free(o), free(t), free(y);
+}
+
+
+/* Properties (2.4): set, replaced, removed, read back; a bundle that has
+   any is written as section 6, even with one program named forward, or
+   none [R-properties]. */
+TEST(test_bundle_properties) {
+    prog q;
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    size_t n = 0;
+    unsigned char *buf;
+    const char *key = NULL;
+    char big[300];
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK(tb_bundle_property(b, "generate.max_seq") == NULL && tb_bundle_property_count(b) == 0);
+    CHECK_OK(tb_bundle_set_property(b, "generate.max_seq", "128", &e), &e);
+    CHECK_OK(tb_bundle_set_property(b, "note", "", &e), &e);
+    CHECK_OK(tb_bundle_set_property(b, "generate.max_seq", "256", &e), &e); /* replaced */
+    CHECK(tb_bundle_property_count(b) == 2 && !strcmp(tb_bundle_property(b, "generate.max_seq"), "256"));
+    CHECK(!strcmp(tb_bundle_property_at(b, 1, &key), "") && !strcmp(key, "note"));
+    CHECK(tb_bundle_set_property(b, "", "x", &e) == tb_err_bad_name);
+    memset(big, 'k', sizeof big - 1), big[sizeof big - 1] = 0;
+    CHECK(tb_bundle_set_property(b, big, "x", &e) == tb_err_limit);
+    /* properties alone */
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    CHECK(section_at(buf, n, 6) != 0);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r);
+    CHECK(tb_bundle_program_count(r) == 0 && !strcmp(tb_bundle_property(r, "generate.max_seq"), "256") &&
+          tb_bundle_property(r, "note") && !*tb_bundle_property(r, "note"));
+    tb_bundle_free(r), free(buf), r = NULL;
+    /* with one program named forward: section 6 all the same */
+    make(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    CHECK(section_at(buf, n, 6) != 0 && section_at(buf, n, 5) == 0);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r);
+    CHECK(tb_bundle_program_count(r) == 1 && same_program(tb_bundle_program(r), &q.p) && tb_bundle_property_count(r) == 2);
+    tb_bundle_free(r), free(buf), r = NULL;
+    /* removed: section 5 again */
+    CHECK_OK(tb_bundle_set_property(b, "note", NULL, &e), &e);
+    CHECK_OK(tb_bundle_set_property(b, "generate.max_seq", NULL, &e), &e);
+    CHECK(tb_bundle_property_count(b) == 0);
+    REQUIRE((buf = (unsigned char *)write_mem(b, &n, &e)) != NULL);
+    CHECK(section_at(buf, n, 5) != 0 && section_at(buf, n, 6) == 0);
+    free(buf);
+    tb_bundle_free(b);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

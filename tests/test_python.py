@@ -401,7 +401,8 @@ def program_bundle():
     as a piece of its own, and buffers that share bytes at different times."""
     import array
     b = sample_bundle()
-    add = tb.Config("HASH1", "add", "k.cubin", "OOi", "110", params=[("XBLOCK", 128)])
+    add = tb.Config("HASH1", "add", "k.cubin", "OOi", "110", params=[("XBLOCK", 128)],
+                    grid=tb.grid_rule(["cdiv(n, XBLOCK)", 1, 1], {"n": ("arg", 2), "XBLOCK": ("param", 0)}.get))
     allc = tb.Config("HASH1", "all", "k.cubin", "O?bBhHiIlKefyd", "1" + "0" * 13)
     allir = tb.Config("HASH1", "all", "k.cubin", "O?bBhHiIlKefyd", "", flags=tb.CONFIG_TYPES_FROM_IR)
     divs = tb.Config("HASH1", "divs", "k.cubin", "OOlf", "1111")
@@ -667,6 +668,17 @@ MODEL_CASES = [
      lambda b: b.program.steps.append(tb.Step(tb.COPY, [(C_, 0, 0), (I_, 0, 0)], count=4)), True),
     ("a copy between overlapping bytes of one buffer", "malformed",
      lambda b: b.program.steps.__setitem__(3, tb.Step(tb.COPY, [(B_, 1, 0), (B_, 1, 64)], count=65)), True),
+    # launches that write a read-only constant, and grids [R-program-grid]
+    ("a launch's in_out_ptr0 on a read-only constant", "malformed",
+     lambda b: b.program.steps.append(tb.Step(tb.LAUNCH, [(C_, 0, 0), (L_, 0, 4), (L_, 0, 1), (L_, 0, 0)],
+                                              grid=(1, 1, 1))), True),
+    ("a grid other than its config's rule gives", "malformed", lambda b: st(b, 1, grid=(2, 1, 1)), True),
+    ("a grid whose rule reads a literal over the grid's range", "malformed",
+     lambda b: (op(b, 1, 2, (L_, 0, 1 << 31)), st(b, 1, grid=(1, 1, 1))), True),
+    ("2^29 blocks in clusters of 4", "malformed",
+     lambda b: (b.records.append(tb.Record("prog:cl", "cl", [tb.Config("HASH1", "cl", "k.cubin", "O", "", 4, 4)])),
+                b.program.steps.append(tb.Step(tb.LAUNCH, [(I_, 0, 0)], record=len(b.records) - 1,
+                                               grid=(1 << 29, 1, 1)))), True),
 ]
 
 # what the writer takes: edges that are not refusals
@@ -690,6 +702,12 @@ MODEL_OK = [
     ("a float marked divisible, any bits", lambda b: op(b, 7, 3, (L_, 0, 0x7ff0000000000001))),
     ("an empty program", lambda b: setattr(b, "program", tb.Program())),
     ("memset width 1, value 255", lambda b: st(b, 8, value=255)),
+    ("a launch's in_out_ptr0 on a state constant", lambda b: b.program.steps.append(
+        tb.Step(tb.LAUNCH, [(C_, 1, 0), (L_, 0, 4), (L_, 0, 1), (L_, 0, 0)], grid=(1, 1, 1)))),
+    ("2^29 - 1 blocks in clusters of 4", lambda b: (
+        b.records.append(tb.Record("prog:cl", "cl", [tb.Config("HASH1", "cl", "k.cubin", "O", "", 4, 4)])),
+        b.program.steps.append(tb.Step(tb.LAUNCH, [(I_, 0, 0)], record=len(b.records) - 1,
+                                       grid=((1 << 29) - 1, 1, 1))))),
 ]
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -745,6 +763,14 @@ def byte_cases(data, L):
         ("a step's reserved field", "malformed", [(s0 + STEP_FIELDS["reserved"], "<I", 1)]),
         ("a step's operand count 513", "limit", [(s1 + 4, "<I", 513)]),
         ("a launch's operand count one more", "malformed", [(s1 + 4, "<I", 4)]),
+        # the order of the checks, where two rules break at once (FORMAT.md): a tensor's fixed fields
+        # in file order (its name before its reserved field, its dtype before its rank), the names'
+        # uniqueness after every tensor, a step's operand total before its operands' bytes
+        ("an empty input name and a reserved field", "bad_name",
+         [(t0["name"], "<I", 0), (t0["name"] + 4, "<B", 0), (t0["reserved"], "<I", 1)]),
+        ("dtype 99 of rank 99", "unsupported_type", [(t0["dtype"], "<I", 99), (t0["rank"], "<I", 99)]),
+        ("two inputs named x, then an output of dtype 99", "unsupported_type",
+         [(L["tensors"][2]["name"] + 4, "<B", ord("x")), (L["tensors"][3]["dtype"], "<I", 99)]),
     ]
     out = []
     for what, code, patches in cases:
@@ -767,8 +793,8 @@ def program_checks(lib, tmp):
     b = program_bundle()
     data = tb.write(b)
     back = tb.read(data)
-    check(back == b and tb.write(back) == data and back.version == (2, 3),
-          "a bundle with a program: written, read back equal (format 2.3), written again to the same %d bytes"
+    check(back == b and tb.write(back) == data and back.version == (2, 4),
+          "a bundle with a program: written, read back equal (format 2.4), written again to the same %d bytes"
           % len(data))
     L = program_layout(data)
     sec = struct.unpack_from("<IIQ", data, L["section"])
@@ -781,17 +807,17 @@ def program_checks(lib, tmp):
         want.append(pos)
         pos += n
     check(nsec == 5 and sec[:2] == (5, 0) and L["end"] + (-L["end"] % 8) == len(data) - 8 and L["end"] % 8 and
-          offs == want and pos == L["end"] and struct.unpack_from("<H", data, 10)[0] == 3,
+          offs == want and pos == L["end"] and struct.unpack_from("<H", data, 10)[0] == 4,
           "section 5 is last and optional (flags 0), its payload ending with the last constant, each at the next "
-          "multiple of 64 after the steps or the constant before, in table order; the header says 2.3")
+          "multiple of 64 after the steps or the constant before, in table order; the header says 2.4")
     check(all(isinstance(k.data, memoryview) and k.data.obj is data for k in back.program.constants) and
           bytes(back.program.constants[0].data) == bytes(b.program.constants[0].data) and
           len(back.program.constants[0].data) == 100,
           "the reader's constants are views into the input, not copies (an array('f') constant: its 100 bytes)")
     check(tb.read(tb.write(sample_bundle())).program is None and
           struct.unpack_from("<I", tb.write(sample_bundle()), 24)[0] == 4 and
-          struct.unpack_from("<H", tb.write(sample_bundle()), 10)[0] == 3,
-          "a bundle without a program: no section 5, program None when read back, and minor version 3")
+          struct.unpack_from("<H", tb.write(sample_bundle()), 10)[0] == 4,
+          "a bundle without a program: no section 5, program None when read back, and minor version 4")
     e = tb.Bundle(program=tb.Program())
     d = tb.write(e)
     check(tb.read(d) == e and tb.read(d).program is not None and program_layout(d)["end"] - program_layout(d)["start"]
@@ -893,6 +919,12 @@ def program_checks(lib, tmp):
     raw = resealed(nd, (last["at"] + 4, "<I", (program_layout(nd)["end"] - last["at"] - 8) // 16 + 1))
     check(py_code(raw) == "truncated", "the last step's operand count past the bytes that remain: truncated")
     refusals.append(("the last step's operand count past the bytes that remain", "truncated", raw))
+    # one that fits the bytes when its count is read, but not after the step's fields, and is past the
+    # operand total: the total is checked first
+    raw = resealed(nd, (last["at"] + 4, "<I", (program_layout(nd)["end"] - last["at"] - 8) // 16))
+    check(py_code(raw) == "malformed", "the last step's operand count past the total and the bytes after its "
+          "fields: malformed (the total before the operands' bytes)")
+    refusals.append(("the last step's operand count past the total and the bytes", "malformed", raw))
 
     # hostile bytes: every truncation, and resealed changes of section 5's
     # bytes, give BundleError or a bundle the writer takes
@@ -975,6 +1007,173 @@ def program_checks(lib, tmp):
           "input 2: s float16[]" in out.stdout, "triton_bundle list prints the program%s" % (
               "" if out.returncode == 0 else ": " + out.stderr.strip()))
     return refusals
+
+
+def programs_bundle():
+    """sample_bundle and two programs as a prefill and a decode: "fill"
+    writes its input into the shared state kv, "step" reads kv and writes
+    its own input into kv[0]; both read the weight w. Added with
+    add_program, so each constant is in the table once."""
+    b = sample_bundle()
+    I, O, C = tb.INPUT, tb.OUTPUT, tb.CONSTANT
+    w = tb.Constant("w", "float32", struct.pack("<4f", 0.5, 1.5, 2.5, 3.5))
+    kv = tb.Constant("kv", "int32", struct.pack("<4i", 7, 7, 7, 7), state=True, shared=True)
+    fill = tb.Program([tb.TensorSpec("x", "int32", [4], [1])], [tb.TensorSpec("y", "float32", [4], [1])], [w, kv],
+                      steps=[tb.Step(tb.COPY, [(C, 1, 0), (I, 0, 0)], count=16),
+                             tb.Step(tb.COPY, [(O, 0, 0), (C, 0, 0)], count=16)], name="fill")
+    step = tb.Program([tb.TensorSpec("t", "int32", [1], [1])], [tb.TensorSpec("o", "int32", [4], [1])],
+                      [tb.Constant("kv", "int32", struct.pack("<4i", 7, 7, 7, 7), True, True),
+                       tb.Constant("w", "float32", struct.pack("<4f", 0.5, 1.5, 2.5, 3.5))],
+                      steps=[tb.Step(tb.COPY, [(O, 0, 0), (C, 0, 0)], count=16),
+                             tb.Step(tb.COPY, [(C, 0, 0), (I, 0, 0)], count=4)], name="step")
+    b.add_program(fill)
+    b.add_program(step)
+    b.properties = {"generate.max_seq": "4", "generate.max_seX": ""}
+    return b
+
+
+def programs_checks(lib):
+    """Section 6 (2.4): several programs sharing their constants, in Python
+    and against the C library: the same bytes both ways, the refusals of
+    sharing, every byte changed read alike."""
+    b = programs_bundle()
+    data = tb.write(b)
+    back = tb.read(data)
+    secs, pos = [], 32
+    for _ in range(struct.unpack_from("<I", data, 24)[0]):
+        typ, _, n = struct.unpack_from("<IIQ", data, pos)
+        secs.append((typ, pos))
+        pos += 16 + n + (-(16 + n) % 8)
+    at6 = dict(secs).get(6)
+    check(back == b and [p.name for p in back.programs] == ["fill", "step"] and len(back.programs[0].constants) == 2
+          and back.programs[1].constants is back.programs[0].constants and back.programs[1].steps[0].operands[1] ==
+          (tb.CONSTANT, 1, 0) and at6 and 5 not in dict(secs),
+          "two programs sharing a weight and a state: one table of 2 constants (step's kv renumbered to 1), written "
+          "as section 6, read back equal")
+    cw = lib.write(lib.read(data))
+    check(cw == data, "the C library reads the two programs and writes the same %d bytes" % len(data))
+    wrong = []
+
+    def refused(what, code, change):
+        m = programs_bundle()
+        try:
+            change(m)
+            got = "ok"
+        except tb.BundleError as e:
+            got = e.code
+        if got != code:
+            wrong.append("%s: %s, want %s" % (what, got, code))
+    refused("a second program named step", "invalid_argument", lambda m: m.add_program(tb.Program(name="step")))
+    refused("w with other bytes", "invalid_argument", lambda m: m.add_program(tb.Program(
+        constants=[tb.Constant("w", "float32", bytes(16))], name="s2")))
+    refused("kv state but not shared", "invalid_argument", lambda m: m.add_program(tb.Program(
+        constants=[tb.Constant("kv", "int32", struct.pack("<4i", 7, 7, 7, 7), True)], name="s2")))
+    refused("two constants of one name in a program", "invalid_argument", lambda m: m.add_program(tb.Program(
+        constants=[tb.Constant("z", "int8", b"1"), tb.Constant("z", "int8", b"1")], name="s2")))
+    refused("shared but not state", "malformed", lambda m: (setattr(m.programs[0].constants[0], "shared", True),
+                                                            tb.write(m)))
+    refused("an empty program name", "bad_name", lambda m: (setattr(m.programs[1], "name", ""), tb.write(m)))
+    refused("programs with tables of their own", "invalid_argument", lambda m: (
+        setattr(m.programs[1], "constants", [m.programs[0].constants[0], tb.Constant("kv", "int32", bytes(16), True,
+                                                                                    True)]), tb.write(m)))
+    refused("a property key of 256 bytes", "limit", lambda m: (m.properties.update({"k" * 256: "v"}), tb.write(m)))
+    refused("an empty property key", "bad_name", lambda m: (m.properties.update({"": "v"}), tb.write(m)))
+    refused("a property value that is no string", "invalid_argument", lambda m: (m.properties.update({"k": 4}),
+                                                                                  tb.write(m)))
+    props = tb.Bundle(properties={"a": "1"})
+    pd = tb.write(props)
+    one = tb.Bundle(programs=[tb.Program()], properties={"generate.max_seq": "9"})
+    od = tb.write(one)
+    check(tb.read(pd) == props and lib.write(lib.read(pd)) == pd and tb.read(od) == one and
+          lib.write(lib.read(od)) == od and b"\x06\x00\x00\x00" in od[32:40 + len(od)],
+          "properties alone, and with one program named forward (then section 6): read back equal, the same bytes "
+          "from C")
+    check(not wrong, "add_program and the writer refuse what section 6 forbids%s" % (
+        "" if not wrong else ": " + "; ".join(wrong)))
+    # the reader's refusals, each against the C reader
+    # kv's flags: after the properties, w's entry and kv's name
+    k1flags = at6 + 16 + 16 + (24 + 8) + (24 + 8) + 8 + 24 + 8 + 4
+    cases = [("kv state, not shared, used by both", "malformed", [(k1flags, "<I", 1)]),
+             ("kv shared, not state", "malformed", [(k1flags, "<I", 2)]),
+             ("constant flags 4", "malformed", [(k1flags, "<I", 7)]),
+             ("section 6 in a 2.3 file", "malformed", [(10, "<H", 3)]),
+             ("program count 0", "malformed", [(at6 + 16, "<I", 0)]),
+             ("program count 1025", "limit", [(at6 + 16, "<I", 1025)]),
+             ("section 6's reserved field", "malformed", [(at6 + 28, "<I", 1)]),
+             ("property count 4097", "limit", [(at6 + 24, "<I", 4097)])]
+    pkey = data.index(b"generate.max_seX", at6)
+    cases.append(("two properties named generate.max_seq", "malformed", [(pkey + 15, "<B", ord("q"))]))
+    name2 = data.index(b"step", at6)
+    cases.append(("two programs named fill", "malformed", [(name2, "<4s", b"fill")]))
+    mism = []
+    for what, code, patches in cases:
+        raw = resealed(data, *patches)
+        py = py_code(raw)
+        c, h = cread(lib, raw)
+        if h:
+            lib.free(h)
+        if py != code or c != code:
+            mism.append("%s: Python %s, C %s, want %s" % (what, py, c, code))
+    check(not mism, "%d sections 6 that break a rule: both readers refuse each with its code%s" % (
+        len(cases), "" if not mism else ": " + "; ".join(mism)))
+    # both sections: refused in either order
+    one = sample_bundle()
+    one.program = tb.Program()
+
+    def sections(d):
+        out, pos = {}, 32
+        for _ in range(struct.unpack_from("<I", d, 24)[0]):
+            typ, _, n = struct.unpack_from("<IIQ", d, pos)
+            end = pos + 16 + n + (-(16 + n) % 8)
+            out[typ] = d[pos:end]
+            pos = end
+        return out
+    s6, s5 = sections(data), sections(tb.write(one))
+    both = []
+    for order in ((5, 6), (6, 5)):
+        body = b"".join(s6[t] for t in sorted(s6) if t != 6) + b"".join((s5 if t == 5 else s6)[t] for t in order)
+        m = bytearray(data[:32]) + body + bytes(8)
+        struct.pack_into("<QI", m, 16, len(m), len(s6) + 1)
+        raw = resealed(bytes(m))
+        c, h = cread(lib, raw)
+        if h:
+            lib.free(h)
+        both.append((py_code(raw), c))
+    check(all(x == ("malformed", "malformed") for x in both),
+          "a file with sections 5 and 6 (in either order): both readers refuse it (%s)" % both)
+    # every byte of section 6 changed, and every truncation: the same verdict and code from both readers
+    assert len(data) <= 1 << 20
+
+    def sealed(m):
+        value = struct.pack("<Q", lib.L.tb_xxh3_64(bytes(m[:-8]), len(m) - 8))
+        m[-8:] = struct.pack("<Q", lib.L.tb_xxh3_64(value, 8))
+        return bytes(m)
+    mism, cases = [], 0
+    for n in range(at6, len(data)):
+        cases += 1
+        c, h = cread(lib, data[:n])
+        if h:
+            lib.free(h)
+        if c != py_code(data[:n], False):
+            mism.append(("truncated at %d" % n, c, py_code(data[:n], False)))
+    for at in range(at6, len(data) - 8):
+        for v in (0, 1, 0x80, 0xFF):
+            if v == data[at]:
+                continue
+            m = bytearray(data)
+            m[at] = v
+            m = sealed(m)
+            cases += 1
+            c, h = cread(lib, m)
+            if h:
+                lib.free(h)
+            py = py_code(m, False)
+            if c != py:
+                mism.append(("byte %d = 0x%02x" % (at, v), c, py))
+    for x in mism[:10]:
+        print("    %s: C %s, Python %s" % x)
+    check(not mism, "section 6 truncated and changed byte by byte (%d cases): the same verdict and code from both "
+          "readers" % cases)
 
 
 def program_c_checks(lib, refusals):
@@ -1219,6 +1418,7 @@ def main():
           "triton_bundle.py export runs a script's export() and writes its bundle")
     refusals = program_checks(lib, tmp)
     skipped += program_c_checks(lib, refusals)
+    programs_checks(lib)
     subprocess.run(["rm", "-rf", tmp])
     return summary(skipped)
 

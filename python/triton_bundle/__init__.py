@@ -53,7 +53,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.2.0"
+__version__ = "2.3.0"
 
 from .format import (  # noqa: E402
     # constants and limits
@@ -84,7 +84,8 @@ from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
 from .model import (  # noqa: E402
-    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, export_model, output_tensors, literal_bits, memset_pattern,
+    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ProgramsReport, export_model, export_programs, named_tensors,
+    unique_names, output_tensors, literal_bits, memset_pattern,
     element_bytes, is_dense,
     plan_workspace, match_gpu_events, gpu_event_hint)
 from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402

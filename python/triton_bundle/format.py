@@ -1,4 +1,4 @@
-"""The bundle format (docs/FORMAT.md, 2.3), as the header's >>model and
+"""The bundle format (docs/FORMAT.md, 2.4), as the header's >>model and
 >>format sections: the format's constants and limits, the argument codes,
 BundleError, XXH3-64 and the checksum, the data model (Bundle, Kernel,
 Artifact, Record, Config, TensorDesc, CallInfo, GridRule; the program:
@@ -11,7 +11,7 @@ import os
 import struct
 
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 3
+FORMAT_MINOR = 4
 MAGIC = b"\x89TBUND\r\n"
 
 # Limits: docs/FORMAT.md's table (a reader may lower them).
@@ -35,6 +35,8 @@ MAX_PROGRAM_TENSORS = 65536
 MAX_PROGRAM_CONSTANTS = 1000000
 MAX_PROGRAM_BUFFERS = 1000000
 MAX_PROGRAM_STEPS = 1000000
+MAX_PROGRAMS = 1024
+MAX_PROPERTIES = 4096
 MAX_TENSOR_DIMS = 8
 
 CONFIG_COOPERATIVE = 1
@@ -112,6 +114,8 @@ DTYPE_BY_NUMBER = {d.number: d for d in DTYPES}
 LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER = 0, 1, 2, 3, 4
 LAUNCH, MEMSET, COPY = 1, 2, 3
 CONSTANT_STATE = 1
+CONSTANT_SHARED = 2  # (2.4, with state) shared by the programs that use it
+DEFAULT_PROGRAM = "forward"  # the name of a program section 5 holds
 
 
 class BundleError(Exception):
@@ -425,14 +429,20 @@ class TensorSpec:
 
 class Constant:
     """A weight or buffer: its bytes, stored once; state: the model
-    updates it in place (running statistics), and it persists across runs."""
+    updates it in place (running statistics), and it persists across runs;
+    shared (2.4, with state): the programs that use it share it (a KV
+    cache), which two programs may do only when it says so."""
 
-    def __init__(self, name, dtype, data, state=False):
+    def __init__(self, name, dtype, data, state=False, shared=False):
         self.name, self.dtype, self.data, self.state = name, dtype, data, bool(state)
+        self.shared = bool(shared)
+
+    def flags(self):
+        return (CONSTANT_STATE if self.state else 0) | (CONSTANT_SHARED if self.shared else 0)
 
     def __eq__(self, o):
-        return isinstance(o, Constant) and (self.name, self.dtype, self.state) == (o.name, o.dtype, o.state) and \
-            bytes(self.data) == bytes(o.data)
+        return isinstance(o, Constant) and (self.name, self.dtype, self.state, self.shared) == (
+            o.name, o.dtype, o.state, o.shared) and bytes(self.data) == bytes(o.data)
 
 
 class Buffer:
@@ -466,28 +476,117 @@ class Step:
 
 
 class Program:
-    """A whole compiled model (FORMAT.md, section 5)."""
+    """One compiled function of a model (FORMAT.md, sections 5 and 6): its
+    name, inputs, outputs, constants, workspace plan and steps. In a
+    bundle of several, every program's constants is the one table they
+    share (Bundle.add_program makes it)."""
 
-    def __init__(self, inputs=None, outputs=None, constants=None, buffers=None, workspace_size=0, steps=None):
+    def __init__(self, inputs=None, outputs=None, constants=None, buffers=None, workspace_size=0, steps=None,
+                 name=DEFAULT_PROGRAM):
         self.inputs, self.outputs = list(inputs or []), list(outputs or [])
         self.constants, self.buffers = list(constants or []), list(buffers or [])
         self.workspace_size, self.steps = workspace_size, list(steps or [])
+        self.name = name
 
-    FIELDS = ("inputs", "outputs", "constants", "buffers", "workspace_size", "steps")
+    FIELDS = ("name", "inputs", "outputs", "constants", "buffers", "workspace_size", "steps")
 
     def __eq__(self, o):
         return isinstance(o, Program) and all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
 
 
 class Bundle:
-    def __init__(self, kernels=None, records=None, program=None):
+    def __init__(self, kernels=None, records=None, program=None, programs=None, properties=None):
         self.kernels, self.records = list(kernels or []), list(records or [])
-        self.program = program  # a Program, or None
+        self.programs = list(programs) if programs is not None else ([] if program is None else [program])
+        # (2.4) key/value strings for the programs' callers: {"generate.max_seq": "256"}
+        self.properties = dict(properties or {})
         self.version = (FORMAT_MAJOR, FORMAT_MINOR)
 
+    @property
+    def program(self):
+        """The first program, or None; setting it replaces every program."""
+        return self.programs[0] if self.programs else None
+
+    @program.setter
+    def program(self, p):
+        self.programs = [] if p is None else [p]
+
+    def find_program(self, name):
+        for p in self.programs:
+            if p.name == name:
+                return p
+        return None
+
+    def add_program(self, p):
+        """Adds program p, as tb_bundle_add_program: its constants join the
+        table the programs share, by name (a name the table has must have
+        the same dtype, flags and bytes, and a state constant may be in two
+        programs only when both mark it shared; a new name adds a
+        constant), and its CONSTANT operands are renumbered to the table.
+        Returns the program as stored (a new Program when it was
+        renumbered); BundleError("invalid_argument") for a name another
+        program has, or a constant that does not match."""
+        if any(q.name == p.name for q in self.programs):
+            raise BundleError("invalid_argument", "the bundle has a program named %r already" % (p.name,))
+        if len(self.programs) >= MAX_PROGRAMS:
+            raise BundleError("limit", "the bundle holds %d programs" % MAX_PROGRAMS)
+        if not self.programs:
+            self.programs = [p]
+            return p
+        table = list(self.programs[0].constants)
+        index = {}
+        for i, k in enumerate(table):
+            if k.name in index:
+                raise BundleError("invalid_argument", "the bundle's program repeats constant name %r, so no other "
+                                  "program can be matched to it by name" % k.name)
+            index[k.name] = i
+        own = set()
+        for k in p.constants:  # matched by name: each once
+            if k.name in own:
+                raise BundleError("invalid_argument", "two constants named %r, both named so in one program: a "
+                                  "bundle of several programs matches constants by name" % k.name)
+            own.add(k.name)
+        old, remap = len(table), []
+        for i, k in enumerate(p.constants):
+            t = index.get(k.name)
+            if t is not None and t < old:
+                x = table[t]
+                if (x.dtype, x.state) != (k.dtype, k.state) or \
+                        _byte_view(x.data, "constant").nbytes != _byte_view(k.data, "constant").nbytes:
+                    raise BundleError("invalid_argument", "constant %d %r: the bundle's constant of that name is "
+                                      "%s, %d bytes, flags %d; this one %s, %d bytes, flags %d" % (
+                                          i, k.name, x.dtype, len(bytes(x.data)), x.flags(), k.dtype,
+                                          len(bytes(k.data)), k.flags()))
+                if x.shared != k.shared or (k.state and not k.shared):
+                    raise BundleError("invalid_argument", "state constant %d %r is in another program already: mark "
+                                      "it shared in both to share it, or name them apart" % (i, k.name))
+                if bytes(x.data) != bytes(k.data):
+                    raise BundleError("invalid_argument", "constant %d %r: the bundle's constant of that name holds "
+                                      "other bytes" % (i, k.name))
+                remap.append(t)
+            else:
+                index[k.name] = len(table)
+                remap.append(len(table))
+                table.append(k)
+        steps = [Step(st.kind, [(sp, remap[ix], v) if sp == CONSTANT and ix < len(remap) else (sp, ix, v)
+                                for sp, ix, v in st.operands], st.record, st.config, st.grid, st.width, st.value,
+                      st.count) for st in p.steps]
+        q = Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, p.name)
+        programs, before = self.programs + [q], self.programs[0].constants
+        for r in programs:
+            r.constants = table
+        try:
+            _check_sharing(programs, self.properties)
+        except BundleError:
+            for r in self.programs:
+                r.constants = before
+            raise
+        self.programs = programs
+        return q
+
     def __eq__(self, o):
-        return isinstance(o, Bundle) and (self.kernels, self.records, self.program) == (
-            o.kernels, o.records, o.program)
+        return isinstance(o, Bundle) and (self.kernels, self.records, self.programs, self.properties) == (
+            o.kernels, o.records, o.programs, o.properties)
 
     def kernel(self, hash):
         for k in self.kernels:
@@ -641,17 +740,22 @@ def check_record(r):
 #
 # Where FORMAT.md leaves a choice open, this side chose (and the C reader
 # must choose alike to give the same codes):
-# - Order: each count and string length is checked as it is read (against
-#   its limit, then the bytes that remain after it over its smallest item),
-#   each on its own (input_count and output_count apart, as section 2's
-#   three counts); every other field of an item once the item is read, in
-#   field order (as section 2 checks a config after reading it whole). A
-#   tensor's rank is such a count (TB_MAX_TENSOR_DIMS; 16 bytes a
-#   dimension); operand_total has no limit but the bytes (16 each), as
-#   config_total; the operand total is checked as each step's count is read
-#   (more than the total: malformed) and after the steps (fewer).
+# - Order (FORMAT.md's "order of the checks", which the C reader follows):
+#   each count and string length is checked as it is read (against its
+#   limit, then the bytes that remain after it over its smallest item), each
+#   on its own (input_count and output_count apart, as section 2's three
+#   counts); a tensor's fixed fields (name, dtype, rank against
+#   TB_MAX_TENSOR_DIMS, align, reserved) once they are read, then its sizes
+#   as they are read; the tensors' names' uniqueness after the last output;
+#   every other item's fields once the item is read, in field order (as
+#   section 2 checks a config after reading it whole). operand_total has no
+#   limit but the bytes (16 each), as config_total; a step's running total
+#   is checked once its fields are read (more than the total: malformed),
+#   before its operands' bytes, and the total after the steps (fewer); a
+#   step's reserved field is checked last.
 # - The program's flags, not zero, and a constant's flag bits other than
-#   bit 0 are malformed (not unsupported_version: only config flags are).
+#   bit 0 (section 6: bits 0 and 1, bit 1 only with bit 0) are malformed
+#   (not unsupported_version: only config flags are).
 # - A constant past the section's end (offset + size) is malformed, as an
 #   offset or size out of range, not truncated; it is checked with its
 #   table entry (with the offset's multiple of 64 and the order after the
@@ -670,7 +774,8 @@ def check_record(r):
 #   overlap a reader can see). A buffer of 0 bytes overlaps nothing.
 # - Extents are exact (no 64-bit overflow is refused: none is stated); a
 #   memset or copy of count 0 is taken; an input and an output may share a
-#   name, and constants' names need not be unique.
+#   name, and a section 5 program's constants' names need not be unique
+#   (section 6's must).
 U32_MAX, U64_MAX = (1 << 32) - 1, (1 << 64) - 1
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 GRID_X_MAX, GRID_YZ_MAX = (1 << 31) - 1, 65535
@@ -734,19 +839,32 @@ def _check_dtype(dtype, what):
         raise BundleError("unsupported_type", "%s: dtype %r is not one of the format's" % (what, dtype))
 
 
-def _check_tensor(t, what, reserved=0):
-    """An input or output, its fields in file order (the name's uniqueness
-    is the caller's)."""
+def _check_tensor_head(t, what, reserved=0, rank=None):
+    """An input's or output's fixed fields in file order: its name, dtype,
+    rank, align and reserved field (the name's uniqueness is the
+    caller's)."""
     _check_string(t.name, MAX_NAME_LENGTH, "%s name" % what)
     _check_dtype(t.dtype, what)
-    if len(t.shape) > MAX_TENSOR_DIMS:
-        raise BundleError("limit", "%s: rank %d, over TB_MAX_TENSOR_DIMS" % (what, len(t.shape)))
-    if len(t.strides) != len(t.shape):
-        _bad(what, "%d sizes and %d strides" % (len(t.shape), len(t.strides)))
+    rank = len(t.shape) if rank is None else rank
+    if rank > MAX_TENSOR_DIMS:
+        raise BundleError("limit", "%s: rank %d, over TB_MAX_TENSOR_DIMS" % (what, rank))
     if not _is_int(t.align, 1, MAX_ALIGN) or t.align & (t.align - 1):
         _bad(what, "align %r is not a power of two in 1..%d" % (t.align, MAX_ALIGN))
     if reserved:
         _bad(what, "a reserved field is not zero")
+
+
+def _check_tensor(t, what, reserved=0):
+    """An input or output, its fields in file order, then its sizes and
+    strides."""
+    if len(t.strides) != len(t.shape) and len(t.shape) <= MAX_TENSOR_DIMS:
+        _check_string(t.name, MAX_NAME_LENGTH, "%s name" % what)
+        _bad(what, "%d sizes and %d strides" % (len(t.shape), len(t.strides)))
+    _check_tensor_head(t, what, reserved)
+    _check_tensor_dims(t, what)
+
+
+def _check_tensor_dims(t, what):
     for n in list(t.shape) + list(t.strides):
         if not _is_int(n, 0, I64_MAX):
             _bad(what, "a size or stride %r is not in 0..2^63-1" % (n,))
@@ -754,15 +872,16 @@ def _check_tensor(t, what, reserved=0):
         _bad(what, "its extent does not fit in 64 bits (2^64 - 1 or more bytes)")
 
 
-def _check_constant(k, what, flags=None):
+def _check_constant(k, what, flags=None, flags_ok=CONSTANT_STATE | CONSTANT_SHARED):
     """A constant's name, dtype and (as read) flags, in file order."""
     _check_string(k.name, MAX_STRING_LENGTH, "%s name" % what)
     _check_dtype(k.dtype, what)
-    if flags is not None and flags & ~CONSTANT_STATE:
+    flags = k.flags() if flags is None else flags
+    if flags & ~flags_ok or (flags & CONSTANT_SHARED and not flags & CONSTANT_STATE):
         # FORMAT.md: "other bits refused", without a code: malformed, the
         # Errors table's "anything else" (only config flags are
         # unsupported_version)
-        _bad(what, "flags 0x%x hold a bit other than bit 0 (state)" % flags)
+        _bad(what, "flags 0x%x: a bit other than 0 (state) and 1 (shared, section 6, with state)" % flags)
 
 
 def _check_buffer(buf, what, workspace_size, step_count):
@@ -884,8 +1003,6 @@ def _check_step(pv, st, s, reserved=0):
                 _bad(what, "memset value %r does not fit %d bytes" % (st.value, st.width))
         elif st.width != 0 or st.value != 0:
             _bad(what, "a copy's width or value is not 0")
-    if reserved:
-        _bad(what, "a reserved field is not zero")
     if not _is_int(st.count) or (kind == LAUNCH and st.count):
         _bad(what, "count %r (a launch's is 0)" % (st.count,))
     want = len(cf.arg_types) if kind == LAUNCH else 1 if kind == MEMSET else 2
@@ -906,6 +1023,8 @@ def _check_step(pv, st, s, reserved=0):
                     _bad(ow, "a pointer argument takes INPUT, OUTPUT, CONSTANT or BUFFER")
                 if aligned and not _aligned(pv, op, 16):
                     _bad(ow, "the cubin assumes 16-byte alignment: offset %d, or the tensor's align under 16" % value)
+                if space == CONSTANT and not pv.state[op[1]] and arg_marks_written(rec, j):
+                    _bad(ow, "the kernel writes this argument, and constant %d is not state (read only)" % op[1])
             else:
                 if space != LITERAL:
                     _bad(ow, "a scalar argument takes a LITERAL")
@@ -913,6 +1032,9 @@ def _check_step(pv, st, s, reserved=0):
                     _bad(ow, "literal 0x%x does not fit the code" % value)
                 if aligned and code not in _FLOAT_CODES and value & 15:
                     _bad(ow, "the cubin assumes the value divisible by 16: 0x%x" % value)
+        _check_launch_grid(cf, st, what)
+        if reserved:
+            _bad(what, "a reserved field is not zero")
         return
     touched = st.count * (st.width if kind == MEMSET else 1)
     for j, op in enumerate(ops):
@@ -929,16 +1051,132 @@ def _check_step(pv, st, s, reserved=0):
         # FORMAT.md: "from the source to the destination, which do not
         # overlap"; checkable only within one object
         _bad(what, "copies %d bytes between overlapping ranges of one object" % touched)
+    if reserved:
+        _bad(what, "a reserved field is not zero")
+
+
+def arg_marks_written(rec, j):
+    """Whether record rec says its kernel writes argument j: its call info
+    lists j as mutated, or names it out_ptr... or in_out_ptr... (Inductor's
+    names for what a kernel stores to). tb__arg_marks_written."""
+    ci = rec.call
+    if ci is None:
+        return False
+    if j in ci.mutated:
+        return True
+    return j < len(ci.arg_names) and ci.arg_names[j].startswith(("out_ptr", "in_out_ptr"))
+
+
+def arg_may_write(rec, j):
+    """Whether record rec's kernel may write argument j as far as anyone
+    knows: the record says so, or says nothing of what it writes (no call
+    info, or no argument marked). tb__arg_may_write."""
+    if rec.call is None or arg_marks_written(rec, j):
+        return True
+    return not any(arg_marks_written(rec, i) for i in range(len(rec.configs[0].arg_types)))
+
+
+def _check_launch_grid(cf, st, what):
+    """[R-program-grid]: a launch's grid in blocks, its clusters counted (a
+    launcher multiplies it by them), within CUDA's launch; and what the
+    config's grid rule gives for the step's operands, where the rule reads
+    nothing but them and constants."""
+    cl = [1, 1, 1]
+    if cf.num_ctas > 1:
+        cl = list(cf.cluster_dims) if all(cf.cluster_dims) else [cf.num_ctas, 1, 1]
+    for g, c, most in zip(st.grid, cl, (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)):
+        if g * c > most:
+            _bad(what, "grid %r in clusters of %r blocks is more blocks than a CUDA launch takes" % (
+                tuple(st.grid), tuple(cl)))
+    if cf.grid is None or any(op == EXTRA for prog in cf.grid.dims for op, _, _ in prog):
+        return
+    from .grid import eval_grid
+    args = [v if sp == LITERAL else 0 for sp, _, v in st.operands]
+    try:
+        got = tuple(eval_grid(cf, args))
+    except BundleError as e:
+        _bad(what, "its config's grid rule gives no grid for the step's operands (%s)" % e)
+    if got != tuple(st.grid):
+        _bad(what, "grid %r, where its config's grid rule gives %r for the step's operands" % (tuple(st.grid), got))
 
 
 def check_program(bundle):
-    """FORMAT.md section 5: bundle.program against the bundle's records,
-    in file order, as the reader checks it (nothing when there is none)."""
-    p = bundle.program
-    if p is None:
-        return
-    if not isinstance(p, Program):
-        raise BundleError("invalid_argument", "bundle.program is a %s, not a Program" % type(p).__name__)
+    """FORMAT.md sections 5 and 6: each of bundle.programs against the
+    bundle's records, in file order, as the reader checks it, and what the
+    programs share (nothing when there is none)."""
+    for p in bundle.programs:
+        if not isinstance(p, Program):
+            raise BundleError("invalid_argument", "a program is a %s, not a Program" % type(p).__name__)
+    if len(bundle.programs) > MAX_PROGRAMS:
+        raise BundleError("limit", "%d programs, over the limit %d" % (len(bundle.programs), MAX_PROGRAMS))
+    for p in bundle.programs:
+        _check_one_program(bundle, p)
+    if bundle.programs:
+        _check_sharing(bundle.programs, bundle.properties)
+    _check_properties(bundle.properties)
+
+
+def _check_properties(props):
+    if len(props) > MAX_PROPERTIES:
+        raise BundleError("limit", "%d properties, over %d" % (len(props), MAX_PROPERTIES))
+    for k, v in props.items():
+        _check_string(k, MAX_NAME_LENGTH, "property key")
+        if not isinstance(v, str) or "\0" in v or len(_enc(v)) > MAX_STRING_LENGTH:
+            raise BundleError("limit" if isinstance(v, str) and "\0" not in v else "invalid_argument",
+                              "property %r: its value %r is not a string of at most %d bytes" % (
+                                  k, v if not isinstance(v, str) else v[:40], MAX_STRING_LENGTH))
+
+
+def in_section5(programs, properties=()):
+    """Whether a writer writes these programs as section 5 (2.3): one,
+    named "forward", sharing nothing, in a bundle with no properties; else
+    as section 6 (2.4)."""
+    return len(programs) == 1 and programs[0].name == DEFAULT_PROGRAM and not properties and \
+        not any(k.shared for k in programs[0].constants)
+
+
+def _check_sharing(programs, properties=()):
+    """Section 6's rules across programs [R-program-sharing]: one table of
+    constants (every program's), the programs' names unique (and each 1 to
+    255 bytes), the constants' names unique (a section 5 program's may
+    repeat), a shared constant state, and a state constant that two
+    programs use marked shared."""
+    table = programs[0].constants
+    for p in programs[1:]:
+        if p.constants is not table and p.constants != table:
+            raise BundleError("invalid_argument", "programs %r and %r do not share one table of constants: add "
+                              "programs with Bundle.add_program" % (programs[0].name, p.name))
+    names = set()
+    for p in programs:
+        if p.name in names:
+            _bad("program %r" % (p.name,), "a second program of that name")
+        names.add(p.name)
+    if not in_section5(programs, properties):
+        seen = set()
+        for i, k in enumerate(table):
+            if k.name in seen:
+                _bad("constant %d" % i, "a second constant named %r (section 6 names each once)" % (k.name,))
+            seen.add(k.name)
+    for i, k in enumerate(table):
+        if k.shared and not k.state:
+            _bad("constant %d" % i, "shared but not state")
+    user = {}
+    for p in programs:
+        for st in p.steps:
+            for sp, ix, _ in st.operands:
+                if sp != CONSTANT or ix >= len(table) or not table[ix].state:
+                    continue
+                first = user.setdefault(ix, p.name)
+                if first != p.name and not table[ix].shared:
+                    _bad("constant %d" % ix, "state constant %r is used by programs %r and %r but not marked "
+                         "shared" % (table[ix].name, first, p.name))
+
+
+def _check_one_program(bundle, p):
+    if not isinstance(p.name, str) or not 0 < len(_enc(p.name)) <= MAX_NAME_LENGTH or "\0" in p.name:
+        raise BundleError("bad_name" if p.name == "" else "limit" if isinstance(p.name, str) and "\0" not in p.name
+                          else "invalid_argument", "program name %r: 1 to %d bytes, no zero byte" % (
+                              p.name, MAX_NAME_LENGTH))
     for n, limit, what in ((len(p.inputs), MAX_PROGRAM_TENSORS, "inputs"),
                            (len(p.outputs), MAX_PROGRAM_TENSORS, "outputs"),
                            (len(p.constants), MAX_PROGRAM_CONSTANTS, "constants"),
@@ -949,9 +1187,11 @@ def check_program(bundle):
     if not _is_int(p.workspace_size):
         _bad("the program", "workspace_size %r is not a u64" % (p.workspace_size,))
     for group, tensors in (("input", p.inputs), ("output", p.outputs)):
-        names = set()
         for i, t in enumerate(tensors):
             _check_tensor(t, "%s %d" % (group, i))
+    for group, tensors in (("input", p.inputs), ("output", p.outputs)):  # after all of them, as the reader
+        names = set()
+        for i, t in enumerate(tensors):
             if t.name in names:
                 _bad("%s %d" % (group, i), "a second %s named %r" % (group, t.name))
             names.add(t.name)
@@ -1204,30 +1444,43 @@ def _wr_calls(bundle, o):
 
 
 PROGRAM_HEADER = 40
+PROGRAMS_HEADER, PROGRAM6_HEADER = 16, 32  # section 6's head; a program's counts and workspace after its name
 PROGRAM_TENSOR_MIN, PROGRAM_CONSTANT_MIN, PROGRAM_BUFFER, PROGRAM_STEP, PROGRAM_OPERAND = 24, 32, 24, 48, 16
 CONSTANT_ALIGN = 64
 
 
-def _program_tables_size(p):
-    """Section 5's bytes before the constants' data: the header, the
-    tensors, the constant and buffer tables and the steps."""
-    n = PROGRAM_HEADER
-    n += sum(_str_size(t.name) + 16 + 16 * len(t.shape) for t in p.inputs + p.outputs)
-    n += sum(_str_size(k.name) + 24 for k in p.constants)
+def _table(bundle):
+    """The constants' table the programs share."""
+    return bundle.programs[0].constants if bundle.programs else []
+
+
+def _program_body_size(p):
+    """A program's tensors, buffers and steps in the file."""
+    n = sum(_str_size(t.name) + 16 + 16 * len(t.shape) for t in p.inputs + p.outputs)
     n += PROGRAM_BUFFER * len(p.buffers)
     n += sum(PROGRAM_STEP + PROGRAM_OPERAND * len(st.operands) for st in p.steps)
     return n
 
 
-def _program_layout(p, at):
+def _program_tables_size(bundle, section5):
+    """Section 5's or 6's bytes before the constants' data."""
+    n = sum(_str_size(k.name) + 24 for k in _table(bundle))
+    if section5:
+        return n + PROGRAM_HEADER + _program_body_size(bundle.programs[0])
+    n += sum(_str_size(k) + _str_size(v) for k, v in bundle.properties.items())
+    return n + PROGRAMS_HEADER + sum(_str_size(p.name) + PROGRAM6_HEADER + _program_body_size(p)
+                                     for p in bundle.programs)
+
+
+def _program_layout(bundle, at, section5):
     """(the constants' data as flat byte views, their absolute offsets, the
     payload's end) for a payload that starts at absolute offset at: each
-    constant at the next multiple of 64 after the steps or the constant
+    constant at the next multiple of 64 after the tables or the constant
     before it, and the payload ending with the last constant (the
     section's framing pads it to 8, as every section's)."""
-    pos = at + _program_tables_size(p)
+    pos = at + _program_tables_size(bundle, section5)
     views, offsets = [], []
-    for i, k in enumerate(p.constants):
+    for i, k in enumerate(_table(bundle)):
         v = _byte_view(k.data, "constant %d" % i)
         pos += _pad(pos, CONSTANT_ALIGN)
         views.append(v)
@@ -1237,9 +1490,15 @@ def _program_layout(p, at):
 
 
 def _program_size(bundle, at=0):
-    if bundle.program is None:
+    if not bundle.programs or not in_section5(bundle.programs, bundle.properties):
         return 0
-    return _program_layout(bundle.program, at)[2] - at
+    return _program_layout(bundle, at, True)[2] - at
+
+
+def _programs_size(bundle, at=0):
+    if not (bundle.programs or bundle.properties) or in_section5(bundle.programs, bundle.properties):
+        return 0
+    return _program_layout(bundle, at, False)[2] - at
 
 
 def _wr_tensor(o, t):
@@ -1250,22 +1509,17 @@ def _wr_tensor(o, t):
         o.u64(v)
 
 
-def _wr_program(bundle, o):
-    """Section 5 (2.3): the program, its tables, then its constants' bytes."""
-    p = bundle.program
-    views, offsets, end = _program_layout(p, o.tell())
-    for v in (len(p.inputs), len(p.outputs), len(p.constants), len(p.buffers), len(p.steps),
-              sum(len(st.operands) for st in p.steps), 0, 0):
-        o.u32(v)
-    o.u64(p.workspace_size)
-    for t in p.inputs + p.outputs:
-        _wr_tensor(o, t)
-    for k, v, off in zip(p.constants, views, offsets):
+def _wr_constant_table(o, table, views, offsets):
+    for k, v, off in zip(table, views, offsets):
         o.string(k.name)
         o.u32(DTYPE_BY_NAME[k.dtype].number)
-        o.u32(CONSTANT_STATE if k.state else 0)
+        o.u32(k.flags())
         o.u64(v.nbytes)
         o.u64(off)
+
+
+def _wr_program_rest(o, p):
+    """A program's buffers and steps."""
     for b in p.buffers:
         o.u64(b.offset)
         o.u64(b.size)
@@ -1279,13 +1533,54 @@ def _wr_program(bundle, o):
             o.u32(space)
             o.u32(index)
             o.u64(value)
+
+
+def _wr_constant_bytes(o, views, offsets, end, what):
     for v, off in zip(views, offsets):
         o.align(CONSTANT_ALIGN)
         if o.tell() != off:
             raise AssertionError("constant at %d, laid out at %d" % (o.tell(), off))
         o.data(v)
     if o.tell() != end:
-        raise AssertionError("section 5 ends at %d, laid out to end at %d" % (o.tell(), end))
+        raise AssertionError("%s ends at %d, laid out to end at %d" % (what, o.tell(), end))
+
+
+def _wr_program(bundle, o):
+    """Section 5 (2.3): the program, its tables, then its constants' bytes."""
+    p = bundle.programs[0]
+    views, offsets, end = _program_layout(bundle, o.tell(), True)
+    for v in (len(p.inputs), len(p.outputs), len(p.constants), len(p.buffers), len(p.steps),
+              sum(len(st.operands) for st in p.steps), 0, 0):
+        o.u32(v)
+    o.u64(p.workspace_size)
+    for t in p.inputs + p.outputs:
+        _wr_tensor(o, t)
+    _wr_constant_table(o, p.constants, views, offsets)
+    _wr_program_rest(o, p)
+    _wr_constant_bytes(o, views, offsets, end, "section 5")
+
+
+def _wr_programs(bundle, o):
+    """Section 6 (2.4): the constants' table, the programs, then the
+    constants' bytes."""
+    table = _table(bundle)
+    views, offsets, end = _program_layout(bundle, o.tell(), False)
+    for v in (len(bundle.programs), len(table), len(bundle.properties), 0):
+        o.u32(v)
+    for k, v in bundle.properties.items():
+        o.string(k)
+        o.string(v)
+    _wr_constant_table(o, table, views, offsets)
+    for p in bundle.programs:
+        o.string(p.name)
+        for v in (len(p.inputs), len(p.outputs), len(p.buffers), len(p.steps),
+                  sum(len(st.operands) for st in p.steps), 0):
+            o.u32(v)
+        o.u64(p.workspace_size)
+        for t in p.inputs + p.outputs:
+            _wr_tensor(o, t)
+        _wr_program_rest(o, p)
+    _wr_constant_bytes(o, views, offsets, end, "section 6")
 
 
 # ---------------------------------------------------------------- reader
@@ -1518,67 +1813,66 @@ def _rd_calls(b, c):
                 cf.grid = g
 
 
-def _rd_program(b, c):
-    """Section 5 (2.3). In file order: the counts as they are read (each
-    against its limit and the bytes that remain over its smallest item), the
-    header's flags and reserved field; each tensor, constant and buffer once
-    it is read (a constant's offset against the section's end and the
-    constant before it); the plan once the buffers are read; each step once
-    it is read, operands included (the tables they name come before); the
-    operand total; then the constants against the end of the steps and the
-    zero bytes around them."""
-    at = c.pos
-    if b.version < (2, 3):  # no writer before 2.3 wrote one (and 2.0's duplicate records are dropped after)
-        raise BundleError("malformed", "a program (section 5) in a file of format %d.%d: programs came with 2.3"
-                          % b.version, at)
-    ni = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program input count")
-    no = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program output count")
-    nk = c.count(MAX_PROGRAM_CONSTANTS, PROGRAM_CONSTANT_MIN, "program constant count")
-    nb = c.count(MAX_PROGRAM_BUFFERS, PROGRAM_BUFFER, "program buffer count")
-    ns = c.count(MAX_PROGRAM_STEPS, PROGRAM_STEP, "program step count")
-    nop = c.count(U32_MAX, PROGRAM_OPERAND, "program operand total")
-    if c.u32("program flags"):
-        raise BundleError("malformed", "the program's flags are not zero", c.pos - 4)
-    if c.u32("reserved"):
-        raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
-    p = Program(workspace_size=c.u64("workspace size"))
+def _located(at, check, *args):
+    """check(*args), its BundleError located at byte at."""
+    try:
+        check(*args)
+    except BundleError as e:
+        raise BundleError(e.code, str(e).split(": ", 1)[1], at)
 
-    def located(check, *args):
-        try:
-            check(*args)
-        except BundleError as e:
-            raise BundleError(e.code, str(e).split(": ", 1)[1], at)
 
-    seen = (set(), set())  # the inputs' names, the outputs'
+def _rd_programs_since(b, c, minor, what):
+    """No writer before 2.3 wrote a program (2.4: several); and 2.0's
+    duplicate records are dropped after the sections, which would move the
+    records the steps name."""
+    if b.programs or getattr(b, "sections6", False):
+        raise BundleError("malformed", "a file with both sections 5 and 6", c.pos)
+    if b.version < (2, minor):
+        raise BundleError("malformed", "%s in a file of format %d.%d: they came with 2.%d"
+                          % ((what,) + tuple(b.version) + (minor,)), c.pos)
+
+
+def _rd_tensors(c, p, ni, no):
+    """The inputs and outputs: each one's fixed fields checked as read,
+    then its sizes and strides; then the names' uniqueness, the inputs',
+    then the outputs'."""
     for i in range(ni + no):
         group, tensors = ("input", p.inputs) if i < ni else ("output", p.outputs)
         what = "%s %d" % (group, i if i < ni else i - ni)
         at = c.pos
         name = c.string(MAX_NAME_LENGTH, "%s name" % what)
         dtype = c.u32("dtype")
-        rank = c.count(MAX_TENSOR_DIMS, 16, "%s rank" % what)
-        align, reserved = c.u32("align"), c.u32("reserved")
+        rank, align, reserved = c.u32("rank"), c.u32("align"), c.u32("reserved")
+        t = TensorSpec(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, [], [], align)
+        _located(at, _check_tensor_head, t, what, reserved, rank)
         dims = [c.u64("size or stride") for _ in range(2 * rank)]
         dims = [v - (1 << 64) if v >> 63 else v for v in dims]
-        t = TensorSpec(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, dims[:rank],
-                       dims[rank:], align)
-        located(_check_tensor, t, what, reserved)
-        if name in seen[i >= ni]:
-            raise BundleError("malformed", "%s: a second %s named %r" % (what, group, name), at)
-        seen[i >= ni].add(name)
+        t.shape, t.strides = dims[:rank], dims[rank:]
+        _located(at, _check_tensor_dims, t, what)
         tensors.append(t)
+    for group, tensors in (("input", p.inputs), ("output", p.outputs)):
+        names = set()
+        for i, t in enumerate(tensors):
+            if t.name in names:
+                raise BundleError("malformed", "%s %d: a second %s named %r" % (group, i, group, t.name), c.pos)
+            names.add(t.name)
 
+
+def _rd_constant_table(c, nk, flags_ok):
+    """The constants' table: each entry as it is read (its offset a
+    multiple of 64, after the constant before, within the section); the
+    constants, with views of their bytes, and their offsets."""
     view = memoryview(c.d)
     prev = 0  # the end of the constant before
-    offsets = []
+    table, offsets = [], []
     for i in range(nk):
         what = "constant %d" % i
         at = c.pos
         name = c.string(MAX_STRING_LENGTH, "%s name" % what)
         dtype, flags, size, off = c.u32("dtype"), c.u32("constant flags"), c.u64("size"), c.u64("offset")
         k = Constant(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, b"",
-                     flags & CONSTANT_STATE)
-        located(_check_constant, k, what, flags)
+                     flags & CONSTANT_STATE, flags & CONSTANT_SHARED)
+        _located(at, _check_constant, k, what, flags, flags_ok)
         if off % CONSTANT_ALIGN or off < prev:
             raise BundleError("malformed", "%s at %d: not a multiple of 64, or before the end of the constant "
                               "before (%d)" % (what, off, prev), at)
@@ -1589,16 +1883,19 @@ def _rd_program(b, c):
         prev = off + size
         k.data = view[off:prev]
         offsets.append(off)
-        p.constants.append(k)
+        table.append(k)
+    return table, offsets
 
+
+def _rd_program_rest(b, c, p, nb, ns, nop):
+    """A program's buffers and plan, its steps (each checked as it is
+    read) and its operand total."""
     for i in range(nb):
         at = c.pos
         buf = Buffer(c.u64("buffer offset"), c.u64("buffer size"), c.u32("first step"), c.u32("last step"))
-        located(_check_buffer, buf, "buffer %d" % i, p.workspace_size, ns)
+        _located(at, _check_buffer, buf, "buffer %d" % i, p.workspace_size, ns)
         p.buffers.append(buf)
-    at = c.pos
-    located(_check_plan, p.buffers)
-
+    _located(c.pos, _check_plan, p.buffers)
     pv = _ProgramView(b.records, p, [len(k.data) for k in p.constants])
     used = 0
     for s in range(ns):
@@ -1614,26 +1911,117 @@ def _rd_program(b, c):
         for _ in range(n):
             ops.append((c.u32("operand space"), c.u32("operand index"), c.u64("operand value")))
         st = Step(kind, ops, record, config, (gx, gy, gz), width, value, count)
-        located(_check_step, pv, st, s, reserved)
+        _located(at, _check_step, pv, st, s, reserved)
         p.steps.append(st)
     if used != nop:
         raise BundleError("malformed", "operand total %d, but the steps hold %d" % (nop, used), c.pos)
 
+
+def _rd_constant_bytes(c, table, offsets):
+    """The constants' bytes: after the tables, in order, zeros between and
+    after them."""
     for i, off in enumerate(offsets):
         if off < c.pos:
-            raise BundleError("malformed", "constant %d at %d, before the end of the steps (%d)" % (i, off, c.pos),
+            raise BundleError("malformed", "constant %d at %d, before the end of the tables (%d)" % (i, off, c.pos),
                               off)
         if c.d.count(0, c.pos, off) != off - c.pos:
             raise BundleError("malformed", "bytes before constant %d are not zero" % i, c.pos)
-        c.pos = off + len(p.constants[i].data)
+        c.pos = off + len(table[i].data)
     if c.d.count(0, c.pos, c.end) != c.end - c.pos:
         raise BundleError("malformed", "bytes after the program's constants are not zero", c.pos)
     c.pos = c.end
-    b.program = p
+
+
+def _rd_program(b, c):
+    """Section 5 (2.3). In file order: the counts as they are read (each
+    against its limit and the bytes that remain over its smallest item), the
+    header's flags and reserved field; each tensor once its fixed fields are
+    read, then its sizes; the names' uniqueness; each constant and buffer
+    once it is read (a constant's offset against the section's end and the
+    constant before it); the plan once the buffers are read; each step once
+    it is read, operands included (the tables they name come before); the
+    operand total; then the constants against the end of the steps and the
+    zero bytes around them."""
+    _rd_programs_since(b, c, 3, "a program (section 5)")
+    ni = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program input count")
+    no = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program output count")
+    nk = c.count(MAX_PROGRAM_CONSTANTS, PROGRAM_CONSTANT_MIN, "program constant count")
+    nb = c.count(MAX_PROGRAM_BUFFERS, PROGRAM_BUFFER, "program buffer count")
+    ns = c.count(MAX_PROGRAM_STEPS, PROGRAM_STEP, "program step count")
+    nop = c.count(U32_MAX, PROGRAM_OPERAND, "program operand total")
+    if c.u32("program flags"):
+        raise BundleError("malformed", "the program's flags are not zero", c.pos - 4)
+    if c.u32("reserved"):
+        raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
+    p = Program(workspace_size=c.u64("workspace size"))
+    _rd_tensors(c, p, ni, no)
+    table, offsets = _rd_constant_table(c, nk, CONSTANT_STATE)
+    p.constants = table
+    _rd_program_rest(b, c, p, nb, ns, nop)
+    _rd_constant_bytes(c, table, offsets)
+    b.programs = [p]
+
+
+def _rd_programs(b, c):
+    """Section 6 (2.4): the counts, the head's flags and reserved field, the
+    constants' table, then each program: its name (unique), its counts,
+    flags and workspace, its tensors, buffers and steps, as section 5's;
+    then the sharing rules, then the constants' bytes."""
+    at = c.pos
+    _rd_programs_since(b, c, 4, "programs (section 6)")
+    np_ = c.count(MAX_PROGRAMS, 8 + PROGRAM6_HEADER, "program count")
+    nk = c.count(MAX_PROGRAM_CONSTANTS, PROGRAM_CONSTANT_MIN, "program constant count")
+    nprop = c.count(MAX_PROPERTIES, 16, "property count")
+    if c.u32("reserved"):
+        raise BundleError("malformed", "section 6's reserved field is not zero", c.pos - 4)
+    props = {}
+    for i in range(nprop):
+        kat = c.pos
+        key = c.string(MAX_NAME_LENGTH, "property key")
+        value = c.string(MAX_STRING_LENGTH, "property value")
+        if not key:
+            raise BundleError("bad_name", "property %d has an empty key" % i, kat)
+        if key in props:
+            raise BundleError("malformed", "two properties named %r" % key, kat)
+        props[key] = value
+    b.properties = props
+    if not np_ and not nk:  # properties alone
+        if c.d.count(0, c.pos, c.end) != c.end - c.pos:
+            raise BundleError("malformed", "the bytes after the properties are not zero", c.pos)
+        c.pos = c.end
+        b.programs = []
+        b.sections6 = True
+        return
+    if not np_:
+        raise BundleError("malformed", "section 6 with constants and no program", at)
+    table, offsets = _rd_constant_table(c, nk, CONSTANT_STATE | CONSTANT_SHARED)
+    programs = []
+    for j in range(np_):
+        pat = c.pos
+        name = c.string(MAX_NAME_LENGTH, "program %d name" % j)
+        if not name:
+            raise BundleError("bad_name", "program %d has an empty name" % j, pat)
+        if any(q.name == name for q in programs):
+            raise BundleError("malformed", "two programs named %r" % (name,), pat)
+        ni = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program input count")
+        no = c.count(MAX_PROGRAM_TENSORS, PROGRAM_TENSOR_MIN, "program output count")
+        nb = c.count(MAX_PROGRAM_BUFFERS, PROGRAM_BUFFER, "program buffer count")
+        ns = c.count(MAX_PROGRAM_STEPS, PROGRAM_STEP, "program step count")
+        nop = c.count(U32_MAX, PROGRAM_OPERAND, "program operand total")
+        if c.u32("program flags"):
+            raise BundleError("malformed", "program %r: flags not zero" % (name,), c.pos - 4)
+        p = Program(workspace_size=c.u64("workspace size"), name=name, constants=[])
+        p.constants = table
+        _rd_tensors(c, p, ni, no)
+        _rd_program_rest(b, c, p, nb, ns, nop)
+        programs.append(p)
+    _located(c.pos, _check_sharing, programs, props)
+    _rd_constant_bytes(c, table, offsets)
+    b.programs = programs
 
 
 # --------------------------------------------------------------- sections
-SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM = 1, 2, 3, 4, 5
+SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM, SEC_PROGRAMS = 1, 2, 3, 4, 5, 6
 SECTION_REQUIRED = 1  # a section flag: a reader that does not know the type refuses the file
 HEADER_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE = 32, 16, 8
 
@@ -1660,8 +2048,10 @@ SECTIONS = (
             _rd_descs),
     # 2.2: optional; readers before it skip it and launch with the grids they are given
     Section(SEC_CALLS, "call info", 0, (SEC_RECORDS,), False, _calls_size, _wr_calls, _rd_calls),
-    # 2.3: optional and last; only bundles with a program hold it, and older readers skip it
+    # 2.3: optional; a bundle whose one program is "forward" and shares nothing holds it; older readers skip it
     Section(SEC_PROGRAM, "program", 0, (SEC_RECORDS,), False, _program_size, _wr_program, _rd_program),
+    # 2.4: optional and last; several programs sharing one table of constants (a reader without it sees none)
+    Section(SEC_PROGRAMS, "programs", 0, (SEC_RECORDS,), False, _programs_size, _wr_programs, _rd_programs),
 )
 _SECTION_ROW = {row.type: row for row in SECTIONS}
 
@@ -1729,7 +2119,7 @@ def _write_pieces(bundle):
 
 
 def write(bundle):
-    """The bundle's bytes (format 2.3), as tb_bundle_write_memory writes them."""
+    """The bundle's bytes (format 2.4), as tb_bundle_write_memory writes them."""
     return b"".join(_write_pieces(bundle))
 
 

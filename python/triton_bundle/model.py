@@ -92,6 +92,13 @@ EXPORT_OPTIONS = {
     "ignore_gpu_events": (),    # substrings of GPU event names to leave out of that comparison
     "check_state_bytes": True,  # also call constants whose bytes changed state
     "write": True,              # write the file (False: build the bundle only)
+    "names": None,              # {prefix: a tensor, or an object holding tensors (a transformers StaticCache)}:
+                                # names for constants that are neither parameters nor buffers ("kv.layers.0.keys")
+    "program_name": "forward",  # the program's name in the bundle
+    "keep_ir": True,            # False: each kernel keeps only what a runner loads (its .cubin and .json
+                                # files), not Triton's IR and sources; a bundle a fraction of the size
+    "before_capture": None,     # called after the warm-up runs, right before the captured one (export_programs
+                                # puts the state back there, so that every program starts from the same bytes)
 }
 
 WORKSPACE_ALIGN = 256
@@ -323,7 +330,7 @@ class ExportReport:
     tensors of the captured run: what the program computes from the
     bundle's state)."""
 
-    NOT_JSON = ("compiled", "bundle", "captured_outputs")
+    NOT_JSON = ("compiled", "bundle", "captured_outputs", "constant_storages")
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -543,6 +550,69 @@ def _tensor_attributes(torch, module):
                 sptr, _ = _storage_of(v)
                 names.setdefault(sptr, "%s.%s" % (mname, k) if mname else k)
     return names
+
+
+def _attributes(obj):
+    """An object's attributes: its __dict__'s and its classes' __slots__."""
+    out = dict(vars(obj)) if hasattr(obj, "__dict__") else {}
+    for cls in type(obj).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for k in (slots,) if isinstance(slots, str) else slots:
+            if k not in out and hasattr(obj, k):
+                out[k] = getattr(obj, k)
+    return out
+
+
+def named_tensors(torch, names):
+    """{storage data_ptr: name} of the tensors in names ({prefix: a tensor,
+    or an object holding tensors}): a tensor is named by its prefix; an
+    object's tensors by their path, through lists, tuples, dicts and
+    attributes ("kv.layers.0.keys" for a transformers StaticCache's first
+    layer's keys), a few levels deep. The first name of a storage wins."""
+    out = {}
+
+    def walk(obj, path, depth):
+        if torch.is_tensor(obj):
+            if obj.device.type == "cuda":
+                out.setdefault(_storage_of(obj)[0], path)
+            return
+        if depth > 4 or obj is None or isinstance(obj, _PLAIN):
+            return
+        if isinstance(obj, (list, tuple)):
+            for i, x in enumerate(obj):
+                walk(x, "%s.%d" % (path, i), depth + 1)
+        elif isinstance(obj, dict):
+            for k, x in obj.items():
+                walk(x, "%s.%s" % (path, k), depth + 1)
+        elif not isinstance(obj, torch.nn.Module):
+            for k, x in _attributes(obj).items():
+                if not k.startswith("_"):
+                    walk(x, "%s.%s" % (path, k), depth + 1)
+    for prefix, obj in (names or {}).items():
+        walk(obj, prefix, 0)
+    return out
+
+
+def unique_names(names):
+    """The names, each that repeats an earlier one given a suffix (#2, #3):
+    a bundle of several programs matches constants by name."""
+    seen, out = set(), []
+    for n in names:
+        m, k = n, 2
+        while m in seen:
+            m, k = "%s#%d" % (n, k), k + 1
+        seen.add(m)
+        out.append(m)
+    return out
+
+
+def strip_ir(bundle):
+    """Each kernel of bundle keeps only what a runner loads: its .cubin and
+    its .json files (the metadata, Triton's group file). The IR and the
+    sources (.ttir, .ttgir, .llir, .ptx, .source) go: most of a small
+    kernel's bytes."""
+    for k in bundle.kernels:
+        k.artifacts = [a for a in k.artifacts if a.name.endswith((".cubin", ".json"))]
 
 
 def _live_blocks(torch, device):
@@ -915,6 +985,8 @@ class _Export:
     # 2. the capture run
     def capture(self):
         torch = self.torch
+        if self.opts["before_capture"] is not None:
+            self.opts["before_capture"]()
         # the inputs and the module's constants, by storage
         self.input_of = {}
         for i, t in enumerate(self.inputs):
@@ -934,6 +1006,7 @@ class _Export:
                                   % (self.input_of[sptr], name))
             self.const_of[sptr] = j
         self.attr_names = _tensor_attributes(torch, self.module)
+        self.attr_names.update(named_tensors(torch, self.opts["names"]))
         # every constant's bytes before the run (state ones are restored from them)
         t0 = time.perf_counter()
         self.before = {sptr: _storage_to_host(torch, self.consts[j][1]) for sptr, j in self.const_of.items()}
@@ -1180,7 +1253,8 @@ class _Export:
             name, t, sptr, host = const_list[j]
             _storage_from_host(torch, t, host)
         torch.cuda.synchronize()
-        constants = [Constant(name, _dtype_name(torch, t.dtype, "constant %s" % name), _host_bytes(host),
+        names = unique_names([c[0] for c in const_list])
+        constants = [Constant(names[j], _dtype_name(torch, t.dtype, "constant %s" % name), _host_bytes(host),
                               state=j in state) for j, (name, t, sptr, host) in enumerate(const_list)]
 
         # the workspace
@@ -1188,15 +1262,17 @@ class _Export:
         offsets, ws = plan_workspace([(sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))])
         buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
 
-        program = Program(inputs, outputs, constants, buffers, ws, steps)
+        program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
         bundle.program = program
+        atomic = _atomic_configs(bundle, tuners)  # (reads the kernels' IR: before it may be left out)
+        if not self.opts["keep_ir"]:
+            strip_ir(bundle)
         self.timings["build_s"] = time.perf_counter() - t0
         if self.opts["write"]:
             t0 = time.perf_counter()
             write_file(bundle, self.path)
             self.timings["write_s"] = time.perf_counter() - t0
 
-        atomic = _atomic_configs(bundle, tuners)
         tainted = self.taint(steps, atomic, written, constants)
         kinds = collections.Counter({LAUNCH: 0, MEMSET: 0, COPY: 0})
         kinds.update(st.kind for st in steps)
@@ -1217,7 +1293,7 @@ class _Export:
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
-            captured_outputs=outs)
+            captured_outputs=outs, constant_storages=[c[2] for c in const_list], name=self.opts["program_name"])
 
     def verify_events(self, expected):
         """Every GPU operation of the run is a step: the profiler's events
@@ -1282,3 +1358,257 @@ def export_model(model, example_inputs, path, options=None):
     afterwards what it was before the captured run, which is the state the
     bundle holds. Raises BundleError for what a program cannot hold."""
     return _Export(model, example_inputs, path, options).run()
+
+
+# ------------------------------------------------ several programs at once
+# The cache layouts export_programs takes: a module's own buffers written
+# in place at a position the program reads from the device (the gpt-fast
+# layout, index_put_ or index_copy_), and transformers' StaticCache, whose
+# tensors are allocated once and written in place. A cache that grows
+# (DynamicCache, and the layouts built on it) allocates new tensors each
+# call: no fixed program can hold it.
+SUPPORTED_CACHES = ("StaticCache",)
+
+
+def _caches_of(torch, name, example_inputs):
+    """The transformers caches among a program's arguments; one that is not
+    a StaticCache is refused by name."""
+    seen = []
+
+    def walk(obj, depth):
+        if depth > 3 or obj is None or torch.is_tensor(obj) or isinstance(obj, _PLAIN):
+            return
+        cls = type(obj)
+        if any(c.__name__ == "Cache" and "transformers" in c.__module__ for c in cls.__mro__):
+            seen.append(cls.__name__)
+            return
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk(x, depth + 1)
+
+    def walk_all(obj, depth):
+        if depth > 3 or obj is None or torch.is_tensor(obj) or isinstance(obj, _PLAIN):
+            return
+        cls = type(obj)
+        if any(c.__name__ == "Cache" and "transformers" in c.__module__ for c in cls.__mro__):
+            seen.append(obj)
+        elif isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk_all(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk_all(x, depth + 1)
+    walk_all(example_inputs, 0)
+    for cache in seen:
+        cls_name = type(cache).__name__
+        if cls_name not in SUPPORTED_CACHES:
+            raise BundleError("unsupported", "program %r takes a transformers %s, which grows: a program holds "
+                              "fixed tensors. Use a StaticCache (transformers.StaticCache(config=..., "
+                              "max_batch_size=..., max_cache_len=...), passed as past_key_values with "
+                              "cache_position), or a cache of the module's own buffers written in place "
+                              "(index_copy_ at a position tensor)" % (name, cls_name))
+    return seen
+
+
+class ProgramsReport:
+    """What export_programs did: path, programs ({name: ExportReport}),
+    constants and constant_bytes (the bundle's table, each stored once),
+    shared_state (the names of the state constants several programs use),
+    kernels, records, bundle, timings."""
+
+    NOT_JSON = ("bundle",)
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def as_dict(self):
+        out = {k: v for k, v in self.__dict__.items() if k not in self.NOT_JSON}
+        out["programs"] = {k: v.as_dict() for k, v in self.programs.items()}
+        return out
+
+    def __repr__(self):
+        return "ProgramsReport(%s: %s, %d constants (%d bytes), shared state %s)" % (
+            self.path, ", ".join("%s %d steps" % (k, sum(v.steps.values())) for k, v in self.programs.items()),
+            self.constants, self.constant_bytes, self.shared_state)
+
+
+def merge_programs(reports, properties=None):
+    """One bundle of several captured programs: reports is {name: an
+    ExportReport of export_model(..., write=False)}, in order, each with
+    its bundle (kernels, records, one program) and constant_storages (each
+    constant's storage). Kernels are joined by hash, records by cache key
+    (the steps' record indexes renumbered), constants by storage (the
+    steps' constant indexes renumbered): one constant per storage, named
+    by its first name (names made unique), state where any program writes
+    it, and shared where it is state and two programs use it. Returns
+    (bundle, [the shared constants' names]). Pure: tests/test_model.py
+    checks it with stand-in reports."""
+    kernels, records, rindex = [], [], {}
+    seen_kernels = set()
+    table, by_storage, users = [], {}, collections.defaultdict(set)
+    merged = []
+    for name, rep in reports.items():
+        b = rep.bundle
+        for k in b.kernels:
+            if k.hash not in seen_kernels:
+                seen_kernels.add(k.hash)
+                kernels.append(k)
+        rmap = []
+        for r in b.records:
+            if r.cache_key not in rindex:
+                rindex[r.cache_key] = len(records)
+                records.append(r)
+            rmap.append(rindex[r.cache_key])
+        cmap = []
+        for j, k in enumerate(b.program.constants):
+            sptr = rep.constant_storages[j]
+            g = by_storage.get(sptr)
+            if g is None:
+                g = by_storage[sptr] = len(table)
+                table.append(Constant(k.name, k.dtype, k.data, state=k.state))
+            else:
+                t = table[g]
+                if t.dtype != k.dtype or len(t.data) != len(k.data):
+                    raise BundleError("unsupported", "programs %s and %r see one storage (%s) as %s of %d bytes and "
+                                      "%s of %d bytes" % (sorted(users[g]), name, t.name, t.dtype, len(t.data),
+                                                          k.dtype, len(k.data)))
+                if k.state and t.data != k.data:
+                    raise BundleError("unsupported", "state %s starts with other bytes in program %r than in %s: "
+                                      "the state was not put back between the captures" % (t.name, name,
+                                                                                          sorted(users[g])))
+                t.state = t.state or k.state
+            users[g].add(name)
+            cmap.append(g)
+        p = b.program
+        steps = []
+        for st in p.steps:
+            ops = [(CONSTANT, cmap[ix], v) if sp == CONSTANT else (sp, ix, v) for sp, ix, v in st.operands]
+            steps.append(Step(st.kind, ops, record=rmap[st.record] if st.kind == LAUNCH else 0, config=st.config,
+                              grid=st.grid, width=st.width, value=st.value, count=st.count))
+        merged.append(Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, name=name))
+    for p in merged:  # (Program copies the list it is given)
+        p.constants = table
+    names = unique_names([k.name for k in table])
+    for k, n in zip(table, names):
+        k.name = n
+    shared = []
+    for g, k in enumerate(table):
+        if k.state and len(users[g]) > 1:
+            k.shared = True
+            shared.append(k.name)
+    return _format.Bundle(kernels, records, programs=merged, properties=properties), shared
+
+
+def export_programs(programs, path, options=None, module=None, properties=None):
+    """Captures several functions over one module as programs of one bundle
+    (FORMAT.md, section 6), as export_model captures one: for example a
+    prefill at a few prompt lengths and a decode step over one KV cache.
+
+        export_programs({"prefill_64": (prefill, (ids64,)), "decode": (decode, (ids1, pos))},
+                        "model.tbundle", module=model)
+
+    programs: {name: (callable, example_inputs)} in the bundle's order
+    (each callable compiled here with TRITON_ONLY, or already compiled, and
+    called with its example inputs as export_model calls a model); a third
+    item, a dict, gives that program options of its own (input_names...). module:
+    the nn.Module whose parameters and buffers are the constants (default:
+    each callable's own, as export_model finds it). options: export_model's,
+    for every program (options["names"] names tensors that are neither
+    parameters nor buffers, such as a StaticCache's: {"kv": cache}).
+
+    Each program is captured in turn, and the module's state put back
+    before the next, so that every program starts from the state the
+    bundle holds. Constants are matched by storage across programs: a
+    weight is one constant, stored and uploaded once; a constant that a
+    program writes is state, and state that two programs use (the KV
+    cache) is marked shared, so that the runner keeps one buffer for both.
+    A transformers cache that grows (DynamicCache) is refused by name.
+    properties: the bundle's key/value strings ({"generate.max_seq": "256"}:
+    what examples/generate.c needs besides the programs). Returns a
+    ProgramsReport; raises BundleError for what a program cannot hold."""
+    import torch
+    items = list(programs.items()) if isinstance(programs, dict) else list(programs)
+    if not items:
+        raise BundleError("invalid_argument", "export_programs needs at least one program")
+    opts = dict(options or {})
+    if module is not None:
+        opts["module"] = module
+    opts["write"] = False
+    names = dict(opts.get("names") or {})
+    caches = []
+    items = [(name, tuple(spec) + ({},) * (3 - len(spec))) for name, spec in items]
+    for name, (fn, example_inputs, _) in items:
+        for c in _caches_of(torch, name, example_inputs):
+            if all(c is not x for x in caches):
+                caches.append(c)
+    for i, c in enumerate(caches):
+        names.setdefault("kv_cache" if i == 0 else "kv_cache%d" % i, c)
+    opts["names"] = names
+    # the state every program starts from: the module's buffers and the
+    # named tensors (the caches) as they are before the first capture, put
+    # back before each later one (its warm-up runs changed them)
+    reference = {}
+
+    def state_tensors():
+        mod = module
+        out = []
+        if mod is not None:
+            out += [t for _, t in mod.named_buffers() if t is not None and t.device.type == "cuda"]
+        ids = set()
+        for t in out:
+            ids.add(id(t))
+        found = []
+
+        def walk(obj, depth):
+            if torch.is_tensor(obj):
+                if obj.device.type == "cuda" and id(obj) not in ids:
+                    ids.add(id(obj))
+                    found.append(obj)
+            elif depth <= 4 and isinstance(obj, (list, tuple)):
+                for x in obj:
+                    walk(x, depth + 1)
+            elif depth <= 4 and isinstance(obj, dict):
+                for x in obj.values():
+                    walk(x, depth + 1)
+            elif depth <= 4 and obj is not None and not isinstance(obj, (torch.nn.Module,) + _PLAIN):
+                for k, x in _attributes(obj).items():
+                    if not k.startswith("_"):
+                        walk(x, depth + 1)
+        for obj in names.values():
+            walk(obj, 0)
+        return out + found
+
+    def put_back():
+        torch.cuda.synchronize()
+        tensors = state_tensors()
+        if not reference:
+            for t in tensors:
+                reference[_storage_of(t)[0]] = _storage_to_host(torch, t)
+            return
+        for t in tensors:
+            host = reference.get(_storage_of(t)[0])
+            if host is not None:
+                _storage_from_host(torch, t, host)
+        torch.cuda.synchronize()
+    opts["before_capture"] = put_back
+    t0 = time.perf_counter()
+    reports = collections.OrderedDict()
+    for name, (fn, example_inputs, own) in items:
+        _names([name], 1, "program", "program")
+        if name in reports:
+            raise BundleError("invalid_argument", "two programs named %r" % name)
+        o = dict(opts)
+        o.update(own or {})
+        o["program_name"] = name
+        reports[name] = _Export(fn, example_inputs, None, o).run()
+    bundle, shared = merge_programs(reports, properties)
+    t1 = time.perf_counter()
+    write_file(bundle, path)
+    table = bundle.programs[0].constants
+    return ProgramsReport(path=path, programs=reports, constants=len(table),
+                          constant_bytes=sum(len(k.data) for k in table), shared_state=shared,
+                          kernels=len(bundle.kernels), records=len(bundle.records), bundle=bundle,
+                          timings={"capture_s": t1 - t0, "write_s": time.perf_counter() - t1})

@@ -63,13 +63,19 @@ def c_structs():
         _fields_ = [("name", ct.c_char_p), ("dtype", ct.c_uint32), ("rank", ct.c_uint32), ("align", ct.c_uint32),
                     ("shape", ct.c_int64 * 8), ("strides", ct.c_int64 * 8)]
 
+    class Program(ct.Structure):
+        _fields_ = [("input_count", ct.c_uint32), ("output_count", ct.c_uint32), ("inputs", ct.POINTER(TensorSpec)),
+                    ("outputs", ct.POINTER(TensorSpec)), ("constant_count", ct.c_uint32), ("constants", ct.c_void_p),
+                    ("buffer_count", ct.c_uint32), ("buffers", ct.c_void_p), ("workspace_size", ct.c_uint64),
+                    ("step_count", ct.c_uint32), ("steps", ct.c_void_p), ("name", ct.c_char_p)]
+
     class ModelDesc(ct.Structure):
         _fields_ = [("bundle", ct.c_void_p), ("table", ct.c_void_p), ("device", ct.c_int), ("flags", ct.c_uint),
                     ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t)]
 
     _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
                 "tb_launch_record": Record, "tb_launch_params": Params, "tb_tensor": Tensor,
-                "tb_tensor_spec": TensorSpec, "tb_model_desc": ModelDesc}
+                "tb_tensor_spec": TensorSpec, "tb_program": Program, "tb_model_desc": ModelDesc}
     return _STRUCTS
 
 
@@ -253,9 +259,11 @@ MODEL_GRAPH, MODEL_STATIC_IO = 1, 2
 
 
 class Model:
-    """A program loaded by the C runner (tb_model_*), run on torch tensors
-    (or anything with data_ptr(), dtype, shape and stride()) from Python:
-    the same calls a C program makes. free() it before the bundle."""
+    """A bundle's programs loaded by the C runner (tb_model_*), run on
+    torch tensors (or anything with data_ptr(), dtype, shape and stride())
+    from Python: the same calls a C program makes. inputs and outputs are
+    program 0's; programs maps each program's name to its index, inputs
+    and outputs. free() it before the bundle."""
 
     def __init__(self, lib, b, graph=False, static_io=False, device=0):
         ct, L = lib.ct, lib.L
@@ -274,6 +282,10 @@ class Model:
         T = ct.POINTER(self.Tensor)
         L.tb_model_run.argtypes = [vp, T, u32, T, u32, vp, E]
         L.tb_model_run_workspace.argtypes = [vp, T, u32, T, u32, vp, vp, E]
+        L.tb_model_run_program.argtypes = [vp, u32, T, u32, T, u32, vp, E]
+        L.tb_model_run_program_workspace.argtypes = [vp, u32, T, u32, T, u32, vp, vp, E]
+        L.tb_model_program_count.argtypes, L.tb_model_program_count.restype = [vp], u32
+        L.tb_model_program.argtypes, L.tb_model_program.restype = [vp, u32], ct.POINTER(st["tb_program"])
         L.tb_model_reset_state.argtypes = [vp, vp, E]
         d, m, e = Desc(), vp(), lib.Error()
         d.bundle, d.device = b, device
@@ -283,15 +295,17 @@ class Model:
             lib._fail(r, e)
         self.m = m
 
-        def specs(count, get):
-            out = []
-            for i in range(count(m)):
-                s = get(m, i).contents
-                out.append({"name": s.name.decode(errors="replace"), "dtype": s.dtype, "align": s.align,
-                            "shape": list(s.shape[:s.rank]), "strides": list(s.strides[:s.rank])})
-            return out
-        self.inputs = specs(L.tb_model_input_count, L.tb_model_input)
-        self.outputs = specs(L.tb_model_output_count, L.tb_model_output)
+        def specs(array, count):
+            return [{"name": s.name.decode(errors="replace"), "dtype": s.dtype, "align": s.align,
+                     "shape": list(s.shape[:s.rank]), "strides": list(s.strides[:s.rank])}
+                    for s in (array[i] for i in range(count))]
+        self.programs = {}
+        for j in range(L.tb_model_program_count(m)):
+            p = L.tb_model_program(m, j).contents
+            self.programs[p.name.decode(errors="replace")] = {
+                "index": j, "inputs": specs(p.inputs, p.input_count), "outputs": specs(p.outputs, p.output_count)}
+        first = next(v for v in self.programs.values() if v["index"] == 0)
+        self.inputs, self.outputs = first["inputs"], first["outputs"]
         self.workspace_size = L.tb_model_workspace_size(m)
         self.constant_bytes = L.tb_model_constant_bytes(m)
         self.state_count = L.tb_model_state_count(m)
@@ -308,15 +322,22 @@ class Model:
                 arr[i].shape[d], arr[i].strides[d] = n, s
         return arr
 
-    def run(self, inputs, outputs, stream=0, workspace=None):
-        """tb_model_run (or _workspace with a device pointer) on stream
-        (a CUstream as an int; torch.cuda.current_stream().cuda_stream)."""
+    def run(self, inputs, outputs, stream=0, workspace=None, program=0):
+        """tb_model_run_program (or _workspace with a device pointer) on
+        stream (a CUstream as an int; torch.cuda.current_stream().cuda_stream);
+        program: an index, or a name of programs."""
+        if isinstance(program, str):
+            if program not in self.programs:
+                from .format import BundleError
+                raise BundleError("not_found", "no program %r; the model has %s" % (program, sorted(self.programs)))
+            program = self.programs[program]["index"]
         i, o, e = self._tensors(inputs), self._tensors(outputs), self.lib.Error()
         if workspace is None:
-            r = self.L.tb_model_run(self.m, i, len(inputs), o, len(outputs), stream, self.ct.byref(e))
+            r = self.L.tb_model_run_program(self.m, program, i, len(inputs), o, len(outputs), stream,
+                                            self.ct.byref(e))
         else:
-            r = self.L.tb_model_run_workspace(self.m, i, len(inputs), o, len(outputs), workspace, stream,
-                                              self.ct.byref(e))
+            r = self.L.tb_model_run_program_workspace(self.m, program, i, len(inputs), o, len(outputs), workspace,
+                                                      stream, self.ct.byref(e))
         if r:
             self.lib._fail(r, e)
 
