@@ -8872,7 +8872,7 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
 
 /* Every rule of FORMAT.md's section 5 that is not about bytes: the one
    checker of a program, for the reader and tb_bundle_set_program. */
-static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_error *err) {
+static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p, tb_error *err) {
     uint32_t i;
     tb_result r;
     if (p->input_count > TB_MAX_PROGRAM_TENSORS || p->output_count > TB_MAX_PROGRAM_TENSORS ||
@@ -8910,6 +8910,17 @@ static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_e
     for (i = 0; i < p->step_count; i++)
         if ((r = tb__check_step(b, p, i, err)) != tb_ok) return r;
     return tb_ok;
+}
+
+/* A check's message names the program when the bundle may hold several:
+   " [program "NAME"]" at its end, as a run-time failure names its step. */
+static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_error *err) {
+    tb_result r = tb__check_program_body(b, p, err);
+    if (r != tb_ok && err && p->name && !strstr(err->message, "program \"")) {
+        size_t n = strlen(err->message);
+        if (n < sizeof err->message) snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\"]", p->name);
+    }
+    return r;
 }
 
 /* ---- sections 5 and 6: sizes and the writer ---- */
@@ -10485,7 +10496,8 @@ static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t g
 }
 
 /* A cluster launch multiplies the grid by the cluster's dimensions: refuse
-   a product past the driver's 32-bit grid rather than let it wrap. */
+   a product past CUDA's grid limits here, with the numbers, rather than
+   leave the driver to fail the launch with CUDA_ERROR_INVALID_VALUE. */
 static tb_result tb__check_cluster_grid(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
                                         tb_error *err) {
     if ((uint64_t)gx * k->cluster[0] > 0x7fffffffu || (uint64_t)gy * k->cluster[1] > 65535u ||
@@ -13060,6 +13072,28 @@ static tb_result tb__model_copy_io(const tb__model_prog *mp, const tb_tensor *in
     return tb_ok;
 }
 
+/* The caller's workspace: device memory of this device that holds
+   ws_bytes, 256-byte aligned (checked on every call: such runs remember
+   nothing between calls). */
+static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_error *err) {
+    int ordinal = -1;
+    uint64_t have;
+    tb__CUresult cr;
+    if (!m || !m->ws_bytes) return tb_ok;
+    if (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace must be device memory of %llu bytes, 256-byte aligned (got %p)",
+                        (unsigned long long)m->ws_bytes, workspace);
+    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)workspace);
+    if (cr != 0 || ordinal != m->device)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the workspace %p is not memory of CUDA device %d (%s %d)",
+                        workspace, m->device, cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+    if (!tb__device_range_holds((uint64_t)(uintptr_t)workspace, m->ws_bytes, &have))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace needs %llu bytes from %p, and the allocation there holds %llu of them",
+                        (unsigned long long)m->ws_bytes, workspace, (unsigned long long)have);
+    return tb_ok;
+}
 static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                uint32_t nout, uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
     tb__model_prog *mp;
@@ -13071,12 +13105,17 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program %u does not exist: the model has %u (0 to %u)",
                         program, m->prog_count, m->prog_count - 1);
     mp = &m->progs[program];
-    if ((r = tb__model_check_io(m, mp, in, nin, out, nout, shared, ws, err)) != tb_ok) return r;
     if (graph && !stream)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "graph replay (TB_MODEL_GRAPH) needs a stream: the legacy NULL stream cannot be captured");
+    /* the checks of the caller's memory ask the driver about allocations,
+       which it answers only in a current context: enter first */
     if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
-    if (!graph) {
+    r = shared ? tb__model_check_workspace(m, (void *)(uintptr_t)ws, err) : tb_ok;
+    if (r == tb_ok) r = tb__model_check_io(m, mp, in, nin, out, nout, shared, ws, err);
+    if (r != tb_ok) {
+        /* refused: nothing ran */
+    } else if (!graph) {
         r = tb__model_steps_run(m, mp, in, out, ws, stream, err);
     } else if (mp->static_io) {
         tb_tensor sin[1], sout[1], *si = NULL, *so = NULL;
@@ -13115,33 +13154,9 @@ TBDEF tb_result tb_model_run_program(tb_model *m, uint32_t program, const tb_ten
     return tb__model_run(m, program, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
 }
 
-/* The caller's workspace: device memory of this device that holds
-   ws_bytes, 256-byte aligned (checked on every call: such runs remember
-   nothing between calls). */
-static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_error *err) {
-    int ordinal = -1;
-    uint64_t have;
-    tb__CUresult cr;
-    if (!m || !m->ws_bytes) return tb_ok;
-    if (!workspace || ((uintptr_t)workspace % TB__MODEL_ALIGN))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "the workspace must be device memory of %llu bytes, 256-byte aligned (got %p)",
-                        (unsigned long long)m->ws_bytes, workspace);
-    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)workspace);
-    if (cr != 0 || ordinal != m->device)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the workspace %p is not memory of CUDA device %d (%s %d)",
-                        workspace, m->device, cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
-    if (!tb__device_range_holds((uint64_t)(uintptr_t)workspace, m->ws_bytes, &have))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "the workspace needs %llu bytes from %p, and the allocation there holds %llu of them",
-                        (unsigned long long)m->ws_bytes, workspace, (unsigned long long)have);
-    return tb_ok;
-}
 TBDEF tb_result tb_model_run_program_workspace(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin,
                                                const tb_tensor *out, uint32_t nout, void *workspace, void *stream,
                                                tb_error *err) {
-    tb_result r = tb__model_check_workspace(m, workspace, err);
-    if (r != tb_ok) return r;
     return tb__model_run(m, program, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, 1, err);
 }
 TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,

@@ -20,6 +20,7 @@ static struct {
     int (*graphs_live)(void);
     void (*track)(const void *, size_t); /* host memory the runner may take as device memory */
     void (*fail_launches)(int, int);     /* the next n launches fail with a code */
+    void (*set_current)(void *);         /* this thread's current context (NULL: none) */
 } fake;
 
 static inline int fake_ready(void) {
@@ -42,8 +43,9 @@ static inline int fake_ready(void) {
     *(void **)&fake.graphs_live = dlsym(h, "fake_graphs_live");
     *(void **)&fake.track = dlsym(h, "fake_track");
     *(void **)&fake.fail_launches = dlsym(h, "fake_fail_launches");
+    *(void **)&fake.set_current = dlsym(h, "fake_set_current");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
-           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches;
+           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current;
 }
 
 #define NEED_FAKE() \

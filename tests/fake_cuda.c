@@ -60,14 +60,31 @@ int cuDeviceGet(int *d, int o);
 int cuDeviceGet(int *d, int o) { *d = o; return 0; }
 int cuDeviceGetAttribute(int *v, int a, int d);
 int cuDeviceGetAttribute(int *v, int a, int d) { UNUSED(a); UNUSED(d); *v = 232448; return 0; } /* shared opt-in */
+/* Each thread's stack of current contexts, as the driver keeps it: a
+   thread starts with the one context (0x1000) current; a test may clear it
+   (fake_set_current) to check that the library enters the model's context
+   before a call that needs one. */
+static __thread void *ctx_stack[16] = {(void *)0x1000};
+static __thread int ctx_top;
+void fake_set_current(void *c);
+void fake_set_current(void *c) { ctx_stack[ctx_top] = c; }
 int cuCtxGetCurrent(void **c);
-int cuCtxGetCurrent(void **c) { *c = (void *)0x1000; return 0; }
+int cuCtxGetCurrent(void **c) { *c = ctx_stack[ctx_top]; return 0; }
 int cuCtxGetDevice(int *d);
-int cuCtxGetDevice(int *d) { *d = 0; return 0; }
+int cuCtxGetDevice(int *d) { *d = 0; return ctx_stack[ctx_top] ? 0 : 201; } /* CUDA_ERROR_INVALID_CONTEXT */
 int cuCtxPushCurrent_v2(void *c);
-int cuCtxPushCurrent_v2(void *c) { UNUSED(c); return 0; }
+int cuCtxPushCurrent_v2(void *c) {
+    if (ctx_top + 1 >= 16) return 1;
+    ctx_stack[++ctx_top] = c;
+    return 0;
+}
 int cuCtxPopCurrent_v2(void **c);
-int cuCtxPopCurrent_v2(void **c) { if (c) *c = 0; return 0; }
+int cuCtxPopCurrent_v2(void **c) {
+    if (c) *c = ctx_stack[ctx_top];
+    if (ctx_top == 0) return 201;
+    --ctx_top;
+    return 0;
+}
 int cuDevicePrimaryCtxRetain(void **c, int d);
 int cuDevicePrimaryCtxRetain(void **c, int d) { UNUSED(d); *c = (void *)0x1000; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int d);
@@ -215,6 +232,7 @@ static void untrack(uint64_t p) {
 int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p);
 int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p) {
     int i;
+    if (!ctx_stack[ctx_top]) return 201; /* the driver answers only in a current context */
     for (i = 0; i < alloc_count; i++)
         if (p >= allocs[i].base && p - allocs[i].base < (allocs[i].size ? allocs[i].size : 1)) {
             *base = allocs[i].base, *size = allocs[i].size;

@@ -406,8 +406,10 @@ def merge():
     storage, state shared where two programs use it, names made unique."""
     C, I, O = tb.CONSTANT, tb.INPUT, tb.OUTPUT
     k1, k2 = tb.Kernel("H1", 0, [tb.Artifact("a.cubin", b"1")]), tb.Kernel("H2", 0, [tb.Artifact("b.cubin", b"2")])
-    cf = lambda h, b: tb.Config(h, "f", b, "O", "0")
+    cf = lambda h, b, w=4: tb.Config(h, "f", b, "O", "0", num_warps=w)
     r1, r2 = tb.Record("R1", "f", [cf("H1", "a.cubin")]), tb.Record("R2", "f", [cf("H2", "b.cubin")])
+    # R1 autotuned again in B: another config first, then A's
+    r1b = tb.Record("R1", "f", [cf("H1", "a.cubin", 8), cf("H1", "a.cubin")])
     t = tb.TensorSpec("x", "float32", [4], [1])
 
     class Rep:
@@ -419,13 +421,16 @@ def merge():
                                                   tb.Constant("kv", "float32", b"\0" * 16, state=True)],
                                          steps=[tb.Step(tb.LAUNCH, [(C, 1, 0)], record=0, grid=(1, 1, 1)),
                                                 tb.Step(tb.COPY, [(C, 1, 0), (I, 0, 0)], count=16)], name="fill"))
-    b = tb.Bundle([k2, k1], [r2, r1], tb.Program([], [t], [tb.Constant("kv", "float32", b"\0" * 16, state=True),
-                                                          tb.Constant("w", "float32", b"w" * 16),
-                                                          tb.Constant("w", "int8", b"z" * 4)],
-                                                 steps=[tb.Step(tb.LAUNCH, [(C, 2, 0)], record=1, grid=(1, 1, 1)),
-                                                        tb.Step(tb.LAUNCH, [(C, 0, 0)], record=0, grid=(1, 1, 1)),
-                                                        tb.Step(tb.COPY, [(O, 0, 0), (C, 1, 0)], count=16)],
-                                                 name="step"))
+    b = tb.Bundle([k2, k1], [r2, r1b], tb.Program([], [t], [tb.Constant("kv", "float32", b"\0" * 16, state=True),
+                                                           tb.Constant("w", "float32", b"w" * 16),
+                                                           tb.Constant("w", "int8", b"z" * 4)],
+                                                  steps=[tb.Step(tb.LAUNCH, [(C, 2, 0)], record=1, config=1,
+                                                                 grid=(1, 1, 1)),
+                                                         tb.Step(tb.LAUNCH, [(C, 0, 0)], record=0, grid=(1, 1, 1)),
+                                                         tb.Step(tb.COPY, [(O, 0, 0), (C, 1, 0)], count=16),
+                                                         tb.Step(tb.LAUNCH, [(C, 0, 0)], record=1, config=0,
+                                                                 grid=(1, 1, 1))],
+                                                  name="step"))
     import collections
     bundle, shared = M.merge_programs(collections.OrderedDict([("fill", Rep(a, [10, 20])), ("step", Rep(b, [20, 10, 30]))]),
                                       {"generate.max_seq": "4"})
@@ -439,10 +444,36 @@ def merge():
     st = bundle.programs[1].steps
     check(st[0].operands == [(C, 2, 0)] and st[0].record == 0 and st[1].operands == [(C, 1, 0)] and st[1].record == 1
           and st[2].operands == [(O, 0, 0), (C, 0, 0)], "merge: the steps' constant and record indexes renumbered")
+    got = bundle.records[0].configs
+    check([c.num_warps for c in got] == [4, 8] and st[0].config == 0 and st[3].config == 1 and
+          bundle.programs[0].steps[0].config == 0 and len(r1.configs) == 1,
+          "merge: a record both programs tuned holds both's configs once, the steps' config indexes renumbered "
+          "(the reports' records untouched)")
+    r1c = tb.Record("R1", "f", [cf("H1", "a.cubin")], tb.CallInfo(["x"], [0], []))
+    c = tb.Bundle([k1], [r1c], tb.Program([], [], [tb.Constant("kv", "float32", b"\0" * 16, state=True)],
+                                          steps=[tb.Step(tb.LAUNCH, [(C, 0, 0)], record=0, grid=(1, 1, 1))],
+                                          name="other"))
+    check(raises(lambda: M.merge_programs(collections.OrderedDict([("fill", Rep(a, [10, 20])),
+                                                                    ("other", Rep(c, [20]))])), "unsupported",
+                 "other arguments"), "merge: one record called with other arguments in two programs is refused")
     back = tb.read(tb.write(bundle))
     check(back == bundle and back.properties == {"generate.max_seq": "4"},
           "merge: the bundle writes (section 6) and reads back equal, its properties too")
     check(M.unique_names(["a", "a", "a#2", "b"]) == ["a", "a#2", "a#2#2", "b"], "unique_names: suffixes, never a clash")
+    # a rule that reads a size baked in (4 blocks) where a step launched 8
+    one = lambda: [(tb.CONST, 0, 1)]
+    rule = lambda n: tb.GridRule([(tb.CONST, 0, n)], one(), one())
+    d = tb.Bundle([k1], [tb.Record("R1", "f", [tb.Config("H1", "f", "a.cubin", "i", "0", grid=rule(4)),
+                                               tb.Config("H1", "f", "a.cubin", "i", "0", num_warps=8, grid=rule(8))])],
+                  tb.Program([], [], [], steps=[tb.Step(tb.LAUNCH, [(tb.LITERAL, 0, 8)], record=0, grid=(8, 1, 1)),
+                                                tb.Step(tb.LAUNCH, [(tb.LITERAL, 0, 8)], record=0, config=1,
+                                                        grid=(8, 1, 1))]))
+    check(raises(lambda: tb.write(d), "malformed", "grid rule gives (4, 1, 1)"),
+          "a step whose grid its config's rule contradicts is refused (R-program-grid)")
+    w = M.drop_wrong_rules(d)
+    check(len(w) == 1 and "config 0" in w[0] and "step 0" in w[0] and d.records[0].configs[0].grid is None and
+          d.records[0].configs[1].grid == rule(8) and tb.read(tb.write(d)) == d,
+          "drop_wrong_rules: the contradicted rule taken, the right one kept, the bundle writes")
 
 
 def main():

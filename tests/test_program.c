@@ -734,8 +734,12 @@ TEST(test_model_caller_memory) {
     in[0].data = small; /* 8 bytes for 16 */
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
           strstr(e.message, "input \"x\": it needs 16 bytes") && strstr(e.message, "holds 8 of them"));
-    in[0].data = x + 48; /* the last 16 of 64: fits */
+    in[0].data = x + 48; /* the last 16 of 64: fits, from a thread where no
+                            context is current: the checks ask the driver in
+                            the model's context, which the run enters first */
+    fake.set_current(NULL);
     CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    fake.set_current((void *)0x1000);
     out[0].data = x + 48; /* an output on the input */
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
           strstr(e.message, "share bytes") && strstr(e.message, "input \"x\"") && strstr(e.message, "output \"y\""));
@@ -748,6 +752,9 @@ TEST(test_model_caller_memory) {
     /* the caller's workspace */
     ws = (char *)dev((size_t)tb_model_workspace_size(m));
     CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+    fake.set_current(NULL);
+    CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+    fake.set_current((void *)0x1000);
     CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument &&
           strstr(e.message, "not memory of CUDA device"));
     fake.track(ws, 256); /* as if the allocation were smaller */

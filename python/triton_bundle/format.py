@@ -125,6 +125,7 @@ class BundleError(Exception):
     def __init__(self, code, message, offset=-1):
         Exception.__init__(self, "%s: %s%s" % (code, message, " [offset %d]" % offset if offset >= 0 else ""))
         self.code = code
+        self.message = message
         self.offset = offset
 
 
@@ -1088,16 +1089,22 @@ def _check_launch_grid(cf, st, what):
         if g * c > most:
             _bad(what, "grid %r in clusters of %r blocks is more blocks than a CUDA launch takes" % (
                 tuple(st.grid), tuple(cl)))
-    if cf.grid is None or any(op == EXTRA for prog in cf.grid.dims for op, _, _ in prog):
-        return
-    from .grid import eval_grid
-    args = [v if sp == LITERAL else 0 for sp, _, v in st.operands]
     try:
-        got = tuple(eval_grid(cf, args))
+        got = rule_grid(cf, st)
     except BundleError as e:
         _bad(what, "its config's grid rule gives no grid for the step's operands (%s)" % e)
-    if got != tuple(st.grid):
+    if got is not None and got != tuple(st.grid):
         _bad(what, "grid %r, where its config's grid rule gives %r for the step's operands" % (tuple(st.grid), got))
+
+
+def rule_grid(cf, st):
+    """The grid config cf's rule gives for launch step st's operands, or
+    None where it has no rule or its rule reads grid arguments (a step
+    carries none); BundleError where the rule refuses them."""
+    if cf.grid is None or any(op == EXTRA for prog in cf.grid.dims for op, _, _ in prog):
+        return None
+    from .grid import eval_grid
+    return tuple(eval_grid(cf, [v if sp == LITERAL else 0 for sp, _, v in st.operands]))
 
 
 def check_program(bundle):
@@ -1110,7 +1117,12 @@ def check_program(bundle):
     if len(bundle.programs) > MAX_PROGRAMS:
         raise BundleError("limit", "%d programs, over the limit %d" % (len(bundle.programs), MAX_PROGRAMS))
     for p in bundle.programs:
-        _check_one_program(bundle, p)
+        try:
+            _check_one_program(bundle, p)
+        except BundleError as e:  # name the program, as the C reader does
+            if 'program "' in e.message or not isinstance(p.name, str):
+                raise
+            raise BundleError(e.code, '%s [program "%s"]' % (e.message, p.name[:60]), e.offset) from None
     if bundle.programs:
         _check_sharing(bundle.programs, bundle.properties)
     _check_properties(bundle.properties)

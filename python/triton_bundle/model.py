@@ -1264,6 +1264,7 @@ class _Export:
 
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
         bundle.program = program
+        self.warnings += drop_wrong_rules(bundle)
         atomic = _atomic_configs(bundle, tuners)  # (reads the kernels' IR: before it may be left out)
         if not self.opts["keep_ir"]:
             strip_ir(bundle)
@@ -1417,7 +1418,8 @@ class ProgramsReport:
     """What export_programs did: path, programs ({name: ExportReport}),
     constants and constant_bytes (the bundle's table, each stored once),
     shared_state (the names of the state constants several programs use),
-    kernels, records, bundle, timings."""
+    kernels, records, bundle, warnings (grid rules dropped: drop_wrong_rules),
+    timings."""
 
     NOT_JSON = ("bundle",)
 
@@ -1435,6 +1437,31 @@ class ProgramsReport:
             self.constants, self.constant_bytes, self.shared_state)
 
 
+def drop_wrong_rules(bundle):
+    """Takes the grid rule from each config whose rule disagrees with a
+    launch step's grid (the grid Inductor computed and launched, which the
+    step keeps), so that a rule a bundle holds is right wherever a program
+    launches it ([R-program-grid]); returns a warning per rule dropped.
+    Inductor's rule reads a size it baked in, for instance, where one
+    kernel runs at two sizes."""
+    out = []
+    for p in bundle.programs:
+        for s, st in enumerate(p.steps):
+            if st.kind != LAUNCH:
+                continue
+            cf = bundle.records[st.record].configs[st.config]
+            try:
+                got = _format.rule_grid(cf, st)
+            except BundleError as e:
+                got = str(e)
+            if got is not None and got != tuple(st.grid):
+                cf.grid = None
+                out.append("kernel %s config %d: its grid rule gives %s where program %r step %d launched %r: "
+                           "the rule was dropped (the steps keep their grids)" % (
+                               cf.function_name, st.config, got, p.name, s, tuple(st.grid)))
+    return out
+
+
 def merge_programs(reports, properties=None):
     """One bundle of several captured programs: reports is {name: an
     ExportReport of export_model(..., write=False)}, in order, each with
@@ -1444,9 +1471,11 @@ def merge_programs(reports, properties=None):
     steps' constant indexes renumbered): one constant per storage, named
     by its first name (names made unique), state where any program writes
     it, and shared where it is state and two programs use it. Returns
-    (bundle, [the shared constants' names]). Pure: tests/test_model.py
+    (bundle, [the shared constants' names]). A record two programs share
+    holds the configs of both (each once), the steps' config indexes
+    renumbered to it. Pure: tests/test_model.py
     checks it with stand-in reports."""
-    kernels, records, rindex = [], [], {}
+    kernels, records, rindex, rnames = [], [], {}, collections.defaultdict(set)
     seen_kernels = set()
     table, by_storage, users = [], {}, collections.defaultdict(set)
     merged = []
@@ -1456,12 +1485,29 @@ def merge_programs(reports, properties=None):
             if k.hash not in seen_kernels:
                 seen_kernels.add(k.hash)
                 kernels.append(k)
-        rmap = []
+        rmap, cfmap = [], []
         for r in b.records:
-            if r.cache_key not in rindex:
-                rindex[r.cache_key] = len(records)
-                records.append(r)
-            rmap.append(rindex[r.cache_key])
+            g = rindex.get(r.cache_key)
+            if g is None:  # a copy: configs may be added to it below
+                g = rindex[r.cache_key] = len(records)
+                records.append(_format.Record(r.cache_key, r.kernel_name, r.configs, r.call))
+            m = records[g]
+            if m.call != r.call:
+                raise BundleError("unsupported", "kernel %s (%s): program %r calls it with other arguments than %s" % (
+                    r.kernel_name, r.cache_key, name, sorted(rnames[g])))
+            # one kernel, autotuned in each program: its configs may differ
+            # (in order, in number, in the grid rule), so a step's config
+            # index is renumbered to the joined record's, a new config added
+            cm = []
+            for c in r.configs:
+                k = next((i for i, d in enumerate(m.configs) if d == c), None)
+                if k is None:
+                    m.configs.append(c)
+                    k = len(m.configs) - 1
+                cm.append(k)
+            rnames[g].add(name)
+            rmap.append(g)
+            cfmap.append(cm)
         cmap = []
         for j, k in enumerate(b.program.constants):
             sptr = rep.constant_storages[j]
@@ -1486,7 +1532,9 @@ def merge_programs(reports, properties=None):
         steps = []
         for st in p.steps:
             ops = [(CONSTANT, cmap[ix], v) if sp == CONSTANT else (sp, ix, v) for sp, ix, v in st.operands]
-            steps.append(Step(st.kind, ops, record=rmap[st.record] if st.kind == LAUNCH else 0, config=st.config,
+            launch = st.kind == LAUNCH
+            steps.append(Step(st.kind, ops, record=rmap[st.record] if launch else 0,
+                              config=cfmap[st.record][st.config] if launch else st.config,
                               grid=st.grid, width=st.width, value=st.value, count=st.count))
         merged.append(Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, name=name))
     for p in merged:  # (Program copies the list it is given)
@@ -1519,9 +1567,10 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     for every program (options["names"] names tensors that are neither
     parameters nor buffers, such as a StaticCache's: {"kv": cache}).
 
-    Each program is captured in turn, and the module's state put back
-    before the next, so that every program starts from the state the
-    bundle holds. Constants are matched by storage across programs: a
+    Each program is captured in turn, the module's state (its buffers and
+    the named tensors) put back before each capture and after the last, so
+    that every program starts from the state the bundle holds: the state
+    as it was before the call (compiling and warm-up runs change it). Constants are matched by storage across programs: a
     weight is one constant, stored and uploaded once; a constant that a
     program writes is state, and state that two programs use (the KV
     cache) is marked shared, so that the runner keeps one buffer for both.
@@ -1548,8 +1597,9 @@ def export_programs(programs, path, options=None, module=None, properties=None):
         names.setdefault("kv_cache" if i == 0 else "kv_cache%d" % i, c)
     opts["names"] = names
     # the state every program starts from: the module's buffers and the
-    # named tensors (the caches) as they are before the first capture, put
-    # back before each later one (its warm-up runs changed them)
+    # named tensors (the caches) as they are before the export, put back
+    # before each capture (compiling and warming up ran the functions) and
+    # after the last
     reference = {}
 
     def state_tensors():
@@ -1582,17 +1632,20 @@ def export_programs(programs, path, options=None, module=None, properties=None):
         return out + found
 
     def put_back():
+        # a tensor first seen here (a cache that makes its tensors on the
+        # first call) starts as it is now; the others as before the export
         torch.cuda.synchronize()
-        tensors = state_tensors()
-        if not reference:
-            for t in tensors:
-                reference[_storage_of(t)[0]] = _storage_to_host(torch, t)
-            return
-        for t in tensors:
-            host = reference.get(_storage_of(t)[0])
-            if host is not None:
+        for t in state_tensors():
+            sptr = _storage_of(t)[0]
+            host = reference.get(sptr)
+            if host is None:
+                reference[sptr] = _storage_to_host(torch, t)
+            else:
                 _storage_from_host(torch, t, host)
         torch.cuda.synchronize()
+    # before any compile or warm-up run: a counter the state holds (a
+    # cache's length) must not start where the warm-up runs left it
+    put_back()
     opts["before_capture"] = put_back
     t0 = time.perf_counter()
     reports = collections.OrderedDict()
@@ -1604,11 +1657,13 @@ def export_programs(programs, path, options=None, module=None, properties=None):
         o.update(own or {})
         o["program_name"] = name
         reports[name] = _Export(fn, example_inputs, None, o).run()
+    put_back()  # the module left as the bundle starts: its state as before the export
     bundle, shared = merge_programs(reports, properties)
+    warnings = drop_wrong_rules(bundle)
     t1 = time.perf_counter()
     write_file(bundle, path)
     table = bundle.programs[0].constants
     return ProgramsReport(path=path, programs=reports, constants=len(table),
                           constant_bytes=sum(len(k.data) for k in table), shared_state=shared,
                           kernels=len(bundle.kernels), records=len(bundle.records), bundle=bundle,
-                          timings={"capture_s": t1 - t0, "write_s": time.perf_counter() - t1})
+                          warnings=warnings, timings={"capture_s": t1 - t0, "write_s": time.perf_counter() - t1})

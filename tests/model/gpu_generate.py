@@ -149,10 +149,10 @@ def llama(torch):
         logits = model(input_ids=ids, past_key_values=cache, cache_position=pos, use_cache=True).logits
         return logits, logits[:, -1].argmax(-1, keepdim=True)
 
-    def state():
+    def state():  # every tensor of the cache: keys, values and (newer transformers) a length per layer
         out = []
         for layer in getattr(cache, "layers", []):
-            out += [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if torch.is_tensor(t)]
+            out += [v for _, v in sorted(vars(layer).items()) if torch.is_tensor(v)]
         out += [t for t in getattr(cache, "key_cache", []) + getattr(cache, "value_cache", []) if torch.is_tensor(t)]
         return out
     print("     transformers %s" % transformers.__version__)
@@ -297,7 +297,8 @@ def bench(torch, name, path, fns, raw, state0, state_tensors, info, outdir, exe)
                 fns["decode"](ids1, pos)
             torch.cuda.synchronize()
         gpu = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
-        res["decode_kernel_us"] = sum(e.device_time for e in gpu) / 5.0 if gpu else None
+        dur = lambda e: e.time_range.end - e.time_range.start  # us
+        res["decode_kernel_us"] = sum(dur(e) for e in gpu) / 5.0 if gpu else None
         res["decode_kernel_events"] = len(gpu) / 5.0
     # C: tbundle generate --graph --bench
     ids_g, kv, err = tbundle_generate(exe, path, PROMPTS[1], True, bench=True)
@@ -382,6 +383,9 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
             "constants": rep.constants, "constant_bytes": rep.constant_bytes, "shared_state": rep.shared_state,
             "programs": {k: {"steps": v.steps, "workspace": v.workspace_size, "pytorch_peak": v.pytorch_peak,
                              "timings": v.timings} for k, v in rep.programs.items()}}
+    info["warnings"] = list(rep.warnings) + [w for v in rep.programs.values() for w in v.warnings]
+    for w in info["warnings"]:
+        print("     warning: %s" % w)
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state_tensors()]
     check(len(state0) > 0 and set(rep.shared_state) and len(rep.shared_state) == len(state0),
@@ -408,9 +412,15 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
     info["c_constant_bytes"] = m.constant_bytes
     m.free()
     info["max_pytorch_peak"] = max(v["pytorch_peak"] or 0 for v in info["programs"].values())
+    with open(os.path.join(outdir, name + ".json"), "w") as f:
+        json.dump(info, f, indent=1, default=str)
     if do_bench:
         if left() > 60:
-            bench(torch, name, path, fns, raw, state0, state_tensors, info, outdir, exe)
+            try:
+                bench(torch, name, path, fns, raw, state0, state_tensors, info, outdir, exe)
+            except Exception:  # noqa: BLE001 - the figures so far are kept
+                info.setdefault("bench", {})["error"] = traceback.format_exc()[-1500:]
+                print("     bench: %s" % info["bench"]["error"])
         else:
             skip(1, "%s: the bench (%.0f s of the budget left)" % (name, left()))
     with open(os.path.join(outdir, name + ".json"), "w") as f:
