@@ -24,6 +24,12 @@
    separated, and the timings; --bench adds the time to first token from
    the start of the process against one pageable copy of the weights, and
    the decode step's median.
+   With next_token, the host does not wait for each token: the steps are
+   queued on the stream (the token copied on the device to the next step's
+   ids) and their tokens read back once per GEN_EOS_CHUNK steps when there
+   is an end-of-sequence id (steps queued past it only write cache
+   positions that were free), else once at the end; a token's time is then
+   its chunk's average.
 
    Build: cc -std=c99 -o generate generate.c -ldl -lpthread
    (tbundle generate is this program: examples/tbundle.c includes it.) */
@@ -40,6 +46,8 @@
 #include <time.h>
 
 #define GEN_MAX_PROMPT 1048576
+/* decode steps queued between two looks for --eos (argmax on the device) */
+#define GEN_EOS_CHUNK 16
 
 static double gen_now(void) {
     struct timespec ts;
@@ -303,20 +311,61 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
             tout[i] = tb_tensor_for(&pd->outputs[i], o);
         }
         if (tb_model_copy_to_device(m, dids.dev, &tok, 8, NULL, &e) != tb_ok) goto fail;
-        while ((int64_t)count < max_new && !(has_eos && tok == eos)) {
+        if (next_out >= 0 && (int64_t)count < max_new && !(has_eos && tok == eos)) {
+            /* the argmax on the device: each step's token is the next step's
+               ids (a device copy), its position comes from a table uploaded
+               once, and the tokens are logged on the device, so that the host
+               waits once a chunk of steps (all of them without an
+               end-of-sequence id), not once a token. Steps queued past an
+               end-of-sequence token stay within the cache (max_new was
+               checked against it) and their tokens are dropped. */
+            uint32_t total = (uint32_t)(max_new - (int64_t)count), k = 0, j, n;
+            uint32_t chunk = has_eos ? GEN_EOS_CHUNK : total;
+            int64_t *hpos = (int64_t *)malloc((size_t)total * sizeof *hpos);
+            char *dposes = NULL, *dlog = NULL;
+            int stop = 0;
+            if (!hpos) goto oom;
+            for (j = 0; j < total; j++) hpos[j] = pos + (int64_t)j;
+            if (tb_model_device_alloc(m, (size_t)total * 8, (void **)&dposes, &e) != tb_ok ||
+                tb_model_device_alloc(m, (size_t)total * 8, (void **)&dlog, &e) != tb_ok ||
+                tb_model_copy_to_device(m, dposes, hpos, (size_t)total * 8, NULL, &e) != tb_ok) {
+                free(hpos), tb_model_device_free(m, dposes), tb_model_device_free(m, dlog);
+                goto fail;
+            }
+            free(hpos);
+            while (k < total && !stop) {
+                double t0 = gen_now(), each;
+                n = total - k < chunk ? total - k : chunk;
+                for (j = 0; j < n; j++)
+                    if (tb_model_copy_on_device(m, dpos.dev, dposes + (size_t)(k + j) * 8, 8, stream, &e) != tb_ok ||
+                        tb_model_run_program(m, dec, tin, 2, tout, pd->output_count, stream, &e) != tb_ok ||
+                        tb_model_copy_on_device(m, dids.dev, dnext.dev, 8, stream, &e) != tb_ok ||
+                        tb_model_copy_on_device(m, dlog + (size_t)(k + j) * 8, dnext.dev, 8, stream, &e) != tb_ok)
+                        break;
+                if (j < n || tb_model_copy_to_host(m, out + count, dlog + (size_t)k * 8, (size_t)n * 8, stream, &e) != tb_ok ||
+                    tb_model_synchronize(m, stream, &e) != tb_ok) {
+                    tb_model_device_free(m, dposes), tb_model_device_free(m, dlog);
+                    goto fail;
+                }
+                each = (gen_now() - t0) / n;
+                for (j = 0; j < n && !stop; j++) {
+                    step_s[count - 1] = each;
+                    tok = out[count++];
+                    stop = has_eos && tok == eos;
+                }
+                k += n;
+            }
+            tb_model_device_free(m, dposes), tb_model_device_free(m, dlog);
+        }
+        while (next_out < 0 && (int64_t)count < max_new && !(has_eos && tok == eos)) {
+            /* the argmax on the host, from the logits */
             double t0 = gen_now();
             if (tb_model_copy_to_device(m, dpos.dev, &pos, 8, stream, &e) != tb_ok ||
-                tb_model_run_program(m, dec, tin, 2, tout, pd->output_count, stream, &e) != tb_ok)
+                tb_model_run_program(m, dec, tin, 2, tout, pd->output_count, stream, &e) != tb_ok ||
+                tb_model_copy_to_host(m, logits, dout.dev, (size_t)dout.bytes, stream, &e) != tb_ok)
                 goto fail;
-            if (next_out >= 0) { /* the argmax on the device: it is the next step's ids */
-                if (tb_model_copy_on_device(m, dids.dev, dnext.dev, 8, stream, &e) != tb_ok ||
-                    tb_model_copy_to_host(m, &tok, dnext.dev, 8, stream, &e) != tb_ok)
-                    goto fail;
-            } else {
-                if (tb_model_copy_to_host(m, logits, dout.dev, (size_t)dout.bytes, stream, &e) != tb_ok) goto fail;
-                tok = gen_argmax(logits, lo->dtype, (uint64_t)lo->shape[lo->rank - 1], (uint64_t)lo->strides[lo->rank - 1]);
-                if (tb_model_copy_to_device(m, dids.dev, &tok, 8, stream, &e) != tb_ok) goto fail;
-            }
+            tok = gen_argmax(logits, lo->dtype, (uint64_t)lo->shape[lo->rank - 1], (uint64_t)lo->strides[lo->rank - 1]);
+            if (tb_model_copy_to_device(m, dids.dev, &tok, 8, stream, &e) != tb_ok) goto fail;
             step_s[count - 1] = gen_now() - t0;
             out[count++] = tok;
             pos++;

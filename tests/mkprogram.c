@@ -62,7 +62,8 @@ static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_coun
                 copy of pos (so each decode step's token is its position);
                 ids copied into kv[0]. --logits-only leaves next_token out:
                 every decode token is then 1, the logits' argmax
-     properties generate.max_seq 8, generate.eos 6 */
+     properties generate.max_seq 40 (more than two of generate.c's chunks
+     of steps), generate.eos 6 */
 static int generation(const char *path, int logits_only) {
     static const int64_t s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
                          c11[] = {1, 1}, s1[] = {1}, c1[] = {1}, s118[] = {1, 1, 8}, c118[] = {8, 8, 1};
@@ -104,7 +105,7 @@ static int generation(const char *path, int logits_only) {
     d.name = "decode", d.input_count = 2, d.inputs = din, d.output_count = logits_only ? 1 : 2, d.outputs = dout;
     d.constant_count = 2, d.constants = k, d.step_count = logits_only ? 2 : 3, d.steps = ds;
     if (tb_bundle_create(NULL, &b, &e) != tb_ok || tb_bundle_add_program(b, &p, &e) != tb_ok ||
-        tb_bundle_add_program(b, &d, &e) != tb_ok || tb_bundle_set_property(b, "generate.max_seq", "8", &e) != tb_ok ||
+        tb_bundle_add_program(b, &d, &e) != tb_ok || tb_bundle_set_property(b, "generate.max_seq", "40", &e) != tb_ok ||
         tb_bundle_set_property(b, "generate.eos", "6", &e) != tb_ok || tb_bundle_write_file(b, path, 0, &e) != tb_ok) {
         fprintf(stderr, "mkprogram: %s\n", e.message);
         tb_bundle_free(b);

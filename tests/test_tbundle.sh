@@ -690,13 +690,15 @@ if [ -x build/tbundle_fake ] && [ -x build/mkprogram ] && [ -x build/run_model_f
   check "with --graph: the same ids" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 3,1,2 --graph 2>/dev/null | grep -qx '3,3,4,5,6'"
   check "--max-new 2 stops after two" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 3,1,2 --max-new 2 2>/dev/null | grep -qx '3,3'"
   check "--eos 4 stops at it" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1 --eos 4 2>/dev/null | grep -qx '1,1,2,3,4'"
+  check "--eos 30: the steps queued in chunks of 16, read back and stopped at it" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1 --eos 30 2>/dev/null | grep -qx '1,$(seq -s, 1 30)'"
+  check "an --eos never met: to the cache's end, 39 new tokens over three chunks" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1 --eos 99 --graph 2>/dev/null | grep -qx '1,$(seq -s, 1 38)'"
   check "logits without next_token: the argmax on the host" sh -c "build/tbundle_fake generate '$W/gen2.tbundle' --prompt-ids 3,1,2 --max-new 4 2>/dev/null | grep -qx '3,1,1,1'"
   check "--bench prints the time to first token and the weights' copy" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1,2 --bench 2>/dev/null | grep -q '^time_to_first_token ' &&
     build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1,2 --bench 2>/dev/null | grep -q '^h2d_weights '"
   check "a prompt longer than the largest bucket fails (1) before anything runs" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2,3,4,5
   check "... saying so" err_has "the prompt has 5 tokens, and the largest prefill bucket holds 4"
-  check "--max-new past the cache fails (1)" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2 --max-new 7
-  check "... saying how many fit" err_has "pass the cache's 8 positions: at most 6 new tokens"
+  check "--max-new past the cache fails (1)" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2 --max-new 39
+  check "... saying how many fit" err_has "pass the cache's 40 positions: at most 38 new tokens"
   check "an empty prompt is a usage error (2)" status_is 2 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids ''
   check "... saying so" err_has "an empty prompt"
   check "a prompt of words is a usage error (2)" status_is 2 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 'a,b'
@@ -713,7 +715,7 @@ npy(sys.argv[1], \"<i8\", \"(1, 1)\", struct.pack(\"<q\", 9)); npy(sys.argv[2], 
   check "run of a bundle of two programs without --program fails (1), naming them" sh -c "! build/tbundle_fake run '$W/gen.tbundle' 2>&1 | grep -q 'holds 2 programs: name one with --program (prefill_4, decode)'; [ \$? -eq 1 ]"
   check "list shows the programs, the shared constants and the properties" sh -c "$T list '$W/gen.tbundle' | grep -q '^program prefill_4' &&
     $T list '$W/gen.tbundle' | grep -q '^program decode' && $T list '$W/gen.tbundle' | grep -q 'constants 2 (shared by the programs)' &&
-    $T list '$W/gen.tbundle' | grep -q '^property generate.max_seq = 8'"
+    $T list '$W/gen.tbundle' | grep -q '^property generate.max_seq = 40'"
   check "run_model (the README's C program) runs a program on the stand-in driver (0)" status_is 0 build/run_model_fake "$W/prog.tbundle"
   check "... printing each output's first values" sh -c "grep -q '^output 0 x2 float32 \[4\]: 0 0.01 0.02 0.03' '$W/out' && grep -q '^output 2 count' '$W/out'"
   python3 -c 'import struct, sys
