@@ -7,6 +7,8 @@ set -euo pipefail
 N=${1:-2000}
 RUNS=${2:-5}
 B=build
+cd "$(dirname "$0")/.."
+make -s $B/mkcache $B/tbundle   # what this script runs, built if missing
 W=$(mktemp -d "${TMPDIR:-/tmp}/tbbench-XXXXXX")
 trap 'rm -rf "$W"' EXIT
 $B/mkcache "$W/cache" "$N" >/dev/null

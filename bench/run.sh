@@ -23,3 +23,11 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
 else
   echo "skipped: no torch with a GPU"
 fi
+echo "== 7. generation from C against PyTorch (GPU, torch): tbundle generate --graph, decode per token"
+echo "   against the decode step's kernel time and reduce-overhead, prefill per bucket, time to first token"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 tests/model/gpu_generate.py "$(mktemp -d "${TMPDIR:-/tmp}/tbgen-XXXXXX")" gptfast --bench |
+    grep -E '^(ok|FAIL|skip)|passed|"bench"'
+else
+  echo "skipped: no torch with a GPU"
+fi

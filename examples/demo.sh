@@ -1,7 +1,9 @@
 #!/bin/sh
 # make demo [INPUT=CACHE_DIR]: pack a Triton cache (the bundled fixture by
 # default), list and verify the bundle, unpack it into a fresh cache, show
-# that every file came back, then launch tb_add from the bundle if a GPU is here.
+# that every file came back, then launch tb_add from the bundle if a GPU is
+# here; then list the model that ships with the repository (examples/model/)
+# and run it from C (build/run_model), its output against PyTorch's.
 set -e
 B=build
 D=$B/demo
@@ -45,3 +47,18 @@ echo "-- after unpacking:"
 head -c 160 "$D/cache/$g"; echo " ..."
 echo "== launching tb_add from the bundle"
 $B/launch $D/kernels.tbundle
+echo "== the model that ships with the repository: tbundle list examples/model/tiny.tbundle (its program)"
+$B/tbundle list examples/model/tiny.tbundle | sed -n '/^program/,$p'
+echo "== running it from C: build/run_model, its output against the compiled model's"
+M=examples/model
+if out=$($B/run_model $M/tiny.tbundle $M/tiny.in0.npy --expect $M/tiny.ref0.npy 2>&1); then
+  echo "$out"
+else
+  case "$out" in
+    *"CUDA driver"*|*"libcuda"*|*"no CUDA device"*|*"requested, 0 present"*)
+      echo "skipped: ${out#run_model: }";;
+    *NO_BINARY_FOR_GPU*|*"no kernel image"*)
+      echo "skipped: its cubins are for sm_90, not this GPU (examples/model/export_tiny.py exports it again): ${out#run_model: }";;
+    *) echo "$out"; exit 1;;
+  esac
+fi

@@ -29,7 +29,8 @@
    ids) and their tokens read back once per GEN_EOS_CHUNK steps when there
    is an end-of-sequence id (steps queued past it only write cache
    positions that were free), else once at the end; a token's time is then
-   its chunk's average.
+   its chunk's average, and --bench's decode_median the median of those
+   (with no end-of-sequence id, one chunk: the mean over the steps).
 
    Build: cc -std=c99 -o generate generate.c -ldl -lpthread
    (tbundle generate is this program: examples/tbundle.c includes it.) */
@@ -48,6 +49,8 @@
 #define GEN_MAX_PROMPT 1048576
 /* decode steps queued between two looks for --eos (argmax on the device) */
 #define GEN_EOS_CHUNK 16
+/* the most positions a cache may hold (generate.max_seq): the step counts are 32-bit */
+#define GEN_MAX_SEQ ((int64_t)1 << 30)
 
 static double gen_now(void) {
     struct timespec ts;
@@ -98,7 +101,8 @@ static int gen_usage(const char *prog, int status) {
             "  --eos ID      stop after this id (default: the bundle's generate.eos, if any)\n"
             "  --graph       replay each program as a CUDA graph\n"
             "  --bench       also print the time to first token from the process's start, one\n"
-            "                pageable copy of the weights, and the decode step's median\n", prog, gen_usage_line);
+            "                pageable copy of the weights, and the decode step's median (with\n"
+            "                next_token, steps are timed by chunk: see generate.c)\n", prog, gen_usage_line);
     return status;
 }
 
@@ -240,6 +244,11 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
         fprintf(stderr, "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T] and "
                 "logits [1, T, V]; decode \"ids\" int64 [1, 1], \"pos\" int64 [1], logits [1, 1, V] of the same dtype "
                 "and, optionally, \"next_token\" int64 [1, 1] (batch 1)\n", prog, pp->name, pp->name);
+        goto done;
+    }
+    if (max_seq > GEN_MAX_SEQ) {
+        fprintf(stderr, "%s: %s says its cache holds %lld positions; generate takes at most %lld\n", prog, path,
+                (long long)max_seq, (long long)GEN_MAX_SEQ);
         goto done;
     }
     if (max_new < 0) max_new = max_seq - nprompt;

@@ -7,8 +7,10 @@
    the repository root), whose "device" memory is host memory and whose
    memset and copy steps write it: so AddressSanitizer sees any memory a
    checked program could make the runner touch outside what it allocated
-   or was given. Seeds: fuzz/corpus/program (tests/test_program.c writes
-   one with TB_PROGRAM_SEED). */
+   or was given. Every program of the bundle runs, in turn, on one loaded
+   model. Seeds: fuzz/corpus/program (tests/test_program.c writes one
+   program with TB_PROGRAM_SEED and two with TB_PROGRAMS_SEED;
+   tests/mkprogram.c --generate a prefill and decode pair). */
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
@@ -37,27 +39,19 @@ static void set_params_of(const tb_bundle *b, const tb_program *p) {
     fake.set_params(sizes, (int)n);
 }
 
-static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
-    const tb_program *p = tb_bundle_program(b);
+/* Runs program `pi` of loaded model m on memory of its own: with the
+   caller's workspace (workspace != 0), then twice as the model was loaded. */
+static void run_program(tb_model *m, const tb_program *p, uint32_t pi, int workspace) {
     tb_tensor in[16], out[16];
     void *mem[33];
     uint32_t i, n = 0;
     uint64_t total = 0;
-    tb_model_desc d;
-    tb_model *m = NULL;
     tb_error e;
     if (p->input_count > 16 || p->output_count > 16) return;
     for (i = 0; i < p->input_count + p->output_count; i++) {
         const tb_tensor_spec *s = i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count];
         total += tb_tensor_spec_extent(s);
         if (total > MAX_IO_BYTES) return;
-    }
-    memset(&d, 0, sizeof d);
-    d.bundle = b, d.flags = flags, d.upload_chunk = 64;
-    set_params_of(b, p);
-    if (tb_model_load(&d, &m, &e) != tb_ok) {
-        if (m || !e.message[0]) __builtin_trap();
-        return;
     }
     for (i = 0; i < p->input_count + p->output_count; i++) {
         const tb_tensor_spec *s = i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count];
@@ -76,15 +70,35 @@ static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
         if (wn <= MAX_IO_BYTES && !posix_memalign(&w, 256, wn ? (size_t)wn : 1)) {
             fake.track(w, wn ? (size_t)wn : 1);
             mem[n++] = w;
-            if (tb_model_run_workspace(m, in, p->input_count, out, p->output_count, w, STREAM, &e) != tb_ok && !e.message[0])
+            if (tb_model_run_program_workspace(m, pi, in, p->input_count, out, p->output_count, w, STREAM, &e) != tb_ok &&
+                !e.message[0])
                 __builtin_trap();
         }
     }
     for (i = 0; i < 2; i++)
-        if (tb_model_run(m, in, p->input_count, out, p->output_count, STREAM, &e) != tb_ok && !e.message[0]) __builtin_trap();
+        if (tb_model_run_program(m, pi, in, p->input_count, out, p->output_count, STREAM, &e) != tb_ok && !e.message[0])
+            __builtin_trap();
+    while (n) free(mem[--n]);
+}
+
+/* Loads the bundle as a model and runs each of its programs in turn (they
+   share the constants and the state), then resets the state. */
+static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
+    uint32_t pi, count = tb_bundle_program_count(b);
+    tb_model_desc d;
+    tb_model *m = NULL;
+    tb_error e;
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.flags = flags, d.upload_chunk = 64;
+    set_params_of(b, tb_bundle_program(b));
+    if (tb_model_load(&d, &m, &e) != tb_ok) {
+        if (m || !e.message[0]) __builtin_trap();
+        return;
+    }
+    if (tb_model_program_count(m) != count) __builtin_trap();
+    for (pi = 0; pi < count; pi++) run_program(m, tb_model_program(m, pi), pi, workspace);
     if (tb_model_reset_state(m, STREAM, &e) != tb_ok && !e.message[0]) __builtin_trap();
     tb_model_free(m);
-    while (n) free(mem[--n]);
 }
 
 /* inputs whose program ran a launch (reported at exit): a fuzzer whose

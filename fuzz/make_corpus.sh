@@ -9,7 +9,7 @@ for h in 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A AMSGNCXN7ROJH32VHM
   $T pack -o fuzz/corpus/read/$h.tbundle --as /tmp/triton_cache $FIX $h >/dev/null
 done
 cp tests/fixtures/format-1.0.tbundle fuzz/corpus/read/format-1.0.tbundle  # written by the 1.0 writer
-$T pack -o fuzz/corpus/read/norecords.tbundle --no-records $FIX 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A >/dev/null
+$T pack -o fuzz/corpus/read/norecords.tbundle --no-records --as /tmp/triton_cache $FIX 72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A >/dev/null
 # a kernel that takes a tensor descriptor: section 3, tensordesc_meta, the IR's expanded descriptor
 TMA=tests/fixtures/triton-3.6-sm90-tma/cache
 $T pack -o fuzz/corpus/read/tma.tbundle --as /tmp/probe_cache $TMA >/dev/null
@@ -26,6 +26,12 @@ mkdir -p fuzz/corpus/program
 make -s build/test_program >/dev/null
 TB_PROGRAM_SEED=fuzz/corpus/program/model.tbundle build/test_program test_program_round_trip >/dev/null
 cp fuzz/corpus/program/model.tbundle fuzz/corpus/read/program.tbundle
+# several programs (section 6): two over a shared state with launches, and
+# a prefill and decode pair with properties (tests/mkprogram.c --generate)
+TB_PROGRAMS_SEED=fuzz/corpus/program/programs.tbundle build/test_program test_programs_round_trip >/dev/null
+make -s build/mkprogram >/dev/null
+build/mkprogram --generate fuzz/corpus/program/generate.tbundle
+cp fuzz/corpus/program/programs.tbundle fuzz/corpus/read/programs.tbundle
 # the launcher's fuzzers: grid programs and graph call sequences (their inputs are their own encodings)
 mkdir -p fuzz/corpus/grid fuzz/corpus/graph
 printf '\003\001\240\240\003\032\104\010\001\001\001\001\200\200\003\002' > fuzz/corpus/grid/cdiv.bin

@@ -21,6 +21,7 @@ static struct {
     void (*track)(const void *, size_t); /* host memory the runner may take as device memory */
     void (*fail_launches)(int, int);     /* the next n launches fail with a code */
     void (*set_current)(void *);         /* this thread's current context (NULL: none) */
+    int (*ctx_depth)(void);              /* contexts pushed and not popped, and extra pops: 0 */
 } fake;
 
 static inline int fake_ready(void) {
@@ -44,8 +45,9 @@ static inline int fake_ready(void) {
     *(void **)&fake.track = dlsym(h, "fake_track");
     *(void **)&fake.fail_launches = dlsym(h, "fake_fail_launches");
     *(void **)&fake.set_current = dlsym(h, "fake_set_current");
+    *(void **)&fake.ctx_depth = dlsym(h, "fake_ctx_depth");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
-           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current;
+           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth;
 }
 
 #define NEED_FAKE() \

@@ -65,9 +65,13 @@ int cuDeviceGetAttribute(int *v, int a, int d) { UNUSED(a); UNUSED(d); *v = 2324
    (fake_set_current) to check that the library enters the model's context
    before a call that needs one. */
 static __thread void *ctx_stack[16] = {(void *)0x1000};
-static __thread int ctx_top;
+static __thread int ctx_top, ctx_underflows;
 void fake_set_current(void *c);
 void fake_set_current(void *c) { ctx_stack[ctx_top] = c; }
+/* this thread's contexts pushed and not popped, plus pops of an empty stack
+   (0 between calls: the library pops what it pushed, no more) */
+int fake_ctx_depth(void);
+int fake_ctx_depth(void) { return ctx_top + ctx_underflows; }
 int cuCtxGetCurrent(void **c);
 int cuCtxGetCurrent(void **c) { *c = ctx_stack[ctx_top]; return 0; }
 int cuCtxGetDevice(int *d);
@@ -81,7 +85,7 @@ int cuCtxPushCurrent_v2(void *c) {
 int cuCtxPopCurrent_v2(void **c);
 int cuCtxPopCurrent_v2(void **c) {
     if (c) *c = ctx_stack[ctx_top];
-    if (ctx_top == 0) return 201;
+    if (ctx_top == 0) return ++ctx_underflows, 201;
     --ctx_top;
     return 0;
 }

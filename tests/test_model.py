@@ -398,6 +398,19 @@ def options():
     check(raises(lambda: M._options({"intercept": "x"}), "invalid_argument"), "options: a bad intercept")
     check(raises(lambda: M._options({"cpp_wrapper": True}), "unsupported"), "options: cpp_wrapper refused")
     check(raises(lambda: M._names(["a", "a"], 2, "input", "input"), "invalid_argument"), "names: unique")
+    # transformers' caches, by class name (stand-ins: no transformers here)
+    fake_torch = type("FakeTorch", (), {"is_tensor": staticmethod(lambda x: False)})
+    cache = type("Cache", (), {"__module__": "transformers.cache_utils"})
+    dyn = type("DynamicCache", (cache,), {"__module__": "transformers.cache_utils"})
+    static = type("StaticCache", (cache,), {"__module__": "transformers.cache_utils"})
+    check(raises(lambda: M._caches_of(fake_torch, 'options["names"]', [dyn()]), "unsupported",
+                 'options["names"] holds a transformers DynamicCache, which grows'),
+          "caches: a DynamicCache among the named tensors is refused by name")
+    check(raises(lambda: M._caches_of(fake_torch, "program 'decode'", (1, {"past_key_values": dyn()})), "unsupported",
+                 "DynamicCache"), "caches: a DynamicCache among a program's inputs is refused by name")
+    s = static()
+    check(M._caches_of(fake_torch, "program 'decode'", (1, {"past_key_values": s}, [s])) == [s, s],
+          "caches: a StaticCache is taken")
 
 
 def merge():
@@ -446,7 +459,7 @@ def merge():
           and st[2].operands == [(O, 0, 0), (C, 0, 0)], "merge: the steps' constant and record indexes renumbered")
     got = bundle.records[0].configs
     check([c.num_warps for c in got] == [4, 8] and st[0].config == 0 and st[3].config == 1 and
-          bundle.programs[0].steps[0].config == 0 and len(r1.configs) == 1,
+          bundle.programs[0].steps[0].config == 0 and len(r1.configs) == 1 and got[0] is not r1.configs[0],
           "merge: a record both programs tuned holds both's configs once, the steps' config indexes renumbered "
           "(the reports' records untouched)")
     r1c = tb.Record("R1", "f", [cf("H1", "a.cubin")], tb.CallInfo(["x"], [0], []))

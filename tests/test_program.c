@@ -739,6 +739,7 @@ TEST(test_model_caller_memory) {
                             the model's context, which the run enters first */
     fake.set_current(NULL);
     CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
+    CHECK(fake.ctx_depth() == 0); /* what it pushed, popped */
     fake.set_current((void *)0x1000);
     out[0].data = x + 48; /* an output on the input */
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_invalid_argument &&
@@ -754,6 +755,8 @@ TEST(test_model_caller_memory) {
     CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
     fake.set_current(NULL);
     CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+    CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument);
+    CHECK(fake.ctx_depth() == 0); /* a refused run leaves the context too */
     fake.set_current((void *)0x1000);
     CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument &&
           strstr(e.message, "not memory of CUDA device"));
@@ -859,10 +862,20 @@ TEST(test_model_device_calls) {
     CHECK(tb_model_device_alloc(NULL, 8, &p, &e) == tb_err_invalid_argument && p == NULL);
     CHECK_OK(tb_model_device_alloc(m, 0, &p, &e), &e);
     CHECK(p == NULL);
+    /* from a thread where no context is current: each call enters the
+       model's and leaves it, the stack as it was */
+    fake.set_current(NULL);
+    CHECK_OK(tb_model_device_alloc(m, 16, &p, &e), &e);
+    CHECK_OK(tb_model_copy_to_device(m, p, host, 16, stream, &e), &e);
+    CHECK_OK(tb_model_synchronize(m, stream, &e), &e);
+    tb_model_device_free(m, p);
+    CHECK(fake.ctx_depth() == 0);
+    fake.set_current((void *)0x1000);
     tb_model_stream_free(m, stream);
     tb_model_device_free(m, p2);
     tb_model_device_free(m, NULL);
     tb_model_free(m);
+    CHECK(fake.ctx_depth() == 0);
     tb_bundle_free(b);
 }
 

@@ -1001,7 +1001,7 @@ def program_checks(lib, tmp):
     tb.write_file(b, path)
     out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path],
                          capture_output=True, text=True)
-    check(out.returncode == 0 and "program: 3 inputs, 2 outputs, 4 constants (70133 bytes, 1 state: 32 bytes), "
+    check(out.returncode == 0 and "program forward: 3 inputs, 2 outputs, 4 constants (70133 bytes, 1 state: 32 bytes), "
           "workspace 384 bytes in 4 buffers, 10 steps (5 launch, 3 memset, 2 copy)" in out.stdout and
           "input 0: x float32[4, 8]" in out.stdout and "output 1: x int32[0, 5]" in out.stdout and
           "input 2: s float16[]" in out.stdout, "triton_bundle list prints the program%s" % (
@@ -1267,9 +1267,10 @@ def main():
 
     # C to Python to C: the fixtures packed by tbundle
     tmp = tempfile.mkdtemp(prefix="tbpy-")
-    for name in ("triton-3.6-sm90", "triton-3.6-sm90-tma"):
+    for name, wrote_at in (("triton-3.6-sm90", "/tmp/triton_cache"), ("triton-3.6-sm90-tma", "/tmp/probe_cache")):
         out = os.path.join(tmp, name + ".tbundle")
-        subprocess.run([os.path.join(ROOT, "build", "tbundle"), "pack", "-o", out,
+        # --as: where Triton wrote each fixture (else pack warns that the cache moved)
+        subprocess.run([os.path.join(ROOT, "build", "tbundle"), "pack", "-o", out, "--as", wrote_at,
                         os.path.join(ROOT, "tests", "fixtures", name, "cache")], check=True, stdout=subprocess.DEVNULL)
         data = open(out, "rb").read()
         b = tb.read(data)
@@ -1408,6 +1409,16 @@ def main():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path + "x"],
                          capture_output=True, text=True)
     check(out.returncode == 1 and "No such file" in out.stderr, "triton_bundle.py list of a missing file: an error")
+    flip = bytearray(open(path, "rb").read())
+    flip[len(flip) // 2] ^= 1
+    with open(path + ".flip", "wb") as fh:
+        fh.write(flip)
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path + ".flip"],
+                         capture_output=True, text=True)
+    check(out.returncode == 1 and out.stderr.startswith("triton-bundle: checksum: ") and
+          "pack it again" in out.stderr and out.stderr.rstrip().endswith("[file %s.flip]" % path),
+          "triton_bundle.py list of a damaged file names the file and says what to do, as tbundle does (%s)" %
+          out.stderr.strip()[:200])
     script = os.path.join(tmp, "make_bundle.py")
     with open(script, "w") as fh:
         fh.write("import sys\nsys.path.insert(0, %r)\nimport test_python\n\ndef export():\n"

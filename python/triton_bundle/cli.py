@@ -25,8 +25,10 @@ def _list(path, out=sys.stdout):
                 i, c.function_name, c.arg_types, c.num_warps,
                 " " + " ".join("%s=%d" % p for p in c.params) if c.params else "",
                 " grid " + c.grid.text(r.call.arg_names if r.call else None, c.params) if c.grid else ""))
-    if b.program is not None:
-        _list_program(b.program, out)
+    for prog in b.programs:
+        _list_program(prog, out, len(b.programs) > 1)
+    for k, v in b.properties.items():
+        out.write("property %s = %s\n" % (k, v))
 
 
 def _tensor_text(t):
@@ -43,14 +45,16 @@ def _contiguous(shape):
     return strides
 
 
-def _list_program(p, out):
-    """The program (section 5): inputs and outputs with dtype and shape,
-    the constants' count and bytes, the workspace, the steps by kind."""
+def _list_program(p, out, shared_table=False):
+    """A program (sections 5 and 6): its name, inputs and outputs with dtype
+    and shape, the constants' count and bytes (the bundle's one table where
+    the programs share it), the workspace, the steps by kind."""
     kinds = [sum(1 for st in p.steps if st.kind == k) for k in (LAUNCH, MEMSET, COPY)]
     state = [k for k in p.constants if k.state]
-    out.write("program: %d inputs, %d outputs, %d constants (%d bytes%s), workspace %d bytes in %d buffers, "
+    out.write("program %s: %d inputs, %d outputs, %d constants%s (%d bytes%s), workspace %d bytes in %d buffers, "
               "%d steps (%d launch, %d memset, %d copy)\n" % (
-                  len(p.inputs), len(p.outputs), len(p.constants), sum(memoryview(k.data).nbytes for k in p.constants),
+                  p.name, len(p.inputs), len(p.outputs), len(p.constants),
+                  " shared by the programs" if shared_table else "", sum(memoryview(k.data).nbytes for k in p.constants),
                   ", %d state: %d bytes" % (len(state), sum(memoryview(k.data).nbytes for k in state)) if state else "",
                   p.workspace_size, len(p.buffers), len(p.steps), kinds[0], kinds[1], kinds[2]))
     for i, t in enumerate(p.inputs):
@@ -99,8 +103,12 @@ def main(argv=None):
         else:
             p.print_help()
             return 2
-    except BundleError as e:
-        sys.stderr.write("%s: %s\n" % (PROG, e))
+    except BundleError as e:  # the file named, as tbundle names it
+        hint = ": the file was damaged after it was written; copy it again, or pack it again from its cache" if (
+            e.code == "checksum") else ""
+        sys.stderr.write("%s: %s: %s%s%s%s\n" % (PROG, e.code, e.message, hint, " [offset %d]" % e.offset
+                                                   if e.offset >= 0 else "",
+                                                   " [file %s]" % ns.file if ns.cmd == "list" else ""))
         return 1
     except OSError as e:
         sys.stderr.write("%s: %s\n" % (PROG, e))

@@ -59,6 +59,7 @@ checks them."""
 
 import collections
 import contextlib
+import copy
 import gc
 import operator
 import re
@@ -1371,46 +1372,32 @@ def export_model(model, example_inputs, path, options=None):
 SUPPORTED_CACHES = ("StaticCache",)
 
 
-def _caches_of(torch, name, example_inputs):
-    """The transformers caches among a program's arguments; one that is not
-    a StaticCache is refused by name."""
+def _caches_of(torch, what, obj):
+    """The transformers caches in obj (a program's example inputs, or the
+    tensors options["names"] names), what saying where for the message; one
+    that is not a StaticCache is refused by name."""
     seen = []
 
-    def walk(obj, depth):
-        if depth > 3 or obj is None or torch.is_tensor(obj) or isinstance(obj, _PLAIN):
+    def walk(x, depth):
+        if depth > 3 or x is None or torch.is_tensor(x) or isinstance(x, _PLAIN):
             return
-        cls = type(obj)
-        if any(c.__name__ == "Cache" and "transformers" in c.__module__ for c in cls.__mro__):
-            seen.append(cls.__name__)
-            return
-        if isinstance(obj, (list, tuple)):
-            for x in obj:
-                walk(x, depth + 1)
-        elif isinstance(obj, dict):
-            for x in obj.values():
-                walk(x, depth + 1)
-
-    def walk_all(obj, depth):
-        if depth > 3 or obj is None or torch.is_tensor(obj) or isinstance(obj, _PLAIN):
-            return
-        cls = type(obj)
-        if any(c.__name__ == "Cache" and "transformers" in c.__module__ for c in cls.__mro__):
-            seen.append(obj)
-        elif isinstance(obj, (list, tuple)):
-            for x in obj:
-                walk_all(x, depth + 1)
-        elif isinstance(obj, dict):
-            for x in obj.values():
-                walk_all(x, depth + 1)
-    walk_all(example_inputs, 0)
+        if any(c.__name__ == "Cache" and "transformers" in c.__module__ for c in type(x).__mro__):
+            seen.append(x)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y, depth + 1)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y, depth + 1)
+    walk(obj, 0)
     for cache in seen:
         cls_name = type(cache).__name__
         if cls_name not in SUPPORTED_CACHES:
-            raise BundleError("unsupported", "program %r takes a transformers %s, which grows: a program holds "
+            raise BundleError("unsupported", "%s holds a transformers %s, which grows: a program holds "
                               "fixed tensors. Use a StaticCache (transformers.StaticCache(config=..., "
                               "max_batch_size=..., max_cache_len=...), passed as past_key_values with "
                               "cache_position), or a cache of the module's own buffers written in place "
-                              "(index_copy_ at a position tensor)" % (name, cls_name))
+                              "(index_copy_ at a position tensor)" % (what, cls_name))
     return seen
 
 
@@ -1488,9 +1475,9 @@ def merge_programs(reports, properties=None):
         rmap, cfmap = [], []
         for r in b.records:
             g = rindex.get(r.cache_key)
-            if g is None:  # a copy: configs may be added to it below
+            if g is None:  # copies: configs may be added to it, and rules dropped from them, later
                 g = rindex[r.cache_key] = len(records)
-                records.append(_format.Record(r.cache_key, r.kernel_name, r.configs, r.call))
+                records.append(_format.Record(r.cache_key, r.kernel_name, [copy.copy(c) for c in r.configs], r.call))
             m = records[g]
             if m.call != r.call:
                 raise BundleError("unsupported", "kernel %s (%s): program %r calls it with other arguments than %s" % (
@@ -1502,7 +1489,7 @@ def merge_programs(reports, properties=None):
             for c in r.configs:
                 k = next((i for i, d in enumerate(m.configs) if d == c), None)
                 if k is None:
-                    m.configs.append(c)
+                    m.configs.append(copy.copy(c))
                     k = len(m.configs) - 1
                 cm.append(k)
             rnames[g].add(name)
@@ -1589,8 +1576,9 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     names = dict(opts.get("names") or {})
     caches = []
     items = [(name, tuple(spec) + ({},) * (3 - len(spec))) for name, spec in items]
+    _caches_of(torch, 'options["names"]', list(names.values()))
     for name, (fn, example_inputs, _) in items:
-        for c in _caches_of(torch, name, example_inputs):
+        for c in _caches_of(torch, "program %r's example inputs" % name, example_inputs):
             if all(c is not x for x in caches):
                 caches.append(c)
     for i, c in enumerate(caches):
@@ -1633,15 +1621,17 @@ def export_programs(programs, path, options=None, module=None, properties=None):
 
     def put_back():
         # a tensor first seen here (a cache that makes its tensors on the
-        # first call) starts as it is now; the others as before the export
+        # first call) starts as it is now; the others as before the export.
+        # Each copy keeps its tensor: its storage stays alive, so no other
+        # tensor can take its address, and the bytes go back where they
+        # came from (a buffer the module replaced meanwhile is a new one)
         torch.cuda.synchronize()
         for t in state_tensors():
             sptr = _storage_of(t)[0]
-            host = reference.get(sptr)
-            if host is None:
-                reference[sptr] = _storage_to_host(torch, t)
-            else:
-                _storage_from_host(torch, t, host)
+            if sptr not in reference:
+                reference[sptr] = (t, _storage_to_host(torch, t))
+        for t, host in reference.values():
+            _storage_from_host(torch, t, host)
         torch.cuda.synchronize()
     # before any compile or warm-up run: a counter the state holds (a
     # cache's length) must not start where the warm-up runs left it
@@ -1649,15 +1639,17 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     opts["before_capture"] = put_back
     t0 = time.perf_counter()
     reports = collections.OrderedDict()
-    for name, (fn, example_inputs, own) in items:
-        _names([name], 1, "program", "program")
-        if name in reports:
-            raise BundleError("invalid_argument", "two programs named %r" % name)
-        o = dict(opts)
-        o.update(own or {})
-        o["program_name"] = name
-        reports[name] = _Export(fn, example_inputs, None, o).run()
-    put_back()  # the module left as the bundle starts: its state as before the export
+    try:
+        for name, (fn, example_inputs, own) in items:
+            _names([name], 1, "program", "program")
+            if name in reports:
+                raise BundleError("invalid_argument", "two programs named %r" % name)
+            o = dict(opts)
+            o.update(own or {})
+            o["program_name"] = name
+            reports[name] = _Export(fn, example_inputs, None, o).run()
+    finally:
+        put_back()  # the module left as the bundle starts (as before the export), whatever happened
     bundle, shared = merge_programs(reports, properties)
     warnings = drop_wrong_rules(bundle)
     t1 = time.perf_counter()
