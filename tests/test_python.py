@@ -1032,6 +1032,39 @@ def programs_bundle():
     return b
 
 
+def reader_mismatches(lib, data, start):
+    """Every truncation of data from byte start on, and every byte from
+    start on set to 0, 1, 0x80 and 0xFF with the checksum resealed (C's
+    XXH3: data is one checksum block): (cases, [(what, C's code, Python's
+    code)] where the two readers disagree)."""
+    def sealed(m):
+        value = struct.pack("<Q", lib.L.tb_xxh3_64(bytes(m[:-8]), len(m) - 8))
+        m[-8:] = struct.pack("<Q", lib.L.tb_xxh3_64(value, 8))
+        return bytes(m)
+
+    def compare(raw, what):
+        c, h = cread(lib, raw)
+        if h:
+            lib.free(h)
+        py = py_code(raw, False)  # sealed: checking the seal again in Python would only take time
+        if c != py:
+            mism.append((what, c, py))
+    assert len(data) <= 1 << 20
+    mism, cases = [], 0
+    for n in range(start, len(data)):
+        cases += 1
+        compare(data[:n], "truncated at %d" % n)
+    for at in range(start, len(data) - 8):
+        for v in (0, 1, 0x80, 0xFF):
+            if v == data[at]:
+                continue
+            m = bytearray(data)
+            m[at] = v
+            cases += 1
+            compare(sealed(m), "byte %d = 0x%02x" % (at, v))
+    return cases, mism
+
+
 def programs_checks(lib):
     """Section 6 (2.4): several programs sharing their constants, in Python
     and against the C library: the same bytes both ways, the refusals of
@@ -1142,34 +1175,7 @@ def programs_checks(lib):
     check(all(x == ("malformed", "malformed") for x in both),
           "a file with sections 5 and 6 (in either order): both readers refuse it (%s)" % both)
     # every byte of section 6 changed, and every truncation: the same verdict and code from both readers
-    assert len(data) <= 1 << 20
-
-    def sealed(m):
-        value = struct.pack("<Q", lib.L.tb_xxh3_64(bytes(m[:-8]), len(m) - 8))
-        m[-8:] = struct.pack("<Q", lib.L.tb_xxh3_64(value, 8))
-        return bytes(m)
-    mism, cases = [], 0
-    for n in range(at6, len(data)):
-        cases += 1
-        c, h = cread(lib, data[:n])
-        if h:
-            lib.free(h)
-        if c != py_code(data[:n], False):
-            mism.append(("truncated at %d" % n, c, py_code(data[:n], False)))
-    for at in range(at6, len(data) - 8):
-        for v in (0, 1, 0x80, 0xFF):
-            if v == data[at]:
-                continue
-            m = bytearray(data)
-            m[at] = v
-            m = sealed(m)
-            cases += 1
-            c, h = cread(lib, m)
-            if h:
-                lib.free(h)
-            py = py_code(m, False)
-            if c != py:
-                mism.append(("byte %d = 0x%02x" % (at, v), c, py))
+    cases, mism = reader_mismatches(lib, data, at6)
     for x in mism[:10]:
         print("    %s: C %s, Python %s" % x)
     check(not mism, "section 6 truncated and changed byte by byte (%d cases): the same verdict and code from both "
@@ -1213,35 +1219,7 @@ def program_c_checks(lib, refusals):
     small.program.constants[3].data = b"\x05" * 100
     sd = tb.write(small)
     sl = program_layout(sd)
-    assert len(sd) <= 1 << 20  # one checksum block: C's XXH3 reseals it, fast
-
-    def sealed(m):
-        value = struct.pack("<Q", lib.L.tb_xxh3_64(bytes(m[:-8]), len(m) - 8))
-        m[-8:] = struct.pack("<Q", lib.L.tb_xxh3_64(value, 8))
-        return bytes(m)
-    mism, cases = [], 0
-    for n in range(sl["section"], len(sd)):
-        cases += 1
-        c, h = cread(lib, sd[:n])
-        if h:
-            lib.free(h)
-        py = py_code(sd[:n], False)
-        if c != py:
-            mism.append(("truncated at %d" % n, c, py))
-    for at in range(sl["section"], len(sd) - 8):
-        for v in (0, 1, 0x80, 0xFF):
-            if v == sd[at]:
-                continue
-            m = bytearray(sd)
-            m[at] = v
-            m = sealed(m)
-            cases += 1
-            c, h = cread(lib, m)
-            if h:
-                lib.free(h)
-            py = py_code(m, False)  # sealed: checking the seal again in Python would only take time
-            if c != py:
-                mism.append(("byte %d = 0x%02x" % (at, v), c, py))
+    cases, mism = reader_mismatches(lib, sd, sl["section"])
     for m in mism[:10]:
         print("    %s: C %s, Python %s" % m)
     check(not mism, "a program bundle's section 5 truncated and changed byte by byte (%d cases): the same verdict "

@@ -442,6 +442,10 @@ def main(argv):
         print(__doc__)
         return 2
     outdir, names = args[0], args[1:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print("unknown model(s) %s; known: %s" % (unknown, " ".join(MODELS)))
+        return 2
     try:
         import torch
         ok = torch.cuda.is_available()
