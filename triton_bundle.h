@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.3.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.4.0 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -58,6 +58,10 @@
                     constants (weights and buffers, their bytes stored
                     once, in a table the bundle's programs share), the
                     workspace plan and the steps (launch, memset, copy)
+     weights file   a safetensors file (>>weights) holding a program's
+                    external constants by name: a bundle refers to each
+                    weight's tensor (name, dtype, shape, CRC-32) instead of
+                    storing its bytes, and a load reads them from the file
      space          where a step's pointer operand points: an input, an
                     output, a constant or a workspace buffer, plus a byte
                     offset (a literal is a scalar argument's value)
@@ -87,6 +91,7 @@
      >>derive    launch records derived from a cache entry's own files
      >>grid      grid rules: the language, tb_grid_compute, plans, expressions
      >>program   programs: dtypes, tensor specs, the one checker, section 5
+     >>weights   safetensors weights files: the header checked, tensors by name
      >>driver    libcuda through dlopen (TB_NO_LAUNCHER leaves out this and below)
      >>load      a cubin to a loaded kernel: the driver-free plan, the driver steps
      >>launch    the launch path
@@ -133,6 +138,10 @@
                  tb_program_read_constant
                  (the checked read path), tb_tensor_spec_extent, tb_dtype_name,
                  tb_dtype_size, tb_dtype_npy, tb_dtype_from_name
+     >>weights   tb_weights_open, tb_weights_open_memory, tb_weights_count,
+                 tb_weights_at, tb_weights_find, tb_weights_read,
+                 tb_weights_crc32, tb_weights_check (a bundle's external
+                 constants against a file), tb_weights_free, tb_crc32
      >>driver    tb_driver_load, tb_driver_symbol, tb_driver_device_count
      >>load      tb_load_config, tb_load_cubin, tb_load_from_cache, tb_unload,
                  tb_loaded_kernel_info
@@ -152,7 +161,7 @@
      >>runner    tb_model_load(&desc, &model, &err), tb_model_input_count,
                  tb_model_output_count, tb_model_input, tb_model_output,
                  tb_tensor_for, tb_model_workspace_size,
-                 tb_model_constant_bytes, tb_model_state_count, tb_model_run,
+                 tb_model_constant_bytes, tb_model_upload_ms, tb_model_state_count, tb_model_run,
                  tb_model_run_workspace (the caller's workspace: several
                  threads), tb_model_reset_state, tb_model_free;
                  several programs: tb_model_program_count, tb_model_program,
@@ -299,14 +308,16 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.4, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.5, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads formats 2.3, 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h 2.2.0,
-   2.0.0, 1.2.0, 1.1.0 and 1.0.0; the checksum of 1.0 is one XXH3-64 over
-   the file). Writers write 2.4, whose sections 4 (grid rules, call info),
-   5 (one program named "forward") and 6 (several programs sharing their
-   constants) are optional, so 2.0 to 2.3 readers read its files (a 2.3
-   reader runs a section 5 program, and sees none in section 6).
+   still reads formats 2.4, 2.3, 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h
+   2.3.0, 2.2.0, 2.0.0, 1.2.0, 1.1.0 and 1.0.0; the checksum of 1.0 is one
+   XXH3-64 over the file). Writers write 2.5, whose sections 4 (grid rules,
+   call info), 5 (one program named "forward") and 6 (several programs
+   sharing their constants) are optional, so 2.0 to 2.4 readers read its
+   files (a 2.3 reader runs a section 5 program, and sees none in section
+   6), except that a 2.4 reader refuses a bundle with external constants
+   (2.5: its weights in a safetensors file) for their unknown flag.
 
    CHANGES IN 2.0 (from 1.2)
    tb_pack_arg is tb_arg_convert; tb_collect_options.stop_on_error is the
@@ -343,6 +354,14 @@
    TB_MODEL_STATIC_IO without TB_MODEL_GRAPH. A run's failure names its
    program and step.
 
+   CHANGES IN 2.4 (from 2.3; additions, no call changes; format 2.5)
+   Weights in safetensors files: external constants
+   (TB_CONSTANT_EXTERNAL: tb_program_constant's new last fields tensor,
+   rank, crc32, shape), tb_model_desc.weights and TB_MODEL_VERIFY_WEIGHTS,
+   the >>weights section (tb_weights_*, tb_crc32); large uploads through
+   pinned buffers and reader threads (tb_model_desc.pinned_upload_min,
+   .upload_threads; tb_model_upload_ms).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -375,11 +394,11 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 3
+#define TB_VERSION_MINOR 4
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.3.0"
+#define TB_VERSION_STRING "2.4.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 4
+#define TB_FORMAT_VERSION_MINOR 5
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -1113,14 +1132,24 @@ TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *spec);
 
 #define TB_CONSTANT_STATE 1u     /* updated in place by runs; kept across them (a reset reloads it) */
 #define TB_CONSTANT_SHARED 2u    /* (with STATE) shared by the programs that use it: a KV cache (2.4) */
+#define TB_CONSTANT_EXTERNAL 4u  /* (2.5) its bytes are a tensor of a weights file (safetensors), not the bundle's */
 typedef struct tb_program_constant {
     const char *name;            /* "fc1.weight" */
     uint32_t dtype;
-    uint32_t flags;              /* TB_CONSTANT_STATE */
+    uint32_t flags;              /* TB_CONSTANT_STATE, _SHARED, _EXTERNAL */
     uint64_t size;               /* bytes (one constant may pass 4 GiB) */
     /* its bytes: in the bundle's input (a mapped file's mapping: read them
-       with tb_program_read_constant, which never faults) */
+       with tb_program_read_constant, which never faults); NULL when EXTERNAL */
     const void *data;
+    /* EXTERNAL (never with STATE): the tensor of the weights file that
+       holds its bytes, by name, with the dtype above and this shape (whose
+       elements times the dtype's size are `size`), and the CRC-32 (zlib's)
+       of the bytes it held at export (checked on request: a fine-tuned
+       checkpoint of the same names and shapes loads as well) */
+    const char *tensor;
+    uint32_t rank;
+    uint32_t crc32;
+    int64_t shape[TB_MAX_TENSOR_DIMS];
 } tb_program_constant;
 
 typedef struct tb_program_buffer {
@@ -1210,6 +1239,61 @@ TBDEF tb_result tb_bundle_set_property(tb_bundle *bundle, const char *key, const
    a truncation turns into tb_err_io, never SIGBUS). */
 TBDEF tb_result tb_program_read_constant(const tb_bundle *bundle, uint32_t index, uint64_t offset, void *dst,
                                          size_t size, tb_error *err);
+
+/* ======================================================================
+   >>weights  Weights: tensors of a safetensors file, by name
+   ====================================================================== */
+/* A safetensors file (an 8-byte little-endian header length, a JSON
+   header naming each tensor's dtype, shape and data offsets, the bytes),
+   its header read and checked once; the bytes are read with pread when
+   asked for (never through a mapping, which a truncation would turn into
+   SIGBUS). A bundle's EXTERNAL constants are tensors of such a file:
+   exported models keep their weights there, or in the checkpoint they
+   were loaded from, and tb_model_desc.weights names the file to load. */
+typedef struct tb_weights tb_weights;
+typedef struct tb_weights_tensor {
+    const char *name;
+    uint32_t dtype;              /* TB_DTYPE_*: safetensors' F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 U32 U64 BOOL F8_E4M3 F8_E5M2 */
+    uint32_t rank;
+    int64_t shape[TB_MAX_TENSOR_DIMS];
+    uint64_t offset, size;       /* its bytes: from the file's start */
+} tb_weights_tensor;
+#ifndef TB_MAX_WEIGHTS_HEADER
+#define TB_MAX_WEIGHTS_HEADER (100u << 20) /* bytes of JSON header, safetensors' own limit */
+#endif
+#ifndef TB_MAX_WEIGHTS_TENSORS
+#define TB_MAX_WEIGHTS_TENSORS (1u << 20)
+#endif
+#define TB_WEIGHTS_CHECK_CRC 1u  /* tb_weights_check: also each constant's CRC-32 (reads every byte) */
+/* Opens path and reads its header: anything malformed (a header length
+   past the file, JSON that is not an object of tensors, an unknown dtype,
+   a shape whose bytes are not the tensor's, tensors that overlap, leave a
+   hole or end before the file does, a name twice) is refused with
+   tb_err_malformed, tb_err_parse or tb_err_limit and the byte offset. */
+TBDEF tb_result tb_weights_open(const char *path, const tb_options *options, tb_weights **out, tb_error *err);
+/* The same over size bytes at data (not copied: they must outlive it). */
+TBDEF tb_result tb_weights_open_memory(const void *data, size_t size, const tb_options *options, tb_weights **out,
+                                       tb_error *err);
+TBDEF uint32_t tb_weights_count(const tb_weights *weights);
+/* Tensor `index`, in the file's order of bytes; NULL past the end. */
+TBDEF const tb_weights_tensor *tb_weights_at(const tb_weights *weights, uint32_t index);
+/* The tensor named name; NULL if none (a binary search). */
+TBDEF const tb_weights_tensor *tb_weights_find(const tb_weights *weights, const char *name);
+/* size bytes of tensor from its byte `offset` into dst (pread: a file
+   cut short since it was opened gives tb_err_io). */
+TBDEF tb_result tb_weights_read(const tb_weights *weights, const tb_weights_tensor *tensor, uint64_t offset, void *dst,
+                                size_t size, tb_error *err);
+/* The CRC-32 (zlib's crc32, as Python's zlib.crc32) of a tensor's bytes. */
+TBDEF tb_result tb_weights_crc32(const tb_weights *weights, const tb_weights_tensor *tensor, uint32_t *crc, tb_error *err);
+/* Whether the file holds every EXTERNAL constant of bundle: a tensor of
+   its name with its dtype and shape (with TB_WEIGHTS_CHECK_CRC, also the
+   bytes it was exported with). A missing tensor is tb_err_not_found, a
+   dtype or shape that differs tb_err_arg_mismatch, other bytes
+   tb_err_checksum, each naming the constant and the tensor. */
+TBDEF tb_result tb_weights_check(const tb_weights *weights, const tb_bundle *bundle, unsigned flags, tb_error *err);
+TBDEF void tb_weights_free(tb_weights *weights);
+/* zlib's CRC-32 of size bytes, continuing from crc (0 to start). */
+TBDEF uint32_t tb_crc32(uint32_t crc, const void *data, size_t size);
 
 #ifndef TB_NO_LAUNCHER
 /* TB_NO_LAUNCHER (defined the same in every file that includes this
@@ -1447,6 +1531,7 @@ typedef struct tb_tensor {
 
 #define TB_MODEL_GRAPH 1u        /* replay the program as one CUDA graph */
 #define TB_MODEL_STATIC_IO 2u    /* with GRAPH: always copy through static buffers (no node updates) */
+#define TB_MODEL_VERIFY_WEIGHTS 4u /* compare each EXTERNAL constant's CRC-32 with the weights file's bytes first */
 typedef struct tb_model_desc {
     const tb_bundle *bundle;     /* holds a program; must outlive the model */
     tb_kernel_table *table;      /* NULL: the model makes its own from the bundle */
@@ -1454,6 +1539,16 @@ typedef struct tb_model_desc {
     unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO */
     const tb_options *options;   /* allocator, logger; NULL: defaults */
     size_t upload_chunk;         /* a mapped file's constants are read in pieces of this many bytes; 0: 1 MiB */
+    /* (2.5) the safetensors file of the bundle's EXTERNAL constants (the
+       bundle's property "weights.file" names the one it was exported
+       with); checked whole (names, dtypes, shapes) before any upload */
+    const char *weights;
+    /* an upload from files of at least this many bytes goes through
+       pinned staging buffers that upload_threads threads fill with pread
+       while the copies run (0: 64 MiB; UINT64_MAX: never); a smaller one
+       through two pageable buffers, which cost less to set up */
+    uint64_t pinned_upload_min;
+    uint32_t upload_threads;     /* 0: one per core but one, 2 to 12 */
 } tb_model_desc;
 
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err);
@@ -1469,6 +1564,8 @@ TBDEF uint64_t tb_model_workspace_size(const tb_model *model);
 /* Device bytes of the model's constants and state (its own workspace is
    tb_model_workspace_size more). */
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *model);
+/* Milliseconds the load spent uploading the constants (reads included). */
+TBDEF double tb_model_upload_ms(const tb_model *model);
 TBDEF uint32_t tb_model_state_count(const tb_model *model);
 /* Runs the program once on stream (asynchronous, as a kernel launch is).
    inputs and outputs: one tensor each, in order, with exactly the dtype,
@@ -6625,10 +6722,13 @@ TBDEF void tb_bundler_end(tb_bundler *z) {
 typedef struct tb__json {
     const char *p, *start, *end;
     tb_error *err;
+    const char *doc;             /* what the text is, for messages; NULL: "metadata JSON" */
+    long long base;              /* the text's offset in its file */
 } tb__json;
 
 static tb_result tb__jfail(tb__json *j, const char *what) {
-    return tb__fail(j->err, tb_err_parse, NULL, NULL, (long long)(j->p - j->start), 0, "metadata JSON: %s", what);
+    return tb__fail(j->err, tb_err_parse, NULL, NULL, j->base + (long long)(j->p - j->start), 0, "%s: %s",
+                    j->doc ? j->doc : "metadata JSON", what);
 }
 static void tb__jws(tb__json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
@@ -6770,14 +6870,23 @@ static tb_result tb__jskip(tb__json *j, int depth) {
     if (tb__jlit(j, "true") || tb__jlit(j, "false") || tb__jlit(j, "null")) return tb_ok;
     return tb__jnumber(j, &v, &is_int);
 }
+/* After a member of an object or array: 1 when a ',' follows (another
+   member), 0 when `close` does (the end), -1 with *r set otherwise. */
+static int tb__jmore(tb__json *j, char close, tb_result *r) {
+    tb__jws(j);
+    if (j->p < j->end && *j->p == ',') return j->p++, 1;
+    if (j->p < j->end && *j->p == close) return j->p++, 0;
+    *r = tb__jfail(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+    return -1;
+}
 static tb_result tb__juint(tb__json *j, const char *key, uint64_t max, uint64_t *out) {
     int64_t v = 0;
     int is_int;
     tb_result r;
     if ((r = tb__jnumber(j, &v, &is_int)) != tb_ok) return r;
     if (!is_int || v < 0 || (uint64_t)v > max)
-        return tb__fail(j->err, tb_err_parse, NULL, NULL, (long long)(j->p - j->start), 0,
-                        "metadata JSON: \"%s\" is not an integer in 0..%llu", key, (unsigned long long)max);
+        return tb__fail(j->err, tb_err_parse, NULL, NULL, j->base + (long long)(j->p - j->start), 0,
+                        "%s: \"%s\" is not an integer in 0..%llu", j->doc ? j->doc : "metadata JSON", key, (unsigned long long)max);
     *out = (uint64_t)v;
     return tb_ok;
 }
@@ -6862,7 +6971,7 @@ TBDEF tb_result tb_parse_metadata_json(const char *json, size_t size, tb_kernel_
     md->num_ctas = 1;
     j.p = j.start = json;
     j.end = json + size;
-    j.err = err;
+    j.err = err, j.doc = NULL, j.base = 0;
     tb__jws(&j);
     if (j.p >= j.end || *j.p != '{') return tb__jfail(&j, "expected an object");
     j.p++;
@@ -8364,32 +8473,33 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t
 /* tb_bundle_set_program both call it: a rule is written once), the      */
 /* section's writer and reader, and the checked read of a constant.      */
 /* ---------------------------------------------------------------------- */
-/* The dtypes: one row each (number, name, bytes, .npy descr); the Python
+/* The dtypes: one row each (number, name, bytes, .npy descr, safetensors'
+   name: "" for none); the Python
    companion's DTYPES is checked against it (tests/test_codes.py). */
 #define TB__DTYPES(X)                                   \
-    X(1, "float32", 4, "<f4")                           \
-    X(2, "float16", 2, "<f2")                           \
-    X(3, "bfloat16", 2, "<u2")                          \
-    X(4, "float64", 8, "<f8")                           \
-    X(5, "int8", 1, "|i1")                              \
-    X(6, "int16", 2, "<i2")                             \
-    X(7, "int32", 4, "<i4")                             \
-    X(8, "int64", 8, "<i8")                             \
-    X(9, "uint8", 1, "|u1")                             \
-    X(10, "bool", 1, "|b1")                             \
-    X(11, "float8_e4m3fn", 1, "|u1")                    \
-    X(12, "float8_e5m2", 1, "|u1")                      \
-    X(13, "uint16", 2, "<u2")                           \
-    X(14, "uint32", 4, "<u4")                           \
-    X(15, "uint64", 8, "<u8")                           \
-    X(16, "float8_e4m3fnuz", 1, "|u1")                  \
-    X(17, "float8_e5m2fnuz", 1, "|u1")
+    X(1, "float32", 4, "<f4", "F32")             \
+    X(2, "float16", 2, "<f2", "F16")             \
+    X(3, "bfloat16", 2, "<u2", "BF16")           \
+    X(4, "float64", 8, "<f8", "F64")             \
+    X(5, "int8", 1, "|i1", "I8")                 \
+    X(6, "int16", 2, "<i2", "I16")               \
+    X(7, "int32", 4, "<i4", "I32")               \
+    X(8, "int64", 8, "<i8", "I64")               \
+    X(9, "uint8", 1, "|u1", "U8")                \
+    X(10, "bool", 1, "|b1", "BOOL")              \
+    X(11, "float8_e4m3fn", 1, "|u1", "F8_E4M3")  \
+    X(12, "float8_e5m2", 1, "|u1", "F8_E5M2")    \
+    X(13, "uint16", 2, "<u2", "U16")             \
+    X(14, "uint32", 4, "<u4", "U32")             \
+    X(15, "uint64", 8, "<u8", "U64")             \
+    X(16, "float8_e4m3fnuz", 1, "|u1", "")       \
+    X(17, "float8_e5m2fnuz", 1, "|u1", "")
 
 typedef struct tb__dtype_row {
     uint32_t number, bytes;
-    const char *name, *npy;
+    const char *name, *npy, *st;
 } tb__dtype_row;
-#define TB__DTYPE_ROW(n, name, bytes, npy) {n, bytes, name, npy},
+#define TB__DTYPE_ROW(n, name, bytes, npy, st) {n, bytes, name, npy, st},
 static const tb__dtype_row tb__dtypes[] = {TB__DTYPES(TB__DTYPE_ROW)};
 #undef TB__DTYPE_ROW
 #define TB__DTYPE_COUNT (sizeof tb__dtypes / sizeof tb__dtypes[0])
@@ -8900,9 +9010,28 @@ static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p,
         if (!tb__dtype(k->dtype))
             return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program constant %u (%.80s): dtype %u is unknown",
                             i, k->name, k->dtype);
-        if ((k->flags & ~(TB_CONSTANT_STATE | TB_CONSTANT_SHARED)) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)))
+        if ((k->flags & ~(TB_CONSTANT_STATE | TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) ||
+            ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)) ||
+            ((k->flags & TB_CONSTANT_EXTERNAL) && (k->flags & TB_CONSTANT_STATE)))
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u (bit 1, shared, "
-                            "goes with bit 0, state)", i, k->name, k->flags);
+                            "goes with bit 0, state; bit 2, external, never does)", i, k->name, k->flags);
+        if (k->flags & TB_CONSTANT_EXTERNAL) {
+            uint64_t bytes = tb__dtype(k->dtype)->bytes;
+            uint32_t d;
+            size_t tn = k->tensor ? strlen(k->tensor) : 0;
+            if (!tn || tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS)
+                return tb__fail(err, tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS ? tb_err_limit : tb_err_bad_name, NULL,
+                                NULL, -1, 0, "program constant %u (%.80s): external, with a tensor name of %zu bytes or rank %u", i,
+                                k->name, tn, k->rank);
+            for (d = 0; d < k->rank; d++)
+                if (k->shape[d] < 0 || (k->shape[d] && bytes > UINT64_MAX / (uint64_t)k->shape[d])) bytes = UINT64_MAX;
+                else bytes *= (uint64_t)k->shape[d];
+            if (bytes != k->size)
+                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                                "program constant %u (%.80s): external, %llu bytes, but its shape holds %llu", i, k->name,
+                                (unsigned long long)k->size, (unsigned long long)bytes);
+            continue;
+        }
         if (k->size && !k->data)
             return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constant %u (%.80s): data is NULL", i, k->name);
     }
@@ -8942,7 +9071,7 @@ static int tb__in_section5(const tb_bundle *b) {
     uint32_t i;
     if (b->program_count != 1 || strcmp(b->programs[0]->name, TB__DEFAULT_PROGRAM) || b->property_count) return 0;
     for (i = 0; i < b->constant_count; i++)
-        if (b->constants[i].flags & TB_CONSTANT_SHARED) return 0;
+        if (b->constants[i].flags & (TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) return 0;
     return 1;
 }
 /* A program's tensors, buffers and steps: their length in the file. */
@@ -8961,7 +9090,11 @@ static size_t tb__program_body(const tb_program *p) {
 static size_t tb__constant_table(const tb_bundle *b) {
     size_t pos = 0;
     uint32_t i;
-    for (i = 0; i < b->constant_count; i++) pos += tb__str_size(b->constants[i].name) + 24;
+    for (i = 0; i < b->constant_count; i++) {
+        const tb_program_constant *k = &b->constants[i];
+        pos += tb__str_size(k->name) + 24;
+        if (k->flags & TB_CONSTANT_EXTERNAL) pos += tb__str_size(k->tensor) + 8 + 8 * (size_t)k->rank; /* 2.5 */
+    }
     return pos;
 }
 /* Everything before the constants' bytes, in either section. */
@@ -8982,7 +9115,8 @@ static size_t tb__programs_payload(const tb_bundle *b, size_t at, int section5) 
     uint32_t i;
     if ((!b->program_count && (section5 || !b->property_count)) || tb__in_section5(b) != section5) return 0;
     pos = at + tb__program_tables(b, section5);
-    for (i = 0; i < b->constant_count; i++) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + b->constants[i].size;
+    for (i = 0; i < b->constant_count; i++)
+        if (!(b->constants[i].flags & TB_CONSTANT_EXTERNAL)) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + b->constants[i].size;
     return (size_t)(pos - at);
 }
 static size_t tb__program_size(const tb_bundle *b, size_t at) { return tb__programs_payload(b, at, 1); }
@@ -9005,12 +9139,22 @@ static uint32_t tb__operand_total(const tb_program *p) {
 static void tb__write_constant_table(const tb_bundle *b, tb__sink *k, uint64_t data) {
     uint32_t i;
     for (i = 0; i < b->constant_count; i++) {
-        tb__sink_str(k, b->constants[i].name);
-        tb__sink_u32(k, b->constants[i].dtype);
-        tb__sink_u32(k, b->constants[i].flags);
-        tb__sink_u64(k, b->constants[i].size);
+        const tb_program_constant *c = &b->constants[i];
+        uint32_t d;
+        tb__sink_str(k, c->name);
+        tb__sink_u32(k, c->dtype);
+        tb__sink_u32(k, c->flags);
+        tb__sink_u64(k, c->size);
+        if (c->flags & TB_CONSTANT_EXTERNAL) { /* no bytes here: offset 0, then the tensor it is */
+            tb__sink_u64(k, 0);
+            tb__sink_str(k, c->tensor);
+            tb__sink_u32(k, c->rank);
+            tb__sink_u32(k, c->crc32);
+            for (d = 0; d < c->rank; d++) tb__sink_u64(k, (uint64_t)c->shape[d]);
+            continue;
+        }
         tb__sink_u64(k, data); /* each at the next multiple of 64, in one pass */
-        data = tb__align_up64(data + b->constants[i].size, TB__CONSTANT_ALIGN);
+        data = tb__align_up64(data + c->size, TB__CONSTANT_ALIGN);
     }
 }
 static void tb__write_program_rest(const tb_program *p, tb__sink *k) { /* buffers, steps */
@@ -9042,6 +9186,7 @@ static void tb__write_program_rest(const tb_program *p, tb__sink *k) { /* buffer
 static void tb__write_constant_bytes(const tb_bundle *b, tb__sink *k) {
     uint32_t i;
     for (i = 0; i < b->constant_count; i++) {
+        if (b->constants[i].flags & TB_CONSTANT_EXTERNAL) continue;
         tb__sink_align(k, TB__CONSTANT_ALIGN);
         tb__sink_put(k, b->constants[i].data, (size_t)b->constants[i].size);
     }
@@ -9138,6 +9283,36 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
     return tb__check_tensor(t, what, index, c->err);
 }
 
+/* An EXTERNAL constant's entry (2.5) after its fixed fields: offset 0,
+   the tensor's name, rank, CRC-32 and shape, whose bytes are its size. */
+static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *k, uint32_t i, uint64_t offset, size_t kat) {
+    uint32_t d;
+    uint64_t bytes;
+    tb_result r;
+    if (b->format_major == 2 && b->format_minor < 5)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                        "program constant %u: an external constant in a file of format 2.%u (they came with 2.5)", i, b->format_minor);
+    if ((r = tb__rd_str(c, &k->tensor, TB_MAX_STRING_LENGTH, "constant's tensor name")) != tb_ok ||
+        (r = tb__rd_u32(c, &k->rank, "constant")) != tb_ok || (r = tb__rd_u32(c, &k->crc32, "constant")) != tb_ok)
+        return r;
+    if (offset || (k->flags & TB_CONSTANT_STATE) || !*k->tensor || k->rank > TB_MAX_TENSOR_DIMS)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                        "program constant %u: an external one with offset %llu (not 0), the state flag, an empty tensor name "
+                        "or rank %u (over %u)", i, (unsigned long long)offset, k->rank, (unsigned)TB_MAX_TENSOR_DIMS);
+    for (bytes = tb__dtype(k->dtype)->bytes, d = 0; d < k->rank; d++) {
+        uint64_t x;
+        if ((r = tb__rd_u64(c, &x, "constant's shape")) != tb_ok) return r;
+        k->shape[d] = (int64_t)x;
+        if (x > (uint64_t)INT64_MAX || (x && bytes > UINT64_MAX / x)) bytes = UINT64_MAX, x = 1;
+        bytes *= x;
+    }
+    if (bytes != k->size)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                        "program constant %u: an external one of %llu bytes whose shape holds %llu", i,
+                        (unsigned long long)k->size, (unsigned long long)bytes);
+    return tb_ok;
+}
+
 /* The constants' table: each entry as it is read, its offset within the
    section and after the one before; offsets[] for the bytes. */
 static tb_result tb__rd_constant_table(tb_bundle *b, tb__cur *c, uint32_t n, uint64_t *offsets, unsigned flags_ok) {
@@ -9159,6 +9334,10 @@ static tb_result tb__rd_constant_table(tb_bundle *b, tb__cur *c, uint32_t n, uin
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
                             "program constant %u: flags %u, or offset %llu not a multiple of 64 or before the end of "
                             "the constant before it", i, k->flags, (unsigned long long)offsets[i]);
+        if (k->flags & TB_CONSTANT_EXTERNAL) {
+            if ((r = tb__rd_external(b, c, k, i, offsets[i], kat)) != tb_ok) return r;
+            continue;
+        }
         if (offsets[i] > c->end || k->size > (uint64_t)(c->end - offsets[i]))
             return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)kat, 0,
                             "program constant %u (%llu bytes at %llu) runs past its section", i,
@@ -9257,6 +9436,7 @@ static tb_result tb__rd_constant_bytes(tb_bundle *b, tb__cur *c, const uint64_t 
     tb_result r;
     for (i = 0; i < b->constant_count; i++) {
         uint64_t off = offsets[i];
+        if (b->constants[i].flags & TB_CONSTANT_EXTERNAL) continue; /* in a weights file (data NULL) */
         if (off < c->pos) /* (order and the section's end were checked with the table) */
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)off, 0,
                             "program constant %u at %llu overlaps the tables", i, (unsigned long long)off);
@@ -9365,7 +9545,8 @@ static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
     }
     if (!np) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section 6 with constants and no program");
     if ((r = tb__rd_program_arrays(b, c, np, nconst, &offsets)) != tb_ok) return r;
-    if ((r = tb__rd_constant_table(b, c, nconst, offsets, TB_CONSTANT_STATE | TB_CONSTANT_SHARED)) != tb_ok) return r;
+    if ((r = tb__rd_constant_table(b, c, nconst, offsets, TB_CONSTANT_STATE | TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) != tb_ok)
+        return r;
     for (j = 0; j < np; j++) {
         tb_program *p = b->programs[j];
         tb__program_counts n;
@@ -9463,6 +9644,14 @@ static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_co
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "state constant %u \"%.80s\" is in another program already: mark it TB_CONSTANT_SHARED in both to "
                         "share it, or name them apart", i, k->name);
+    if ((x->flags | k->flags) & TB_CONSTANT_EXTERNAL) {
+        if (x->flags == k->flags && !strcmp(x->tensor, k->tensor) && x->rank == k->rank && x->crc32 == k->crc32 &&
+            !memcmp(x->shape, k->shape, k->rank * sizeof *k->shape))
+            return tb_ok;
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "constant %u \"%.80s\": the bundle's constant of that name is another tensor of the weights file, or "
+                        "in the bundle", i, k->name);
+    }
     if (x->data == k->data) return tb_ok;
     for (off = 0; off < k->size; off += sizeof buf[0]) {
         size_t n = k->size - off < sizeof buf[0] ? (size_t)(k->size - off) : sizeof buf[0];
@@ -9551,9 +9740,12 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
         {
             tb_program_constant *d = &b->constants[b->constant_count];
             void *bytes = NULL;
+            int ext = (k->flags & TB_CONSTANT_EXTERNAL) != 0; /* its bytes stay in the weights file */
             *d = *k;
+            if (!ext) d->tensor = NULL, d->rank = 0, d->crc32 = 0, memset(d->shape, 0, sizeof d->shape);
             if (!(d->name = tb__arena_strdup(&b->ctx, &b->arena, k->name, strlen(k->name))) ||
-                (k->size && !(bytes = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)k->size, TB__CONSTANT_ALIGN)))) {
+                (ext && !(d->tensor = tb__arena_strdup(&b->ctx, &b->arena, k->tensor, strlen(k->tensor)))) ||
+                (k->size && !ext && !(bytes = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)k->size, TB__CONSTANT_ALIGN)))) {
                 r = TB__OOM(err);
                 break;
             }
@@ -9661,6 +9853,10 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
     if (!b || index >= b->constant_count || (size && !dst))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no such constant, or dst is NULL");
     k = &b->constants[index];
+    if (k->flags & TB_CONSTANT_EXTERNAL)
+        return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
+                        "constant %u (%.80s) is tensor \"%.80s\" of the weights file, not in the bundle: read it with tb_weights_read",
+                        index, k->name, k->tensor);
     if (offset > k->size || size > k->size - offset)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bytes %llu..+%zu of constant %u (%llu bytes)",
                         (unsigned long long)offset, size, index, (unsigned long long)k->size);
@@ -9674,6 +9870,469 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
     }
     memcpy(dst, (const char *)k->data + offset, size);
     return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* >>weights  Weights: tensors of a safetensors file, by name */
+/* The header is read once with the metadata JSON reader (>>parsers) and  */
+/* checked as safetensors' own reader checks it: the tensors cover the    */
+/* bytes after the header exactly, in some order, with no overlap, hole   */
+/* or tail. The bytes are read with pread on request.                     */
+/* ---------------------------------------------------------------------- */
+struct tb_weights {
+    tb__ctx ctx;
+    int fd;                      /* -1: in memory */
+    const unsigned char *mem;
+    uint64_t file_size, data_start;
+    char *path;
+    tb_weights_tensor *tensors;  /* in the order of their bytes */
+    uint32_t count;
+    uint32_t *by_name;           /* indexes sorted by name */
+    char *names;                 /* the names' bytes */
+};
+
+TBDEF uint32_t tb_crc32(uint32_t crc, const void *data, size_t size) {
+    /* slicing by 8: eight tables made once (thread-safe: each thread that
+       races writes the same values) */
+    static uint32_t t[8][256];
+    static volatile int ready;
+    const unsigned char *p = (const unsigned char *)data;
+    uint32_t c = ~crc;
+    if (!ready) {
+        uint32_t i, k;
+        for (i = 0; i < 256; i++) {
+            uint32_t v = i;
+            for (k = 0; k < 8; k++) v = v & 1 ? 0xEDB88320u ^ (v >> 1) : v >> 1;
+            t[0][i] = v;
+        }
+        for (i = 0; i < 256; i++)
+            for (k = 1; k < 8; k++) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+        ready = 1;
+    }
+    while (size >= 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        c = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][a >> 24] ^ t[3][p[4]] ^ t[2][p[5]] ^
+            t[1][p[6]] ^ t[0][p[7]];
+        p += 8, size -= 8;
+    }
+    while (size--) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    return ~c;
+}
+
+static const tb__dtype_row *tb__dtype_by_st(const char *s) {
+    size_t i;
+    for (i = 0; i < TB__DTYPE_COUNT; i++)
+        if (*tb__dtypes[i].st && !strcmp(tb__dtypes[i].st, s)) return &tb__dtypes[i];
+    return NULL;
+}
+
+static int tb__weights_read_raw(const tb_weights *w, uint64_t at, void *dst, size_t n) {
+    char *p = (char *)dst;
+    if (w->fd < 0) {
+        if (at > w->file_size || n > w->file_size - at) return errno = EIO, -1;
+        memcpy(dst, w->mem + at, n);
+        return 0;
+    }
+    while (n) {
+        ssize_t got = pread(w->fd, p, n, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = EIO; /* the file ends early: cut short since it was opened */
+            return -1;
+        }
+        p += got, at += (uint64_t)got, n -= (size_t)got;
+    }
+    return 0;
+}
+
+static tb_result tb__wfail(tb__json *j, const tb_weights *w, tb_result code, const char *what, const char *name) {
+    return tb__fail(j->err, code, NULL, w->path, j->base + (long long)(j->p - j->start), 0, "safetensors header: %s%s%.120s%s", what,
+                    name ? " (tensor \"" : "", name ? name : "", name ? "\")" : "");
+}
+
+/* {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}: other keys skipped. */
+static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor *t, const char *name) {
+    char key[32], dt[32];
+    int seen = 0, more;
+    uint64_t off[2] = {0, 0}, bytes;
+    const tb__dtype_row *row = NULL;
+    tb_result r;
+    tb__jws(j);
+    if (j->p >= j->end || *j->p != '{') return tb__wfail(j, w, tb_err_malformed, "a tensor is not an object", name);
+    j->p++;
+    for (;;) {
+        tb__jws(j);
+        if (j->p < j->end && *j->p == '}' && !seen) return tb__wfail(j, w, tb_err_malformed, "an empty tensor entry", name);
+        {
+            const char *ks = j->p, *ke;
+            if ((r = tb__jstring(j, NULL, 0)) != tb_ok) return r;
+            ke = j->p, key[0] = 0;
+            if ((size_t)(ke - ks) < sizeof key) { /* a longer one is none of ours */
+                j->p = ks;
+                if ((r = tb__jstring(j, key, sizeof key)) != tb_ok) return r;
+                j->p = ke;
+            }
+        }
+        tb__jws(j);
+        if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
+        j->p++;
+        tb__jws(j);
+        if (!strcmp(key, "dtype")) {
+            if (tb__jstring(j, dt, sizeof dt) != tb_ok || !(row = tb__dtype_by_st(dt)))
+                return tb__wfail(j, w, tb_err_unsupported_type, "a dtype that is not one of F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 "
+                                 "U32 U64 BOOL F8_E4M3 F8_E5M2", name);
+            seen |= 1;
+        } else if (!strcmp(key, "shape") || !strcmp(key, "data_offsets")) {
+            int sh = key[0] == 's';
+            uint32_t n = 0;
+            if (j->p >= j->end || *j->p != '[') return tb__wfail(j, w, tb_err_malformed, "shape or data_offsets is not an array", name);
+            j->p++;
+            tb__jws(j);
+            while (j->p < j->end && *j->p != ']') {
+                uint64_t v;
+                if ((r = tb__juint(j, key, (uint64_t)INT64_MAX, &v)) != tb_ok) return r;
+                if (sh) {
+                    if (n >= TB_MAX_TENSOR_DIMS) return tb__wfail(j, w, tb_err_limit, "a shape of over 8 dimensions", name);
+                    t->shape[n] = (int64_t)v;
+                } else {
+                    if (n >= 2) return tb__wfail(j, w, tb_err_malformed, "data_offsets of more than two numbers", name);
+                    off[n] = v;
+                }
+                n++;
+                tb__jws(j);
+                if (j->p < j->end && *j->p == ',') {
+                    j->p++;
+                    tb__jws(j);
+                    if (j->p < j->end && *j->p == ']') return tb__jfail(j, "a trailing ','");
+                } else if (j->p < j->end && *j->p != ']') return tb__jfail(j, "expected ',' or ']'");
+            }
+            if (j->p >= j->end) return tb__jfail(j, "unexpected end");
+            j->p++;
+            if (sh) t->rank = n, seen |= 2;
+            else if (n != 2) return tb__wfail(j, w, tb_err_malformed, "data_offsets of fewer than two numbers", name);
+            else seen |= 4;
+        } else if ((r = tb__jskip(j, 2)) != tb_ok) return r;
+        if ((more = tb__jmore(j, '}', &r)) < 0) return r;
+        if (!more) break;
+    }
+    if (seen != 7) return tb__wfail(j, w, tb_err_malformed, "a tensor without its dtype, shape or data_offsets", name);
+    t->dtype = row->number;
+    {
+        uint32_t d;
+        bytes = row->bytes;
+        for (d = 0; d < t->rank; d++)
+            if (t->shape[d] && bytes > UINT64_MAX / (uint64_t)t->shape[d]) return tb__wfail(j, w, tb_err_limit, "a shape whose bytes overflow", name);
+            else bytes *= (uint64_t)t->shape[d];
+    }
+    if (off[1] < off[0] || off[1] - off[0] != bytes)
+        return tb__wfail(j, w, tb_err_malformed, "data_offsets that do not span the shape's bytes", name);
+    if (off[1] > w->file_size - w->data_start)
+        return tb__wfail(j, w, tb_err_truncated, "data_offsets past the end of the file", name);
+    t->offset = w->data_start + off[0], t->size = bytes;
+    return tb_ok;
+}
+
+static const tb_weights *tb__wsort_w; /* qsort has no user pointer: the comparators run under tb__wsort_mu */
+static pthread_mutex_t tb__wsort_mu = PTHREAD_MUTEX_INITIALIZER;
+static int tb__wcmp_offset(const void *a, const void *b) {
+    const tb_weights_tensor *x = (const tb_weights_tensor *)a, *y = (const tb_weights_tensor *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : (x->size > y->size) - (x->size < y->size);
+}
+static int tb__wcmp_name(const void *a, const void *b) {
+    return strcmp(tb__wsort_w->tensors[*(const uint32_t *)a].name, tb__wsort_w->tensors[*(const uint32_t *)b].name);
+}
+
+/* The header's JSON: an object of tensors, and "__metadata__" (skipped). */
+static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb_error *err) {
+    tb__json j;
+    uint32_t cap = 0, i;
+    int more;
+    size_t names_cap = 0, names_len = 0;
+    tb_result r;
+    char *name = NULL;
+    uint64_t at;
+    j.p = j.start = text, j.end = text + n, j.err = err, j.doc = "safetensors header", j.base = 8;
+    if (!(name = (char *)tb__alloc(&w->ctx, TB_MAX_STRING_LENGTH + 1))) return TB__OOM(err);
+    tb__jws(&j);
+    if (j.p >= j.end || *j.p != '{') {
+        r = tb__wfail(&j, w, tb_err_malformed, "the header is not a JSON object", NULL);
+        goto done;
+    }
+    j.p++;
+    tb__jws(&j);
+    if (j.p < j.end && *j.p == '}') j.p++;
+    else
+        for (;;) {
+            size_t len;
+            tb__jws(&j);
+            if ((r = tb__jstring(&j, name, TB_MAX_STRING_LENGTH + 1)) != tb_ok) goto done;
+            tb__jws(&j);
+            if (j.p >= j.end || *j.p != ':') {
+                r = tb__jfail(&j, "expected ':'");
+                goto done;
+            }
+            j.p++;
+            if (!strcmp(name, "__metadata__")) {
+                if ((r = tb__jskip(&j, 1)) != tb_ok) goto done;
+            } else {
+                tb_weights_tensor *t;
+                if (!*name) {
+                    r = tb__wfail(&j, w, tb_err_bad_name, "a tensor with an empty name", NULL);
+                    goto done;
+                }
+                if (w->count >= TB_MAX_WEIGHTS_TENSORS) {
+                    r = tb__wfail(&j, w, tb_err_limit, "over TB_MAX_WEIGHTS_TENSORS tensors", NULL);
+                    goto done;
+                }
+                if (w->count == cap && !tb__grow(&w->ctx, (void **)&w->tensors, &cap, w->count + 1, sizeof *w->tensors)) {
+                    r = TB__OOM(err);
+                    goto done;
+                }
+                t = &w->tensors[w->count];
+                memset(t, 0, sizeof *t);
+                if ((r = tb__weights_entry(&j, w, t, name)) != tb_ok) goto done;
+                len = strlen(name) + 1;
+                if (names_len + len > names_cap) {
+                    size_t nc = names_cap ? names_cap * 2 : 4096;
+                    char *nn;
+                    while (nc < names_len + len) nc *= 2;
+                    if (!(nn = (char *)tb__alloc(&w->ctx, nc))) {
+                        r = TB__OOM(err);
+                        goto done;
+                    }
+                    if (names_len) memcpy(nn, w->names, names_len);
+                    tb__free(&w->ctx, w->names);
+                    w->names = nn, names_cap = nc;
+                }
+                memcpy(w->names + names_len, name, len);
+                t->name = (const char *)(uintptr_t)names_len; /* an offset until the names stop moving */
+                names_len += len;
+                w->count++;
+            }
+            if ((more = tb__jmore(&j, '}', &r)) < 0) goto done;
+            if (!more) break;
+        }
+    tb__jws(&j);
+    if (j.p != j.end) {
+        r = tb__wfail(&j, w, tb_err_malformed, "bytes after the header's object", NULL);
+        goto done;
+    }
+    for (i = 0; i < w->count; i++) w->tensors[i].name = w->names + (uintptr_t)w->tensors[i].name;
+    /* the bytes: covered exactly, in offset order */
+    if (w->count) qsort(w->tensors, w->count, sizeof *w->tensors, tb__wcmp_offset);
+    for (at = w->data_start, i = 0; i < w->count; i++) {
+        if (w->tensors[i].offset != at) {
+            r = tb__fail(err, tb_err_malformed, NULL, w->path, (long long)w->tensors[i].offset, 0,
+                         "safetensors: tensor \"%.120s\" starts at data byte %llu where the one before ends at %llu (%s)",
+                         w->tensors[i].name, (unsigned long long)(w->tensors[i].offset - w->data_start),
+                         (unsigned long long)(at - w->data_start), w->tensors[i].offset < at ? "they overlap" : "a hole");
+            goto done;
+        }
+        at += w->tensors[i].size;
+    }
+    if (at != w->file_size) {
+        r = tb__fail(err, tb_err_malformed, NULL, w->path, (long long)at, 0,
+                     "safetensors: the tensors end at byte %llu of a %llu-byte file", (unsigned long long)at,
+                     (unsigned long long)w->file_size);
+        goto done;
+    }
+    if (!(w->by_name = (uint32_t *)tb__alloc(&w->ctx, (w->count ? w->count : 1) * sizeof *w->by_name))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (i = 0; i < w->count; i++) w->by_name[i] = i;
+    pthread_mutex_lock(&tb__wsort_mu);
+    tb__wsort_w = w;
+    if (w->count) qsort(w->by_name, w->count, sizeof *w->by_name, tb__wcmp_name);
+    pthread_mutex_unlock(&tb__wsort_mu);
+    for (i = 1; i < w->count; i++)
+        if (!strcmp(w->tensors[w->by_name[i]].name, w->tensors[w->by_name[i - 1]].name)) {
+            r = tb__fail(err, tb_err_malformed, NULL, w->path, -1, 0, "safetensors: two tensors named \"%.120s\"",
+                         w->tensors[w->by_name[i]].name);
+            goto done;
+        }
+    r = tb_ok;
+done:
+    tb__free(&w->ctx, name);
+    return r;
+}
+
+static tb_result tb__weights_open(tb_weights *w, tb_error *err) {
+    unsigned char h[8];
+    uint64_t n;
+    char *text;
+    tb_result r;
+    if (w->file_size < 8 || tb__weights_read_raw(w, 0, h, 8) != 0)
+        return tb__fail(err, w->file_size < 8 ? tb_err_truncated : tb_err_io, NULL, w->path, 0, errno,
+                        "safetensors: %llu bytes, fewer than the header's length", (unsigned long long)w->file_size);
+    n = tb__le64(h);
+    if (n > TB_MAX_WEIGHTS_HEADER)
+        return tb__fail(err, tb_err_limit, NULL, w->path, 0, 0, "safetensors: a header of %llu bytes, over TB_MAX_WEIGHTS_HEADER",
+                        (unsigned long long)n);
+    if (n > w->file_size - 8)
+        return tb__fail(err, tb_err_truncated, NULL, w->path, 0, 0, "safetensors: a header of %llu bytes in a %llu-byte file",
+                        (unsigned long long)n, (unsigned long long)w->file_size);
+    w->data_start = 8 + n;
+    if (!(text = (char *)tb__alloc(&w->ctx, n ? (size_t)n : 1))) return TB__OOM(err);
+    if (tb__weights_read_raw(w, 8, text, (size_t)n) != 0) r = tb__fail(err, tb_err_io, NULL, w->path, 8, errno, "safetensors: reading the header");
+    else r = tb__weights_parse(w, text, (size_t)n, err);
+    tb__free(&w->ctx, text);
+    return r;
+}
+
+static tb_weights *tb__weights_new(const tb_options *options, const char *path) {
+    tb__ctx c = tb__ctx_from(options);
+    tb_weights *w = (tb_weights *)tb__alloc(&c, sizeof *w);
+    if (!w) return NULL;
+    memset(w, 0, sizeof *w);
+    w->ctx = c, w->fd = -1;
+    if (path && !(w->path = (char *)tb__alloc(&c, strlen(path) + 1))) {
+        tb__free(&c, w);
+        return NULL;
+    }
+    if (path) memcpy(w->path, path, strlen(path) + 1);
+    return w;
+}
+
+TBDEF tb_result tb_weights_open(const char *path, const tb_options *options, tb_weights **out, tb_error *err) {
+    tb_weights *w;
+    struct stat st;
+    tb_result r;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!path) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "path is NULL");
+    if (!(w = tb__weights_new(options, path))) return TB__OOM(err);
+    if ((w->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        r = tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open the weights file");
+        tb_weights_free(w);
+        return r;
+    }
+    if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        r = tb__fail(err, tb_err_io, NULL, path, -1, errno, "the weights file is not a regular file");
+        tb_weights_free(w);
+        return r;
+    }
+    w->file_size = (uint64_t)st.st_size;
+    if ((r = tb__weights_open(w, err)) != tb_ok) {
+        tb_weights_free(w);
+        return r;
+    }
+    *out = w;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_weights_open_memory(const void *data, size_t size, const tb_options *options, tb_weights **out,
+                                       tb_error *err) {
+    tb_weights *w;
+    tb_result r;
+    if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
+    *out = NULL;
+    if (!data && size) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "data is NULL");
+    if (!(w = tb__weights_new(options, NULL))) return TB__OOM(err);
+    w->mem = (const unsigned char *)data, w->file_size = size;
+    if ((r = tb__weights_open(w, err)) != tb_ok) {
+        tb_weights_free(w);
+        return r;
+    }
+    *out = w;
+    return tb_ok;
+}
+
+TBDEF uint32_t tb_weights_count(const tb_weights *w) { return w ? w->count : 0; }
+TBDEF const tb_weights_tensor *tb_weights_at(const tb_weights *w, uint32_t i) { return w && i < w->count ? &w->tensors[i] : NULL; }
+TBDEF const tb_weights_tensor *tb_weights_find(const tb_weights *w, const char *name) {
+    uint32_t lo = 0, hi;
+    if (!w || !name) return NULL;
+    hi = w->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(w->tensors[w->by_name[mid]].name, name);
+        if (!c) return &w->tensors[w->by_name[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+TBDEF tb_result tb_weights_read(const tb_weights *w, const tb_weights_tensor *t, uint64_t offset, void *dst, size_t size,
+                                tb_error *err) {
+    if (!w || !t || (size && !dst) || t < w->tensors || t >= w->tensors + w->count)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_weights_read: no such tensor, or dst is NULL");
+    if (offset > t->size || size > t->size - offset)
+        return tb__fail(err, tb_err_invalid_argument, NULL, w->path, -1, 0, "bytes %llu..+%zu of tensor \"%.120s\" (%llu bytes)",
+                        (unsigned long long)offset, size, t->name, (unsigned long long)t->size);
+    if (size && tb__weights_read_raw(w, t->offset + offset, dst, size) != 0)
+        return tb__fail(err, tb_err_io, NULL, w->path, (long long)(t->offset + offset), errno,
+                        "the weights file no longer holds tensor \"%.120s\" (cut short since it was opened?)", t->name);
+    return tb_ok;
+}
+TBDEF tb_result tb_weights_crc32(const tb_weights *w, const tb_weights_tensor *t, uint32_t *crc, tb_error *err) {
+    unsigned char *buf;
+    uint64_t off;
+    uint32_t c = 0;
+    tb_result r = tb_ok;
+    size_t piece = (size_t)1 << 20;
+    if (!crc) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "crc is NULL");
+    if (!w || !t) return tb_weights_read(w, t, 0, NULL, 0, err);
+    if (!(buf = (unsigned char *)tb__alloc(&((tb_weights *)w)->ctx, piece))) return TB__OOM(err);
+    for (off = 0; off < t->size && r == tb_ok; off += piece) {
+        size_t n = t->size - off < piece ? (size_t)(t->size - off) : piece;
+        if ((r = tb_weights_read(w, t, off, buf, n, err)) == tb_ok) c = tb_crc32(c, buf, n);
+    }
+    tb__free(&((tb_weights *)w)->ctx, buf);
+    if (r == tb_ok) *crc = c;
+    return r;
+}
+
+/* The shape as "[2, 3]". */
+static void tb__shape_text(char *out, size_t cap, uint32_t rank, const int64_t *shape) {
+    size_t a = 0;
+    uint32_t d;
+    a += (size_t)snprintf(out, cap, "[");
+    for (d = 0; d < rank && d < TB_MAX_TENSOR_DIMS && a < cap; d++)
+        a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (a < cap) snprintf(out + a, cap - a, "]");
+}
+
+TBDEF tb_result tb_weights_check(const tb_weights *w, const tb_bundle *b, unsigned flags, tb_error *err) {
+    uint32_t i;
+    if (!w || !b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_weights_check: weights or bundle is NULL");
+    if (flags & ~TB_WEIGHTS_CHECK_CRC) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown flags 0x%x", flags);
+    for (i = 0; i < b->constant_count; i++) {
+        const tb_program_constant *k = &b->constants[i];
+        const tb_weights_tensor *t;
+        char want[160], got[160];
+        uint32_t crc;
+        tb_result r;
+        if (!(k->flags & TB_CONSTANT_EXTERNAL)) continue;
+        if (!(t = tb_weights_find(w, k->tensor)))
+            return tb__fail(err, tb_err_not_found, NULL, w->path, -1, 0, "constant %u \"%.100s\": the weights file has no tensor \"%.100s\"",
+                            i, k->name, k->tensor);
+        tb__shape_text(want, sizeof want, k->rank, k->shape);
+        tb__shape_text(got, sizeof got, t->rank, t->shape);
+        if (t->dtype != k->dtype || t->rank != k->rank || memcmp(t->shape, k->shape, k->rank * sizeof *k->shape))
+            return tb__fail(err, tb_err_arg_mismatch, NULL, w->path, (long long)t->offset, 0,
+                            "constant %u \"%.100s\": tensor \"%.100s\" is %s %s in the weights file, the bundle wants %s %s", i,
+                            k->name, k->tensor, tb_dtype_name(t->dtype), got, tb_dtype_name(k->dtype), want);
+        if (!(flags & TB_WEIGHTS_CHECK_CRC)) continue;
+        if ((r = tb_weights_crc32(w, t, &crc, err)) != tb_ok) return r;
+        if (crc != k->crc32)
+            return tb__fail(err, tb_err_checksum, NULL, w->path, (long long)t->offset, 0,
+                            "constant %u \"%.100s\": tensor \"%.100s\" holds other bytes than at export (CRC-32 %08x, exported "
+                            "%08x): another checkpoint", i, k->name, k->tensor, crc, k->crc32);
+    }
+    return tb_ok;
+}
+
+TBDEF void tb_weights_free(tb_weights *w) {
+    tb__ctx c;
+    if (!w) return;
+    c = w->ctx;
+    if (w->fd >= 0) close(w->fd);
+    tb__free(&c, w->tensors);
+    tb__free(&c, w->by_name);
+    tb__free(&c, w->names);
+    tb__free(&c, w->path);
+    tb__free(&c, w);
 }
 
 #ifndef TB_NO_LAUNCHER
@@ -12233,6 +12892,11 @@ struct tb_model {
     uint32_t prog_count;
     tb__model_prog *progs;
     size_t upload_chunk;
+    uint64_t pinned_min;         /* file bytes from which the upload goes the pinned way */
+    uint32_t upload_threads;
+    double upload_ms;            /* the load's upload */
+    const char *upload_way;      /* how it went, for the log line */
+    double upload_pin_ms;        /* of which pinning the staging slots */
     tb_options options;          /* the caller's, for the graph */
 };
 
@@ -12246,6 +12910,7 @@ TBDEF const tb_tensor_spec *tb_model_output(const tb_model *m, uint32_t i) {
 }
 TBDEF uint64_t tb_model_workspace_size(const tb_model *m) { return m ? m->ws_bytes : 0; }
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *m) { return m ? m->const_bytes : 0; }
+TBDEF double tb_model_upload_ms(const tb_model *m) { return m ? m->upload_ms : 0; }
 TBDEF uint32_t tb_model_state_count(const tb_model *m) { return m ? m->state_count : 0; }
 TBDEF uint32_t tb_model_program_count(const tb_model *m) { return m ? m->prog_count : 0; }
 TBDEF const tb_program *tb_model_program(const tb_model *m, uint32_t program) {
@@ -12291,25 +12956,45 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
     return cr;
 }
 
-/* A mapped file's constants: pieces (a file offset, a device address, a
-   length) that a reader thread reads with pread into two pageable buffers
-   in turn while the loading thread copies the other one to the device, so
-   that reading the file and the copies overlap. */
+/* Constants read from files (a mapped bundle's, through its checked
+   read path; a weights file's) go to the device in pieces: a file offset,
+   a device address, a length, the file. Two ways, chosen by the bytes:
+   - pageable (tb__pipe_run): one reader thread reads with pread into two
+     heap buffers in turn while this thread copies the other one
+     (cuMemcpyHtoD, which returns once the bytes are staged), so reads and
+     copies overlap; nothing to set up, the best way for small models.
+   - pinned (tb__pinned_run): TB__PIN_SLOTS page-locked slots of
+     TB__PIN_PIECE bytes, which several reader threads fill with pread
+     (page-cache reads run at a few GB/s per core, so one thread cannot
+     keep up with the bus) while this thread queues an asynchronous copy
+     of each filled one, in order, on a stream of its own and records an
+     event; a slot is read into again once its copy's event has passed.
+     The copy engine reads pinned memory at the bus's speed, pageable
+     memory at a fraction of it; the buffers cost milliseconds to pin,
+     paid back from some tens of megabytes on. */
 typedef struct tb__piece {
     uint64_t at, dev;
     size_t n;
+    int weights;                 /* from the weights file, else from the bundle */
 } tb__piece;
 typedef struct tb__pipe {
-    const tb_bundle *b;
+    const tb_model *m;
+    const tb_weights *w;
     const tb__piece *pieces;
-    uint32_t count;
-    unsigned char *buf[2];
+    uint32_t count, slots;
+    unsigned char **buf;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint32_t filled;             /* pieces read so far */
-    uint32_t copied;             /* pieces copied so far */
+    uint32_t filled;             /* pageable: pieces read so far */
+    uint32_t *ready;             /* pinned: per slot, 1 + the piece read into it */
+    uint32_t next;               /* pinned: the next piece a reader takes */
+    uint32_t copied;             /* pieces whose copy is done with their buffer */
     int stop, io;                /* the copier gave up; a read failed (errno) */
 } tb__pipe;
+static int tb__piece_read(const tb__pipe *q, const tb__piece *pc, void *dst) {
+    if (pc->weights) return tb__weights_read_raw(q->w, pc->at, dst, pc->n);
+    return q->m->bundle->read_at(q->m->bundle, (size_t)pc->at, dst, pc->n);
+}
 static void *tb__pipe_reader(void *arg) {
     tb__pipe *q = (tb__pipe *)arg;
     uint32_t k;
@@ -12322,7 +13007,7 @@ static void *tb__pipe_reader(void *arg) {
             break;
         }
         pthread_mutex_unlock(&q->mu);
-        if (q->b->read_at(q->b, (size_t)q->pieces[k].at, q->buf[k & 1], q->pieces[k].n) != 0) e = errno ? errno : EIO;
+        if (tb__piece_read(q, &q->pieces[k], q->buf[k & 1]) != 0) e = errno ? errno : EIO;
         pthread_mutex_lock(&q->mu);
         if (e) q->io = e, q->stop = 1;
         else q->filled = k + 1;
@@ -12332,113 +13017,266 @@ static void *tb__pipe_reader(void *arg) {
     }
     return NULL;
 }
+static TB__COLD tb_result tb__pipe_io(const tb__pipe *q, tb_error *err) {
+    return tb__fail(err, tb_err_io, NULL, NULL, -1, q->io,
+                    "the %s no longer holds its constants' bytes (truncated or replaced since it was read?)",
+                    q->w ? "bundle file or the weights file" : "bundle file");
+}
 /* Reads and copies the pieces; tb_ok, tb_err_io (the file lost its bytes)
    or the failed driver call's result in *cr. */
-static tb_result tb__pipe_run(tb_model *m, const tb__piece *pieces, uint32_t count, tb__CUresult *cr, tb_error *err) {
-    tb__pipe q;
+static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
     pthread_t tid;
-    uint32_t k;
+    uint32_t k, count = q->count;
     int threaded, io = 0;
     size_t piece = 0;
+    unsigned char *buf[2] = {NULL, NULL};
     tb_result r = tb_ok;
-    memset(&q, 0, sizeof q);
+    tb__ctx c = q->m->ctx;
     for (k = 0; k < count; k++)
-        if (pieces[k].n > piece) piece = pieces[k].n;
-    q.b = m->bundle, q.pieces = pieces, q.count = count;
-    if (!(q.buf[0] = (unsigned char *)tb__alloc(&m->ctx, piece)) ||
-        (count > 1 && !(q.buf[1] = (unsigned char *)tb__alloc(&m->ctx, piece)))) {
-        tb__free(&m->ctx, q.buf[0]);
+        if (q->pieces[k].n > piece) piece = q->pieces[k].n;
+    if (!(buf[0] = (unsigned char *)tb__alloc(&c, piece)) || (count > 1 && !(buf[1] = (unsigned char *)tb__alloc(&c, piece)))) {
+        tb__free(&c, buf[0]);
         return TB__OOM(err);
     }
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.cv, NULL);
-    threaded = count > 1 && pthread_create(&tid, NULL, tb__pipe_reader, &q) == 0;
+    q->buf = buf;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    threaded = count > 1 && pthread_create(&tid, NULL, tb__pipe_reader, q) == 0;
     for (k = 0; k < count && !*cr; k++) {
+        const tb__piece *pc = &q->pieces[k];
         if (!threaded) { /* one piece, or no thread to be had: in turn */
-            if (m->bundle->read_at(m->bundle, (size_t)pieces[k].at, q.buf[0], pieces[k].n) != 0) {
-                q.io = errno ? errno : EIO;
+            if (tb__piece_read(q, pc, buf[0]) != 0) {
+                q->io = errno ? errno : EIO;
                 break;
             }
-            *cr = tb__drv.cuMemcpyHtoD(pieces[k].dev, q.buf[0], pieces[k].n);
+            *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[0], pc->n);
             continue;
         }
-        pthread_mutex_lock(&q.mu);
-        while (!q.stop && q.filled <= k) pthread_cond_wait(&q.cv, &q.mu);
-        io = q.io;
-        pthread_mutex_unlock(&q.mu);
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && q->filled <= k) pthread_cond_wait(&q->cv, &q->mu);
+        io = q->io;
+        pthread_mutex_unlock(&q->mu);
         if (io) break;
-        *cr = tb__drv.cuMemcpyHtoD(pieces[k].dev, q.buf[k & 1], pieces[k].n); /* pageable: done with the buffer on return */
-        pthread_mutex_lock(&q.mu);
-        q.copied = k + 1;
-        if (*cr) q.stop = 1;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.mu);
+        *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[k & 1], pc->n); /* pageable: done with the buffer on return */
+        pthread_mutex_lock(&q->mu);
+        q->copied = k + 1;
+        if (*cr) q->stop = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
     }
     if (threaded) {
-        pthread_mutex_lock(&q.mu);
-        q.stop = 1;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.mu);
+        pthread_mutex_lock(&q->mu);
+        q->stop = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
         pthread_join(tid, NULL);
     }
-    if (q.io)
-        r = tb__fail(err, tb_err_io, NULL, NULL, -1, q.io,
-                     "the bundle file no longer holds its constants' bytes (truncated or replaced since it was read?)");
-    pthread_cond_destroy(&q.cv);
-    pthread_mutex_destroy(&q.mu);
-    tb__free(&m->ctx, q.buf[0]);
-    tb__free(&m->ctx, q.buf[1]);
+    if (q->io) r = tb__pipe_io(q, err);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    tb__free(&c, buf[0]);
+    tb__free(&c, buf[1]);
     return r;
 }
 
+#ifndef TB_UPLOAD_PIECE
+#define TB_UPLOAD_PIECE ((size_t)1 << 20) /* bytes of one pinned staging slot */
+#endif
+#ifndef TB_UPLOAD_SLOTS
+#define TB_UPLOAD_SLOTS 12u               /* slots, pinned as one allocation */
+#endif
+#define TB__PIN_PIECE TB_UPLOAD_PIECE
+#define TB__PIN_SLOTS TB_UPLOAD_SLOTS
+#define TB__PIN_THREADS_MAX 16u
+/* A pinned-path reader: takes the next piece, waits for its slot's last
+   copy to be done, reads into it. */
+static void *tb__pinned_reader(void *arg) {
+    tb__pipe *q = (tb__pipe *)arg;
+    for (;;) {
+        uint32_t k;
+        int e = 0;
+        pthread_mutex_lock(&q->mu);
+        for (;;) { /* the next piece, taken again after each wait: another reader may have taken it */
+            k = q->next;
+            if (q->stop || k >= q->count || k < q->copied + q->slots) break;
+            pthread_cond_wait(&q->cv, &q->mu);
+        }
+        if (q->stop || k >= q->count) {
+            pthread_mutex_unlock(&q->mu);
+            break;
+        }
+        q->next = k + 1;
+        pthread_mutex_unlock(&q->mu);
+        if (tb__piece_read(q, &q->pieces[k], q->buf[k % q->slots]) != 0) e = errno ? errno : EIO;
+        pthread_mutex_lock(&q->mu);
+        if (e) q->io = e, q->stop = 1;
+        else q->ready[k % q->slots] = k + 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        if (e) break;
+    }
+    return NULL;
+}
+/* Hands the oldest copy's slot back to the readers once the copy is done. */
+static tb__CUresult tb__pinned_retire(tb__pipe *q, void *const *ev, uint32_t *done) {
+    tb__CUresult cr = tb__drv.cuEventSynchronize(ev[*done % q->slots]);
+    if (cr) return cr;
+    ++*done;
+    pthread_mutex_lock(&q->mu);
+    q->copied = *done;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+/* The pinned way; tb_err_* for what failed before a copy (*cr for a copy).
+   The slots are one pinned allocation: pinning costs about 1 ms a call
+   and 0.5 ms a MiB (measured on an H100 host), so few small slots, made
+   at once. The copier queues each piece's copy as soon as it is read, in
+   order; while it waits for a piece it retires the oldest copy, so that a
+   slot goes back to the readers as soon as its bytes have left it. */
+static tb_result tb__pinned_run(tb__pipe *q, uint32_t threads, double *pin_ms, tb__CUresult *cr, tb_error *err) {
+    void *stream = NULL, *ev[TB__PIN_SLOTS];
+    unsigned char *buf[TB__PIN_SLOTS], *block = NULL;
+    uint32_t ready[TB__PIN_SLOTS];
+    pthread_t tid[TB__PIN_THREADS_MAX];
+    uint32_t k, started = 0, done = 0, i;
+    const char *call = NULL;
+    double t0 = tb__now();
+    tb_result r = tb_ok;
+    memset(ev, 0, sizeof ev), memset(buf, 0, sizeof buf), memset(ready, 0, sizeof ready);
+    q->slots = q->count < TB__PIN_SLOTS ? q->count : TB__PIN_SLOTS; /* no more slots pinned than pieces */
+    q->buf = buf, q->ready = ready;
+    if ((*cr = tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) call = "cuStreamCreate";
+    else if ((*cr = tb__drv.cuMemAllocHost((void **)&block, (size_t)q->slots * TB__PIN_PIECE)) != 0) call = "cuMemAllocHost";
+    for (i = 0; i < q->slots && !call; i++)
+        if ((*cr = tb__drv.cuEventCreate(&ev[i], 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) call = "cuEventCreate";
+        else buf[i] = block + (size_t)i * TB__PIN_PIECE;
+    *pin_ms = (tb__now() - t0) * 1e3;
+    if (call) goto out;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    if (threads > q->slots) threads = q->slots; /* a reader needs a slot */
+    for (i = 0; i < threads && i < TB__PIN_THREADS_MAX; i++)
+        if (pthread_create(&tid[started], NULL, tb__pinned_reader, q) == 0) started++;
+    for (k = 0; k < q->count && !*cr; k++) {
+        uint32_t s = k % q->slots;
+        int io = 0, have;
+        if (!started) { /* no thread to be had: read here */
+            if (k >= q->slots && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
+            if (tb__piece_read(q, &q->pieces[k], buf[s]) != 0) {
+                q->io = errno ? errno : EIO;
+                break;
+            }
+        } else
+            for (;;) {
+                pthread_mutex_lock(&q->mu);
+                have = ready[s] == k + 1;
+                io = q->io;
+                if (!have && !io && done == k) pthread_cond_wait(&q->cv, &q->mu); /* nothing in flight to retire */
+                have = ready[s] == k + 1, io = q->io;
+                pthread_mutex_unlock(&q->mu);
+                if (have || io) break;
+                if (done < k && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
+            }
+        if (io || *cr) break;
+        if ((*cr = tb__drv.cuMemcpyHtoDAsync(q->pieces[k].dev, buf[s], q->pieces[k].n, stream)) != 0 ||
+            (*cr = tb__drv.cuEventRecord(ev[s], stream)) != 0)
+            break;
+        if (!started) continue;
+        /* a reader waiting on this slot's ring: retire what is done already */
+        while (done + q->slots <= k + 1 && !*cr) *cr = tb__pinned_retire(q, ev, &done);
+    }
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    for (i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    if (!*cr) *cr = tb__drv.cuStreamSynchronize(stream);
+    else tb__drv.cuStreamSynchronize(stream); /* the slots are freed below: no copy may still read them */
+    if (q->io) r = tb__pipe_io(q, err);
+out:
+    if (block) tb__drv.cuMemFreeHost(block);
+    for (i = 0; i < q->slots; i++)
+        if (ev[i]) tb__drv.cuEventDestroy(ev[i]);
+    if (stream) tb__drv.cuStreamDestroy(stream);
+    if (call && r == tb_ok) r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
+    return r;
+}
 
-/* The constants (state_only: the state ones) from the bundle to the
-   device, in groups: constants whose bytes lie in the bundle's input as
-   they lie on the device (the writer's layout: each at the next multiple
-   of 64) go in one piece, padding and all. A group in memory (a bundle
-   read from a buffer, or copied) is copied from its bytes as they are; a
-   group in a mapped file is read through the checked path (pread, which
-   a truncated file turns into an error where the mapping would raise
-   SIGBUS) in pieces of upload_chunk bytes, a reader thread reading one
-   while this one copies the other (tb__pipe). Measured on an H100,
-   pinned buffers cost more to make (about 1.5 ms for two of 512 KiB,
-   made and freed) than a small model's whole upload takes this way. */
-static tb_result tb__model_upload(tb_model *m, int state_only, tb_error *err) {
+/* The constants (state_only: the state ones) from the bundle and the
+   weights file to the device. Constants whose bytes lie in the bundle's
+   input as they lie on the device (the writer's layout: each at the next
+   multiple of 64) go as one group, padding and all. A group in memory (a
+   bundle read from a buffer, or copied) is copied from its bytes as they
+   are; a group in a mapped file, and each EXTERNAL constant, is read in
+   pieces through the checked path (pread, which a truncated file turns
+   into an error where a mapping would raise SIGBUS), the pinned way from
+   pinned_min bytes on, else the pageable way. */
+static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_error *err) {
     const tb_program_constant *k = m->constants;
     const tb_bundle *b = m->bundle;
     tb__piece *pieces = NULL;
     uint32_t count = 0, cap = 0;
     uintptr_t base = (uintptr_t)b->map_base;
     uint32_t i = 0, j;
+    uint64_t total = 0;
+    size_t chunk;
+    int pinned;
     tb__CUresult cr = 0;
     tb_result r = tb_ok;
+    tb__pipe q;
+    /* the bytes from files first, to choose the way (and its piece size) */
+    for (j = 0; j < m->constant_count; j++) {
+        uintptr_t src = (uintptr_t)k[j].data;
+        if (state_only && !(k[j].flags & TB_CONSTANT_STATE)) continue;
+        if ((k[j].flags & TB_CONSTANT_EXTERNAL) ||
+            (b->read_at && src >= base && src - base <= b->map_size && k[j].size <= b->map_size - (src - base)))
+            total += k[j].size;
+    }
+    pinned = total >= m->pinned_min;
+    chunk = pinned ? TB__PIN_PIECE : m->upload_chunk;
     while (i < m->constant_count && r == tb_ok && !cr) {
         uintptr_t src = (uintptr_t)k[i].data;
-        uint64_t dev = m->const_addr[i], len, off;
+        uint64_t dev = m->const_addr[i], len, off, at;
+        int ext = (k[i].flags & TB_CONSTANT_EXTERNAL) != 0;
         if (state_only && !(k[i].flags & TB_CONSTANT_STATE)) {
             i++;
             continue;
         }
-        for (j = i + 1; !state_only && j < m->constant_count; j++)
-            if ((uintptr_t)k[j].data - src != m->const_addr[j] - dev) break;
-        len = m->const_addr[j - 1] - dev + k[j - 1].size;
+        if (ext) {
+            const tb_weights_tensor *t = tb_weights_find(w, k[i].tensor); /* checked at load */
+            at = t->offset, len = k[i].size, j = i + 1;
+        } else {
+            for (j = i + 1; !state_only && j < m->constant_count; j++)
+                if ((k[j].flags & TB_CONSTANT_EXTERNAL) || (uintptr_t)k[j].data - src != m->const_addr[j] - dev) break;
+            len = m->const_addr[j - 1] - dev + k[j - 1].size;
+            at = src - base;
+        }
         i = j;
         if (!len) continue;
-        if (!b->read_at || src < base || src - base > b->map_size || len > b->map_size - (src - base)) {
+        if (!ext && (!b->read_at || src < base || src - base > b->map_size || len > b->map_size - (src - base))) {
             cr = tb__drv.cuMemcpyHtoD(dev, (const void *)src, (size_t)len);
             continue;
         }
-        for (off = 0; off < len; off += m->upload_chunk) {
+        for (off = 0; off < len; off += chunk) {
             if (count == cap && !tb__grow(&m->ctx, (void **)&pieces, &cap, count + 1, sizeof *pieces)) {
                 r = TB__OOM(err);
                 break;
             }
-            pieces[count].at = src - base + off;
+            pieces[count].at = at + off;
             pieces[count].dev = dev + off;
-            pieces[count++].n = len - off < m->upload_chunk ? (size_t)(len - off) : m->upload_chunk;
+            pieces[count].weights = ext;
+            pieces[count++].n = len - off < chunk ? (size_t)(len - off) : chunk;
         }
     }
-    if (r == tb_ok && !cr && count) r = tb__pipe_run(m, pieces, count, &cr, err);
+    memset(&q, 0, sizeof q);
+    q.m = m, q.w = w, q.pieces = pieces, q.count = count;
+    m->upload_way = !count ? "copied from the bundle's memory" : pinned ? "read with pread by reader threads into pinned buffers, "
+        "copied asynchronously" : "read with pread into two pageable buffers, copied";
+    if (r == tb_ok && !cr && count)
+        r = pinned ? tb__pinned_run(&q, m->upload_threads, &m->upload_pin_ms, &cr, err) : tb__pipe_run(&q, &cr, err);
     tb__free(&m->ctx, pieces);
     /* a pageable copy returns once its bytes are staged: wait for them to
        land, so that a run on any stream sees them */
@@ -12692,6 +13530,39 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
     return tb_ok;
 }
 
+/* Reader threads for a pinned upload: one per core but one (a pread from
+   the page cache runs at about 7 GB/s on one core of an H100 host, 12
+   threads at 50: the bus's speed), 2 to one per slot. */
+static uint32_t tb__upload_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1, most = TB__PIN_SLOTS < TB__PIN_THREADS_MAX ? TB__PIN_SLOTS : TB__PIN_THREADS_MAX;
+    return n < 2 ? 2u : n > most ? (uint32_t)most : (uint32_t)n;
+}
+
+/* The weights file of a bundle with EXTERNAL constants, opened and
+   checked whole (every tensor there, its dtype and shape; its bytes with
+   TB_MODEL_VERIFY_WEIGHTS) before anything is allocated or uploaded. */
+static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb_error *err) {
+    const tb_bundle *b = desc->bundle;
+    uint32_t i, n = 0, first = 0;
+    tb_result r;
+    *w = NULL;
+    for (i = 0; i < b->constant_count; i++)
+        if ((b->constants[i].flags & TB_CONSTANT_EXTERNAL) && !n++) first = i;
+    if (!n) return tb_ok;
+    if (!desc->weights) {
+        const char *f = tb_bundle_property(b, "weights.file");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "%u of the bundle's constants (\"%.80s\" first) are tensors of a weights file (exported as \"%.80s\"): "
+                        "give its path in desc.weights", n, b->constants[first].name, f ? f : "?");
+    }
+    if ((r = tb_weights_open(desc->weights, desc->options, w, err)) != tb_ok) return r;
+    if ((r = tb_weights_check(*w, b, (desc->flags & TB_MODEL_VERIFY_WEIGHTS) ? TB_WEIGHTS_CHECK_CRC : 0, err)) != tb_ok) {
+        tb_weights_free(*w);
+        *w = NULL;
+    }
+    return r;
+}
+
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
     tb_model *m;
     tb__ctx c;
@@ -12699,31 +13570,46 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     tb_result r;
     uint32_t j;
     int pushed = 0;
+    tb_weights *w = NULL;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
     if (!desc || !desc->bundle) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc or desc->bundle is NULL");
     if (!desc->bundle->program_count)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
                         "the bundle holds no program (export a model with the Python companion's export_model)");
-    if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO))
+    if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown model flags 0x%x", desc->flags);
     if ((desc->flags & TB_MODEL_STATIC_IO) && !(desc->flags & TB_MODEL_GRAPH))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "TB_MODEL_STATIC_IO chooses how a graph replay reaches the caller's tensors: give it with TB_MODEL_GRAPH");
-    if ((r = tb_driver_load(err)) != tb_ok) return r;
+    if ((r = tb__model_weights(desc, &w, err)) != tb_ok) return r;
+    if ((r = tb_driver_load(err)) != tb_ok) {
+        tb_weights_free(w);
+        return r;
+    }
     if (!tb__drv.cuMemAlloc || !tb__drv.cuMemFree || !tb__drv.cuMemcpyHtoD || !tb__drv.cuMemcpyDtoDAsync ||
         !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute ||
-        !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize)
+        !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize || !tb__drv.cuMemAllocHost || !tb__drv.cuMemFreeHost ||
+        !tb__drv.cuMemcpyHtoDAsync || !tb__drv.cuEventCreate || !tb__drv.cuEventRecord || !tb__drv.cuEventSynchronize ||
+        !tb__drv.cuEventDestroy || !tb__drv.cuStreamCreate || !tb__drv.cuStreamDestroy) {
+        tb_weights_free(w);
         return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the memory calls a model needs");
+    }
     c = tb__ctx_from(desc->options);
-    if (!(m = (tb_model *)tb__alloc(&c, sizeof *m))) return TB__OOM(err);
+    if (!(m = (tb_model *)tb__alloc(&c, sizeof *m))) {
+        tb_weights_free(w);
+        return TB__OOM(err);
+    }
     memset(m, 0, sizeof *m);
     m->ctx = c, m->bundle = desc->bundle, m->flags = desc->flags;
     m->constants = desc->bundle->programs[0]->constants, m->constant_count = desc->bundle->programs[0]->constant_count;
     m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)1 << 20;
+    m->pinned_min = desc->pinned_upload_min ? desc->pinned_upload_min : (uint64_t)64 << 20;
+    m->upload_threads = desc->upload_threads ? desc->upload_threads : tb__upload_threads();
     if (desc->options) m->options = *desc->options;
     if (!(m->progs = (tb__model_prog *)tb__alloc(&c, desc->bundle->program_count * sizeof *m->progs))) {
         tb__free(&c, m);
+        tb_weights_free(w);
         return TB__OOM(err);
     }
     memset(m->progs, 0, desc->bundle->program_count * sizeof *m->progs);
@@ -12753,18 +13639,21 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     t[1] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
     t[2] = tb__now();
-    if ((r = tb__model_upload(m, 0, err)) != tb_ok) goto fail;
+    if ((r = tb__model_upload(m, w, 0, err)) != tb_ok) goto fail;
     t[3] = tb__now();
     tb__log(&m->ctx, TB_LOG_INFO,
             "model: %u program%s, steps resolved (kernels loaded) in %.3f ms; %llu bytes of device memory allocated in %.3f ms; "
-            "%u constants (%llu bytes) uploaded in %.3f ms (%s)", m->prog_count, m->prog_count == 1 ? "" : "s",
+            "%u constants (%llu bytes) uploaded in %.3f ms (%s; pinning %.3f ms%s%s)", m->prog_count, m->prog_count == 1 ? "" : "s",
             (t[1] - t[0]) * 1e3, (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->constant_count,
-            (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3,
-            desc->bundle->read_at ? "read from the file with pread, then copied" : "copied from the bundle's memory");
+            (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3, m->upload_way, m->upload_pin_ms,
+            w ? "; weights from " : "", w ? desc->weights : "");
+    m->upload_ms = (t[3] - t[2]) * 1e3;
+    tb_weights_free(w);
     if (pushed) tb__leave(pushed);
     *out = m;
     return tb_ok;
 fail:
+    tb_weights_free(w);
     if (pushed) tb__leave(pushed);
     tb__model_release(m);
     return r;
@@ -13176,7 +14065,7 @@ TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
         tb__leave(pushed);
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamSynchronize", "%s", "");
     }
-    r = tb__model_upload(m, 1, err);
+    r = tb__model_upload(m, NULL, 1, err); /* state is never external */
     tb__leave(pushed);
     return r;
 }

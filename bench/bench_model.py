@@ -48,9 +48,9 @@ def median_us(torch, fn, iters, warmup):
     return statistics.median(times) * 1e6
 
 
-def tbundle_run(exe, bundle, inputs, iters, graph):
+def tbundle_run(exe, bundle, inputs, iters, graph, out=None):
     """(median us, load ms or None, the output) of tbundle run."""
-    cmd = [exe, "run", bundle]
+    cmd = [exe, "run", bundle] + (["--out", out] if out else [])
     for p in inputs:
         cmd += ["--in", p]
     cmd += ["--bench", str(iters)] + (["--graph"] if graph else [])
@@ -80,12 +80,22 @@ def h2d_ms(torch, n, reps=5):
 
 
 def bench_model(torch, nn, name, args):
+    import numpy as np
     model, inputs, _ = gpu_models.MODELS[name](torch, nn)
     bundle = os.path.join(args.outdir, name + ".tbundle")
-    report = tb.export_model(model, inputs, bundle, gpu_models.OPTIONS.get(name))
+    opts = dict(gpu_models.OPTIONS.get(name) or {})
+    if name in gpu_models.WEIGHTS_FILE:
+        opts["weights"] = os.path.join(args.outdir, name + ".safetensors")
+    t0 = time.perf_counter()
+    report = tb.export_model(model, inputs, bundle, opts)
+    export_s = time.perf_counter() - t0
     in_paths = gpu_models.save_all(torch, [t for t in inputs if torch.is_tensor(t)],
                                    os.path.join(args.outdir, name + ".in"))
     rows = {}
+    with torch.no_grad():
+        ref = [t.clone() for t in tb.output_tensors(report.compiled(*inputs))]
+        eager = [t.float() for t in tb.output_tensors(model(*inputs))]
+    eager_diff = max(float((a.float() - b).abs().max()) for a, b in zip(ref, eager)) if ref else 0.0
     with torch.no_grad():
         rows["eager"] = median_us(torch, lambda: model(*inputs), args.iters, args.warmup)
         rows["triton-only"] = median_us(torch, lambda: report.compiled(*inputs), args.iters, args.warmup)
@@ -93,29 +103,40 @@ def bench_model(torch, nn, name, args):
         rows["compile default"] = median_us(torch, lambda: default(*inputs), args.iters, args.warmup)
         ro = torch.compile(model, mode="reduce-overhead")
         rows["reduce-overhead"] = median_us(torch, lambda: ro(*inputs), args.iters, max(args.warmup, 5))
-    load = {}
+    load, identical = {}, []
     for graph in (False, True):
         label = "tbundle --graph" if graph else "tbundle"
+        out = os.path.join(args.outdir, "%s.out%s" % (name, ".graph" if graph else ""))
         try:
-            us, ms, _ = tbundle_run(args.tbundle, bundle, in_paths, args.iters, graph)
+            us, ms, _ = tbundle_run(args.tbundle, bundle, in_paths, args.iters, graph, out)
             rows[label] = us
             if not graph:
                 load = ms
+            identical.append(all(np.array_equal(np.load(os.path.join(out, "out%d.npy" % k)),
+                                                gpu_models.to_numpy(torch, t)) for k, t in enumerate(ref)))
         except (OSError, RuntimeError) as e:
             print("%s: %s" % (label, e))
             rows[label] = None
+            identical.append(False)
     base_ms = h2d_ms(torch, report.constant_bytes)
     return {"model": name, "us": rows, "constant_bytes": report.constant_bytes, "h2d_pageable_ms": base_ms,
             "tbundle_load_ms": load, "workspace_size": report.workspace_size, "pytorch_peak": report.pytorch_peak,
-            "launches": report.launches, "device": torch.cuda.get_device_name()}
+            "launches": report.launches, "device": torch.cuda.get_device_name(), "export_s": export_s,
+            "identical": identical, "eager_max_abs_diff": eager_diff, "weights": report.weights,
+            "bundle_bytes": os.path.getsize(bundle)}
 
 
 def table(res):
     rows = res["us"]
     ro, tr = rows.get("reduce-overhead"), rows.get("triton-only")
-    print("%s (%s): %d launches, constants %d bytes, workspace %d bytes (PyTorch peak %d)" % (
-        res["model"], res["device"], res["launches"], res["constant_bytes"], res["workspace_size"],
-        res["pytorch_peak"]))
+    print("%s (%s): %d launches, constants %d bytes, workspace %d bytes (PyTorch peak %d); export %.1f s, bundle "
+          "%d bytes%s; the runner's outputs %s the compiled model's (plain, graph: %s); compiled vs eager: max abs "
+          "diff %.3g" % (
+              res["model"], res["device"], res["launches"], res["constant_bytes"], res["workspace_size"],
+              res["pytorch_peak"], res["export_s"], res["bundle_bytes"],
+              ", weights file %d bytes (%d tensors)" % (res["weights"]["bytes"], res["weights"]["external"])
+              if res["weights"] else "", "bit-identical to" if all(res["identical"]) else "DIFFER from",
+              res["identical"], res["eager_max_abs_diff"]))
     print("  %-18s %12s %16s %14s" % ("variant", "median us", "/reduce-overhead", "/triton-only"))
     for label, us in rows.items():
         if us is None:

@@ -114,7 +114,7 @@ static const char *usage_clean =
     "  SECONDS (default 3600). A directory a live writer still holds (its flock)\n"
     "  is never removed, whatever its age.\n";
 static const char *usage_run =
-    "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--graph] [--bench N] [--device N] [-v]\n"
+    "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--weights FILE] [--graph] [--bench N] [--device N] [-v]\n"
     "  Runs the program MODEL holds (a whole compiled model, as the Python companion's\n"
     "  export_model writes it) once on the GPU and writes its outputs to DIR/out0.npy,\n"
     "  DIR/out1.npy..., printing one line for each. Tensors are NumPy .npy files\n"
@@ -135,6 +135,10 @@ static const char *usage_run =
     "  --out DIR      the directory for the outputs (default: the current one), made\n"
     "                 if missing; each file is written beside its place and renamed\n"
     "                 into it\n"
+    "  --weights FILE the safetensors file of MODEL's external constants (exported with\n"
+    "                 weights=...): default, the file its weights.file names, beside\n"
+    "                 MODEL; a checkpoint of the same names, dtypes and shapes (a\n"
+    "                 fine-tuned one) runs without a new export\n"
     "  --graph        run the program as one CUDA graph (TB_MODEL_GRAPH)\n"
     "  --bench N      then time N more runs, 1 to 1000000, after 3 to warm up: each one\n"
     "                 from its launch to its completion (the stream synchronized); prints\n"
@@ -2274,10 +2278,40 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct {
     const char *model, *out, *program;
+    const char *weights;         /* --weights, or the bundle's weights.file beside MODEL */
+    char weights_path[4096];
     int graph, device;
     long bench;
     uint32_t index;              /* the program's, in the bundle */
 } run_opts;
+
+/* A bundle with external constants (2.5): its weights file, --weights or
+   the file its "weights.file" property names in MODEL's directory, checked
+   (every tensor, its dtype and shape) before the GPU is touched. */
+static int run_weights(run_opts *o, const tb_bundle *b) {
+    const char *f = tb_bundle_property(b, "weights.file"), *slash;
+    tb_weights *w = NULL;
+    tb_error e;
+    uint32_t i, n = 0;
+    for (i = 0; i < tb_bundle_program(b)->constant_count; i++) n += (tb_bundle_program(b)->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
+    if (!n) return 0;
+    if (!o->weights) {
+        if (!f || !*f || strchr(f, '/')) {
+            fprintf(stderr, "%s: %s keeps %u constants in a weights file and names none: give it with --weights FILE\n", prog,
+                    E(o->model), n);
+            return 1;
+        }
+        slash = strrchr(o->model, '/');
+        snprintf(o->weights_path, sizeof o->weights_path, "%.*s%s", slash ? (int)(slash - o->model + 1) : 0, o->model, f);
+        o->weights = o->weights_path;
+    }
+    if (tb_weights_open(o->weights, NULL, &w, &e) != tb_ok || tb_weights_check(w, b, 0, &e) != tb_ok) {
+        tb_weights_free(w);
+        return fail(&e);
+    }
+    tb_weights_free(w);
+    return 0;
+}
 
 /* The inputs read (host), on the device: load, run, write the outputs,
    and --bench. */
@@ -2309,6 +2343,7 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
     desc.bundle = b;
     desc.device = o->device;
     desc.flags = o->graph ? TB_MODEL_GRAPH : 0u;
+    desc.weights = o->weights;
     if (verbose) desc.options = &run_log; /* the load's phases */
     t0 = now();
     if (tb_model_load(&desc, &model, &e) != tb_ok) {
@@ -2393,7 +2428,7 @@ done:
 }
 
 /* MODEL's program, its inputs from the .npy files: all checked, then run. */
-static int run_model(const run_opts *o, const char **files, uint32_t nfiles) {
+static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
     tb_bundle *b;
     const tb_program *p;
     run_tensor *in = NULL, *out = NULL;
@@ -2423,6 +2458,7 @@ static int run_model(const run_opts *o, const char **files, uint32_t nfiles) {
         fprintf(stderr, ")\n");
         goto done;
     }
+    if (run_weights(o, b)) goto done;
     if (nfiles != p->input_count) {
         fprintf(stderr, "%s: %s's program takes %u input%s, got %u --in\n", prog, E(o->model), p->input_count,
                 p->input_count == 1 ? "" : "s", nfiles);
@@ -2502,9 +2538,10 @@ static int cmd_run(int argc, char **argv) {
             st = usage(usage_run, 0);
             goto done;
         } else if (!strcmp(a, "--in") || !strcmp(a, "--out") || !strcmp(a, "--bench") || !strcmp(a, "--device") ||
-                   !strcmp(a, "--program")) {
+                   !strcmp(a, "--program") || !strcmp(a, "--weights")) {
             if (missing_value(a, i, argc, usage_run)) goto done;
             if (!strcmp(a, "--in")) files[nfiles++] = argv[++i];
+            else if (!strcmp(a, "--weights")) o.weights = argv[++i];
             else if (!strcmp(a, "--program")) o.program = argv[++i];
             else if (!strcmp(a, "--out")) o.out = argv[++i];
             else if (!strcmp(a, "--bench")) {

@@ -129,6 +129,9 @@ int main(void) {
     FIELD(tb_model_desc, flags);
     FIELD(tb_model_desc, options);
     FIELD(tb_model_desc, upload_chunk);
+    FIELD(tb_model_desc, weights);
+    FIELD(tb_model_desc, pinned_upload_min);
+    FIELD(tb_model_desc, upload_threads);
     end();
 
     printf("\n}\n");

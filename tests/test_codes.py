@@ -71,9 +71,9 @@ def main():
     check(tb.TRITON_CODES == scalars, "TRITON_CODES: both Triton names of every scalar code")
 
     # the dtypes (program section 5)
-    drow = re.compile(r'''X\(\s*(\d+)\s*,\s*"([^"]*)"\s*,\s*(\d+)\s*,\s*"([^"]*)"\s*\)''')
+    drow = re.compile(r'''X\(\s*(\d+)\s*,\s*"([^"]*)"\s*,\s*(\d+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)''')
     m = re.search(r"^#define TB__DTYPES\(X\)[^\n]*\\\n((?:[^\n]*\\\n)*[^\n]*\n)", text, re.M)
-    hd = [(int(r.group(1)), r.group(2), int(r.group(3)), r.group(4)) for r in drow.finditer(m.group(1))] if m else []
+    hd = [(int(r.group(1)), r.group(2), int(r.group(3)), r.group(4), r.group(5)) for r in drow.finditer(m.group(1))] if m else []
     check(bool(hd) and hd == [tuple(d) for d in tbf.DTYPES],
           "DTYPES equals TB__DTYPES row for row (%d rows)" % len(hd))
     check([d[0] for d in hd] == list(range(1, len(hd) + 1)), "dtypes are numbered 1.. in row order (the C lookup indexes)")

@@ -109,7 +109,20 @@ def helpers():
     check("max_autotune_gemm_backends" in M.gpu_event_hint("nvjet_tst_128x64_64x4_h_bz_TNT"), "hint: cuBLAS nvjet")
     check("max_autotune_conv_backends" in M.gpu_event_hint("cudnn::engines_precompiled::nchwToNhwcKernel"),
           "hint: cuDNN")
-    check("eager" in M.gpu_event_hint("flash_fwd_kernel"), "hint: flash attention")
+    # weights_from's name matching (pure): exact, another name of the storage, a unique suffix; none when two fit
+    from triton_bundle import weights as W
+    hd = {n: None for n in ("wte.weight", "h.0.attn.c_attn.weight", "h.1.attn.c_attn.weight", "ln_f.weight")}
+    got = W.match_names(["transformer.wte.weight", "transformer.h.0.attn.c_attn.weight", "lm_head.weight",
+                         "attn.c_attn.weight", "ln_f.weight", "other"],
+                        {"lm_head.weight": ["lm_head.weight", "transformer.wte.weight"]}, hd)
+    check(got == {"transformer.wte.weight": "wte.weight", "transformer.h.0.attn.c_attn.weight": "h.0.attn.c_attn.weight",
+                  "lm_head.weight": "wte.weight", "ln_f.weight": "ln_f.weight"},
+          "match_names: a module prefix dropped, a tied weight by its other name, an ambiguous suffix and an unknown "
+          "name left out (%r)" % (got,))
+    check('"sdpa": "math"' in M.gpu_event_hint("flash_fwd_kernel"), "hint: flash attention")
+    check('"sdpa": "math"' in M.gpu_event_hint("fmha_cutlassF_f32_aligned_64x64_rf_sm80") and
+          "_efficient_attention" in M.gpu_event_hint("fmha_cutlassF_f32_aligned_64x64_rf_sm80"),
+          "hint: the efficient attention kernel (its name holds cutlass) is attention, not a matrix product")
     check("CUDA graph" in M.gpu_event_hint("triton_poi_fused_convolution_0"),
           "hint: an unseen Triton kernel is no cuDNN convolution")
 

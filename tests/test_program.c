@@ -9,6 +9,7 @@
    the repository root after `make build/libfakecuda.so`:
    build/test_program [name-filter] */
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
+#define TB_UPLOAD_PIECE 64 /* pinned uploads in pieces of 64 bytes: the ring of staging buffers turns */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "harness.h"
@@ -39,6 +40,17 @@ static tb_operand op(uint32_t space, uint32_t index, uint64_t value) {
     o.space = space, o.index = index, o.value = value;
     return o;
 }
+
+/* One rule broken: the program maker's program with `change` made, which
+   tb_bundle_set_program (the reader's checker) must refuse with `code`. */
+#define BROKEN_FROM(maker, code, change)                                                      \
+    do {                                                                                      \
+        maker(&q);                                                                            \
+        change;                                                                               \
+        i = (int)tb_bundle_set_program(b, &q.p, &e);                                          \
+        if (i != (int)(code)) printf("    %s: got %s (%s)\n", #change, tb_result_string((tb_result)i), e.message); \
+        CHECK(i == (int)(code));                                                              \
+    } while (0)
 
 /* x f32[4] -> launch (x, b0, 4), launch (b0, y, 4); z = {1, 1, w[0], w[1]}
    by a memset and a copy; s = the state st, then st = 7. */
@@ -159,7 +171,7 @@ TEST(test_program_round_trip) {
     REQUIRE(tb_bundle_program(b) != NULL);
     CHECK(same_program(tb_bundle_program(b), &q.p));
     REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
-    CHECK(((unsigned char *)buf)[10] == 4); /* minor version 4 */
+    CHECK(((unsigned char *)buf)[10] == TB_FORMAT_VERSION_MINOR); /* the writer's minor version */
     CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
     REQUIRE(r && tb_bundle_program(r));
     CHECK(same_program(tb_bundle_program(r), &q.p));
@@ -173,7 +185,7 @@ TEST(test_program_round_trip) {
     if (getenv("TB_PROGRAM_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAM_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
     REQUIRE(f && tb_bundle_program(f));
-    CHECK(tb_bundle_format_version(f) == 0x20004);
+    CHECK(tb_bundle_format_version(f) == (0x20000u | TB_FORMAT_VERSION_MINOR));
     CHECK(same_program(tb_bundle_program(f), &q.p));
     CHECK_OK(tb_program_read_constant(f, 1, 0, &s, 4, &e), &e);
     CHECK(s == 5);
@@ -214,14 +226,7 @@ TEST(test_program_rules) {
     prog q;
     int i;
     REQUIRE((b = bundle_with_record(&e)) != NULL);
-#define BROKEN(code, change)                                                                  \
-    do {                                                                                      \
-        make(&q);                                                                             \
-        change;                                                                               \
-        i = (int)tb_bundle_set_program(b, &q.p, &e);                                          \
-        if (i != (int)(code)) printf("    %s: got %s (%s)\n", #change, tb_result_string((tb_result)i), e.message); \
-        CHECK(i == (int)(code));                                                              \
-    } while (0)
+#define BROKEN(code, change) BROKEN_FROM(make, code, change)
     BROKEN(tb_err_unsupported_type, q.in[0].dtype = 99);
     BROKEN(tb_err_limit, q.in[0].rank = 9);
     BROKEN(tb_err_malformed, q.in[0].align = 24);
@@ -1177,6 +1182,370 @@ TEST(test_bundle_properties) {
     CHECK(section_at(buf, n, 5) != 0 && section_at(buf, n, 6) == 0);
     free(buf);
     tb_bundle_free(b);
+}
+
+/* ---- weights files (safetensors) and external constants (2.5) ---- */
+
+/* A safetensors file's bytes: header JSON (padded to 8 with spaces, as
+   safetensors writes it) and data. */
+static unsigned char *st_bytes(const char *json, const void *data, size_t data_n, size_t *n) {
+    size_t h = strlen(json), pad = (8 - h % 8) % 8;
+    unsigned char *p = (unsigned char *)malloc(8 + h + pad + data_n + 1);
+    uint64_t hl = h + pad;
+    int i;
+    if (!p) return NULL;
+    for (i = 0; i < 8; i++) p[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(p + 8, json, h);
+    memset(p + 8 + h, ' ', pad);
+    if (data_n) memcpy(p + 8 + h + pad, data, data_n);
+    *n = 8 + h + pad + data_n;
+    return p;
+}
+static int st_write(const char *path, const char *json, const void *data, size_t data_n) {
+    size_t n;
+    unsigned char *p = st_bytes(json, data, data_n, &n);
+    FILE *f = fopen(path, "wb");
+    int ok = p && f && fwrite(p, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(p);
+    return ok;
+}
+
+/* zlib's CRC-32, and the header read as safetensors' reader reads it. */
+TEST(test_weights_read) {
+    static const float w[2] = {1.5f, 2.5f};
+    unsigned char d[24];
+    const char *json = "{\"__metadata__\": {\"format\": \"pt\"}, \"model.w\": {\"dtype\": \"F32\", \"shape\": [2], "
+                       "\"data_offsets\": [0, 8]}, \"b\": {\"shape\": [2, 2], \"data_offsets\": [8, 16], \"dtype\": \"BF16\", "
+                       "\"extra\": [1, {\"x\": null}]}, \"i\": {\"dtype\": \"I64\", \"shape\": [], \"data_offsets\": [16, 24]}}";
+    size_t n;
+    unsigned char *p;
+    tb_weights *wt = NULL;
+    const tb_weights_tensor *t;
+    float got[2];
+    uint32_t crc = 0;
+    tb_error e;
+    CHECK(tb_crc32(0, "123456789", 9) == 0xCBF43926u);
+    CHECK(tb_crc32(tb_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u);
+    memcpy(d, w, 8);
+    memset(d + 8, 7, 16);
+    REQUIRE((p = st_bytes(json, d, 24, &n)) != NULL);
+    CHECK_OK(tb_weights_open_memory(p, n, NULL, &wt, &e), &e);
+    REQUIRE(wt);
+    CHECK(tb_weights_count(wt) == 3);
+    CHECK(tb_weights_find(wt, "nope") == NULL && tb_weights_find(wt, "__metadata__") == NULL);
+    REQUIRE((t = tb_weights_find(wt, "model.w")) != NULL);
+    CHECK(t->dtype == TB_DTYPE_FLOAT32 && t->rank == 1 && t->shape[0] == 2 && t->size == 8);
+    CHECK(t == tb_weights_at(wt, 0)); /* in the order of the bytes */
+    CHECK_OK(tb_weights_read(wt, t, 0, got, 8, &e), &e);
+    CHECK(got[0] == 1.5f && got[1] == 2.5f);
+    CHECK(tb_weights_read(wt, t, 4, got, 8, &e) == tb_err_invalid_argument);
+    CHECK_OK(tb_weights_crc32(wt, t, &crc, &e), &e);
+    CHECK(crc == tb_crc32(0, w, 8));
+    t = tb_weights_find(wt, "b");
+    CHECK(t && t->dtype == TB_DTYPE_BFLOAT16 && t->rank == 2 && t->size == 8);
+    t = tb_weights_find(wt, "i");
+    CHECK(t && t->dtype == TB_DTYPE_INT64 && t->rank == 0 && t->size == 8);
+    tb_weights_free(wt);
+    free(p);
+}
+
+/* Malformed headers: each refused with its code, never a crash. [R-weights] */
+TEST(test_weights_refusals) {
+    static const struct {
+        const char *json;
+        size_t data;
+        tb_result code;
+    } bad[] = {
+        {"[]", 0, tb_err_malformed},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}", 8, tb_err_parse},
+        {"{\"a\": {\"dtype\": \"F31\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_unsupported_type},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 12, tb_err_malformed}, /* a tail */
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4, tb_err_truncated},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"b\": {\"dtype\": \"U8\", \"shape\": [4], "
+         "\"data_offsets\": [4, 8]}}", 8, tb_err_malformed}, /* overlap */
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12, tb_err_malformed}, /* a hole */
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"a\": {\"dtype\": \"F32\", \"shape\": [0], "
+         "\"data_offsets\": [8, 8]}}", 8, tb_err_malformed}, /* a name twice */
+        {"{\"\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_bad_name},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,2], \"data_offsets\": [0, 8]}}", 8, tb_err_limit},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2,], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
+        {"{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8, 9]}}", 8, tb_err_malformed},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 8]}}", 8, tb_err_limit},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, tb_err_malformed},
+        {"{\"a\": 5}", 0, tb_err_malformed},
+    };
+    unsigned char zeros[16] = {0}, *p;
+    size_t i, n, k;
+    int ok = 1;
+    tb_weights *w;
+    tb_error e;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tb_result r;
+        w = NULL;
+        REQUIRE((p = st_bytes(bad[i].json, zeros, bad[i].data, &n)) != NULL);
+        r = tb_weights_open_memory(p, n, NULL, &w, &e);
+        if (r != bad[i].code || !strstr(e.message, "safetensors")) printf("    case %zu: got %s (%s)\n", i, tb_result_string(r), e.message);
+        CHECK(r == bad[i].code && !w && strstr(e.message, "safetensors"));
+        free(p);
+    }
+    /* every prefix of a good file refused, and every byte of its header changed: an error or a file, never a crash */
+    REQUIRE((p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"__metadata__\": {}}", zeros, 8, &n)) != NULL);
+    for (k = 0; k < n; k++)
+        if (tb_weights_open_memory(p, k, NULL, &w, &e) == tb_ok) ok = 0, tb_weights_free(w);
+    for (k = 0; k + 8 < n; k++) {
+        unsigned v;
+        for (v = 1; v < 256; v <<= 1) {
+            p[k] ^= (unsigned char)v;
+            w = NULL;
+            if (tb_weights_open_memory(p, n, NULL, &w, &e) == tb_ok) tb_weights_free(w);
+            else if (!e.message[0]) ok = 0;
+            p[k] ^= (unsigned char)v;
+        }
+    }
+    free(p);
+    CHECK(ok);
+    /* a header length past the file, or over the limit */
+    {
+        unsigned char h[16] = {16, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+        CHECK(tb_weights_open_memory(h, 10, NULL, &w, &e) == tb_err_truncated);
+        h[0] = 0xff, h[4] = 0xff;
+        CHECK(tb_weights_open_memory(h, 10, NULL, &w, &e) == tb_err_limit);
+    }
+    CHECK(tb_weights_open("build/no-such.safetensors", NULL, &w, &e) == tb_err_not_found && strstr(e.file, "no-such"));
+}
+
+/* The test program with its weight w external: tensor "model.w" of a
+   weights file. */
+static void make_external(prog *q) {
+    make(q);
+    q->k[0].flags = TB_CONSTANT_EXTERNAL, q->k[0].data = NULL;
+    q->k[0].tensor = "model.w", q->k[0].rank = 1, q->k[0].shape[0] = 2;
+    q->k[0].crc32 = tb_crc32(0, w_data, 8);
+}
+
+/* An external constant round trip: section 6 at 2.5, no bytes in the
+   bundle, the tensor's name, shape and CRC kept; its rules. [R-external] */
+TEST(test_external_constants) {
+    prog q;
+    tb_bundle *b, *r = NULL;
+    tb_error e;
+    size_t n = 0, n_inline = 0;
+    void *buf, *buf2;
+    float w[2];
+    int i;
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    make(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((buf = write_mem(b, &n_inline, &e)) != NULL);
+    free(buf);
+    make_external(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
+    CHECK(((unsigned char *)buf)[10] == 5);
+    CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
+    REQUIRE(r && tb_bundle_program(r));
+    {
+        const tb_program_constant *k = &tb_bundle_program(r)->constants[0];
+        CHECK(k->flags == TB_CONSTANT_EXTERNAL && !k->data && k->size == 8 && !strcmp(k->tensor, "model.w") && k->rank == 1 &&
+              k->shape[0] == 2 && k->crc32 == tb_crc32(0, w_data, 8));
+        CHECK(tb_bundle_program(r)->constants[1].tensor == NULL);
+    }
+    CHECK(tb_program_read_constant(r, 0, 0, w, 8, &e) == tb_err_not_found && strstr(e.message, "model.w"));
+    REQUIRE((buf2 = write_mem(r, &n_inline, &e)) != NULL); /* rewritten: the same bytes */
+    CHECK(n_inline == n && !memcmp(buf, buf2, n));
+    free(buf2);
+    tb_bundle_free(r);
+    /* the same file saying 2.4: refused */
+    ((unsigned char *)buf)[10] = 4;
+    r = NULL;
+    CHECK(tb_bundle_read_memory(buf, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "2.5"));
+    free(buf);
+    /* its rules */
+#define BROKEN(code, change) BROKEN_FROM(make_external, code, change)
+    BROKEN(tb_err_invalid_argument, q.k[0].shape[0] = 3);         /* 12 bytes, not 8 */
+    BROKEN(tb_err_bad_name, q.k[0].tensor = "");
+    BROKEN(tb_err_bad_name, q.k[0].tensor = NULL);
+    BROKEN(tb_err_limit, q.k[0].rank = 9);
+    BROKEN(tb_err_malformed, q.k[1].flags = TB_CONSTANT_STATE | TB_CONSTANT_EXTERNAL); /* state is the bundle's */
+#undef BROKEN
+    tb_bundle_free(b);
+}
+
+/* The test program run once on x, y, z, s. */
+static tb_result run_test_program(tb_model *m, float *x, float *y, float *z, int32_t *s, tb_error *e) {
+    tb_tensor in[1], out[3];
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    out[1] = tb_tensor_for(tb_model_output(m, 1), z);
+    out[2] = tb_tensor_for(tb_model_output(m, 2), s);
+    return tb_model_run(m, in, 1, out, 3, STREAM, e);
+}
+
+/* A model whose weight is in a weights file: loaded from it (the
+   pageable way and the pinned way, pieces of 64 bytes through the ring
+   of 16 staging buffers), and every mismatch refused before any upload. */
+TEST(test_model_weights_file) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m = NULL;
+    tb_model_desc d;
+    tb_error e;
+    static const size_t sizes[] = {8, 8, 4};
+    float *x = (float *)dev(16), *y = (float *)dev(16), *z = (float *)dev(16);
+    int32_t *s = (int32_t *)dev(4);
+    char path[256], json[512];
+    float big[2000];
+    int way, i;
+    NEED_FAKE();
+    for (i = 0; i < 2000; i++) big[i] = (float)i;
+    memcpy(big + 1000, w_data, 8);
+    snprintf(path, sizeof path, "build/test_weights.%d.safetensors", (int)getpid());
+    /* "pad" first: model.w lies at data byte 4000 */
+    snprintf(json, sizeof json, "{\"pad\": {\"dtype\": \"F32\", \"shape\": [1000], \"data_offsets\": [0, 4000]}, \"model.w\": "
+             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4000, 4008]}, \"tail\": {\"dtype\": \"F32\", \"shape\": "
+             "[998], \"data_offsets\": [4008, 8000]}}");
+    REQUIRE(st_write(path, json, big, 8000));
+    make_external(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    q.k[0].name = "big", q.k[0].tensor = "tail", q.k[0].shape[0] = 998, q.k[0].size = 3992; /* a constant of 63 pieces */
+    q.k[0].crc32 = tb_crc32(0, big + 1002, 3992);
+    {
+        tb_program_constant k3[3];
+        k3[0] = q.k[0], k3[2] = q.k[1];
+        make_external(&q);
+        k3[1] = q.k[0];
+        q.k[0] = k3[1], q.k[1] = k3[2];
+        q.p.constants = k3, q.p.constant_count = 3;
+        q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0), q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
+        CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    }
+    CHECK_OK(tb_bundle_set_property(b, "weights.file", "model.safetensors", &e), &e);
+    fake.set_params(sizes, 3);
+    memset(&d, 0, sizeof d);
+    d.bundle = b;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument && !m && strstr(e.message, "desc.weights") &&
+          strstr(e.message, "model.safetensors"));
+    for (way = 0; way < 2; way++) {
+        d.weights = path, d.flags = TB_MODEL_VERIFY_WEIGHTS, d.upload_chunk = 16;
+        d.pinned_upload_min = way ? 1 : UINT64_MAX, d.upload_threads = 3;
+        m = NULL;
+        CHECK_OK(tb_model_load(&d, &m, &e), &e);
+        REQUIRE(m);
+        memset(z, 0, 16);
+        CHECK_OK(run_test_program(m, x, y, z, s, &e), &e);
+        CHECK(z[0] == 1.0f && z[1] == 1.0f && z[2] == 1.5f && z[3] == 2.5f); /* w from the file */
+        {
+            float back[998];
+            CHECK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0] /* (the implementation is in this file) */, sizeof back, NULL, &e) == tb_ok);
+            CHECK(!memcmp(back, big + 1002, sizeof back));
+        }
+        CHECK(tb_model_upload_ms(m) >= 0);
+        tb_model_free(m);
+    }
+    /* many readers on few slots, again and again: each reader takes the
+       next piece after each wait (a reader that kept the piece it saw
+       before waiting read it twice and could mark its slot with a stale
+       piece, and the copier then waited for ever) */
+    {
+        int round, same = 1;
+        d.flags = 0, d.pinned_upload_min = 1, d.upload_threads = 12;
+        for (round = 0; round < 40 && same; round++) {
+            float back[998];
+            m = NULL;
+            CHECK_OK(tb_model_load(&d, &m, &e), &e);
+            REQUIRE(m);
+            CHECK_OK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], sizeof back, NULL, &e), &e);
+            same = !memcmp(back, big + 1002, sizeof back);
+            tb_model_free(m);
+        }
+        CHECK(same);
+        d.flags = TB_MODEL_VERIFY_WEIGHTS;
+    }
+    /* mismatches, each before any upload */
+    {
+        tb_program_constant *k = (tb_program_constant *)&tb_bundle_program(b)->constants[1];
+        const char *keep = k->tensor;
+        k->tensor = "model.v";
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_not_found && strstr(e.message, "model.v") && strstr(e.message, "\"w\""));
+        k->tensor = keep, k->dtype = TB_DTYPE_INT32;
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && strstr(e.message, "float32 [2]") && strstr(e.message, "int32 [2]"));
+        k->dtype = TB_DTYPE_FLOAT32, k->shape[0] = 1, k->rank = 2, k->shape[1] = 2;
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && strstr(e.message, "[1, 2]"));
+        k->rank = 1, k->shape[0] = 2, k->crc32 ^= 1;
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_checksum && strstr(e.message, "another checkpoint"));
+        d.flags = 0; /* a fine-tuned checkpoint: the CRC is not checked unless asked */
+        CHECK_OK(tb_model_load(&d, &m, &e), &e);
+        tb_model_free(m);
+        k->crc32 ^= 1;
+    }
+    /* the file cut short under an open tb_weights: a clean error */
+    {
+        tb_weights *w = NULL;
+        float v[2];
+        CHECK_OK(tb_weights_open(path, NULL, &w, &e), &e);
+        REQUIRE(w);
+        CHECK(truncate(path, 100) == 0);
+        CHECK(tb_weights_read(w, tb_weights_find(w, "model.w"), 0, v, 8, &e) == tb_err_io);
+        tb_weights_free(w);
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_truncated && !m);
+    }
+    unlink(path);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s);
+}
+
+/* A weights file past 4 GiB (sparse): the tensor at data byte 2^32 + 64
+   is found, read and uploaded from there (64-bit offsets all the way). */
+TEST(test_weights_past_4gib) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m = NULL;
+    tb_model_desc d;
+    tb_error e;
+    static const size_t sizes[] = {8, 8, 4};
+    char path[256], json[512];
+    size_t n;
+    unsigned char *head;
+    uint64_t pad = ((uint64_t)1 << 32) + 64, data_at;
+    int fd, way;
+    float *x = (float *)dev(16), *y = (float *)dev(16), *z = (float *)dev(16);
+    int32_t *s = (int32_t *)dev(4);
+    NEED_FAKE();
+    if (sizeof(off_t) < 8) SKIP("32-bit off_t");
+    snprintf(path, sizeof path, "build/test_weights_big.%d.safetensors", (int)getpid());
+    snprintf(json, sizeof json, "{\"pad\": {\"dtype\": \"U8\", \"shape\": [%llu], \"data_offsets\": [0, %llu]}, \"model.w\": "
+             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [%llu, %llu]}}", (unsigned long long)pad,
+             (unsigned long long)pad, (unsigned long long)pad, (unsigned long long)pad + 8);
+    REQUIRE((head = st_bytes(json, NULL, 0, &n)) != NULL);
+    data_at = n;
+    fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    REQUIRE(fd >= 0);
+    CHECK(write(fd, head, n) == (ssize_t)n);
+    CHECK(pwrite(fd, w_data, 8, (off_t)(data_at + pad)) == 8); /* the gap stays a hole */
+    close(fd);
+    free(head);
+    make_external(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    fake.set_params(sizes, 3);
+    for (way = 0; way < 2; way++) {
+        memset(&d, 0, sizeof d);
+        d.bundle = b, d.weights = path, d.flags = TB_MODEL_VERIFY_WEIGHTS, d.pinned_upload_min = way ? 1 : UINT64_MAX;
+        m = NULL;
+        CHECK_OK(tb_model_load(&d, &m, &e), &e);
+        REQUIRE(m);
+        memset(z, 0, 16);
+        CHECK_OK(run_test_program(m, x, y, z, s, &e), &e);
+        CHECK(z[2] == 1.5f && z[3] == 2.5f);
+        tb_model_free(m);
+    }
+    unlink(path);
+    tb_bundle_free(b);
+    free(x), free(y), free(z), free(s);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

@@ -793,8 +793,8 @@ def program_checks(lib, tmp):
     b = program_bundle()
     data = tb.write(b)
     back = tb.read(data)
-    check(back == b and tb.write(back) == data and back.version == (2, 4),
-          "a bundle with a program: written, read back equal (format 2.4), written again to the same %d bytes"
+    check(back == b and tb.write(back) == data and back.version == (2, tb.FORMAT_MINOR),
+          "a bundle with a program: written, read back equal (the writer's format), written again to the same %d bytes"
           % len(data))
     L = program_layout(data)
     sec = struct.unpack_from("<IIQ", data, L["section"])
@@ -807,17 +807,17 @@ def program_checks(lib, tmp):
         want.append(pos)
         pos += n
     check(nsec == 5 and sec[:2] == (5, 0) and L["end"] + (-L["end"] % 8) == len(data) - 8 and L["end"] % 8 and
-          offs == want and pos == L["end"] and struct.unpack_from("<H", data, 10)[0] == 4,
+          offs == want and pos == L["end"] and struct.unpack_from("<H", data, 10)[0] == tb.FORMAT_MINOR,
           "section 5 is last and optional (flags 0), its payload ending with the last constant, each at the next "
-          "multiple of 64 after the steps or the constant before, in table order; the header says 2.4")
+          "multiple of 64 after the steps or the constant before, in table order; the header says the writer's version")
     check(all(isinstance(k.data, memoryview) and k.data.obj is data for k in back.program.constants) and
           bytes(back.program.constants[0].data) == bytes(b.program.constants[0].data) and
           len(back.program.constants[0].data) == 100,
           "the reader's constants are views into the input, not copies (an array('f') constant: its 100 bytes)")
     check(tb.read(tb.write(sample_bundle())).program is None and
           struct.unpack_from("<I", tb.write(sample_bundle()), 24)[0] == 4 and
-          struct.unpack_from("<H", tb.write(sample_bundle()), 10)[0] == 4,
-          "a bundle without a program: no section 5, program None when read back, and minor version 4")
+          struct.unpack_from("<H", tb.write(sample_bundle()), 10)[0] == tb.format.FORMAT_MINOR,
+          "a bundle without a program: no section 5, program None when read back, and the writer's minor version")
     e = tb.Bundle(program=tb.Program())
     d = tb.write(e)
     check(tb.read(d) == e and tb.read(d).program is not None and program_layout(d)["end"] - program_layout(d)["start"]
@@ -1063,6 +1063,96 @@ def reader_mismatches(lib, data, start):
             cases += 1
             compare(sealed(m), "byte %d = 0x%02x" % (at, v))
     return cases, mism
+
+
+def external_bundle():
+    """programs_bundle with its weight w external: tensor "model.w" of a
+    weights file (2.5)."""
+    import zlib
+    b = programs_bundle()
+    w = b.programs[0].constants[0]
+    assert w.name == "w"
+    w.external = tb.External("model.w", [4], zlib.crc32(bytes(w.data)))
+    w.data = b""
+    return b
+
+
+def weights_code(lib, raw):
+    """The C library's result name for a safetensors file of these bytes."""
+    import ctypes as ct
+    L = lib.L
+    L.tb_weights_open_memory.argtypes = [ct.c_char_p, ct.c_size_t, ct.c_void_p, ct.POINTER(ct.c_void_p), ct.c_void_p]
+    L.tb_weights_open_memory.restype = ct.c_int
+    L.tb_weights_free.argtypes = [ct.c_void_p]
+    err = ct.create_string_buffer(2048)
+    h = ct.c_void_p()
+    r = L.tb_weights_open_memory(raw, len(raw), None, ct.byref(h), err)
+    if h.value:
+        L.tb_weights_free(h)
+    return tb.native.RESULTS[r]
+
+
+def external_checks(lib):
+    """External constants (2.5) and weights files: Python writes, C reads
+    the same bytes, every byte of section 6 changed read alike; the
+    safetensors reader of each side refuses the same files with the same
+    codes. [R-external] [R-weights]"""
+    from triton_bundle import weights as tw
+    b = external_bundle()
+    data = tb.write(b)
+    back = tb.read(data)
+    w = back.programs[0].constants[0]
+    check(back == b and w.external == tb.External("model.w", [4], b.programs[0].constants[0].external.crc32) and
+          not bytes(w.data) and w.nbytes() == 16 and struct.unpack_from("<H", data, 10)[0] == 5,
+          "an external constant: written by Python at 2.5, read back with its tensor, shape and CRC-32, no bytes")
+    check(lib.write(lib.read(data)) == data, "the C library reads it and writes the same %d bytes" % len(data))
+    secs, pos = {}, 32
+    for _ in range(struct.unpack_from("<I", data, 24)[0]):
+        typ, _, n = struct.unpack_from("<IIQ", data, pos)
+        secs[typ] = pos
+        pos += 16 + n + (-(16 + n) % 8)
+    cases, mism = reader_mismatches(lib, data, secs[6])
+    check(not mism, "every truncation and changed byte of section 6 with an external constant: both readers agree "
+          "(%d cases)%s" % (cases, ": %r" % mism[:5] if mism else ""))
+    old = resealed(data, (10, "<H", 4))
+    check(cread(lib, old)[0] == py_code(old, False) == "malformed",
+          "an external constant in a file that says 2.4: refused by both")
+    # safetensors files
+    tmp = tempfile.mkdtemp(prefix="tbst-")
+    path = os.path.join(tmp, "w.safetensors")
+    crcs = tw.write_file(path, [("a", "float32", [2, 3], bytes(range(24))), ("b.c", "bfloat16", [4], bytes(8))],
+                         {"format": "pt"})
+    raw = open(path, "rb").read()
+    hd = tw.read_header(path)
+    check(sorted(hd) == ["a", "b.c"] and hd["a"].shape == [2, 3] and hd["b.c"].dtype == "bfloat16" and
+          (struct.unpack_from("<Q", raw, 0)[0] + 8) % 8 == 0 and tw.crc32_of(path, hd["a"]) == crcs["a"] and
+          weights_code(lib, raw) == "ok", "write_file: a safetensors file the C library opens, 8-aligned data, "
+          "the CRC-32s it returned")
+    mism, cases = [], 0
+    hlen = struct.unpack_from("<Q", raw, 0)[0]
+
+    def py_st(m):
+        try:
+            tw.parse_header(m, len(m))
+            return "ok"
+        except tb.BundleError as e:
+            return e.code
+    for n in range(len(raw)):
+        cases += 1
+        if weights_code(lib, raw[:n]) != py_st(raw[:n]):
+            mism.append(("truncated at %d" % n, weights_code(lib, raw[:n]), py_st(raw[:n])))
+    for at in range(8 + hlen):
+        for v in (0x20, 0x30, 0x7b, 0x22):
+            m = bytearray(raw)
+            if m[at] == v:
+                continue
+            m[at] = v
+            cases += 1
+            c, py = weights_code(lib, bytes(m)), py_st(bytes(m))
+            if (c == "ok") != (py == "ok"):
+                mism.append(("byte %d = %r" % (at, chr(v)), c, py))
+    check(not mism, "safetensors headers: every truncation and %d changed bytes, the C and Python readers accept "
+          "the same files%s" % (cases, ": %r" % mism[:5] if mism else ""))
 
 
 def programs_checks(lib):
@@ -1408,6 +1498,7 @@ def main():
     refusals = program_checks(lib, tmp)
     skipped += program_c_checks(lib, refusals)
     programs_checks(lib)
+    external_checks(lib)
     subprocess.run(["rm", "-rf", tmp])
     return summary(skipped)
 

@@ -308,8 +308,8 @@ for e in sys.argv[2:]:
 }
 if command -v python3 >/dev/null; then
   K2=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ  # tb_matmul
-  check "list --json of the fixture: valid JSON, format 2.4, the totals" json_ok "$W/f.tbundle" \
-    'd["format"] == {"major": 2, "minor": 4}' \
+  check "list --json of the fixture: valid JSON, format 2.5, the totals" json_ok "$W/f.tbundle" \
+    'd["format"] == {"major": 2, "minor": 5}' \
     'd["totals"] == {"kernels": 8, "files": 64, "bytes": sum(k["bytes"] for k in d["kernels"]), "records": 8}' \
     'len(d["kernels"]) == 8 and len(d["records"]) == 8'
   check "... the totals line of the plain list" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q \"^8 kernels, 64 files, \$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"totals\"][\"bytes\"])' < '$W/json') bytes, 8 launch records\""
@@ -439,7 +439,7 @@ runs_refused() { # CASE-FILE PATTERN...: run with x.npy replaced by CASE-FILE ex
 }
 check "run --help says bfloat16 and float8 are read and written as their bit patterns" sh -c \
   "$T run --help > '$W/help' && grep -q 'read and written as their bit patterns' '$W/help' && grep -qF \"bfloat16\" '$W/help' && grep -qF \"as '<u2' and float8 as '|u1' .npy files\" '$W/help'"
-check "... and describes every option" sh -c "for o in --in --out --graph --bench --device; do grep -q -- \"^  \$o \" '$W/help' || exit 1; done"
+check "... and describes every option" sh -c "for o in --in --out --weights --graph --bench --device; do grep -q -- \"^  \$o \" '$W/help' || exit 1; done"
 check "the top usage names run" sh -c "$T --help | grep -q '^  run MODEL \[--program NAME\] \[--in FILE.npy\]\.\.\. \[--out DIR\] \[--graph\] \[--bench N\] \[--device N\] \[-v\]'"
 check "run --bench 0 is a usage error (2)" status_is 2 $T run m.tbundle --bench 0
 check "... naming the value" err_has "^tbundle: --bench needs a positive integer, got '0'\$"

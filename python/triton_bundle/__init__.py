@@ -53,7 +53,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.3.0"
+__version__ = "2.4.0"
 
 from .format import (  # noqa: E402
     # constants and limits
@@ -76,7 +76,8 @@ from .format import (  # noqa: E402
 from .format import (  # noqa: E402
     # the program (section 5)
     DTYPES, DType, DTYPE_BY_NAME, DTYPE_BY_NUMBER, LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER, LAUNCH, MEMSET, COPY,
-    CONSTANT_STATE, MAX_PROGRAM_TENSORS, MAX_PROGRAM_CONSTANTS, MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS,
+    CONSTANT_STATE, CONSTANT_SHARED, CONSTANT_EXTERNAL, External, MAX_PROGRAM_TENSORS, MAX_PROGRAM_CONSTANTS,
+    MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS,
     MAX_TENSOR_DIMS, SEC_PROGRAM, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits)
 from .grid import GridCompiler, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
 from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_config  # noqa: E402
@@ -85,8 +86,10 @@ from .export import (  # noqa: E402
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
 from .model import (  # noqa: E402
     TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ProgramsReport, export_model, export_programs, named_tensors,
+    conv_as_mm_backend,
     unique_names, output_tensors, literal_bits, memset_pattern,
     element_bytes, is_dense,
     plan_workspace, match_gpu_events, gpu_event_hint)
+from . import weights  # noqa: E402
 from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
 from .cli import PROG, main, _export_cli, _list  # noqa: E402

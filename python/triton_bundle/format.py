@@ -11,7 +11,7 @@ import os
 import struct
 
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 4
+FORMAT_MINOR = 5
 MAGIC = b"\x89TBUND\r\n"
 
 # Limits: docs/FORMAT.md's table (a reader may lower them).
@@ -87,26 +87,27 @@ I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 # The program (FORMAT.md, section 5): dtypes, one row each, the header's
 # TB__DTYPES row for row (tests/test_codes.py checks it): the number, the
 # name (PyTorch's), the bytes of one element, and the .npy descr that
-# tbundle run reads and writes (bf16 and fp8 as their bit patterns).
-DType = collections.namedtuple("DType", "number name bytes npy")
+# tbundle run reads and writes (bf16 and fp8 as their bit patterns), and the
+# safetensors dtype ("" for none).
+DType = collections.namedtuple("DType", "number name bytes npy safetensors")
 DTYPES = (
-    DType(1, "float32", 4, "<f4"),
-    DType(2, "float16", 2, "<f2"),
-    DType(3, "bfloat16", 2, "<u2"),
-    DType(4, "float64", 8, "<f8"),
-    DType(5, "int8", 1, "|i1"),
-    DType(6, "int16", 2, "<i2"),
-    DType(7, "int32", 4, "<i4"),
-    DType(8, "int64", 8, "<i8"),
-    DType(9, "uint8", 1, "|u1"),
-    DType(10, "bool", 1, "|b1"),
-    DType(11, "float8_e4m3fn", 1, "|u1"),
-    DType(12, "float8_e5m2", 1, "|u1"),
-    DType(13, "uint16", 2, "<u2"),
-    DType(14, "uint32", 4, "<u4"),
-    DType(15, "uint64", 8, "<u8"),
-    DType(16, "float8_e4m3fnuz", 1, "|u1"),
-    DType(17, "float8_e5m2fnuz", 1, "|u1"),
+    DType(1, "float32", 4, "<f4", "F32"),
+    DType(2, "float16", 2, "<f2", "F16"),
+    DType(3, "bfloat16", 2, "<u2", "BF16"),
+    DType(4, "float64", 8, "<f8", "F64"),
+    DType(5, "int8", 1, "|i1", "I8"),
+    DType(6, "int16", 2, "<i2", "I16"),
+    DType(7, "int32", 4, "<i4", "I32"),
+    DType(8, "int64", 8, "<i8", "I64"),
+    DType(9, "uint8", 1, "|u1", "U8"),
+    DType(10, "bool", 1, "|b1", "BOOL"),
+    DType(11, "float8_e4m3fn", 1, "|u1", "F8_E4M3"),
+    DType(12, "float8_e5m2", 1, "|u1", "F8_E5M2"),
+    DType(13, "uint16", 2, "<u2", "U16"),
+    DType(14, "uint32", 4, "<u4", "U32"),
+    DType(15, "uint64", 8, "<u8", "U64"),
+    DType(16, "float8_e4m3fnuz", 1, "|u1", ""),
+    DType(17, "float8_e5m2fnuz", 1, "|u1", ""),
 )
 DTYPE_BY_NAME = {d.name: d for d in DTYPES}
 DTYPE_BY_NUMBER = {d.number: d for d in DTYPES}
@@ -115,6 +116,7 @@ LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER = 0, 1, 2, 3, 4
 LAUNCH, MEMSET, COPY = 1, 2, 3
 CONSTANT_STATE = 1
 CONSTANT_SHARED = 2  # (2.4, with state) shared by the programs that use it
+CONSTANT_EXTERNAL = 4  # (2.5, never with state) its bytes are a tensor of a weights file (safetensors)
 DEFAULT_PROGRAM = "forward"  # the name of a program section 5 holds
 
 
@@ -434,16 +436,36 @@ class Constant:
     shared (2.4, with state): the programs that use it share it (a KV
     cache), which two programs may do only when it says so."""
 
-    def __init__(self, name, dtype, data, state=False, shared=False):
+    def __init__(self, name, dtype, data, state=False, shared=False, external=None):
         self.name, self.dtype, self.data, self.state = name, dtype, data, bool(state)
         self.shared = bool(shared)
+        self.external = external  # (2.5) an External: the tensor of the weights file; data is then b""
 
     def flags(self):
-        return (CONSTANT_STATE if self.state else 0) | (CONSTANT_SHARED if self.shared else 0)
+        return (CONSTANT_STATE if self.state else 0) | (CONSTANT_SHARED if self.shared else 0) | \
+            (CONSTANT_EXTERNAL if self.external is not None else 0)
+
+    def nbytes(self):
+        """Its size: the bytes it holds, or an external one's tensor's."""
+        if self.external is not None:
+            return self.external.nbytes(self.dtype)
+        return _byte_view(self.data, "constant %s" % (self.name,)).nbytes
 
     def __eq__(self, o):
-        return isinstance(o, Constant) and (self.name, self.dtype, self.state, self.shared) == (
-            o.name, o.dtype, o.state, o.shared) and bytes(self.data) == bytes(o.data)
+        return isinstance(o, Constant) and (self.name, self.dtype, self.state, self.shared, self.external) == (
+            o.name, o.dtype, o.state, o.shared, o.external) and bytes(self.data) == bytes(o.data)
+
+
+class External(collections.namedtuple("External", "tensor shape crc32")):
+    """Where an external constant's bytes are (2.5): the tensor of that
+    name in a safetensors file, its shape (with the constant's dtype), and
+    the CRC-32 (zlib.crc32) of the bytes it held at export."""
+
+    def nbytes(self, dtype):
+        n = DTYPE_BY_NAME[dtype].bytes if dtype in DTYPE_BY_NAME else 0
+        for d in self.shape:
+            n *= d
+        return n
 
 
 class Buffer:
@@ -873,16 +895,31 @@ def _check_tensor_dims(t, what):
         _bad(what, "its extent does not fit in 64 bits (2^64 - 1 or more bytes)")
 
 
-def _check_constant(k, what, flags=None, flags_ok=CONSTANT_STATE | CONSTANT_SHARED):
+def _check_constant(k, what, flags=None, flags_ok=CONSTANT_STATE | CONSTANT_SHARED | CONSTANT_EXTERNAL):
     """A constant's name, dtype and (as read) flags, in file order."""
     _check_string(k.name, MAX_STRING_LENGTH, "%s name" % what)
     _check_dtype(k.dtype, what)
     flags = k.flags() if flags is None else flags
-    if flags & ~flags_ok or (flags & CONSTANT_SHARED and not flags & CONSTANT_STATE):
+    if flags & ~flags_ok or (flags & CONSTANT_SHARED and not flags & CONSTANT_STATE) or \
+            (flags & CONSTANT_EXTERNAL and flags & CONSTANT_STATE):
         # FORMAT.md: "other bits refused", without a code: malformed, the
         # Errors table's "anything else" (only config flags are
         # unsupported_version)
-        _bad(what, "flags 0x%x: a bit other than 0 (state) and 1 (shared, section 6, with state)" % flags)
+        _bad(what, "flags 0x%x: a bit other than 0 (state), 1 (shared, section 6, with state) and 2 (external, "
+                   "section 6, never with state)" % flags)
+
+
+def _check_external(k, what):
+    """An external constant's tensor: a name, a shape of up to 8 sizes,
+    a CRC-32 (the writer's side; the reader checks the same as it reads)."""
+    e = k.external
+    if not isinstance(e, External):
+        raise BundleError("invalid_argument", "%s: external is not an External" % what)
+    _check_string(e.tensor, MAX_STRING_LENGTH, "%s's tensor name" % what)
+    if len(e.shape) > MAX_TENSOR_DIMS:
+        raise BundleError("limit", "%s: its tensor's rank %d is over %d" % (what, len(e.shape), MAX_TENSOR_DIMS))
+    if not all(_is_int(d, 0, I64_MAX) for d in e.shape) or not _is_int(e.crc32, 0, U32_MAX):
+        _bad(what, "its tensor's shape %r or CRC-32 %r" % (list(e.shape), e.crc32))
 
 
 def _check_buffer(buf, what, workspace_size, step_count):
@@ -1144,7 +1181,7 @@ def in_section5(programs, properties=()):
     named "forward", sharing nothing, in a bundle with no properties; else
     as section 6 (2.4)."""
     return len(programs) == 1 and programs[0].name == DEFAULT_PROGRAM and not properties and \
-        not any(k.shared for k in programs[0].constants)
+        not any(k.shared or k.external is not None for k in programs[0].constants)
 
 
 def _check_sharing(programs, properties=()):
@@ -1210,7 +1247,9 @@ def _check_one_program(bundle, p):
     sizes = []
     for i, k in enumerate(p.constants):
         _check_constant(k, "constant %d" % i)
-        sizes.append(_byte_view(k.data, "constant %d" % i).nbytes)
+        if k.external is not None:
+            _check_external(k, "constant %d" % i)
+        sizes.append(k.nbytes())
     for i, b in enumerate(p.buffers):
         _check_buffer(b, "buffer %d" % i, p.workspace_size, len(p.steps))
     _check_plan(p.buffers)
@@ -1476,7 +1515,8 @@ def _program_body_size(p):
 
 def _program_tables_size(bundle, section5):
     """Section 5's or 6's bytes before the constants' data."""
-    n = sum(_str_size(k.name) + 24 for k in _table(bundle))
+    n = sum(_str_size(k.name) + 24 + (_str_size(k.external.tensor) + 8 + 8 * len(k.external.shape)
+                                       if k.external is not None else 0) for k in _table(bundle))
     if section5:
         return n + PROGRAM_HEADER + _program_body_size(bundle.programs[0])
     n += sum(_str_size(k) + _str_size(v) for k, v in bundle.properties.items())
@@ -1493,6 +1533,10 @@ def _program_layout(bundle, at, section5):
     pos = at + _program_tables_size(bundle, section5)
     views, offsets = [], []
     for i, k in enumerate(_table(bundle)):
+        if k.external is not None:  # no bytes here
+            views.append(None)
+            offsets.append(0)
+            continue
         v = _byte_view(k.data, "constant %d" % i)
         pos += _pad(pos, CONSTANT_ALIGN)
         views.append(v)
@@ -1526,8 +1570,14 @@ def _wr_constant_table(o, table, views, offsets):
         o.string(k.name)
         o.u32(DTYPE_BY_NAME[k.dtype].number)
         o.u32(k.flags())
-        o.u64(v.nbytes)
+        o.u64(k.nbytes() if v is None else v.nbytes)
         o.u64(off)
+        if k.external is not None:  # 2.5: the tensor it is
+            o.string(k.external.tensor)
+            o.u32(len(k.external.shape))
+            o.u32(k.external.crc32)
+            for d in k.external.shape:
+                o.u64(d)
 
 
 def _wr_program_rest(o, p):
@@ -1549,6 +1599,8 @@ def _wr_program_rest(o, p):
 
 def _wr_constant_bytes(o, views, offsets, end, what):
     for v, off in zip(views, offsets):
+        if v is None:  # external
+            continue
         o.align(CONSTANT_ALIGN)
         if o.tell() != off:
             raise AssertionError("constant at %d, laid out at %d" % (o.tell(), off))
@@ -1599,6 +1651,7 @@ def _wr_programs(bundle, o):
 class _Cur:
     def __init__(self, data):
         self.d, self.pos, self.end = data, 0, len(data)
+        self.version = (FORMAT_MAJOR, FORMAT_MINOR)  # the file's, once its header is read
 
     def need(self, n, what):
         if n > self.end - self.pos:
@@ -1870,6 +1923,25 @@ def _rd_tensors(c, p, ni, no):
             names.add(t.name)
 
 
+def _rd_external(c, k, what, size, off, at):
+    """An external constant's entry after its fixed fields (2.5)."""
+    if c.version < (2, 5):
+        raise BundleError("malformed", "%s: an external constant in a file of format %d.%d (they came with 2.5)"
+                          % ((what,) + tuple(c.version)), at)
+    tensor = c.string(MAX_STRING_LENGTH, "%s's tensor name" % what)
+    rank, crc = c.u32("rank"), c.u32("crc32")
+    if off or not tensor or rank > MAX_TENSOR_DIMS:
+        raise BundleError("malformed", "%s: an external one with offset %d (not 0), an empty tensor name or rank %d "
+                          "(over %d)" % (what, off, rank, MAX_TENSOR_DIMS), at)
+    shape = [c.u64("shape") for _ in range(rank)]
+    n = DTYPE_BY_NAME[k.dtype].bytes
+    for d in shape:
+        n = n * d if d <= I64_MAX and n <= U64_MAX else U64_MAX + 1
+    if n != size:
+        raise BundleError("malformed", "%s: an external one of %d bytes whose shape holds %d" % (what, size, n), at)
+    return External(tensor, shape, crc)
+
+
 def _rd_constant_table(c, nk, flags_ok):
     """The constants' table: each entry as it is read (its offset a
     multiple of 64, after the constant before, within the section); the
@@ -1885,6 +1957,11 @@ def _rd_constant_table(c, nk, flags_ok):
         k = Constant(name, DTYPE_BY_NUMBER[dtype].name if dtype in DTYPE_BY_NUMBER else dtype, b"",
                      flags & CONSTANT_STATE, flags & CONSTANT_SHARED)
         _located(at, _check_constant, k, what, flags, flags_ok)
+        if flags & CONSTANT_EXTERNAL:
+            k.external = _rd_external(c, k, what, size, off, at)
+            offsets.append(0)
+            table.append(k)
+            continue
         if off % CONSTANT_ALIGN or off < prev:
             raise BundleError("malformed", "%s at %d: not a multiple of 64, or before the end of the constant "
                               "before (%d)" % (what, off, prev), at)
@@ -1908,7 +1985,7 @@ def _rd_program_rest(b, c, p, nb, ns, nop):
         _located(at, _check_buffer, buf, "buffer %d" % i, p.workspace_size, ns)
         p.buffers.append(buf)
     _located(c.pos, _check_plan, p.buffers)
-    pv = _ProgramView(b.records, p, [len(k.data) for k in p.constants])
+    pv = _ProgramView(b.records, p, [k.nbytes() for k in p.constants])
     used = 0
     for s in range(ns):
         at = c.pos
@@ -1933,6 +2010,8 @@ def _rd_constant_bytes(c, table, offsets):
     """The constants' bytes: after the tables, in order, zeros between and
     after them."""
     for i, off in enumerate(offsets):
+        if table[i].external is not None:  # in a weights file
+            continue
         if off < c.pos:
             raise BundleError("malformed", "constant %d at %d, before the end of the tables (%d)" % (i, off, c.pos),
                               off)
@@ -2006,7 +2085,8 @@ def _rd_programs(b, c):
         return
     if not np_:
         raise BundleError("malformed", "section 6 with constants and no program", at)
-    table, offsets = _rd_constant_table(c, nk, CONSTANT_STATE | CONSTANT_SHARED)
+    c.version = b.version
+    table, offsets = _rd_constant_table(c, nk, CONSTANT_STATE | CONSTANT_SHARED | CONSTANT_EXTERNAL)
     programs = []
     for j in range(np_):
         pat = c.pos

@@ -100,6 +100,15 @@ EXPORT_OPTIONS = {
                                 # files), not Triton's IR and sources; a bundle a fraction of the size
     "before_capture": None,     # called after the warm-up runs, right before the captured one (export_programs
                                 # puts the state back there, so that every program starts from the same bytes)
+    "weights": None,            # a path: the constants that are not state go to this safetensors file (written,
+                                # streaming), the bundle refers to each by name, dtype, shape and CRC-32 (2.5)
+    "weights_from": None,       # a path: an existing safetensors file (the checkpoint the model was loaded from):
+                                # constants whose bytes it holds under a matching name refer to it, the rest stay
+    "weight_names": None,       # {constant name: tensor name} for weights_from, where names do not match
+    "sdpa": "math",             # "math": compile and run under sdpa_kernel(MATH), so that scaled_dot_product_attention
+                                # becomes Triton kernels, not an extern flash/efficient kernel; None: as it is
+    "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
+                                # which run at cuDNN's speed where Inductor's convolution template does not
 }
 
 WORKSPACE_ALIGN = 256
@@ -287,13 +296,15 @@ def match_gpu_events(expected, observed):
 
 
 _HINTS = (
+    # first: the efficient attention kernel's name holds "cutlass" ("fmha_cutlassF_f32_aligned_64x64_rf_sm80")
+    (("flash", "fmha", "attention", "attn"),
+     "a fused attention kernel: aten._scaled_dot_product_flash_attention, _efficient_attention or _cudnn_attention, "
+     "which Inductor calls as an extern kernel for scaled_dot_product_attention; export with options "
+     "{\"sdpa\": \"math\"} (the default), which compiles it into Triton kernels"),
     (("nvjet", "gemm", "gemv", "cublas", "cutlass", "xmma_gemm", "sm90_xmma", "sm80_xmma", "Kernel2", "splitKreduce"),
      'a cuBLAS/CUTLASS matrix product: compile with max_autotune=True and max_autotune_gemm_backends="TRITON"'),
     (("cudnn", "implicit_convolve", "fprop", "dgrad", "wgrad", "winograd", "conv2d", "convolve", "fft2d"),
      'a cuDNN convolution: compile with max_autotune=True and max_autotune_conv_backends="TRITON"'),
-    (("flash", "fmha", "attention"),
-     "a fused attention kernel (scaled_dot_product_attention): use the math attention (transformers: "
-     "attn_implementation=\"eager\") so that Inductor decomposes it into Triton kernels"),
     (("FillFunctor",), "an aten fill_/zero_ that is no plain memset (a non-dense tensor), or a factory (zeros, full)"),
     (("copy_kernel", "Memcpy"), "an aten copy that is no contiguous device-to-device copy (a cast, a strided or a "
                                 "host copy)"),
@@ -379,10 +390,17 @@ def _storage_to_host(torch, t):
 
 
 def _host_bytes(host):
-    """The bytes of a CPU uint8 tensor."""
-    import ctypes
+    """The bytes of a CPU uint8 tensor, without a copy where numpy is
+    there (a view that keeps the tensor alive): a model's weights are then
+    in host memory once, not twice."""
     n = host.numel()
-    return ctypes.string_at(host.data_ptr(), n) if n else b""
+    if not n:
+        return b""
+    try:
+        return memoryview(host.numpy()).cast("B")
+    except Exception:  # noqa: BLE001 - no numpy
+        import ctypes
+        return ctypes.string_at(host.data_ptr(), n)
 
 
 def _storage_from_host(torch, t, host):
@@ -920,6 +938,48 @@ def _written_args(rec):
     return out if out else None
 
 
+def conv_as_mm_backend(torch, compile_options):
+    """A torch.compile backend: Inductor (compile_fx) with compile_options
+    and one more decomposition, of aten.convolution (2-D, not transposed,
+    one group) into a gather of the input's windows and a matrix product,
+    which Inductor's Triton matrix-product templates run and tune. A
+    convolution whose stride is its kernel (a ViT's patch embedding) is a
+    reshape and a matrix product, bytes and all; any other gathers its
+    windows (im2col) first. Inductor's own convolution template is slower
+    than cuDNN at these sizes (FORMAT.md's performance notes); this is
+    measured against it in bench/."""
+    from torch._decomp import register_decomposition
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.decomposition import select_decomp_table
+    aten = torch.ops.aten
+    table = dict(select_decomp_table())
+
+    @register_decomposition(aten.convolution.default, registry=table)
+    def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+        if transposed or groups != 1 or x.dim() != 4 or w.dim() != 4 or any(d != 1 for d in dilation):
+            return NotImplemented
+        n, c, h, wd = x.shape
+        d, _, kh, kw = w.shape
+        sh, sw = stride
+        ph, pw = padding
+        ho, wo = (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
+        if (sh, sw) == (kh, kw) and (ph, pw) == (0, 0):
+            cols = x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw).permute(0, 2, 4, 1, 3, 5)
+        else:
+            xp = torch.nn.functional.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+            # windows: [n, c, ho, wo, kh, kw] by strides, as unfold
+            cols = xp.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 2, 3, 1, 4, 5)
+        cols = cols.reshape(n * ho * wo, c * kh * kw)
+        out = torch.mm(cols, w.reshape(d, c * kh * kw).t())
+        if b is not None:
+            out = out + b
+        return out.reshape(n, ho, wo, d).permute(0, 3, 1, 2)
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx(gm, example_inputs, config_patches=dict(compile_options), decompositions=table)
+    return backend
+
+
 class _Export:
     def __init__(self, model, example_inputs, path, options):
         self.model, self.example_inputs, self.path = model, example_inputs, path
@@ -927,7 +987,17 @@ class _Export:
         self.timings = {}
 
     def grad(self):
-        return self.torch.no_grad() if self.opts["no_grad"] else contextlib.nullcontext()
+        """The context of every call of the model: no_grad, and the math
+        attention (options["sdpa"])."""
+        stack = contextlib.ExitStack()
+        if self.opts["no_grad"]:
+            stack.enter_context(self.torch.no_grad())
+        if self.opts["sdpa"] == "math":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        elif self.opts["sdpa"] is not None:
+            raise BundleError("invalid_argument", "options['sdpa'] is 'math' or None, not %r" % (self.opts["sdpa"],))
+        return stack
 
     def call(self):
         return self.compiled(*self.args, **self.kwargs)
@@ -957,7 +1027,10 @@ class _Export:
         torch = self.torch
         t0 = time.perf_counter()
         self.compiled_here = not _is_compiled(torch, self.model)
-        if self.compiled_here:
+        if self.compiled_here and self.opts["conv_as_mm"]:
+            self.compiled = torch.compile(self.model, backend=conv_as_mm_backend(torch, self.compile_options),
+                                          **self.compile_kwargs)
+        elif self.compiled_here:
             self.compiled = torch.compile(self.model, options=self.compile_options, **self.compile_kwargs)
         else:
             self.compiled = self.model
@@ -1257,6 +1330,7 @@ class _Export:
         names = unique_names([c[0] for c in const_list])
         constants = [Constant(names[j], _dtype_name(torch, t.dtype, "constant %s" % name), _host_bytes(host),
                               state=j in state) for j, (name, t, sptr, host) in enumerate(const_list)]
+        weights_note = self.external_weights(constants, const_list, bundle)
 
         # the workspace
         sizes = [_storage_of(storages[s])[1] for s in buffer_ptrs]
@@ -1283,7 +1357,7 @@ class _Export:
             steps={"launch": kinds[LAUNCH], "memset": kinds[MEMSET], "copy": kinds[COPY]},
             launches=kinds[LAUNCH], skipped_launches=skipped, records=len(bundle.records),
             kernels=len(bundle.kernels), inputs=inputs, outputs=outputs, constants=len(constants),
-            constant_bytes=sum(len(c.data) for c in constants),
+            constant_bytes=sum(c.nbytes() for c in constants),
             state_constants=[c.name for c in constants if c.state],
             external_constants=[c[0] for c in const_list if c[2] in rec.external],
             unused_module_constants=len(self.consts) - sum(1 for c in const_list if c[2] in self.const_of),
@@ -1295,7 +1369,67 @@ class _Export:
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
-            captured_outputs=outs, constant_storages=[c[2] for c in const_list], name=self.opts["program_name"])
+            captured_outputs=outs, constant_storages=[c[2] for c in const_list], name=self.opts["program_name"],
+            weights=weights_note)
+
+    def external_weights(self, constants, const_list, bundle):
+        """options weights / weights_from: the constants that are not state
+        become tensors of a safetensors file (2.5). Returns what was done:
+        {"file", "external": count, "bytes", "in_bundle": [names], "write_s"}."""
+        w, wf = self.opts["weights"], self.opts["weights_from"]
+        if w is None and wf is None:
+            return None
+        if w is not None and wf is not None:
+            raise BundleError("invalid_argument", "options weights and weights_from: give one")
+        import os
+        import zlib
+        from . import weights as _weights
+        t0 = time.perf_counter()
+        shapes = {}
+        for c, (name, t, sptr, host) in zip(constants, const_list):
+            shapes[c.name] = list(t.shape) if t.numel() * t.element_size() == c.nbytes() else [c.nbytes() // max(
+                1, t.element_size())]
+        movable = [c for c in constants if not c.state and c.nbytes()]
+        left = []
+        if w is not None:
+            crcs = _weights.write_file(w, [(c.name, c.dtype, shapes[c.name], c.data) for c in movable],
+                                       {"format": "pt", "writer": "triton_bundle"})
+            for c in movable:
+                c.external = _format.External(c.name, shapes[c.name], crcs[c.name])
+                c.data = b""
+            path = w
+        else:
+            header = _weights.read_header(wf)
+            aliases = collections.defaultdict(list)
+            by_ptr = {sptr: c.name for c, (_, _, sptr, _) in zip(constants, const_list)}
+            if self.module is not None:
+                for n, t in list(self.module.named_parameters(remove_duplicate=False)) + \
+                        list(self.module.named_buffers(remove_duplicate=False)):
+                    if t is not None and self.torch.is_tensor(t) and t.device.type == "cuda":
+                        cn = by_ptr.get(_storage_of(t)[0])
+                        if cn is not None:
+                            aliases[cn].append(n)
+            names = _weights.match_names([c.name for c in movable], aliases, header)
+            names.update(self.opts["weight_names"] or {})
+            for c in movable:
+                tn = names.get(c.name)
+                ft = header.get(tn) if tn is not None else None
+                if ft is None or ft.dtype != c.dtype or ft.size != c.nbytes():
+                    left.append(c.name)
+                    continue
+                crc = zlib.crc32(c.data)
+                if _weights.crc32_of(wf, ft) != crc:
+                    self.warnings.append("weights_from: constant %s and tensor %s of %s hold other bytes: kept in the "
+                                         "bundle" % (c.name, tn, wf))
+                    left.append(c.name)
+                    continue
+                c.external = _format.External(tn, ft.shape, crc)
+                c.data = b""
+            path = wf
+        bundle.properties["weights.file"] = os.path.basename(path)
+        ext = [c for c in constants if c.external is not None]
+        return {"file": path, "external": len(ext), "bytes": sum(c.nbytes() for c in ext), "in_bundle": left,
+                "write_s": time.perf_counter() - t0}
 
     def verify_events(self, expected):
         """Every GPU operation of the run is a step: the profiler's events

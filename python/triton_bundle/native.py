@@ -71,7 +71,8 @@ def c_structs():
 
     class ModelDesc(ct.Structure):
         _fields_ = [("bundle", ct.c_void_p), ("table", ct.c_void_p), ("device", ct.c_int), ("flags", ct.c_uint),
-                    ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t)]
+                    ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t), ("weights", ct.c_char_p),
+                    ("pinned_upload_min", ct.c_uint64), ("upload_threads", ct.c_uint32)]
 
     _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
                 "tb_launch_record": Record, "tb_launch_params": Params, "tb_tensor": Tensor,
@@ -249,10 +250,11 @@ class CLibrary:
     def free_table(self, t):
         self.L.tb_kernel_table_free(t)
 
-    def model(self, b, graph=False, static_io=False, device=0):
-        """tb_model_load on bundle handle b (which must outlive the model):
-        a Model, or BundleError."""
-        return Model(self, b, graph, static_io, device)
+    def model(self, b, graph=False, static_io=False, device=0, weights=None):
+        """tb_model_load on bundle handle b (which must outlive the model),
+        its external constants from the safetensors file weights: a Model,
+        or BundleError."""
+        return Model(self, b, graph, static_io, device, weights)
 
 
 MODEL_GRAPH, MODEL_STATIC_IO = 1, 2
@@ -265,7 +267,7 @@ class Model:
     program 0's; programs maps each program's name to its index, inputs
     and outputs. free() it before the bundle."""
 
-    def __init__(self, lib, b, graph=False, static_io=False, device=0):
+    def __init__(self, lib, b, graph=False, static_io=False, device=0, weights=None):
         ct, L = lib.ct, lib.L
         st = c_structs()
         self.lib, self.ct, self.L = lib, ct, L
@@ -290,6 +292,7 @@ class Model:
         d, m, e = Desc(), vp(), lib.Error()
         d.bundle, d.device = b, device
         d.flags = (MODEL_GRAPH if graph else 0) | (MODEL_STATIC_IO if static_io else 0)
+        d.weights = os.fsencode(weights) if weights is not None else None
         r = L.tb_model_load(ct.byref(d), ct.byref(m), ct.byref(e))
         if r:
             lib._fail(r, e)

@@ -188,8 +188,49 @@ def scatter(torch, nn):
                               torch.randint(0, 64, (4096,), device="cuda")), False
 
 
+def vit(torch, nn):
+    """transformers' ViT with its default attention (SDPA): 2 layers, 192
+    wide, 3 heads, a 64x64 image in 16x16 patches (a stride-16
+    convolution), float32."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(hidden_size=192, num_hidden_layers=2, num_attention_heads=3, intermediate_size=768,
+                                 image_size=64, patch_size=16, num_channels=3, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    m = transformers.ViTModel(cfg, add_pooling_layer=False).cuda().eval()
+    return m, (torch.randn(1, 3, 64, 64, device="cuda"),), False
+
+
+def resnet18(torch, nn):
+    """torchvision's ResNet-18 (random weights, BatchNorm statistics not
+    the defaults), one 64x64 image, float32."""
+    import torchvision
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(num_classes=1000)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+    return m.cuda().eval(), (torch.randn(1, 3, 64, 64, device="cuda"),), False
+
+
+def gpt2_sdpa(torch, nn):
+    """transformers' GPT2LMHeadModel with its default attention (SDPA),
+    float32: 2 layers, n_embd 256, 4 heads, sequence 64; lm_head tied to
+    wte (one storage)."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, n_positions=128, vocab_size=1000, use_cache=False,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    m = transformers.GPT2LMHeadModel(cfg).cuda().eval()
+    return m, (torch.randint(0, 1000, (1, 64), device="cuda"),), False
+
+
 MODELS = {"mlp": mlp, "gpt": gpt, "gpt_hand": gpt_hand, "cnn": cnn, "stateful": stateful, "coop": coop,
-          "scatter": scatter}
+          "scatter": scatter, "vit": vit, "resnet18": resnet18, "gpt2_sdpa": gpt2_sdpa}
+# models whose constants go to a weights file, NAME.safetensors beside the bundle
+WEIGHTS_FILE = {"gpt2_sdpa", "vit"}
 # Inductor options a model is exported with, besides the Triton-only ones
 OPTIONS = {"coop": {"triton.cooperative_reductions": True, "triton.force_cooperative_reductions": True}}
 
@@ -223,7 +264,10 @@ def export_one(torch, nn, name, outdir):
     t0 = time.perf_counter()
     model, inputs, is_stateful = MODELS[name](torch, nn)
     path = os.path.join(outdir, name + ".tbundle")
-    report = tb.export_model(model, inputs, path, OPTIONS.get(name))
+    opts = dict(OPTIONS.get(name) or {})
+    if name in WEIGHTS_FILE:
+        opts["weights"] = os.path.join(outdir, name + ".safetensors")
+    report = tb.export_model(model, inputs, path, opts)
     compiled = report.compiled
     in_tensors = [t for t in inputs if torch.is_tensor(t)]
     save_all(torch, in_tensors, os.path.join(outdir, name + ".in"))

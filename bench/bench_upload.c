@@ -1,0 +1,284 @@
+/* Upload of a model's weights from a safetensors file in the page cache:
+   tb_model_load's upload (its pinned way and its pageable way) against the
+   bandwidth of one cuMemcpyHtoD from pinned memory, and from pageable
+   memory, of the same bytes, all in this process. For each size (MiB):
+   writes DIR/upload-SIZE.safetensors (one uint8 tensor "w", pseudo-random
+   bytes) and reads it once (the page cache), builds a bundle whose one
+   constant is that tensor (external, format 2.5), then times each way 3
+   times and prints the medians and the ratios. --keep leaves the files
+   (for a comparison with safetensors.torch.load_file in Python).
+
+       build/bench_upload [--dir DIR] [--keep] [SIZE_MIB...]   (default 256 1024) */
+#define TRITON_BUNDLE_IMPLEMENTATION
+#include "../triton_bundle.h"
+#include "../tests/util.h"
+#include "bench_util.h"
+#include <pthread.h>
+
+typedef int (*fn_alloc_host)(void **, size_t);
+typedef int (*fn_free_host)(void *);
+typedef int (*fn_alloc)(uint64_t *, size_t);
+typedef int (*fn_free)(uint64_t);
+typedef int (*fn_h2d)(uint64_t, const void *, size_t);
+typedef int (*fn_ctx)(void *);
+typedef int (*fn_pop)(void **);
+
+#define SYM(var, name)                          \
+    do {                                        \
+        void *p_ = tb_driver_symbol(name);      \
+        memcpy(&var, &p_, sizeof var);          \
+    } while (0)
+
+static int write_weights(const char *path, uint64_t n) {
+    char json[256];
+    size_t h, pad, i;
+    unsigned char head[8 + 256], *buf;
+    uint64_t left = n, x = 0x9E3779B97F4A7C15ull;
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    snprintf(json, sizeof json, "{\"w\": {\"dtype\": \"U8\", \"shape\": [%llu], \"data_offsets\": [0, %llu]}}",
+             (unsigned long long)n, (unsigned long long)n);
+    h = strlen(json), pad = (8 - h % 8) % 8;
+    for (i = 0; i < 8; i++) head[i] = (unsigned char)((h + pad) >> (8 * i));
+    memcpy(head + 8, json, h);
+    memset(head + 8 + h, ' ', pad);
+    if (fwrite(head, 1, 8 + h + pad, f) != 8 + h + pad || !(buf = (unsigned char *)malloc(1 << 20))) {
+        fclose(f);
+        return 0;
+    }
+    while (left) {
+        size_t k = left < (1u << 20) ? (size_t)left : (1u << 20);
+        for (i = 0; i < k; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, buf[i] = (unsigned char)x;
+        if (fwrite(buf, 1, k, f) != k) break;
+        left -= k;
+    }
+    free(buf);
+    return fclose(f) == 0 && !left;
+}
+
+static void warm(const char *path) { /* into the page cache */
+    char *buf = (char *)malloc(1 << 20);
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0 && buf)
+        while (read(fd, buf, 1 << 20) > 0) {}
+    if (fd >= 0) close(fd);
+    free(buf);
+}
+
+/* A bundle whose program copies 16 bytes of its one (external) constant. */
+static tb_bundle *make_bundle(uint64_t n, tb_error *e) {
+    static tb_tensor_spec out;
+    static tb_program_constant k;
+    static tb_operand ops[2];
+    static tb_program_step st;
+    tb_program p;
+    tb_bundle *b = NULL;
+    memset(&out, 0, sizeof out), memset(&k, 0, sizeof k), memset(&st, 0, sizeof st), memset(&p, 0, sizeof p);
+    out.name = "out", out.dtype = TB_DTYPE_UINT8, out.rank = 1, out.align = 16, out.shape[0] = 16, out.strides[0] = 1;
+    k.name = "w", k.dtype = TB_DTYPE_UINT8, k.flags = TB_CONSTANT_EXTERNAL, k.size = n, k.tensor = "w", k.rank = 1;
+    k.shape[0] = (int64_t)n;
+    ops[0].space = TB_SPACE_OUTPUT, ops[1].space = TB_SPACE_CONSTANT;
+    st.kind = TB_STEP_COPY, st.count = 16, st.operand_count = 2, st.operands = ops;
+    p.output_count = 1, p.outputs = &out, p.constant_count = 1, p.constants = &k, p.step_count = 1, p.steps = &st;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return NULL;
+    if (tb_bundle_set_program(b, &p, e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* --probe: what the upload's parts cost here. Pinning buffers of several
+   sizes (one call each, and 8 calls from 8 threads at once), and pread
+   from the page cache into pinned buffers with 1 to 12 threads. */
+typedef struct {
+    fn_alloc_host alloc_host;
+    void *ctx;
+    fn_ctx push;
+    fn_pop pop;
+    size_t n;
+    void *p;
+    int fd;
+    uint64_t at, len;
+    unsigned char *buf;
+} probe_job;
+static void *pin_job(void *a) {
+    probe_job *j = (probe_job *)a;
+    void *popped;
+    j->push(j->ctx);
+    j->alloc_host(&j->p, j->n);
+    j->pop(&popped);
+    return NULL;
+}
+static void *read_job(void *a) {
+    probe_job *j = (probe_job *)a;
+    uint64_t off;
+    for (off = 0; off < j->len; off += j->n)
+        if (pread(j->fd, j->buf, j->n, (off_t)(j->at + off)) <= 0) break;
+    return NULL;
+}
+static void probe(const char *dir, fn_alloc_host alloc_host, fn_free_host free_host, fn_ctx push, fn_pop pop, void *ctx) {
+    static const size_t mib[] = {1, 2, 4, 8, 16, 64};
+    char path[4096];
+    size_t i;
+    int t, fd;
+    double t0;
+    for (i = 0; i < sizeof mib / sizeof mib[0]; i++) {
+        void *p = NULL;
+        t0 = now();
+        alloc_host(&p, mib[i] << 20);
+        printf("probe: cuMemAllocHost %zu MiB: %.2f ms\n", mib[i], (now() - t0) * 1e3);
+        free_host(p);
+    }
+    {
+        probe_job j[8];
+        pthread_t tid[8];
+        memset(j, 0, sizeof j);
+        t0 = now();
+        for (t = 0; t < 8; t++) {
+            j[t].alloc_host = alloc_host, j[t].ctx = ctx, j[t].push = push, j[t].pop = pop, j[t].n = (size_t)4 << 20;
+            pthread_create(&tid[t], NULL, pin_job, &j[t]);
+        }
+        for (t = 0; t < 8; t++) pthread_join(tid[t], NULL);
+        printf("probe: 8 x cuMemAllocHost 4 MiB from 8 threads at once: %.2f ms\n", (now() - t0) * 1e3);
+        for (t = 0; t < 8; t++) free_host(j[t].p);
+    }
+    snprintf(path, sizeof path, "%s/upload-probe.safetensors", dir);
+    if (!write_weights(path, (uint64_t)1 << 30)) return;
+    warm(path);
+    fd = open(path, O_RDONLY);
+    for (t = 1; t <= 12; t = t < 4 ? t + 1 : t + 4) {
+        probe_job j[12];
+        pthread_t tid[12];
+        int k;
+        memset(j, 0, sizeof j);
+        for (k = 0; k < t; k++) {
+            j[k].fd = fd, j[k].n = (size_t)4 << 20, j[k].len = ((uint64_t)1 << 30) / (uint64_t)t / j[k].n * j[k].n;
+            j[k].at = 4096 + (uint64_t)k * j[k].len;
+            alloc_host((void **)&j[k].buf, j[k].n);
+        }
+        t0 = now();
+        for (k = 0; k < t; k++) pthread_create(&tid[k], NULL, read_job, &j[k]);
+        for (k = 0; k < t; k++) pthread_join(tid[k], NULL);
+        printf("probe: pread of 1 GiB from the page cache into pinned 4 MiB buffers, %d threads: %.2f ms (%.1f GB/s)\n", t,
+               (now() - t0) * 1e3, (double)(j[0].len * (uint64_t)t) / 1e9 / (now() - t0));
+        for (k = 0; k < t; k++) free_host(j[k].buf);
+    }
+    close(fd);
+    unlink(path);
+}
+
+int main(int argc, char **argv) {
+    const char *dir = "/tmp";
+    int keep = 0, a, nsizes = 0, failed = 0, do_probe = 0;
+    uint32_t threads = 0;
+    long sizes[16];
+    tb_error e;
+    fn_alloc_host alloc_host;
+    fn_free_host free_host;
+    fn_alloc alloc;
+    fn_free dfree;
+    fn_h2d h2d;
+    fn_ctx push;
+    fn_pop pop;
+    for (a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--dir") && a + 1 < argc) dir = argv[++a];
+        else if (!strcmp(argv[a], "--keep")) keep = 1;
+        else if (!strcmp(argv[a], "--probe")) do_probe = 1;
+        else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = (uint32_t)atoi(argv[++a]);
+        else if (nsizes < 16 && atol(argv[a]) > 0) sizes[nsizes++] = atol(argv[a]);
+        else {
+            fprintf(stderr, "usage: bench_upload [--dir DIR] [--keep] [--probe] [--threads N] [SIZE_MIB...]\n");
+            return 2;
+        }
+    }
+    if (!nsizes) sizes[0] = 256, sizes[1] = 1024, nsizes = 2;
+    if (tb_driver_load(&e) != tb_ok) {
+        printf("skipped: no CUDA driver (%s)\n", e.message);
+        return 0;
+    }
+    SYM(alloc_host, "cuMemAllocHost_v2");
+    SYM(free_host, "cuMemFreeHost");
+    SYM(alloc, "cuMemAlloc_v2");
+    SYM(dfree, "cuMemFree_v2");
+    SYM(h2d, "cuMemcpyHtoD_v2");
+    SYM(push, "cuCtxPushCurrent_v2");
+    SYM(pop, "cuCtxPopCurrent_v2");
+    for (a = 0; a < nsizes; a++) {
+        uint64_t n = (uint64_t)sizes[a] << 20;
+        char path[4096];
+        double t_pin[3], t_page[3], t_h2d_pin[3], t_h2d_page[3], pin_alloc = 0, t0;
+        tb_bundle *b;
+        tb_model *m = NULL;
+        tb_model_desc d;
+        int r, way;
+        void *ctx, *host = NULL, *popped;
+        uint64_t dev = 0;
+        snprintf(path, sizeof path, "%s/upload-%ld.safetensors", dir, sizes[a]);
+        if (!write_weights(path, n) || !(b = make_bundle(n, &e))) {
+            printf("FAIL: could not write %s or make its bundle\n", path);
+            failed = 1;
+            continue;
+        }
+        warm(path);
+        for (way = 0; way < 2; way++)
+            for (r = 0; r < 3; r++) {
+                memset(&d, 0, sizeof d);
+                d.bundle = b, d.weights = path, d.pinned_upload_min = way ? UINT64_MAX : 0, d.upload_threads = threads;
+                if (tb_model_load(&d, &m, &e) != tb_ok) {
+                    printf("FAIL: tb_model_load: %s\n", e.message);
+                    failed = 1;
+                    break;
+                }
+                (way ? t_page : t_pin)[r] = tb_model_upload_ms(m);
+                if (way || r < 2) tb_model_free(m), m = NULL;
+            }
+        if (failed) break;
+        m = NULL;
+        memset(&d, 0, sizeof d);
+        d.bundle = b, d.weights = path;
+        if (tb_model_load(&d, &m, &e) != tb_ok) break;
+        ctx = tb_model_context(m);
+        push(ctx);
+        if (do_probe && a == 0) probe(dir, alloc_host, free_host, push, pop, ctx);
+        t0 = now();
+        if (alloc_host(&host, (size_t)n) != 0 ||
+            alloc(&dev, (size_t)n) != 0) {
+            printf("FAIL: cuMemAllocHost or cuMemAlloc of %llu bytes\n", (unsigned long long)n);
+            failed = 1;
+            break;
+        }
+        pin_alloc = (now() - t0) * 1e3;
+        memset(host, 1, (size_t)n);
+        for (r = 0; r < 3; r++) {
+            t0 = now();
+            h2d(dev, host, (size_t)n);
+            t_h2d_pin[r] = (now() - t0) * 1e3;
+        }
+        free_host(host);
+        host = malloc((size_t)n);
+        memset(host, 1, (size_t)n);
+        for (r = 0; r < 3; r++) {
+            t0 = now();
+            h2d(dev, host, (size_t)n);
+            t_h2d_page[r] = (now() - t0) * 1e3;
+        }
+        free(host);
+        dfree(dev);
+        pop(&popped);
+        tb_model_free(m);
+        tb_bundle_free(b);
+        {
+            double pin = median(t_pin, 3), page = median(t_page, 3), hp = median(t_h2d_pin, 3), hg = median(t_h2d_page, 3);
+            double gb = (double)n / 1e9;
+            printf("upload %ld MiB from the page cache: pinned way %.2f ms (%.1f GB/s), pageable way %.2f ms (%.1f GB/s); "
+                   "one cuMemcpyHtoD from pinned memory %.2f ms (%.1f GB/s; pinning the buffer took %.1f ms more), from "
+                   "pageable memory %.2f ms (%.1f GB/s)\n",
+                   sizes[a], pin, gb / pin * 1e3, page, gb / page * 1e3, hp, gb / hp * 1e3, pin_alloc, hg, gb / hg * 1e3);
+            printf("  ratio: the pinned way's bandwidth %.2fx a pinned cuMemcpyHtoD's (goal 0.8x); the pageable way's %.2fx\n",
+                   hp / pin, hp / page);
+        }
+        if (!keep) unlink(path);
+    }
+    return failed;
+}
