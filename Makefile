@@ -20,7 +20,7 @@ ifeq ($(filter -j% j%,$(MAKEFLAGS)),)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
 
-.PHONY: all test test-gpu test-gpu-corpus test-gpu-models lib demo sanitize tsan fuzz torture bench check-compile corpus clean \
+.PHONY: all test test-gpu test-gpu-corpus test-gpu-models lib demo sanitize tsan fuzz torture big bench check-compile corpus clean \
 	install uninstall
 
 all: $(B)/tbundle $(B)/launch $(B)/run_model $(B)/generate
@@ -226,7 +226,7 @@ corpus: $(B)/tbundle
 # fuzz_mutate drives the mutation API on read bundles, from the reader's seeds;
 # fuzz_grid and fuzz_graph run the launcher against the stand-in driver
 $(B)/fuzz_grid $(B)/fuzz_graph $(B)/fuzz_program: $(B)/libfakecuda.so tests/fake_client.h tests/fake_cuda.h
-FUZZERS := read json ttfunc mutate choices grid graph gridexpr program
+FUZZERS := read json ttfunc mutate choices grid graph gridexpr program weights
 fuzz: $(foreach t,$(FUZZERS),$(B)/fuzz_$(t))
 	@for t in $(FUZZERS); do mkdir -p $(B)/corpus_$$t; \
 	  seeds=fuzz/corpus/$$t; [ -d $$seeds ] || seeds=fuzz/corpus/read; \
@@ -235,6 +235,12 @@ fuzz: $(foreach t,$(FUZZERS),$(B)/fuzz_$(t))
 	    $(B)/corpus_$$t $$seeds > $(B)/fuzz_$$t.log 2>&1; then \
 	    tail -n 40 $(B)/fuzz_$$t.log; echo "fuzz_$$t FAILED"; exit 1; fi; \
 	  grep -E 'stat::number_of_executed_units|stat::new_units_added' $(B)/fuzz_$$t.log; done
+
+# a bundle past 4 GiB on disk (about 8.6 GiB written, in build/): CI runs it
+$(B)/test_big: tests/test_big.c $(HDR) $(TESTHDR) | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)
+big: $(B)/test_big
+	tests/run.sh $(B)/test_big
 
 # concurrent writers, SIGKILL, a cleaner racing unpacks, a bundle file
 # rewritten and truncated under emit

@@ -89,6 +89,8 @@ def bench_model(torch, nn, name, args):
     t0 = time.perf_counter()
     report = tb.export_model(model, inputs, bundle, opts)
     export_s = time.perf_counter() - t0
+    import resource
+    host_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the process's so far: torch included
     in_paths = gpu_models.save_all(torch, [t for t in inputs if torch.is_tensor(t)],
                                    os.path.join(args.outdir, name + ".in"))
     rows = {}
@@ -99,8 +101,9 @@ def bench_model(torch, nn, name, args):
     with torch.no_grad():
         rows["eager"] = median_us(torch, lambda: model(*inputs), args.iters, args.warmup)
         rows["triton-only"] = median_us(torch, lambda: report.compiled(*inputs), args.iters, args.warmup)
-        default = torch.compile(model)
-        rows["compile default"] = median_us(torch, lambda: default(*inputs), args.iters, args.warmup)
+        if not args.no_default:
+            default = torch.compile(model)
+            rows["compile default"] = median_us(torch, lambda: default(*inputs), args.iters, args.warmup)
         ro = torch.compile(model, mode="reduce-overhead")
         rows["reduce-overhead"] = median_us(torch, lambda: ro(*inputs), args.iters, max(args.warmup, 5))
     load, identical = {}, []
@@ -123,17 +126,18 @@ def bench_model(torch, nn, name, args):
             "tbundle_load_ms": load, "workspace_size": report.workspace_size, "pytorch_peak": report.pytorch_peak,
             "launches": report.launches, "device": torch.cuda.get_device_name(), "export_s": export_s,
             "identical": identical, "eager_max_abs_diff": eager_diff, "weights": report.weights,
-            "bundle_bytes": os.path.getsize(bundle)}
+            "bundle_bytes": os.path.getsize(bundle), "host_peak_rss": host_peak}
 
 
 def table(res):
     rows = res["us"]
     ro, tr = rows.get("reduce-overhead"), rows.get("triton-only")
-    print("%s (%s): %d launches, constants %d bytes, workspace %d bytes (PyTorch peak %d); export %.1f s, bundle "
+    print("%s (%s): %d launches, constants %d bytes, workspace %d bytes (PyTorch peak %d); export %.1f s (the "
+          "process's peak resident memory after it %.0f MB), bundle "
           "%d bytes%s; the runner's outputs %s the compiled model's (plain, graph: %s); compiled vs eager: max abs "
           "diff %.3g" % (
               res["model"], res["device"], res["launches"], res["constant_bytes"], res["workspace_size"],
-              res["pytorch_peak"], res["export_s"], res["bundle_bytes"],
+              res["pytorch_peak"], res["export_s"], res["host_peak_rss"] / 1e6, res["bundle_bytes"],
               ", weights file %d bytes (%d tensors)" % (res["weights"]["bytes"], res["weights"]["external"])
               if res["weights"] else "", "bit-identical to" if all(res["identical"]) else "DIFFER from",
               res["identical"], res["eager_max_abs_diff"]))
@@ -161,6 +165,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--models", default="gpt,mlp")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--no-default", action="store_true", help="leave out torch.compile's default mode (a large "
+                    "model's compile time)")
     args = ap.parse_args()
     import torch
     import torch.nn as nn

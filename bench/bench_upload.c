@@ -204,6 +204,14 @@ int main(int argc, char **argv) {
     SYM(h2d, "cuMemcpyHtoD_v2");
     SYM(push, "cuCtxPushCurrent_v2");
     SYM(pop, "cuCtxPopCurrent_v2");
+    {
+        typedef int (*fn_name)(char *, int, int);
+        fn_name name;
+        char gpu[256] = "?";
+        SYM(name, "cuDeviceGetName");
+        if (name) name(gpu, (int)sizeof gpu, 0);
+        printf("device 0: %s; %ld cores\n", gpu, sysconf(_SC_NPROCESSORS_ONLN));
+    }
     for (a = 0; a < nsizes; a++) {
         uint64_t n = (uint64_t)sizes[a] << 20;
         char path[4096];

@@ -41,3 +41,10 @@ if python3 -c "import torch, transformers, torchvision; assert torch.cuda.is_ava
 else
   echo "skipped: no torch with a GPU, or no transformers or torchvision"
 fi
+echo "== 10. full-size models (GPU, torch, transformers): GPT-2 (124M, float32) and a Llama-style 1B in bfloat16,"
+echo "   weights in safetensors: export time, sizes, load, latency against PyTorch's modes, workspace, bit-identical"
+if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
+  TRITON_BUNDLE_LIB=$PWD/$B/libtriton_bundle.so python3 bench/bench_model.py --tbundle $B/tbundle --outdir "$(mktemp -d "${TMPDIR:-/tmp}/tbfull-XXXXXX")" --iters 50 --warmup 5 --no-default --models gpt2_full,llama1b
+else
+  echo "skipped: no torch with a GPU, or no transformers"
+fi

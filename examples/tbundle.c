@@ -89,7 +89,7 @@ static const char *usage_list =
     "                            or null}]}],\n"
     "     \"program\": {\"inputs\", \"outputs\": [{\"name\", \"dtype\", \"shape\", \"strides\",\n"
     "                   \"align\", \"contiguous\", \"extent\" (bytes)}],\n"
-    "                 \"constants\": {\"count\", \"bytes\", \"state\"}, \"buffers\",\n"
+    "                 \"constants\": {\"count\", \"bytes\", \"state\", \"external\"}, \"buffers\",\n"
     "                 \"workspace_size\", \"steps\": {\"count\", \"launch\", \"memset\", \"copy\"}}\n"
     "                or null,\n"
     "     \"totals\": {\"kernels\", \"files\", \"bytes\", \"records\"}}\n"
@@ -882,6 +882,7 @@ static int spec_contiguous(const tb_tensor_spec *t) {
 typedef struct {
     uint32_t kinds[4];           /* steps: other (none: a reader refuses them), launch, memset, copy */
     uint32_t state;              /* constants that are state */
+    uint32_t external;           /* constants in a weights file (2.5) */
     unsigned long long constant_bytes;
 } program_counts;
 static void count_program(const tb_program *p, program_counts *c) {
@@ -891,6 +892,7 @@ static void count_program(const tb_program *p, program_counts *c) {
     for (i = 0; i < p->constant_count; i++) {
         c->constant_bytes += p->constants[i].size;
         if (p->constants[i].flags & TB_CONSTANT_STATE) c->state++;
+        if (p->constants[i].flags & TB_CONSTANT_EXTERNAL) c->external++;
     }
 }
 
@@ -910,8 +912,10 @@ static void list_program(const tb_program *p, int several) {
     printf("program %s  inputs %u  outputs %u  steps %u (launch %u, memset %u, copy %u)\n", esc(p->name, e1, sizeof e1),
            p->input_count, p->output_count, p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET],
            c.kinds[TB_STEP_COPY]);
-    printf("    constants %u%s  bytes %llu  state %u\n", p->constant_count, several ? " (shared by the programs)" : "",
+    printf("    constants %u%s  bytes %llu  state %u", p->constant_count, several ? " (shared by the programs)" : "",
            c.constant_bytes, c.state);
+    if (c.external) printf("  external %u (tensors of the weights file)", c.external);
+    printf("\n");
     printf("    workspace %llu bytes  buffers %u\n", (unsigned long long)p->workspace_size, p->buffer_count);
     for (i = 0; i < p->input_count; i++) list_tensor("input", i, &p->inputs[i]);
     for (i = 0; i < p->output_count; i++) list_tensor("output", i, &p->outputs[i]);
@@ -1240,9 +1244,9 @@ static void json_program(const tb_program *p) {
     json_tensors(p->inputs, p->input_count);
     fputs(",\n \"outputs\": ", stdout);
     json_tensors(p->outputs, p->output_count);
-    printf(",\n \"constants\": {\"count\": %u, \"bytes\": %llu, \"state\": %u}, \"buffers\": %u, \"workspace_size\": %llu, "
-           "\"steps\": {\"count\": %u, \"launch\": %u, \"memset\": %u, \"copy\": %u}}",
-           p->constant_count, c.constant_bytes, c.state, p->buffer_count, (unsigned long long)p->workspace_size,
+    printf(",\n \"constants\": {\"count\": %u, \"bytes\": %llu, \"state\": %u, \"external\": %u}, \"buffers\": %u, "
+           "\"workspace_size\": %llu, \"steps\": {\"count\": %u, \"launch\": %u, \"memset\": %u, \"copy\": %u}}",
+           p->constant_count, c.constant_bytes, c.state, c.external, p->buffer_count, (unsigned long long)p->workspace_size,
            p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET], c.kinds[TB_STEP_COPY]);
 }
 

@@ -32,6 +32,14 @@ TB_PROGRAMS_SEED=fuzz/corpus/program/programs.tbundle build/test_program test_pr
 make -s build/mkprogram >/dev/null
 build/mkprogram --generate fuzz/corpus/program/generate.tbundle
 cp fuzz/corpus/program/programs.tbundle fuzz/corpus/read/programs.tbundle
+# external constants (2.5): a program whose weight is a tensor of a weights file
+TB_EXTERNAL_SEED=fuzz/corpus/program/external.tbundle build/test_program test_external_constants >/dev/null
+# weights files (safetensors): the Python companion's writer, metadata, several dtypes
+mkdir -p fuzz/corpus/weights
+python3 -c 'import sys; sys.path[:0] = ["python"]; from triton_bundle import weights as w
+w.write_file("fuzz/corpus/weights/two.safetensors", [("a", "float32", [2, 3], bytes(range(24))), ("b.c", "bfloat16", [4], bytes(8))], {"format": "pt"})
+w.write_file("fuzz/corpus/weights/scalar.safetensors", [("s", "int64", [], bytes(8)), ("e", "uint8", [0], b"")])'
+
 # the launcher's fuzzers: grid programs and graph call sequences (their inputs are their own encodings)
 mkdir -p fuzz/corpus/grid fuzz/corpus/graph
 printf '\003\001\240\240\003\032\104\010\001\001\001\001\200\200\003\002' > fuzz/corpus/grid/cdiv.bin

@@ -1,6 +1,9 @@
 /* mkprogram FILE: writes a bundle whose program (format 2.4, section 5)
    needs no kernel, for tests/test_tbundle.sh (tbundle list and run):
-   memset and copy steps only, so no launch record.
+   memset and copy steps only, so no launch record. With --weights
+   WEIGHTS, fc.weight is external (format 2.5, section 6): tensor
+   "fc.weight" of the safetensors file WEIGHTS, which it writes too, named
+   in the property weights.file.
 
      inputs   0 x   float32 [4]
               1 y   bfloat16 [2, 3], strides [1, 2] (y transposed: not C order)
@@ -127,10 +130,12 @@ int main(int argc, char **argv) {
     tb_program p;
     tb_bundle *b = NULL;
     tb_error e;
+    const char *out = argv[argc - 1], *wfile = NULL;
     if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0);
     if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1);
-    if (argc != 2) {
-        fprintf(stderr, "usage: mkprogram FILE | mkprogram --generate [--logits-only] FILE\n");
+    if (argc == 4 && !strcmp(argv[1], "--weights")) wfile = argv[2];
+    else if (argc != 2) {
+        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only] FILE\n");
         return 2;
     }
     inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);
@@ -181,8 +186,26 @@ int main(int argc, char **argv) {
     p.workspace_size = 64;
     p.step_count = 5;
     p.steps = steps;
-    if (tb_bundle_create(NULL, &b, &e) != tb_ok || tb_bundle_set_program(b, &p, &e) != tb_ok ||
-        tb_bundle_write_file(b, argv[1], 0, &e) != tb_ok) {
+    if (wfile) { /* fc.weight as tensor "fc.weight" of a safetensors file (2.5) */
+        static const char json[] = "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}    ";
+        unsigned char len[8] = {sizeof json - 1, 0, 0, 0, 0, 0, 0, 0};
+        FILE *f = fopen(wfile, "wb");
+        const char *slash = strrchr(wfile, '/');
+        if (!f || fwrite(len, 1, 8, f) != 8 || fwrite(json, 1, sizeof json - 1, f) != sizeof json - 1 ||
+            fwrite(weight, 1, sizeof weight, f) != sizeof weight || fclose(f) != 0) {
+            fprintf(stderr, "mkprogram: cannot write %s\n", wfile);
+            return 1;
+        }
+        constants[0].flags = TB_CONSTANT_EXTERNAL, constants[0].data = NULL, constants[0].tensor = "fc.weight";
+        constants[0].rank = 1, constants[0].shape[0] = 4, constants[0].crc32 = tb_crc32(0, weight, sizeof weight);
+        if (tb_bundle_create(NULL, &b, &e) != tb_ok ||
+            tb_bundle_set_property(b, "weights.file", slash ? slash + 1 : wfile, &e) != tb_ok) {
+            fprintf(stderr, "mkprogram: %s\n", e.message);
+            return 1;
+        }
+    }
+    if ((!b && tb_bundle_create(NULL, &b, &e) != tb_ok) || tb_bundle_set_program(b, &p, &e) != tb_ok ||
+        tb_bundle_write_file(b, out, 0, &e) != tb_ok) {
         fprintf(stderr, "mkprogram: %s\n", e.message);
         tb_bundle_free(b);
         return 1;

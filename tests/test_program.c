@@ -1348,6 +1348,7 @@ TEST(test_external_constants) {
     CHECK(((unsigned char *)buf)[10] == 5);
     CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
     REQUIRE(r && tb_bundle_program(r));
+    if (getenv("TB_EXTERNAL_SEED")) CHECK_OK(tb_bundle_write_file(r, getenv("TB_EXTERNAL_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     {
         const tb_program_constant *k = &tb_bundle_program(r)->constants[0];
         CHECK(k->flags == TB_CONSTANT_EXTERNAL && !k->data && k->size == 8 && !strcmp(k->tensor, "model.w") && k->rank == 1 &&

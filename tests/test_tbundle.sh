@@ -440,7 +440,7 @@ runs_refused() { # CASE-FILE PATTERN...: run with x.npy replaced by CASE-FILE ex
 check "run --help says bfloat16 and float8 are read and written as their bit patterns" sh -c \
   "$T run --help > '$W/help' && grep -q 'read and written as their bit patterns' '$W/help' && grep -qF \"bfloat16\" '$W/help' && grep -qF \"as '<u2' and float8 as '|u1' .npy files\" '$W/help'"
 check "... and describes every option" sh -c "for o in --in --out --weights --graph --bench --device; do grep -q -- \"^  \$o \" '$W/help' || exit 1; done"
-check "the top usage names run" sh -c "$T --help | grep -q '^  run MODEL \[--program NAME\] \[--in FILE.npy\]\.\.\. \[--out DIR\] \[--graph\] \[--bench N\] \[--device N\] \[-v\]'"
+check "the top usage names run" sh -c "$T --help | grep -q '^  run MODEL \[--program NAME\] \[--in FILE.npy\]\.\.\. \[--out DIR\] \[--weights FILE\] \[--graph\] \[--bench N\] \[--device N\] \[-v\]'"
 check "run --bench 0 is a usage error (2)" status_is 2 $T run m.tbundle --bench 0
 check "... naming the value" err_has "^tbundle: --bench needs a positive integer, got '0'\$"
 check "run --bench x is a usage error (2)" status_is 2 $T run m.tbundle --bench x
@@ -598,7 +598,7 @@ if command -v python3 >/dev/null; then
     '[t["name"] for t in d["program"]["outputs"]] == ["x2", "yt", "count\x1b\""]' \
     'd["program"]["outputs"][1]["strides"] == [1, 3] and d["program"]["outputs"][2]["dtype"] == "int32"'
   check "... constants, buffers, workspace and steps" json_ok "$W/prog.tbundle" \
-    'd["program"]["constants"] == {"count": 2, "bytes": 24, "state": 1}' \
+    'd["program"]["constants"] == {"count": 2, "bytes": 24, "state": 1, "external": 0}' \
     'd["program"]["buffers"] == 1 and d["program"]["workspace_size"] == 64' \
     'd["program"]["steps"] == {"count": 5, "launch": 0, "memset": 1, "copy": 4}' \
     'd["totals"] == {"kernels": 0, "files": 0, "bytes": 0, "records": 0}'
@@ -651,8 +651,23 @@ check "run --out of a missing directory is made" sh -c "! [ -e '$W/made/out' ]"
 if [ -x build/tbundle_fake ]; then
   check "... by run (the stand-in driver)" status_is 0 build/tbundle_fake run "$W/prog.tbundle" "${IN[@]}" --out "$W/made/out"
   check "... holding the outputs" test -s "$W/made/out/out0.npy"
+  # external constants (2.5): fc.weight a tensor of a safetensors file beside the bundle
+  build/mkprogram --weights "$W/pw.safetensors" "$W/pw.tbundle"
+  check "run of a bundle whose weight is in a weights file: found beside it (0)" \
+    status_is 0 build/tbundle_fake run "$W/pw.tbundle" "${IN[@]}" --out "$W/pwout"
+  check "... the outputs of the bundle that holds its weight" cmp "$W/pwout/out2.npy" "$W/made/out/out2.npy"
+  check "list counts the external constant and names the file" sh -c "$T list '$W/pw.tbundle' | grep -q 'external 1' &&
+    $T list '$W/pw.tbundle' | grep -q 'weights.file = pw.safetensors'"
+  mv "$W/pw.safetensors" "$W/pw2.safetensors"
+  check "without its weights file run fails (1)" status_is 1 build/tbundle_fake run "$W/pw.tbundle" "${IN[@]}" --out "$W/pwout"
+  check "... naming the file" err_has "pw.safetensors"
+  check "--weights FILE: that file (0)" \
+    status_is 0 build/tbundle_fake run "$W/pw.tbundle" "${IN[@]}" --out "$W/pwout" --weights "$W/pw2.safetensors"
+  check "--weights of a file without the tensor fails (1), before the GPU" \
+    status_is 1 $T run "$W/pw.tbundle" "${IN[@]}" --weights fuzz/corpus/weights/two.safetensors
+  check "... naming the constant and the tensor" err_has 'constant 0 "fc.weight": the weights file has no tensor "fc.weight"'
 else
-  skip=$((skip + 2)); echo "skip run --out of a missing directory (build/tbundle_fake not built)"
+  skip=$((skip + 10)); echo "skip run --out of a missing directory and the weights file (build/tbundle_fake not built)"
 fi
 # unpack into a cache holding a damaged copy of a kernel
 mkdir -p "$W/uc"

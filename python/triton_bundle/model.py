@@ -938,7 +938,7 @@ def _written_args(rec):
     return out if out else None
 
 
-def conv_as_mm_backend(torch, compile_options):
+def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_fusion=False):
     """A torch.compile backend: Inductor (compile_fx) with compile_options
     and one more decomposition, of aten.convolution (2-D, not transposed,
     one group) into a gather of the input's windows and a matrix product,
@@ -969,14 +969,35 @@ def conv_as_mm_backend(torch, compile_options):
             xp = torch.nn.functional.pad(x, (pw, pw, ph, ph)) if ph or pw else x
             # windows: [n, c, ho, wo, kh, kw] by strides, as unfold
             cols = xp.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 2, 3, 1, 4, 5)
-        cols = cols.reshape(n * ho * wo, c * kh * kw)
-        out = torch.mm(cols, w.reshape(d, c * kh * kw).t())
+        m_, k_ = n * ho * wo, c * kh * kw
+        cols = cols.reshape(m_, k_)
+        # split K where the product has too few 64x64 tiles to fill the GPU
+        # (ResNet's late layers at small images: M = 4, K = 4608): S products
+        # of K/S each, then their sum, every chunk at least 256 deep
+        s_ = 1
+        tiles = -(-m_ // 64) * -(-d // 64)
+        while split_k and tiles * s_ * 2 <= sms and k_ % (s_ * 2) == 0 and k_ // (s_ * 2) >= 256:
+            s_ *= 2
+        if s_ > 1:
+            out = torch.bmm(cols.reshape(m_, s_, k_ // s_).permute(1, 0, 2),
+                            w.reshape(d, s_, k_ // s_).permute(1, 2, 0)).sum(0)
+        else:
+            out = torch.mm(cols, w.reshape(d, k_).t())
         if b is not None:
             out = out + b
         return out.reshape(n, ho, wo, d).permute(0, 3, 1, 2)
 
+    patches = dict(compile_options)
+    if not prologue_fusion and hasattr(torch._inductor.config, "prologue_fusion"):
+        # a window gather fused into the matrix product's loads makes them
+        # uncoalesced: measured 345 us for one of ResNet-18's products
+        patches["prologue_fusion"] = False
+
     def backend(gm, example_inputs, **_):
-        return compile_fx(gm, example_inputs, config_patches=dict(compile_options), decompositions=table)
+        # AOTAutograd's cache keys on the graph before decomposition, not on
+        # this table: a model compiled without it would come back
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
     return backend
 
 

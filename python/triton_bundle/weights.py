@@ -161,6 +161,9 @@ def write_file(path, tensors, metadata=None):
                 f.write(v)
             f.flush()
             os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it (mkstemp makes 0600)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -18,8 +18,13 @@ a linear layer; 1x3x64x64), stateful (BatchNorm1d in training mode, whose
 running statistics change each call, a step counter and an EMA buffer
 updated in place), coop (cooperative reductions, whose semaphores the
 wrapper zeroes: a memset step; an output that is a view of the input: a
-copy step), scatter (index_add_, whose kernel uses atomics). Default: all
-but gpt_hand.
+copy step), scatter (index_add_, whose kernel uses atomics); and, not
+exported by default, the real models of issue 31: vit (transformers' ViT,
+SDPA, a 16x16 patch embedding), resnet18 (torchvision), gpt2_sdpa
+(transformers' GPT-2 with its default SDPA attention), gpt2_full (GPT-2 at
+124M) and llama1b (a Llama-style 1B in bfloat16), whose weights go to
+NAME.safetensors (WEIGHTS_FILE). Default: mlp gpt cnn stateful coop
+scatter.
 
 For each NAME, OUTDIR receives:
   NAME.tbundle            the bundle (kernels, records, the program)
@@ -227,10 +232,35 @@ def gpt2_sdpa(torch, nn):
     return m, (torch.randint(0, 1000, (1, 64), device="cuda"),), False
 
 
+def gpt2_full(torch, nn):
+    """transformers' GPT-2 at full size (GPT2Config's defaults: 12 layers,
+    n_embd 768, 12 heads, vocabulary 50257; 124M parameters), SDPA
+    attention, float32, one sequence of 64 tokens."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    m = transformers.GPT2LMHeadModel(cfg).cuda().eval()
+    return m, (torch.randint(0, cfg.vocab_size, (1, 64), device="cuda"),), False
+
+
+def llama1b(torch, nn):
+    """A Llama-style model of about 1B parameters in bfloat16: hidden 2048,
+    16 layers, 32 heads (8 key/value heads), MLP 8192, vocabulary 32000;
+    SDPA attention, one sequence of 64 tokens."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                                   num_key_value_heads=8, intermediate_size=8192, vocab_size=32000,
+                                   max_position_embeddings=256, use_cache=False)
+    m = transformers.LlamaForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
+    return m, (torch.randint(0, cfg.vocab_size, (1, 64), device="cuda"),), False
+
+
 MODELS = {"mlp": mlp, "gpt": gpt, "gpt_hand": gpt_hand, "cnn": cnn, "stateful": stateful, "coop": coop,
-          "scatter": scatter, "vit": vit, "resnet18": resnet18, "gpt2_sdpa": gpt2_sdpa}
+          "scatter": scatter, "vit": vit, "resnet18": resnet18, "gpt2_sdpa": gpt2_sdpa, "gpt2_full": gpt2_full,
+          "llama1b": llama1b}
 # models whose constants go to a weights file, NAME.safetensors beside the bundle
-WEIGHTS_FILE = {"gpt2_sdpa", "vit"}
+WEIGHTS_FILE = {"gpt2_sdpa", "vit", "gpt2_full", "llama1b"}
 # Inductor options a model is exported with, besides the Triton-only ones
 OPTIONS = {"coop": {"triton.cooperative_reductions": True, "triton.force_cooperative_reductions": True}}
 

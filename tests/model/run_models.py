@@ -118,7 +118,8 @@ def _run_native(torch, np, lib, name, d, info):
     b = lib.read_file(os.path.join(d, name + ".tbundle"))
     try:
         for graph in (False, True):
-            m = lib.model(b, graph=graph)
+            w = os.path.join(d, name + ".safetensors")  # external weights (gpu_models.WEIGHTS_FILE)
+            m = lib.model(b, graph=graph, weights=w if os.path.exists(w) else None)
             try:
                 ins = torch_inputs(torch, np, d, name, specs_in)
                 dt = {s["name"]: s["dtype"] for s in specs_out}
