@@ -1259,7 +1259,7 @@ typedef struct tb_weights_tensor {
     uint64_t offset, size;       /* its bytes: from the file's start */
 } tb_weights_tensor;
 #ifndef TB_MAX_WEIGHTS_HEADER
-#define TB_MAX_WEIGHTS_HEADER (100u << 20) /* bytes of JSON header, safetensors' own limit */
+#define TB_MAX_WEIGHTS_HEADER 100000000u /* bytes of JSON header, safetensors' own limit */
 #endif
 #ifndef TB_MAX_WEIGHTS_TENSORS
 #define TB_MAX_WEIGHTS_TENSORS (1u << 20)
@@ -6767,18 +6767,34 @@ static tb_result tb__jstring(tb__json *j, char *out, size_t cap) {
                 }
                 j->p += 4;
                 if (cp == 0) return tb__jfail(j, "\\u0000 in a string");
+                if (cp >= 0xdc00 && cp < 0xe000) return tb__jfail(j, "a lone \\u surrogate");
+                if (cp >= 0xd800 && cp < 0xdc00) { /* a pair: one code point past U+FFFF */
+                    unsigned lo = 0;
+                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u') return tb__jfail(j, "a lone \\u surrogate");
+                    for (k = 2; k < 6; k++) {
+                        if ((v = tb__hexval(j->p[k])) < 0) return tb__jfail(j, "bad \\u escape");
+                        lo = lo * 16 + (unsigned)v;
+                    }
+                    if (lo < 0xdc00 || lo >= 0xe000) return tb__jfail(j, "a lone \\u surrogate");
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    j->p += 6;
+                }
                 break;
             }
             default: return tb__jfail(j, "unknown escape");
             }
             if (out) {
-                /* UTF-8 encode (surrogates are kept as their 3-byte forms) */
-                unsigned char buf[3];
-                size_t m = cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3, q;
+                /* UTF-8 encode */
+                unsigned char buf[4];
+                size_t m = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4, q;
                 if (m == 1) buf[0] = (unsigned char)cp;
                 else if (m == 2) buf[0] = (unsigned char)(0xc0 | (cp >> 6)), buf[1] = (unsigned char)(0x80 | (cp & 63));
-                else buf[0] = (unsigned char)(0xe0 | (cp >> 12)), buf[1] = (unsigned char)(0x80 | ((cp >> 6) & 63)),
-                     buf[2] = (unsigned char)(0x80 | (cp & 63));
+                else if (m == 3)
+                    buf[0] = (unsigned char)(0xe0 | (cp >> 12)), buf[1] = (unsigned char)(0x80 | ((cp >> 6) & 63)),
+                    buf[2] = (unsigned char)(0x80 | (cp & 63));
+                else
+                    buf[0] = (unsigned char)(0xf0 | (cp >> 18)), buf[1] = (unsigned char)(0x80 | ((cp >> 12) & 63)),
+                    buf[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)), buf[3] = (unsigned char)(0x80 | (cp & 63));
                 if (n + m >= cap) return tb__jfail(j, "string too long");
                 for (q = 0; q < m; q++) out[n++] = (char)buf[q];
             }
@@ -6799,6 +6815,7 @@ static tb_result tb__jnumber(tb__json *j, int64_t *v, int *is_int) {
     uint64_t acc = 0;
     *is_int = 1;
     if (j->p < j->end && *j->p == '-') neg = 1, j->p++;
+    if (j->end - j->p > 1 && j->p[0] == '0' && j->p[1] >= '0' && j->p[1] <= '9') return tb__jfail(j, "a number with a leading zero");
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
         unsigned d = (unsigned)(*j->p - '0');
         if (acc > (UINT64_MAX - d) / 10) overflow = 1;
@@ -6810,12 +6827,17 @@ static tb_result tb__jnumber(tb__json *j, int64_t *v, int *is_int) {
         j->p = s;
         return tb__jfail(j, "expected a value");
     }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) {
+    /* JSON's grammar: a fraction and an exponent each with a digit at least */
+    if (j->p < j->end && *j->p == '.') {
         *is_int = 0;
-        j->p++;
-        while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || *j->p == '+' || *j->p == '-' || *j->p == 'e' ||
-                                 *j->p == 'E'))
-            j->p++;
+        if (++j->p >= j->end || *j->p < '0' || *j->p > '9') return tb__jfail(j, "a number with no digit after its '.'");
+        while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        *is_int = 0;
+        if (++j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
+        if (j->p >= j->end || *j->p < '0' || *j->p > '9') return tb__jfail(j, "a number with no digit in its exponent");
+        while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
     }
     if (overflow || acc > (uint64_t)INT64_MAX + (uint64_t)neg) *is_int = 0;
     else *v = neg ? (int64_t)(0 - acc) : (int64_t)acc;
@@ -8518,6 +8540,25 @@ TBDEF uint32_t tb_dtype_from_name(const char *name) {
     return 0;
 }
 
+/* The bytes of a tensor of `rank` sizes of `elem` bytes each, exactly:
+   0 when a size is 0; *bad set when a size is negative or the product
+   passes 2^64 - 1. */
+static uint64_t tb__shape_bytes(uint64_t elem, uint32_t rank, const int64_t *shape, int *bad) {
+    uint64_t n = elem;
+    uint32_t d;
+    int over = 0;
+    *bad = 0;
+    for (d = 0; d < rank; d++) {
+        if (shape[d] < 0) *bad = 1;
+        if (!shape[d]) return 0;
+    }
+    for (d = 0; d < rank && !*bad; d++)
+        if (n > UINT64_MAX / (uint64_t)shape[d]) over = 1;
+        else n *= (uint64_t)shape[d];
+    if (over) *bad = 1;
+    return *bad ? UINT64_MAX : n;
+}
+
 TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *t) {
     uint64_t last = 0, bytes;
     uint32_t i;
@@ -9016,17 +9057,15 @@ static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p,
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u (bit 1, shared, "
                             "goes with bit 0, state; bit 2, external, never does)", i, k->name, k->flags);
         if (k->flags & TB_CONSTANT_EXTERNAL) {
-            uint64_t bytes = tb__dtype(k->dtype)->bytes;
-            uint32_t d;
+            uint64_t bytes;
+            int bad;
             size_t tn = k->tensor ? strlen(k->tensor) : 0;
             if (!tn || tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS)
                 return tb__fail(err, tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS ? tb_err_limit : tb_err_bad_name, NULL,
                                 NULL, -1, 0, "program constant %u (%.80s): external, with a tensor name of %zu bytes or rank %u", i,
                                 k->name, tn, k->rank);
-            for (d = 0; d < k->rank; d++)
-                if (k->shape[d] < 0 || (k->shape[d] && bytes > UINT64_MAX / (uint64_t)k->shape[d])) bytes = UINT64_MAX;
-                else bytes *= (uint64_t)k->shape[d];
-            if (bytes != k->size)
+            bytes = tb__shape_bytes(tb__dtype(k->dtype)->bytes, k->rank, k->shape, &bad);
+            if (bad || bytes != k->size)
                 return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                                 "program constant %u (%.80s): external, %llu bytes, but its shape holds %llu", i, k->name,
                                 (unsigned long long)k->size, (unsigned long long)bytes);
@@ -9288,6 +9327,7 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
 static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *k, uint32_t i, uint64_t offset, size_t kat) {
     uint32_t d;
     uint64_t bytes;
+    int bad;
     tb_result r;
     if (b->format_major == 2 && b->format_minor < 5)
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
@@ -9299,17 +9339,16 @@ static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
                         "program constant %u: an external one with offset %llu (not 0), the state flag, an empty tensor name "
                         "or rank %u (over %u)", i, (unsigned long long)offset, k->rank, (unsigned)TB_MAX_TENSOR_DIMS);
-    for (bytes = tb__dtype(k->dtype)->bytes, d = 0; d < k->rank; d++) {
+    for (d = 0; d < k->rank; d++) {
         uint64_t x;
         if ((r = tb__rd_u64(c, &x, "constant's shape")) != tb_ok) return r;
-        k->shape[d] = (int64_t)x;
-        if (x > (uint64_t)INT64_MAX || (x && bytes > UINT64_MAX / x)) bytes = UINT64_MAX, x = 1;
-        bytes *= x;
+        k->shape[d] = (int64_t)x; /* past 2^63 - 1: negative, refused below */
     }
-    if (bytes != k->size)
+    bytes = tb__shape_bytes(tb__dtype(k->dtype)->bytes, k->rank, k->shape, &bad);
+    if (bad || bytes != k->size)
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                        "program constant %u: an external one of %llu bytes whose shape holds %llu", i,
-                        (unsigned long long)k->size, (unsigned long long)bytes);
+                        "program constant %u: an external one of %llu bytes whose shape (each size at most 2^63 - 1) holds "
+                        "%s%llu", i, (unsigned long long)k->size, bad ? "more than " : "", (unsigned long long)bytes);
     return tb_ok;
 }
 
@@ -9329,15 +9368,16 @@ static tb_result tb__rd_constant_table(tb_bundle *b, tb__cur *c, uint32_t n, uin
         if (!*k->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "program constant %u has an empty name", i);
         if (!tb__dtype(k->dtype))
             return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0, "program constant %u: dtype %u is unknown", i, k->dtype);
-        if ((k->flags & ~flags_ok) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)) ||
-            offsets[i] % TB__CONSTANT_ALIGN || offsets[i] < prev_end)
-            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                            "program constant %u: flags %u, or offset %llu not a multiple of 64 or before the end of "
-                            "the constant before it", i, k->flags, (unsigned long long)offsets[i]);
-        if (k->flags & TB_CONSTANT_EXTERNAL) {
+        if ((k->flags & ~flags_ok) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)))
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0, "program constant %u: flags %u", i, k->flags);
+        if (k->flags & TB_CONSTANT_EXTERNAL) { /* no bytes here: the constants around it keep their order */
             if ((r = tb__rd_external(b, c, k, i, offsets[i], kat)) != tb_ok) return r;
             continue;
         }
+        if (offsets[i] % TB__CONSTANT_ALIGN || offsets[i] < prev_end)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                            "program constant %u: offset %llu not a multiple of 64 or before the end of the constant "
+                            "before it", i, (unsigned long long)offsets[i]);
         if (offsets[i] > c->end || k->size > (uint64_t)(c->end - offsets[i]))
             return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)kat, 0,
                             "program constant %u (%llu bytes at %llu) runs past its section", i,
@@ -9635,6 +9675,16 @@ static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_co
     const tb_program_constant *x = &b->constants[t];
     unsigned char buf[2][4096];
     uint64_t off;
+    if ((x->flags | k->flags) & TB_CONSTANT_EXTERNAL) {
+        if (x->flags == k->flags && x->dtype == k->dtype && x->size == k->size && !strcmp(x->tensor, k->tensor) &&
+            x->rank == k->rank && x->crc32 == k->crc32 && !memcmp(x->shape, k->shape, k->rank * sizeof *k->shape))
+            return tb_ok;
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "constant %u \"%.80s\": the bundle's constant of that name is %s, this one %s", i, k->name,
+                        (x->flags & TB_CONSTANT_EXTERNAL) ? "a tensor of the weights file" : "in the bundle",
+                        (k->flags & TB_CONSTANT_EXTERNAL) ? "a tensor of the weights file (another, or another shape)" :
+                                                            "in the bundle");
+    }
     if (x->dtype != k->dtype || x->size != k->size || (x->flags & TB_CONSTANT_STATE) != (k->flags & TB_CONSTANT_STATE))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "constant %u \"%.80s\": the bundle's constant of that name is %s, %llu bytes, flags %u; this one "
@@ -9644,14 +9694,6 @@ static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_co
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "state constant %u \"%.80s\" is in another program already: mark it TB_CONSTANT_SHARED in both to "
                         "share it, or name them apart", i, k->name);
-    if ((x->flags | k->flags) & TB_CONSTANT_EXTERNAL) {
-        if (x->flags == k->flags && !strcmp(x->tensor, k->tensor) && x->rank == k->rank && x->crc32 == k->crc32 &&
-            !memcmp(x->shape, k->shape, k->rank * sizeof *k->shape))
-            return tb_ok;
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "constant %u \"%.80s\": the bundle's constant of that name is another tensor of the weights file, or "
-                        "in the bundle", i, k->name);
-    }
     if (x->data == k->data) return tb_ok;
     for (off = 0; off < k->size; off += sizeof buf[0]) {
         size_t n = k->size - off < sizeof buf[0] ? (size_t)(k->size - off) : sizeof buf[0];
@@ -9891,24 +9933,25 @@ struct tb_weights {
     char *names;                 /* the names' bytes */
 };
 
+/* slicing by 8: eight tables, made once (pthread_once orders the tables'
+   writes before any reader's loads) */
+static uint32_t tb__crc_t[8][256];
+static pthread_once_t tb__crc_once = PTHREAD_ONCE_INIT;
+static void tb__crc_tables(void) {
+    uint32_t i, k;
+    for (i = 0; i < 256; i++) {
+        uint32_t v = i;
+        for (k = 0; k < 8; k++) v = v & 1 ? 0xEDB88320u ^ (v >> 1) : v >> 1;
+        tb__crc_t[0][i] = v;
+    }
+    for (i = 0; i < 256; i++)
+        for (k = 1; k < 8; k++) tb__crc_t[k][i] = (tb__crc_t[k - 1][i] >> 8) ^ tb__crc_t[0][tb__crc_t[k - 1][i] & 0xff];
+}
 TBDEF uint32_t tb_crc32(uint32_t crc, const void *data, size_t size) {
-    /* slicing by 8: eight tables made once (thread-safe: each thread that
-       races writes the same values) */
-    static uint32_t t[8][256];
-    static volatile int ready;
+    uint32_t(*t)[256] = tb__crc_t;
     const unsigned char *p = (const unsigned char *)data;
     uint32_t c = ~crc;
-    if (!ready) {
-        uint32_t i, k;
-        for (i = 0; i < 256; i++) {
-            uint32_t v = i;
-            for (k = 0; k < 8; k++) v = v & 1 ? 0xEDB88320u ^ (v >> 1) : v >> 1;
-            t[0][i] = v;
-        }
-        for (i = 0; i < 256; i++)
-            for (k = 1; k < 8; k++) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
-        ready = 1;
-    }
+    pthread_once(&tb__crc_once, tb__crc_tables);
     while (size >= 8) {
         uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
         c = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][a >> 24] ^ t[3][p[4]] ^ t[2][p[5]] ^
@@ -9977,6 +10020,9 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
         if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
         j->p++;
         tb__jws(j);
+        if ((!strcmp(key, "dtype") && (seen & 1)) || (!strcmp(key, "shape") && (seen & 2)) ||
+            (!strcmp(key, "data_offsets") && (seen & 4)))
+            return tb__wfail(j, w, tb_err_malformed, "a key twice in a tensor's entry", name);
         if (!strcmp(key, "dtype")) {
             if (tb__jstring(j, dt, sizeof dt) != tb_ok || !(row = tb__dtype_by_st(dt)))
                 return tb__wfail(j, w, tb_err_unsupported_type, "a dtype that is not one of F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 "
@@ -10018,11 +10064,9 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
     if (seen != 7) return tb__wfail(j, w, tb_err_malformed, "a tensor without its dtype, shape or data_offsets", name);
     t->dtype = row->number;
     {
-        uint32_t d;
-        bytes = row->bytes;
-        for (d = 0; d < t->rank; d++)
-            if (t->shape[d] && bytes > UINT64_MAX / (uint64_t)t->shape[d]) return tb__wfail(j, w, tb_err_limit, "a shape whose bytes overflow", name);
-            else bytes *= (uint64_t)t->shape[d];
+        int bad;
+        bytes = tb__shape_bytes(row->bytes, t->rank, t->shape, &bad);
+        if (bad) return tb__wfail(j, w, tb_err_malformed, "a shape whose bytes pass 2^64 - 1", name);
     }
     if (off[1] < off[0] || off[1] - off[0] != bytes)
         return tb__wfail(j, w, tb_err_malformed, "data_offsets that do not span the shape's bytes", name);
@@ -10042,19 +10086,53 @@ static int tb__wcmp_name(const void *a, const void *b) {
     return strcmp(tb__wsort_w->tensors[*(const uint32_t *)a].name, tb__wsort_w->tensors[*(const uint32_t *)b].name);
 }
 
+/* The length of the longest prefix of p that is UTF-8 (n when all is):
+   no overlong form, surrogate or code point past U+10FFFF. */
+static size_t tb__utf8_end(const unsigned char *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i], need, cp, k;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) need = 1, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) need = 2, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) need = 3, cp = c & 0x07;
+        else return i;
+        if (n - i <= need) return i;
+        for (k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return i;
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return i;
+        i += need + 1;
+    }
+    return n;
+}
+
 /* The header's JSON: an object of tensors, and "__metadata__" (skipped). */
 static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb_error *err) {
     tb__json j;
     uint32_t cap = 0, i;
-    int more;
+    int more, metadata = 0;
     size_t names_cap = 0, names_len = 0;
     tb_result r;
     char *name = NULL;
     uint64_t at;
     j.p = j.start = text, j.end = text + n, j.err = err, j.doc = "safetensors header", j.base = 8;
+    if ((at = tb__utf8_end((const unsigned char *)text, n)) < n) {
+        j.p = text + at;
+        return tb__jfail(&j, "bytes that are not UTF-8");
+    }
     if (!(name = (char *)tb__alloc(&w->ctx, TB_MAX_STRING_LENGTH + 1))) return TB__OOM(err);
     tb__jws(&j);
-    if (j.p >= j.end || *j.p != '{') {
+    if (j.p >= j.end) {
+        r = tb__jfail(&j, "an empty header");
+        goto done;
+    }
+    if (*j.p != '{') {
         r = tb__wfail(&j, w, tb_err_malformed, "the header is not a JSON object", NULL);
         goto done;
     }
@@ -10073,6 +10151,10 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
             }
             j.p++;
             if (!strcmp(name, "__metadata__")) {
+                if (metadata++) {
+                    r = tb__wfail(&j, w, tb_err_malformed, "__metadata__ twice", NULL);
+                    goto done;
+                }
                 if ((r = tb__jskip(&j, 1)) != tb_ok) goto done;
             } else {
                 tb_weights_tensor *t;

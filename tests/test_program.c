@@ -1274,7 +1274,14 @@ TEST(test_weights_refusals) {
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
         {"{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8, 9]}}", 8, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 8]}}", 8, tb_err_limit},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [02], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},    /* a leading zero */
+        {"{\"__metadata__\": {\"x\": 1.e+}, \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
+        {"{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
+        {"{\"__metadata__\": {}, \"__metadata__\": {}}", 0, tb_err_malformed},
+        {"{\"a\\ud83d\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse}, /* a lone surrogate */
+        {"{\"a\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},   /* not UTF-8 */
+        {"", 0, tb_err_parse},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, tb_err_malformed},
         {"{\"a\": 5}", 0, tb_err_malformed},
     };
@@ -1316,6 +1323,16 @@ TEST(test_weights_refusals) {
         CHECK(tb_weights_open_memory(h, 10, NULL, &w, &e) == tb_err_limit);
     }
     CHECK(tb_weights_open("build/no-such.safetensors", NULL, &w, &e) == tb_err_not_found && strstr(e.file, "no-such"));
+    /* accepted: a name past U+FFFF written as a surrogate pair (found by its UTF-8), and a size 0 beside sizes
+       whose product alone would pass 2^64 (the tensor's bytes are 0) */
+    REQUIRE((p = st_bytes("{\"x\\ud83d\\ude00\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+                          "\"z\": {\"dtype\": \"F32\", \"shape\": [4611686018427387904, 4611686018427387904, 0], "
+                          "\"data_offsets\": [8, 8]}}", zeros, 8, &n)) != NULL);
+    w = NULL;
+    CHECK_OK(tb_weights_open_memory(p, n, NULL, &w, &e), &e);
+    CHECK(w && tb_weights_find(w, "x\xf0\x9f\x98\x80") && tb_weights_find(w, "z") && tb_weights_find(w, "z")->size == 0);
+    tb_weights_free(w);
+    free(p);
 }
 
 /* The test program with its weight w external: tensor "model.w" of a
@@ -1356,6 +1373,25 @@ TEST(test_external_constants) {
         CHECK(tb_bundle_program(r)->constants[1].tensor == NULL);
     }
     CHECK(tb_program_read_constant(r, 0, 0, w, 8, &e) == tb_err_not_found && strstr(e.message, "model.w"));
+    /* an external constant after one the bundle holds (a state one, as a KV cache before the weights): read back */
+    {
+        tb_bundle *b2 = NULL, *r2 = NULL;
+        prog q2;
+        tb_program_constant swap;
+        size_t n2 = 0;
+        void *buf3;
+        make_external(&q2);
+        swap = q2.k[0], q2.k[0] = q2.k[1], q2.k[1] = swap;
+        q2.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q2.ops[4][1] = op(TB_SPACE_CONSTANT, 0, 0), q2.ops[5][0] = op(TB_SPACE_CONSTANT, 0, 0);
+        REQUIRE((b2 = bundle_with_record(&e)) != NULL);
+        CHECK_OK(tb_bundle_set_program(b2, &q2.p, &e), &e);
+        REQUIRE((buf3 = write_mem(b2, &n2, &e)) != NULL);
+        CHECK_OK(tb_bundle_read_memory(buf3, n2, NULL, 0, &r2, &e), &e);
+        CHECK(r2 && (tb_bundle_program(r2)->constants[1].flags & TB_CONSTANT_EXTERNAL) && tb_bundle_program(r2)->constants[0].data);
+        tb_bundle_free(r2);
+        tb_bundle_free(b2);
+        free(buf3);
+    }
     REQUIRE((buf2 = write_mem(r, &n_inline, &e)) != NULL); /* rewritten: the same bytes */
     CHECK(n_inline == n && !memcmp(buf, buf2, n));
     free(buf2);

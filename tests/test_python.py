@@ -1114,6 +1114,19 @@ def external_checks(lib):
     cases, mism = reader_mismatches(lib, data, secs[6])
     check(not mism, "every truncation and changed byte of section 6 with an external constant: both readers agree "
           "(%d cases)%s" % (cases, ": %r" % mism[:5] if mism else ""))
+    # an external constant after one the bundle holds (a state one first, as a KV cache before the weights)
+    import zlib
+    C = tb.CONSTANT
+    p2 = tb.Program([tb.TensorSpec("x", "int32", [4], [1])], [tb.TensorSpec("y", "float32", [4], [1])],
+                    [tb.Constant("kv", "int32", struct.pack("<4i", 7, 7, 7, 7), state=True),
+                     tb.Constant("w", "float32", b"", external=tb.External("model.w", [4], zlib.crc32(b"\0" * 16)))],
+                    steps=[tb.Step(tb.COPY, [(C, 0, 0), (tb.INPUT, 0, 0)], count=16),
+                           tb.Step(tb.COPY, [(tb.OUTPUT, 0, 0), (C, 1, 0)], count=16)])
+    b2 = sample_bundle()
+    b2.program = p2
+    d2 = tb.write(b2)
+    check(tb.read(d2) == b2 and lib.write(lib.read(d2)) == d2,
+          "a state constant, then an external one: both readers read it, the C library writes the same bytes")
     old = resealed(data, (10, "<H", 4))
     check(cread(lib, old)[0] == py_code(old, False) == "malformed",
           "an external constant in a file that says 2.4: refused by both")

@@ -1410,7 +1410,8 @@ class _Export:
         for c, (name, t, sptr, host) in zip(constants, const_list):
             shapes[c.name] = list(t.shape) if t.numel() * t.element_size() == c.nbytes() else [c.nbytes() // max(
                 1, t.element_size())]
-        movable = [c for c in constants if not c.state and c.nbytes()]
+        # not state (a reset reloads it from the bundle), not empty, and of a dtype safetensors has (not the fnuz float8s)
+        movable = [c for c in constants if not c.state and c.nbytes() and DTYPE_BY_NAME[c.dtype].safetensors]
         left = []
         if w is not None:
             crcs = _weights.write_file(w, [(c.name, c.dtype, shapes[c.name], c.data) for c in movable],

@@ -22,7 +22,8 @@ from .format import DTYPES, MAX_TENSOR_DIMS, BundleError
 
 BY_ST = {d.safetensors: d for d in DTYPES if d.safetensors}
 ST_OF = {d.name: d.safetensors for d in DTYPES if d.safetensors}
-MAX_HEADER = 100 << 20  # safetensors' own limit, and the C library's TB_MAX_WEIGHTS_HEADER
+MAX_HEADER = 100000000  # safetensors' own limit, and the C library's TB_MAX_WEIGHTS_HEADER
+MAX_JSON_DEPTH = 64  # the C library's TB_MAX_JSON_DEPTH
 
 Tensor = collections.namedtuple("Tensor", "name dtype shape offset size")  # offset: from the file's start
 
@@ -43,22 +44,36 @@ def parse_header(raw, file_size, path="(memory)"):
         _bad(path, "a header of %d bytes, over %d" % (n, MAX_HEADER), "limit")
     if n > file_size - 8 or len(raw) < 8 + n:
         _bad(path, "a header of %d bytes in a %d-byte file" % (n, file_size), "truncated")
+    def no_constant(c):
+        raise ValueError("%s is not JSON" % c)
     try:
-        obj = json.loads(bytes(raw[8:8 + n]).decode("utf-8"),
-                         object_pairs_hook=lambda kv: _no_dups(path, kv))
-    except (ValueError, UnicodeDecodeError) as e:
+        # pairs kept as lists: duplicate keys are the checks' to judge, as the C reader does
+        obj = json.loads(bytes(raw[8:8 + n]).decode("utf-8"), object_pairs_hook=_Obj, parse_constant=no_constant)
+        _walk(obj, 0)
+    except (ValueError, UnicodeError, RecursionError) as e:
         _bad(path, "the header is not JSON (%s)" % e, "parse")
-    if not isinstance(obj, dict):
+    if not isinstance(obj, _Obj):
         _bad(path, "the header is not a JSON object")
-    start, out = 8 + n, {}
-    for name, e in obj.items():
+    start, out, meta = 8 + n, {}, 0
+    for name, e in obj:
         if name == "__metadata__":
+            meta += 1
+            if meta > 1:
+                _bad(path, "__metadata__ twice")
             continue
         if not name:
             _bad(path, "a tensor with an empty name", "bad_name")
-        if not isinstance(e, dict) or not all(k in e for k in ("dtype", "shape", "data_offsets")):
+        if name in out:
+            _bad(path, "two tensors named %r" % name)
+        if not isinstance(e, _Obj):
+            _bad(path, "tensor %r is not an object" % name)
+        keys = [k for k, _ in e if k in ("dtype", "shape", "data_offsets")]
+        if len(set(keys)) != len(keys):
+            _bad(path, "tensor %r: a key twice in its entry" % name)
+        e = dict(e)
+        if not all(k in e for k in ("dtype", "shape", "data_offsets")):
             _bad(path, "tensor %r lacks its dtype, shape or data_offsets" % name)
-        if e["dtype"] not in BY_ST:
+        if not isinstance(e["dtype"], str) or e["dtype"] not in BY_ST:
             _bad(path, "tensor %r: dtype %r is not one of %s" % (name, e["dtype"], " ".join(BY_ST)), "unsupported_type")
         shape, offs = e["shape"], e["data_offsets"]
         if not isinstance(shape, list) or len(shape) > MAX_TENSOR_DIMS or \
@@ -87,13 +102,26 @@ def parse_header(raw, file_size, path="(memory)"):
     return out
 
 
-def _no_dups(path, pairs):
-    d = {}
-    for k, v in pairs:
-        if k in d:
-            _bad(path, "two entries named %r" % k)
-        d[k] = v
-    return d
+class _Obj(list):
+    """A JSON object as its (key, value) pairs, in order, duplicates kept."""
+
+
+def _walk(v, depth):
+    """What JSON allows and the C reader refuses: nesting past
+    MAX_JSON_DEPTH, a zero character or a lone surrogate in a string."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError("nested too deeply")
+    if isinstance(v, str):
+        if "\0" in v:
+            raise ValueError("\\u0000 in a string")
+        v.encode("utf-8")  # a lone surrogate: UnicodeEncodeError
+    elif isinstance(v, _Obj):
+        for k, x in v:
+            _walk(k, depth + 1)
+            _walk(x, depth + 1)
+    elif isinstance(v, list):
+        for x in v:
+            _walk(x, depth + 1)
 
 
 def read_header(path):
@@ -147,7 +175,7 @@ def write_file(path, tensors, metadata=None):
         header[name] = {"dtype": ST_OF[dtype], "shape": [int(d) for d in shape], "data_offsets": [at, at + n]}
         views.append((name, v))
         at += n
-    text = json.dumps(header, separators=(",", ":")).encode()
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")  # names as UTF-8
     text += b" " * ((8 - len(text) % 8) % 8)  # the data 8-aligned, as safetensors writes it
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=d)
