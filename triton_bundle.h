@@ -1503,7 +1503,8 @@ TBDEF void tb_graph_free(tb_graph *graph);
    >>runner  Runner: a program on the GPU
    ====================================================================== */
 /* tb_model_load uploads a bundle's constants once (a mapped file's read
-   in bounded pieces, never the file whole), allocates the workspace once and loads every
+   in bounded pieces, never the file whole; EXTERNAL ones from the weights
+   file desc.weights names, checked whole first), allocates the workspace once and loads every
    kernel the steps launch; tb_model_run checks the caller's tensors and
    runs the steps on a stream, allocating no device memory (a graph's first
    run captures it, which allocates on the host). With TB_MODEL_GRAPH the
