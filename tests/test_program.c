@@ -1424,7 +1424,7 @@ static tb_result run_test_program(tb_model *m, float *x, float *y, float *z, int
 
 /* A model whose weight is in a weights file: loaded from it (the
    pageable way and the pinned way, pieces of 64 bytes through the ring
-   of 16 staging buffers), and every mismatch refused before any upload. */
+   of 12 staging slots), and every mismatch refused before any upload. */
 TEST(test_model_weights_file) {
     prog q;
     tb_bundle *b;
