@@ -394,11 +394,11 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 4
+#define TB_VERSION_MINOR 5
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.4.0"
+#define TB_VERSION_STRING "2.5.0"
 #define TB_FORMAT_VERSION_MAJOR 2
-#define TB_FORMAT_VERSION_MINOR 5
+#define TB_FORMAT_VERSION_MINOR 6
 
 #ifndef TBDEF
 #ifdef TB_STATIC
@@ -494,6 +494,7 @@ typedef enum tb_result {
     tb_err_misaligned,
     tb_err_shared_memory,
     tb_err_scratch,
+    tb_err_shape,         /* (2.6) an input's size outside its symbol's range, or disagreeing with another */
     tb_result_count_
 } tb_result;
 
@@ -615,6 +616,7 @@ typedef struct tb_tensor_desc {
 #define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
 #define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
 #define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
+#define TB_GRID_SYM 5u       /* (2.6) push the program's symbol `index`: program expressions only, never a grid rule */
 #define TB_GRID_ADD 16u
 #define TB_GRID_SUB 17u
 #define TB_GRID_MUL 18u
@@ -1087,6 +1089,9 @@ TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uin
 #ifndef TB_MAX_PROGRAM_STEPS
 #define TB_MAX_PROGRAM_STEPS 1000000u
 #endif
+#ifndef TB_MAX_PROGRAM_EXPRS
+#define TB_MAX_PROGRAM_EXPRS 4000000u /* (2.6) per program */
+#endif
 #define TB_MAX_TENSOR_DIMS 8u
 
 /* dtypes: PyTorch's names, one number each (FORMAT.md's table) */
@@ -1129,6 +1134,15 @@ typedef struct tb_tensor_spec {
 /* Bytes from the first element to the end of the last (0 when a size is
    0); UINT64_MAX when that overflows. */
 TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *spec);
+
+/* A caller's tensor: a device pointer and what it holds. */
+typedef struct tb_tensor {
+    void *data;
+    uint32_t dtype;              /* TB_DTYPE_* */
+    uint32_t rank;
+    int64_t shape[TB_MAX_TENSOR_DIMS];
+    int64_t strides[TB_MAX_TENSOR_DIMS]; /* elements */
+} tb_tensor;
 
 #define TB_CONSTANT_STATE 1u     /* updated in place by runs; kept across them (a reset reloads it) */
 #define TB_CONSTANT_SHARED 2u    /* (with STATE) shared by the programs that use it: a KV cache (2.4) */
@@ -1180,6 +1194,40 @@ typedef struct tb_program_step {
     const tb_operand *operands;
 } tb_program_step;
 
+/* (2.6) Shapes that vary. A program may declare symbols (a batch size,
+   a sequence length), each with a range and a divisor, and expressions in
+   the grid language over them (CONST, SYM and the operators) for any
+   field that depends on them: an input's or output's size or stride, a
+   buffer's size, a launch's grid, a memset's or copy's count, an
+   operand's value (a scalar argument or a pointer's byte offset). The
+   stored fields are the program at every symbol's maximum, where the
+   workspace is planned; tb_program_specialize makes the program at other
+   values, and a run binds the values from its inputs' sizes. */
+#ifndef TB_MAX_PROGRAM_SYMBOLS
+#define TB_MAX_PROGRAM_SYMBOLS 16u
+#endif
+#ifndef TB_MAX_EXPR_OPS
+#define TB_MAX_EXPR_OPS 256u     /* per expression: a grid rule with its arguments' expressions inlined */
+#endif
+typedef struct tb_program_symbol {
+    const char *name;            /* "batch", "seq": 1 to 255 bytes, unique in the program */
+    int64_t min, max;            /* the range, inclusive: 0 <= min <= max < 2^31 */
+    int64_t divisor;             /* >= 1: every value is a multiple of it (min and max too) */
+} tb_program_symbol;
+#define TB_FIELD_INPUT_SIZE 1u   /* index: the input, sub: the dimension */
+#define TB_FIELD_INPUT_STRIDE 2u
+#define TB_FIELD_OUTPUT_SIZE 3u
+#define TB_FIELD_OUTPUT_STRIDE 4u
+#define TB_FIELD_BUFFER_SIZE 5u  /* index: the buffer, sub 0; at most its planned size */
+#define TB_FIELD_GRID 6u         /* index: the step (a launch), sub: 0 x, 1 y, 2 z */
+#define TB_FIELD_COUNT 7u        /* index: the step (a memset or copy), sub 0 */
+#define TB_FIELD_OPERAND 8u      /* index: the step, sub: the operand (an integer literal, or a pointer's offset) */
+typedef struct tb_program_expr {
+    uint32_t field, index, sub;  /* what it gives: TB_FIELD_*; sorted by (field, index, sub), each once */
+    uint32_t op_count;           /* 1..TB_MAX_EXPR_OPS */
+    const tb_grid_op *ops;       /* TB_GRID_CONST, TB_GRID_SYM, operators */
+} tb_program_expr;
+
 typedef struct tb_program {
     uint32_t input_count, output_count;
     const tb_tensor_spec *inputs, *outputs;
@@ -1193,7 +1241,38 @@ typedef struct tb_program {
     /* (2.4) unique within a bundle: "forward", "prefill_64", "decode";
        NULL when adding one means "forward" */
     const char *name;
+    /* (2.6) symbols and the expressions over them (0 and NULL: every
+       size fixed). A launch grid dimension of a program with symbols may
+       be 0: that launch is skipped. */
+    uint32_t symbol_count;
+    const tb_program_symbol *symbols;
+    uint32_t expr_count;
+    const tb_program_expr *exprs;
+    /* a program tb_program_specialize made: the symbols' values (expr_count
+       0, every field evaluated); NULL otherwise */
+    const int64_t *values;
 } tb_program;
+
+/* (2.6) One expression's value for the symbols' values: CONST, SYM (index
+   < value_count) and the operators, exact (tb_err_arg_range on an
+   overflow or a division by zero; tb_err_malformed on a program that is
+   not an expression). */
+TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t op_count, const int64_t *values, uint32_t value_count,
+                             int64_t *out, tb_error *err);
+/* The symbols' values (values[symbol_count]) for a run's inputs: each from
+   the first input dimension whose size is that symbol alone, then checked
+   against its range and divisor, and every input size and stride against
+   its expression. tb_err_shape names the input, the dimension, the range
+   and the value; tb_err_arg_mismatch a count or rank that differs. */
+TBDEF tb_result tb_program_bind(const tb_program *program, const tb_tensor *inputs, uint32_t input_count,
+                                int64_t *values, tb_error *err);
+/* The program at these values: every expression evaluated into its field,
+   checked as tb_bundle_add_program checks a program (each buffer within
+   its planned size, each pointer within its object). Free with
+   tb_program_free. */
+TBDEF tb_result tb_program_specialize(const tb_bundle *bundle, const tb_program *program, const int64_t *values,
+                                      tb_program **out, tb_error *err);
+TBDEF void tb_program_free(tb_program *program);
 
 /* A bundle holds programs (2.4: several, by name), which share one table
    of constants: a weight that three programs use is one constant, stored
@@ -1521,14 +1600,7 @@ TBDEF void tb_graph_free(tb_graph *graph);
    then outlive it. */
 typedef struct tb_model tb_model;
 
-/* A caller's tensor: a device pointer and what it holds. */
-typedef struct tb_tensor {
-    void *data;
-    uint32_t dtype;              /* TB_DTYPE_* */
-    uint32_t rank;
-    int64_t shape[TB_MAX_TENSOR_DIMS];
-    int64_t strides[TB_MAX_TENSOR_DIMS]; /* elements */
-} tb_tensor;
+/* tb_tensor, a caller's tensor: with the programs (>>program) */
 
 #define TB_MODEL_GRAPH 1u        /* replay the program as one CUDA graph */
 #define TB_MODEL_STATIC_IO 2u    /* with GRAPH: always copy through static buffers (no node updates) */
@@ -1550,6 +1622,10 @@ typedef struct tb_model_desc {
        through two pageable buffers, which cost less to set up */
     uint64_t pinned_upload_min;
     uint32_t upload_threads;     /* 0: one per core but one, 2 to 12 */
+    /* (2.6) a program with symbols keeps its steps resolved (and with
+       TB_MODEL_GRAPH its graph) for this many tuples of symbol values, the
+       least recently used replaced (0: 8) */
+    uint32_t instance_cache;
 } tb_model_desc;
 
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err);
@@ -1612,6 +1688,11 @@ TBDEF tb_result tb_model_run_program_workspace(tb_model *model, uint32_t program
    work queued on stream (which may use the state), then copies, and
    returns once the bytes are on the device. */
 TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
+/* (2.6) The output specs of a run of `program` on these inputs: the
+   program's own, or for a program with symbols their sizes and strides at
+   the values the inputs bind (tb_err_shape as a run refuses them). */
+TBDEF tb_result tb_model_output_specs(tb_model *model, uint32_t program, const tb_tensor *inputs, uint32_t input_count,
+                                      tb_tensor_spec *outputs, uint32_t output_count, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);
 
 /* Device memory and streams in the model's context, so that a program
@@ -1859,7 +1940,8 @@ static const char *const tb__result_strings[] = {
     "argument out of range",
     "argument violates kernel assumption",
     "shared memory request too large",
-    "scratch buffer required"
+    "scratch buffer required",
+    "input size outside the program's range"
 };
 
 TBDEF const char *tb_result_string(tb_result r) {
@@ -2582,6 +2664,9 @@ static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *c
         for (i = 0; i < g->op_count[d]; i++) {
             const tb_grid_op *o = &g->ops[d][i];
             int operand = o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA;
+            if (o->op == TB_GRID_SYM)
+                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                                "grid rule dimension %u, operation %u: SYM (a program's symbol) in a grid rule", d, i);
             if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
                 return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
                                 "grid rule operation %u is unknown (written by a newer version?)", o->op);
@@ -7810,6 +7895,8 @@ typedef struct tb__grid_env {
     const int64_t *extra;
     uint32_t n_extra;
     const char *name;
+    const int64_t *syms;         /* (2.6) a program expression's symbol values */
+    uint32_t n_syms;
 } tb__grid_env;
 
 /* A binary operation, exact: 1 where the result does not fit or a divisor
@@ -7852,7 +7939,7 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
     for (i = 0; i < n; i++) {
         const tb_grid_op *o = &ops[i];
         int bad = 0;
-        if (o->op <= TB_GRID_EXTRA) {
+        if (o->op <= TB_GRID_SYM) {
             switch (o->op) {
             case TB_GRID_CONST: v = o->value; break;
             case TB_GRID_ARG:
@@ -7866,6 +7953,12 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
                                     (unsigned long long)args[o->index].u);
                 break;
             case TB_GRID_PARAM: v = env->params[o->index].value; break;
+            case TB_GRID_SYM:
+                if (o->index >= env->n_syms)
+                    return tb__fail(err, tb_err_malformed, env->name, NULL, -1, 0, "expression: symbol %u of %u", o->index,
+                                    env->n_syms);
+                v = env->syms[o->index];
+                break;
             default:
                 if (o->index >= n_extra || !extra)
                     return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
@@ -7926,7 +8019,7 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
         return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
                         arg_count, (unsigned)strlen(cf->arg_types));
     env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
-    env.name = cf->function_name;
+    env.name = cf->function_name, env.syms = NULL, env.n_syms = 0;
     for (d = 0; d < 3; d++) {
         int64_t v = 0;
         if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], &env, d, &v, err)) != tb_ok ||
@@ -8015,6 +8108,7 @@ static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *
     tb_result r;
     if (TB__UNLIKELY(!g->count[0])) return tb__no_grid_rule(name, err);
     env.codes = codes, env.params = NULL, env.args = args, env.extra = extra, env.n_extra = n_extra, env.name = name;
+    env.syms = NULL, env.n_syms = 0;
     for (d = 0; d < 3; d++) {
         int64_t v = 0, a;
         if (g->form[d] == 1) {
@@ -8833,7 +8927,7 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
         if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist",
                             s, st->record, st->config);
-        if (!st->grid[0] || !st->grid[1] || !st->grid[2] || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
+        if ((!p->symbol_count && (!st->grid[0] || !st->grid[1] || !st->grid[2])) || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
             st->grid[2] > 65535u)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: grid %u x %u x %u is outside CUDA's range",
                             s, st->grid[0], st->grid[1], st->grid[2]);
@@ -9022,6 +9116,357 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
     return r;
 }
 
+/* ---- (2.6) symbols and expressions ---- */
+/* An expression must run: CONST, SYM of a symbol the program has and the
+   operators, the stack never short or past TB_GRID_STACK, one value left,
+   unused fields zero; an operation this version does not know was written
+   by a newer one. */
+static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t nsyms, uint32_t e, tb_error *err) {
+    uint32_t i, depth = 0;
+    if (!n || n > TB_MAX_EXPR_OPS || !ops)
+        return tb__fail(err, n > TB_MAX_EXPR_OPS ? tb_err_limit : tb_err_malformed, NULL, NULL, -1, 0,
+                        "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n, (unsigned)TB_MAX_EXPR_OPS);
+    for (i = 0; i < n; i++) {
+        const tb_grid_op *o = &ops[i];
+        int operand = o->op == TB_GRID_CONST || o->op == TB_GRID_SYM;
+        if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
+            return tb__fail(err, o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA ? tb_err_malformed : tb_err_unsupported_version,
+                            NULL, NULL, -1, 0, "program expression %u, operation %u: op %u is %s", e, i, o->op,
+                            o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA
+                                ? "a grid rule's operand (an expression reads constants and symbols)"
+                                : "unknown (written by a newer version?)");
+        if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||
+            (o->op == TB_GRID_SYM && o->index >= nsyms))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
+                            o->index, nsyms);
+        if (operand) depth++;
+        else if (depth < (o->op == TB_GRID_NEG ? 1u : 2u))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
+        else if (o->op != TB_GRID_NEG) depth--;
+        if (depth > TB_GRID_STACK)
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
+                            TB_GRID_STACK);
+    }
+    if (depth != 1)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e, depth);
+    return tb_ok;
+}
+static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+    tb__grid_env env;
+    memset(&env, 0, sizeof env);
+    env.syms = values, env.n_syms = nv;
+    return tb__grid_run(ops, n, &env, 0, out, err);
+}
+TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+    tb_result r;
+    if (!out || (nv && !values)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out or values is NULL");
+    if ((r = tb__check_expr_ops(ops, n, nv, 0, err)) != tb_ok) return r;
+    return tb__expr_run(ops, n, values, nv, out, err);
+}
+
+static const char *const tb__field_names[] = {"", "input size", "input stride", "output size", "output stride",
+                                              "buffer size", "grid", "count", "operand"};
+/* The field an expression gives: *slot its stored value (the program at
+   every maximum); 0 where (field, index, sub) names nothing that may vary. */
+static int tb__expr_slot(const tb_bundle *b, const tb_program *p, const tb_program_expr *x, int64_t *now) {
+    const tb_tensor_spec *t = NULL;
+    const tb_program_step *st;
+    switch (x->field) {
+    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE:
+        if (x->index >= p->input_count) return 0;
+        t = &p->inputs[x->index];
+        break;
+    case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
+        if (x->index >= p->output_count) return 0;
+        t = &p->outputs[x->index];
+        break;
+    case TB_FIELD_BUFFER_SIZE:
+        if (x->index >= p->buffer_count || x->sub || p->buffers[x->index].size > (uint64_t)INT64_MAX) return 0;
+        *now = (int64_t)p->buffers[x->index].size;
+        return 1;
+    case TB_FIELD_GRID: case TB_FIELD_COUNT: case TB_FIELD_OPERAND:
+        if (x->index >= p->step_count) return 0;
+        st = &p->steps[x->index];
+        if (x->field == TB_FIELD_GRID) {
+            if (st->kind != TB_STEP_LAUNCH || x->sub > 2) return 0;
+            *now = st->grid[x->sub];
+        } else if (x->field == TB_FIELD_COUNT) {
+            if (st->kind == TB_STEP_LAUNCH || x->sub || st->count > (uint64_t)INT64_MAX) return 0;
+            *now = (int64_t)st->count;
+        } else {
+            if (x->sub >= st->operand_count) return 0;
+            if (st->operands[x->sub].space == TB_SPACE_LITERAL) { /* an integer argument, never a float or a bool */
+                int k;
+                if (st->kind != TB_STEP_LAUNCH || st->record >= b->record_count ||
+                    st->config >= b->records[st->record].config_count)
+                    return 0;
+                k = tb__code_kind(b->records[st->record].configs[st->config].arg_types[x->sub]);
+                if (k != TB__KIND_SINT && k != TB__KIND_UINT) return 0;
+            }
+            *now = (int64_t)st->operands[x->sub].value;
+        }
+        return 1;
+    default: return 0;
+    }
+    if (x->sub >= t->rank) return 0;
+    *now = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? t->shape[x->sub] : t->strides[x->sub];
+    return 1;
+}
+static int tb__expr_before(const tb_program_expr *a, const tb_program_expr *x) {
+    if (a->field != x->field) return a->field < x->field;
+    if (a->index != x->index) return a->index < x->index;
+    return a->sub < x->sub;
+}
+/* A plain symbol: the expression SYM k alone (what binds k from an input). */
+static int tb__expr_symbol(const tb_program_expr *x) {
+    return x->op_count == 1 && x->ops[0].op == TB_GRID_SYM ? (int)x->ops[0].index : -1;
+}
+
+/* The symbols and expressions of a program (2.6): the symbols in their
+   ranges, each bound by an input size; the expressions sorted, each naming
+   a field that may vary and giving, at every maximum, the stored value. */
+static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_error *err) {
+    int64_t at_max[TB_MAX_PROGRAM_SYMBOLS];
+    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
+    uint32_t i, j;
+    tb_result r;
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs))
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "program: %u symbols (at most TB_MAX_PROGRAM_SYMBOLS, %u), or a NULL array", p->symbol_count,
+                        (unsigned)TB_MAX_PROGRAM_SYMBOLS);
+    if (p->values) { /* a specialized program: its expressions were evaluated into its fields */
+        if (p->expr_count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a specialized program with expressions");
+        return tb_ok;
+    }
+    if (p->expr_count && !p->symbol_count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
+    for (i = 0; i < p->symbol_count; i++) {
+        const tb_program_symbol *y = &p->symbols[i];
+        size_t n = y->name ? strlen(y->name) : 0;
+        if (!n || n > TB_MAX_NAME_LENGTH)
+            return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program symbol %u: a name of %zu bytes (1 to %u)",
+                            i, n, (unsigned)TB_MAX_NAME_LENGTH);
+        for (j = 0; j < i; j++)
+            if (!strcmp(p->symbols[j].name, y->name))
+                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "two program symbols named \"%.80s\"", y->name);
+        if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
+                            "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
+        at_max[i] = y->max;
+        bound[i] = 0;
+    }
+    if (p->expr_count > TB_MAX_PROGRAM_EXPRS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS", p->expr_count);
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int64_t now = 0, v;
+        tb_error e2;
+        if (i && !tb__expr_before(&p->exprs[i - 1], x))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u (field %u, %u, %u) is not after the one before it (sorted by field, index, "
+                            "sub; each once)", i, x->field, x->index, x->sub);
+        if (!tb__expr_slot(b, p, x, &now))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u: field %u (%s) index %u sub %u names nothing an expression may give", i,
+                            x->field, x->field <= TB_FIELD_OPERAND ? tb__field_names[x->field] : "unknown", x->index, x->sub);
+        if ((r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
+        if (tb__expr_run(x->ops, x->op_count, at_max, p->symbol_count, &v, &e2) != tb_ok || v != now)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u (%s %u/%u) gives %lld at every symbol's maximum, where the program holds %lld",
+                            i, tb__field_names[x->field], x->index, x->sub, (long long)v, (long long)now);
+        if (x->field == TB_FIELD_INPUT_SIZE && tb__expr_symbol(x) >= 0) bound[tb__expr_symbol(x)] = 1;
+    }
+    for (i = 0; i < p->symbol_count; i++)
+        if (!bound[i])
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program symbol %u (%.80s) is no input's size: a run could not bind it", i, p->symbols[i].name);
+    return tb_ok;
+}
+
+static tb_result tb__shape_fail(tb_error *err, const tb_program *p, uint32_t i, uint32_t d, int64_t v, uint32_t k) {
+    const tb_program_symbol *y = &p->symbols[k];
+    char div[48] = "";
+    if (y->divisor > 1) snprintf(div, sizeof div, ", a multiple of %lld", (long long)y->divisor);
+    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                    "input \"%.80s\" dimension %u is %lld: symbol \"%.60s\" takes %lld..%lld%s", p->inputs[i].name, d,
+                    (long long)v, y->name, (long long)y->min, (long long)y->max, div);
+}
+static tb_result tb__check_values(const tb_program *p, const int64_t *values, tb_error *err) {
+    uint32_t k;
+    for (k = 0; k < p->symbol_count; k++) {
+        const tb_program_symbol *y = &p->symbols[k];
+        if (values[k] < y->min || values[k] > y->max || values[k] % y->divisor)
+            return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "symbol \"%.60s\" is %lld: it takes %lld..%lld (multiples of %lld)",
+                            y->name, (long long)values[k], (long long)y->min, (long long)y->max, (long long)y->divisor);
+    }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
+    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
+    uint32_t i, from[TB_MAX_PROGRAM_SYMBOLS][2];
+    int pass;
+    if (!p || (nin && !in) || (p->symbol_count && !values))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program, inputs or values is NULL");
+    if (nin != p->input_count)
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs given; program \"%.80s\" takes %u", nin,
+                        p->name ? p->name : "forward", p->input_count);
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u symbols", p->symbol_count);
+    memset(bound, 0, sizeof bound);
+    /* pass 0: each symbol from the first input size that is that symbol
+       alone; pass 1: every input size that has an expression */
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < p->expr_count; i++) {
+            const tb_program_expr *x = &p->exprs[i];
+            int k = tb__expr_symbol(x);
+            int64_t have, want;
+            tb_error e2;
+            if (x->field != TB_FIELD_INPUT_SIZE) continue;
+            if (in[x->index].rank != p->inputs[x->index].rank)
+                return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
+                                p->inputs[x->index].name, in[x->index].rank, p->inputs[x->index].rank);
+            have = in[x->index].shape[x->sub];
+            if (pass == 0) {
+                if (k < 0 || bound[k]) continue;
+                if (have < p->symbols[k].min || have > p->symbols[k].max || have % p->symbols[k].divisor)
+                    return tb__shape_fail(err, p, x->index, x->sub, have, (uint32_t)k);
+                values[k] = have, bound[k] = 1, from[k][0] = x->index, from[k][1] = x->sub;
+                continue;
+            }
+            if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &want, &e2) != tb_ok)
+                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "input \"%.80s\" dimension %u: its size's expression "
+                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, e2.message);
+            if (have != want) {
+                if (k >= 0)
+                    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                                    "input \"%.80s\" dimension %u is %lld, where input \"%.80s\" dimension %u made symbol "
+                                    "\"%.60s\" %lld", p->inputs[x->index].name, x->sub, (long long)have,
+                                    p->inputs[from[k][0]].name, from[k][1], p->symbols[k].name, (long long)values[k]);
+                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                                "input \"%.80s\" dimension %u is %lld; the program's symbols make it %lld",
+                                p->inputs[x->index].name, x->sub, (long long)have, (long long)want);
+            }
+        }
+    for (i = 0; i < p->symbol_count; i++)
+        if (!bound[i]) /* the checker saw to it that an input binds each: a guard */
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "symbol \"%.60s\" is no input's size", p->symbols[i].name);
+    return tb_ok;
+}
+
+/* A specialized program and the allocator it came from, in one block. */
+typedef struct tb__prog_block {
+    tb__ctx ctx;
+    tb_program p;
+} tb__prog_block;
+static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p, tb_error *err);
+TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, const int64_t *values, tb_program **out,
+                                      tb_error *err) {
+    tb__prog_block *blk;
+    tb_program *q;
+    tb_tensor_spec *t;
+    tb_program_buffer *bufs;
+    tb_program_step *steps;
+    tb_operand *ops;
+    int64_t *vals;
+    uint64_t nops = 0, bytes;
+    uint32_t i, s;
+    tb_result r;
+    if (out) *out = NULL;
+    if (!b || !p || !out || (p->symbol_count && !values))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, program, values or out is NULL");
+    if (p->values) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
+    if ((r = tb__check_dynamic(b, p, err)) != tb_ok) return r;
+    if ((r = tb__check_values(p, values, err)) != tb_ok) return r;
+    for (s = 0; s < p->step_count; s++) nops += p->steps[s].operand_count;
+    bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t + (uint64_t)p->buffer_count * sizeof *bufs +
+            (uint64_t)p->step_count * sizeof *steps + nops * sizeof *ops + (uint64_t)(p->symbol_count + 1) * sizeof *vals;
+    if (bytes > (uint64_t)SIZE_MAX / 2) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the program is too large for this host");
+    if (!(blk = (tb__prog_block *)tb__alloc(&b->ctx, (size_t)bytes))) return TB__OOM(err);
+    blk->ctx = b->ctx;
+    q = &blk->p;
+    *q = *p;
+    t = (tb_tensor_spec *)(void *)(blk + 1);
+    bufs = (tb_program_buffer *)(void *)(t + p->input_count + p->output_count);
+    steps = (tb_program_step *)(void *)(bufs + p->buffer_count);
+    ops = (tb_operand *)(void *)(steps + p->step_count);
+    vals = (int64_t *)(void *)(ops + nops);
+    if (p->input_count) memcpy(t, p->inputs, p->input_count * sizeof *t);
+    if (p->output_count) memcpy(t + p->input_count, p->outputs, p->output_count * sizeof *t);
+    if (p->buffer_count) memcpy(bufs, p->buffers, p->buffer_count * sizeof *bufs);
+    if (p->step_count) memcpy(steps, p->steps, p->step_count * sizeof *steps);
+    for (s = 0, nops = 0; s < p->step_count; s++) {
+        if (steps[s].operand_count) memcpy(ops + nops, p->steps[s].operands, steps[s].operand_count * sizeof *ops);
+        steps[s].operands = ops + nops;
+        nops += steps[s].operand_count;
+    }
+    if (p->symbol_count) memcpy(vals, values, p->symbol_count * sizeof *vals);
+    q->inputs = t, q->outputs = t + p->input_count, q->buffers = bufs, q->steps = steps;
+    q->values = vals, q->expr_count = 0, q->exprs = NULL;
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int64_t v;
+        tb_error e2;
+        if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &v, &e2) != tb_ok) {
+            tb__free(&b->ctx, blk);
+            return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" expression %u (%s %u/%u): %s",
+                            p->name ? p->name : "forward", i, tb__field_names[x->field], x->index, x->sub, e2.message);
+        }
+        r = tb_ok;
+        switch (x->field) {
+        case TB_FIELD_INPUT_SIZE: t[x->index].shape[x->sub] = v; break;
+        case TB_FIELD_INPUT_STRIDE: t[x->index].strides[x->sub] = v; break;
+        case TB_FIELD_OUTPUT_SIZE: t[p->input_count + x->index].shape[x->sub] = v; break;
+        case TB_FIELD_OUTPUT_STRIDE: t[p->input_count + x->index].strides[x->sub] = v; break;
+        case TB_FIELD_BUFFER_SIZE: /* within the plan, made at every maximum */
+            if (v < 0 || (uint64_t)v > p->buffers[x->index].size)
+                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                             "program \"%.80s\": buffer %u needs %lld bytes at these sizes, and the plan holds %llu (a size "
+                             "that does not grow with its symbols)", p->name ? p->name : "forward", x->index,
+                             (long long)v, (unsigned long long)p->buffers[x->index].size);
+            else bufs[x->index].size = (uint64_t)v;
+            break;
+        case TB_FIELD_GRID:
+            if (v < 0 || v > 0x7fffffff) r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program step %u: grid %c of %lld", x->index, "xyz"[x->sub], (long long)v);
+            else steps[x->index].grid[x->sub] = (uint32_t)v;
+            break;
+        case TB_FIELD_COUNT:
+            if (v < 0) r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program step %u: count %lld", x->index, (long long)v);
+            else steps[x->index].count = (uint64_t)v;
+            break;
+        default: ops[steps[x->index].operands - ops + x->sub].value = (uint64_t)v; break;
+        }
+        if (r != tb_ok) {
+            tb__free(&b->ctx, blk);
+            return r;
+        }
+    }
+    if ((r = tb__check_program_body(b, q, err)) != tb_ok) {
+        if (err) {
+            size_t n = strlen(err->message);
+            char at[160];
+            int k = 0;
+            for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
+                k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
+            if (n < sizeof err->message) snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
+        }
+        tb__free(&b->ctx, blk);
+        return r;
+    }
+    *out = q;
+    return tb_ok;
+}
+TBDEF void tb_program_free(tb_program *p) {
+    tb__prog_block *blk;
+    tb__ctx c;
+    if (!p || !p->values) return; /* only what tb_program_specialize made */
+    blk = (tb__prog_block *)(void *)((char *)p - offsetof(tb__prog_block, p));
+    c = blk->ctx;
+    tb__free(&c, blk);
+}
+
 /* Every rule of FORMAT.md's section 5 that is not about bytes: the one
    checker of a program, for the reader and tb_bundle_set_program. */
 static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p, tb_error *err) {
@@ -9076,9 +9521,10 @@ static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p,
             return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constant %u (%.80s): data is NULL", i, k->name);
     }
     if ((r = tb__check_plan(&b->ctx, p, err)) != tb_ok) return r;
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u symbols", p->symbol_count);
     for (i = 0; i < p->step_count; i++)
         if ((r = tb__check_step(b, p, i, err)) != tb_ok) return r;
-    return tb_ok;
+    return p->symbol_count || p->expr_count ? tb__check_dynamic(b, p, err) : tb_ok;
 }
 
 /* A check's message names the program when the bundle may hold several:
@@ -9112,7 +9558,7 @@ static int tb__in_section5(const tb_bundle *b) {
     if (b->program_count != 1 || strcmp(b->programs[0]->name, TB__DEFAULT_PROGRAM) || b->property_count) return 0;
     for (i = 0; i < b->constant_count; i++)
         if (b->constants[i].flags & (TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) return 0;
-    return 1;
+    return !b->programs[0]->symbol_count; /* (2.6) symbols: section 6's */
 }
 /* A program's tensors, buffers and steps: their length in the file. */
 static size_t tb__program_body(const tb_program *p) {
@@ -9124,6 +9570,9 @@ static size_t tb__program_body(const tb_program *p) {
     }
     pos += (size_t)p->buffer_count * 24;
     for (i = 0; i < p->step_count; i++) pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
+    if (p->symbol_count) pos += 8; /* (2.6) the two counts, the symbols, the expressions */
+    for (i = 0; i < p->symbol_count; i++) pos += tb__str_size(p->symbols[i].name) + 24;
+    for (i = 0; i < p->expr_count; i++) pos += 16 + 16 * (size_t)p->exprs[i].op_count;
     return pos;
 }
 /* The constants' table entries. */
@@ -9267,11 +9716,34 @@ static void tb__write_programs(const tb_bundle *b, tb__sink *k) {
         tb__sink_u32(k, p->buffer_count);
         tb__sink_u32(k, p->step_count);
         tb__sink_u32(k, tb__operand_total(p));
-        tb__sink_u32(k, 0);
+        tb__sink_u32(k, p->symbol_count ? 1u : 0u); /* flags: bit 0, symbols (2.6) */
         tb__sink_u64(k, p->workspace_size);
+        if (p->symbol_count) {
+            tb__sink_u32(k, p->symbol_count);
+            tb__sink_u32(k, p->expr_count);
+            for (i = 0; i < p->symbol_count; i++) {
+                tb__sink_str(k, p->symbols[i].name);
+                tb__sink_u64(k, (uint64_t)p->symbols[i].min);
+                tb__sink_u64(k, (uint64_t)p->symbols[i].max);
+                tb__sink_u64(k, (uint64_t)p->symbols[i].divisor);
+            }
+        }
         for (i = 0; i < p->input_count; i++) tb__write_tensor(k, &p->inputs[i]);
         for (i = 0; i < p->output_count; i++) tb__write_tensor(k, &p->outputs[i]);
         tb__write_program_rest(p, k);
+        for (i = 0; i < p->expr_count; i++) {
+            const tb_program_expr *x = &p->exprs[i];
+            uint32_t o;
+            tb__sink_u32(k, x->field);
+            tb__sink_u32(k, x->index);
+            tb__sink_u32(k, x->sub);
+            tb__sink_u32(k, x->op_count);
+            for (o = 0; o < x->op_count; o++) {
+                tb__sink_u32(k, x->ops[o].op);
+                tb__sink_u32(k, x->ops[o].index);
+                tb__sink_u64(k, (uint64_t)x->ops[o].value);
+            }
+        }
     }
     tb__write_constant_bytes(b, k);
 }
@@ -9551,6 +10023,68 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     return tb_ok;
 }
 
+/* (2.6) a program's symbols, before its tensors: the counts, then each
+   symbol as it is read; the expression count is kept for tb__rd_exprs. */
+static tb_result tb__rd_symbols(tb_bundle *b, tb__cur *c, tb_program *p, size_t pat) {
+    tb_program_symbol *y;
+    uint32_t n, ne, i, j;
+    tb_result r;
+    if ((r = tb__rd_count(c, &n, TB_MAX_PROGRAM_SYMBOLS, 32, "symbol count")) != tb_ok ||
+        (r = tb__rd_count(c, &ne, TB_MAX_PROGRAM_EXPRS, 32, "expression count")) != tb_ok)
+        return r;
+    if (!n) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "program \"%.80s\": flag bit 0 and no symbol", p->name);
+    if (!(y = (tb_program_symbol *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *y))) return TB__OOM(c->err);
+    for (i = 0; i < n; i++) {
+        size_t at = c->pos;
+        uint64_t v[3];
+        if ((r = tb__rd_str(c, &y[i].name, TB_MAX_NAME_LENGTH, "symbol name")) != tb_ok) return r;
+        for (j = 0; j < 3; j++)
+            if ((r = tb__rd_u64(c, &v[j], "symbol")) != tb_ok) return r;
+        y[i].min = (int64_t)v[0], y[i].max = (int64_t)v[1], y[i].divisor = (int64_t)v[2];
+        if (!*y[i].name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program symbol %u has an empty name", i);
+        for (j = 0; j < i; j++)
+            if (!strcmp(y[j].name, y[i].name))
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "two program symbols named \"%.80s\"", y[i].name);
+        if (y[i].min < 0 || y[i].min > y[i].max || y[i].max > 0x7fffffff || y[i].divisor < 1 || y[i].min % y[i].divisor ||
+            y[i].max % y[i].divisor)
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                            "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
+                            "both, at least 1)", i, y[i].name, (long long)y[i].min, (long long)y[i].max, (long long)y[i].divisor);
+    }
+    p->symbols = y, p->symbol_count = n, p->expr_count = ne;
+    return tb_ok;
+}
+/* (2.6) a program's expressions, after its steps: each as it is read (its
+   fields, its operations' bytes), then the whole by tb__check_dynamic. */
+static tb_result tb__rd_exprs(tb_bundle *b, tb__cur *c, tb_program *p) {
+    tb_program_expr *x = NULL;
+    uint32_t i, o, n = p->expr_count;
+    tb_result r;
+    if (n && !(x = (tb_program_expr *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *x))) return TB__OOM(c->err);
+    p->exprs = x, p->expr_count = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t h[4];
+        tb_grid_op *ops;
+        for (o = 0; o < 4; o++)
+            if ((r = tb__rd_u32(c, &h[o], "expression")) != tb_ok) return r;
+        if (!h[3] || h[3] > TB_MAX_EXPR_OPS)
+            return tb__fail(c->err, h[3] ? tb_err_limit : tb_err_malformed, NULL, NULL, (long long)c->pos, 0,
+                            "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", i, h[3], (unsigned)TB_MAX_EXPR_OPS);
+        if (tb__need(c, (size_t)h[3] * 16, "expression operations")) return tb_err_truncated;
+        if (!(ops = (tb_grid_op *)tb__arena_alloc(&b->ctx, &b->arena, h[3] * sizeof *ops))) return TB__OOM(c->err);
+        for (o = 0; o < h[3]; o++) {
+            uint64_t v;
+            if ((r = tb__rd_u32(c, &ops[o].op, "expression")) != tb_ok || (r = tb__rd_u32(c, &ops[o].index, "expression")) != tb_ok ||
+                (r = tb__rd_u64(c, &v, "expression")) != tb_ok)
+                return r;
+            ops[o].value = (int64_t)v;
+        }
+        x[i].field = h[0], x[i].index = h[1], x[i].sub = h[2], x[i].op_count = h[3], x[i].ops = ops;
+    }
+    p->expr_count = n;
+    return tb__check_dynamic(b, p, c->err);
+}
+
 /* Section 6: the programs' names unique, the table's names unique, and a
    state constant that two programs use marked shared. */
 static tb_result tb__check_sharing(const tb_bundle *b, tb_error *err);
@@ -9604,9 +10138,13 @@ static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
         if ((r = tb__rd_count(c, &n.operands, 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok ||
             (r = tb__rd_u32(c, &h[0], "program head")) != tb_ok || (r = tb__rd_u64(c, &p->workspace_size, "workspace size")) != tb_ok)
             return r;
-        if (h[0]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "program \"%.80s\": flags not zero", p->name);
+        if (h[0] & ~1u || (h[0] && b->format_major == 2 && b->format_minor < 6))
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0,
+                            "program \"%.80s\": flags %u (bit 0, symbols, came with 2.6; no other)", p->name, h[0]);
+        if (h[0] && (r = tb__rd_symbols(b, c, p, pat)) != tb_ok) return r;
         if ((r = tb__rd_program_tensors(b, c, p, &n)) != tb_ok || (r = tb__rd_program_rest(b, c, p, n.operands, pat)) != tb_ok)
             return r;
+        if (h[0] && (r = tb__rd_exprs(b, c, p)) != tb_ok) return r;
     }
     b->program_count = np;
     if ((r = tb__check_sharing(b, c->err)) != tb_ok) return r;
@@ -9710,6 +10248,30 @@ static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_co
     return tb_ok;
 }
 
+/* (2.6) a program's symbols and expressions into the bundle's arena */
+static tb_result tb__copy_dynamic(tb_bundle *b, const tb_program *src, tb_program *p, tb_error *err) {
+    tb_program_symbol *y = NULL;
+    tb_program_expr *x = NULL;
+    uint32_t i;
+    if (src->symbol_count && !(y = (tb_program_symbol *)tb__arena_alloc(&b->ctx, &b->arena, src->symbol_count * sizeof *y)))
+        return TB__OOM(err);
+    for (i = 0; i < src->symbol_count; i++) {
+        y[i] = src->symbols[i];
+        if (!(y[i].name = tb__arena_strdup(&b->ctx, &b->arena, y[i].name, strlen(y[i].name)))) return TB__OOM(err);
+    }
+    if (src->expr_count && !(x = (tb_program_expr *)tb__arena_alloc(&b->ctx, &b->arena, src->expr_count * sizeof *x)))
+        return TB__OOM(err);
+    for (i = 0; i < src->expr_count; i++) {
+        tb_grid_op *ops;
+        x[i] = src->exprs[i];
+        if (!(ops = (tb_grid_op *)tb__arena_alloc(&b->ctx, &b->arena, x[i].op_count * sizeof *ops))) return TB__OOM(err);
+        memcpy(ops, src->exprs[i].ops, x[i].op_count * sizeof *ops);
+        x[i].ops = ops;
+    }
+    p->symbols = y, p->exprs = x, p->values = NULL;
+    return tb_ok;
+}
+
 TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_error *err) {
     tb_program *p, chk;
     tb_tensor_spec *tensors = NULL;
@@ -9720,6 +10282,9 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
     tb_result r = tb_ok;
     if (!b || !src) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or program is NULL");
     name = src->name ? src->name : TB__DEFAULT_PROGRAM;
+    if (src->values)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "program \"%.80s\" was made by tb_program_specialize: add the program with symbols it came from", name);
     chk = *src, chk.name = name;
     if ((r = tb__check_program(b, &chk, err)) != tb_ok) return r;
     if (b->program_count >= TB_MAX_PROGRAMS)
@@ -9842,6 +10407,7 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
         }
     }
     if (r == tb_ok) p->steps = steps;
+    if (r == tb_ok && (r = tb__copy_dynamic(b, src, p, err)) != tb_ok) {}
     if (r == tb_ok && b->program_count == b->program_cap &&
         !tb__grow(&b->ctx, (void **)&b->programs, &b->program_cap, b->program_count + 1, sizeof *b->programs))
         r = TB__OOM(err);
@@ -12928,6 +13494,7 @@ typedef struct tb__model_step {
     tb_arg *args;                /* launch: literals filled, pointer slots filled per run */
     uint32_t ptr_begin, ptr_end; /* launch: its pointer slots in the program's ptrs */
     uint32_t launch;             /* launch: its number in the graph */
+    int skip;                    /* launch: a grid of 0 blocks (2.6), which launches nothing */
     uint64_t global_bytes, profile_bytes; /* scratch this launch needs */
 } tb__model_step;
 
@@ -12953,6 +13520,14 @@ typedef struct tb__model_prog {
     int static_io;
     uint64_t *io_dev;            /* static buffers (static_io), inputs then outputs */
     uint64_t *io_graph;          /* the pointers the graph holds, inputs then outputs */
+    /* (2.6) a program with symbols: its instances, one per tuple of symbol
+       values seen (at most the model's inst_cap, the least recently used
+       replaced), each a specialized program with its steps and graph */
+    struct tb__model_prog *inst;
+    uint32_t inst_count;
+    uint64_t used;               /* an instance: the model's run counter at its last run */
+    tb_program *own;             /* an instance: its specialized program */
+    int64_t key[TB_MAX_PROGRAM_SYMBOLS];
 } tb__model_prog;
 
 struct tb_model {
@@ -12981,6 +13556,8 @@ struct tb_model {
     const char *upload_way;      /* how it went, for the log line */
     double upload_pin_ms;        /* of which pinning the staging slots */
     tb_options options;          /* the caller's, for the graph */
+    uint32_t inst_cap;           /* (2.6) instances kept per program with symbols */
+    uint64_t runs;
 };
 
 TBDEF uint32_t tb_model_input_count(const tb_model *m) { return m ? m->progs[0].p->input_count : 0; }
@@ -13423,7 +14000,8 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
         if (ms->k->info.arg_count != st->operand_count) /* the checker matched them: a guard, not a path */
             return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0, "program \"%.80s\" step %u: %u operands, the kernel takes %u",
                             p->name, s, st->operand_count, ms->k->info.arg_count);
-        if ((r = tb__check_cluster_grid(ms->k, st->grid[0], st->grid[1], st->grid[2], err)) != tb_ok)
+        ms->skip = !st->grid[0] || !st->grid[1] || !st->grid[2];
+        if (!ms->skip && (r = tb__check_cluster_grid(ms->k, st->grid[0], st->grid[1], st->grid[2], err)) != tb_ok)
             return tb__at_step(err, r, p, s);
         ms->args = mp->arg_block + a;
         a += st->operand_count;
@@ -13438,7 +14016,7 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
             }
         }
         ms->ptr_end = (uint32_t)nptr;
-        ms->launch = launches++;
+        ms->launch = ms->skip ? UINT32_MAX : launches++;
         /* Triton's scratch: size per program, times the grid and num_ctas */
         ctas = rec->configs[st->config].num_ctas ? rec->configs[st->config].num_ctas : 1;
         blocks = (uint64_t)st->grid[0] * st->grid[1] * st->grid[2]; /* < 2^63 */
@@ -13509,6 +14087,21 @@ static int tb__model_needs_static_io(const tb__model_prog *mp) {
     return 0;
 }
 
+/* What a program (or an instance) resolved; not its static buffers,
+   which an instance shares with its program. */
+static void tb__model_prog_free(tb_model *m, tb__model_prog *mp) {
+    tb_graph_free(mp->graph);
+    tb__free(&m->ctx, mp->steps);
+    tb__free(&m->ctx, mp->ptrs);
+    tb__free(&m->ctx, mp->arg_block);
+    tb__free(&m->ctx, mp->checked);
+    tb__free(&m->ctx, mp->written);
+    tb__free(&m->ctx, mp->io_graph);
+    tb_program_free(mp->own);
+    mp->graph = NULL, mp->steps = NULL, mp->ptrs = NULL, mp->arg_block = NULL, mp->checked = NULL, mp->written = NULL;
+    mp->io_graph = NULL, mp->own = NULL;
+}
+
 static void tb__model_release(tb_model *m) {
     int pushed = 0;
     uint32_t i, j;
@@ -13524,14 +14117,10 @@ static void tb__model_release(tb_model *m) {
     }
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
-        tb_graph_free(mp->graph);
-        tb__free(&c, mp->steps);
-        tb__free(&c, mp->ptrs);
-        tb__free(&c, mp->arg_block);
-        tb__free(&c, mp->checked);
-        tb__free(&c, mp->written);
+        for (i = 0; i < mp->inst_count; i++) tb__model_prog_free(m, &mp->inst[i]);
+        tb__free(&c, mp->inst);
+        tb__model_prog_free(m, mp);
         tb__free(&c, mp->io_dev);
-        tb__free(&c, mp->io_graph);
     }
     if (m->own_table) tb_kernel_table_free(m->table);
     if (m->retained) tb__drv.cuDevicePrimaryCtxRelease(m->device);
@@ -13689,6 +14278,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)1 << 20;
     m->pinned_min = desc->pinned_upload_min ? desc->pinned_upload_min : (uint64_t)64 << 20;
     m->upload_threads = desc->upload_threads ? desc->upload_threads : tb__upload_threads();
+    m->inst_cap = desc->instance_cache ? desc->instance_cache : 8;
     if (desc->options) m->options = *desc->options;
     if (!(m->progs = (tb__model_prog *)tb__alloc(&c, desc->bundle->program_count * sizeof *m->progs))) {
         tb__free(&c, m);
@@ -13939,6 +14529,7 @@ static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp
         const tb__model_step *ms = &mp->steps[s];
         const tb_program_step *st = ms->st;
         if (st->kind == TB_STEP_LAUNCH) {
+            if (ms->skip) continue;
             tb__model_params(m, mp, ms, in, out, ws, stream, args, &lp);
             if ((r = tb_launch(ms->k, &lp, err)) != tb_ok) return tb__at_step(err, r, mp->p, s);
             continue;
@@ -14002,7 +14593,7 @@ static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tens
     for (s = 0; s < mp->p->step_count; s++) {
         const tb__model_step *ms = &mp->steps[s];
         int touched = 0;
-        if (ms->st->kind != TB_STEP_LAUNCH) continue;
+        if (ms->st->kind != TB_STEP_LAUNCH || ms->skip) continue;
         for (q = ms->ptr_begin; q < ms->ptr_end && !touched; q++) {
             const tb_operand *o = &mp->ptrs[q].op;
             if (o->space == TB_SPACE_INPUT) touched = mp->io_graph[o->index] != (uint64_t)(uintptr_t)in[o->index].data;
@@ -14066,6 +14657,97 @@ static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_erro
                         (unsigned long long)m->ws_bytes, workspace, (unsigned long long)have);
     return tb_ok;
 }
+/* (2.6) The instance of a program with symbols for these inputs: the
+   symbols bound from their sizes, then the instance of those values, made
+   (specialized, its steps resolved) when it is new, in place of the least
+   recently used one when the cache is full. */
+static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin, tb__model_prog **out,
+                                    tb_error *err) {
+    int64_t v[TB_MAX_PROGRAM_SYMBOLS];
+    uint32_t i, k = mp->p->symbol_count, at = 0;
+    tb__model_prog *ip;
+    tb_result r;
+    if ((r = tb_program_bind(mp->p, in, nin, v, err)) != tb_ok) return r;
+    m->runs++;
+    for (i = 0; i < mp->inst_count; i++)
+        if (!memcmp(mp->inst[i].key, v, k * sizeof *v)) {
+            mp->inst[i].used = m->runs;
+            *out = &mp->inst[i];
+            return tb_ok;
+        }
+    if (!mp->inst && !(mp->inst = (tb__model_prog *)tb__alloc(&m->ctx, m->inst_cap * sizeof *mp->inst))) return TB__OOM(err);
+    if (mp->inst_count < m->inst_cap) {
+        at = mp->inst_count++;
+    } else {
+        for (i = 1; i < mp->inst_count; i++)
+            if (mp->inst[i].used < mp->inst[at].used) at = i;
+        tb__model_prog_free(m, &mp->inst[at]);
+    }
+    ip = &mp->inst[at];
+    memset(ip, 0, sizeof *ip);
+    memcpy(ip->key, v, k * sizeof *v);
+    ip->used = m->runs;
+    if ((r = tb_program_specialize(m->bundle, mp->p, v, &ip->own, err)) == tb_ok) {
+        uint32_t n = ip->own->input_count + ip->own->output_count;
+        ip->p = ip->own;
+        ip->static_io = mp->static_io;
+        ip->io_dev = mp->io_dev; /* sized at every maximum: an instance's tensors fit (checked below) */
+        if ((r = tb__model_steps(m, ip, err)) == tb_ok && (r = tb__model_written(m, ip, err)) == tb_ok) {
+            if (ip->ws_bytes > m->ws_bytes)
+                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                             "program \"%.80s\" needs %llu bytes of workspace at these sizes, more than at every maximum "
+                             "(%llu)", mp->p->name, (unsigned long long)ip->ws_bytes, (unsigned long long)m->ws_bytes);
+            for (i = 0; r == tb_ok && i < n; i++) {
+                const tb_tensor_spec *a = i < ip->p->input_count ? &ip->p->inputs[i] : &ip->p->outputs[i - ip->p->input_count];
+                const tb_tensor_spec *z = i < mp->p->input_count ? &mp->p->inputs[i] : &mp->p->outputs[i - mp->p->input_count];
+                if (tb_tensor_spec_extent(a) > tb_tensor_spec_extent(z))
+                    r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                                 "program \"%.80s\": %s \"%.80s\" holds more bytes at these sizes than at every maximum",
+                                 mp->p->name, i < ip->p->input_count ? "input" : "output", a->name);
+            }
+        }
+        if (r == tb_ok && (!(ip->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
+                           !(ip->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))))
+            r = TB__OOM(err);
+        if (r == tb_ok) memset(ip->checked, 0, (n ? n : 1) * sizeof(uint64_t));
+    }
+    if (r != tb_ok) {
+        tb__model_prog_free(m, ip);
+        if (at != --mp->inst_count) mp->inst[at] = mp->inst[mp->inst_count];
+        return r;
+    }
+    tb__log(&m->ctx, TB_LOG_DEBUG, "model: program \"%.80s\" at new sizes: instance %u of %u", mp->p->name, at, m->inst_cap);
+    *out = ip;
+    return tb_ok;
+}
+
+TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, tb_tensor_spec *outputs,
+                                      uint32_t nout, tb_error *err) {
+    int64_t v[TB_MAX_PROGRAM_SYMBOLS];
+    const tb_program *p;
+    uint32_t i;
+    tb_result r;
+    if (!m || program >= m->prog_count || (nout && !outputs))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL, program %u does not exist or outputs is NULL",
+                        program);
+    p = m->progs[program].p;
+    if (nout != p->output_count)
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u output specs asked; program \"%.80s\" has %u outputs", nout,
+                        p->name, p->output_count);
+    for (i = 0; i < nout; i++) outputs[i] = p->outputs[i];
+    if (!p->symbol_count) return tb_ok;
+    if ((r = tb_program_bind(p, in, nin, v, err)) != tb_ok) return r;
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int64_t val;
+        if (x->field != TB_FIELD_OUTPUT_SIZE && x->field != TB_FIELD_OUTPUT_STRIDE) continue;
+        if ((r = tb__expr_run(x->ops, x->op_count, v, p->symbol_count, &val, err)) != tb_ok) return r;
+        if (x->field == TB_FIELD_OUTPUT_SIZE) outputs[x->index].shape[x->sub] = val;
+        else outputs[x->index].strides[x->sub] = val;
+    }
+    return tb_ok;
+}
+
 static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                uint32_t nout, uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
     tb__model_prog *mp;
@@ -14084,6 +14766,7 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
        which it answers only in a current context: enter first */
     if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     r = shared ? tb__model_check_workspace(m, (void *)(uintptr_t)ws, err) : tb_ok;
+    if (r == tb_ok && mp->p->symbol_count) r = tb__model_instance(m, mp, in, nin, &mp, err);
     if (r == tb_ok) r = tb__model_check_io(m, mp, in, nin, out, nout, shared, ws, err);
     if (r != tb_ok) {
         /* refused: nothing ran */

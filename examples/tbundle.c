@@ -904,6 +904,19 @@ static void list_tensor(const char *what, uint32_t i, const tb_tensor_spec *t) {
     printf("\n");
 }
 
+/* (2.6) the input dimension that binds symbol k: the first size that is
+   the symbol alone */
+static void symbol_input(const tb_program *p, uint32_t k, uint32_t *in, uint32_t *dim) {
+    uint32_t i;
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        if (x->field == TB_FIELD_INPUT_SIZE && x->op_count == 1 && x->ops[0].op == TB_GRID_SYM && x->ops[0].index == k) {
+            *in = x->index, *dim = x->sub;
+            return;
+        }
+    }
+}
+
 static void list_program(const tb_program *p, int several) {
     program_counts c;
     uint32_t i;
@@ -917,6 +930,16 @@ static void list_program(const tb_program *p, int several) {
     if (c.external) printf("  external %u (tensors of the weights file)", c.external);
     printf("\n");
     printf("    workspace %llu bytes  buffers %u\n", (unsigned long long)p->workspace_size, p->buffer_count);
+    if (p->symbol_count) printf("    symbols %u, expressions %u (the sizes below are at every symbol's maximum)\n",
+                                p->symbol_count, p->expr_count);
+    for (i = 0; i < p->symbol_count; i++) {
+        uint32_t in = 0, dim = 0;
+        symbol_input(p, i, &in, &dim);
+        printf("    symbol %s  %lld..%lld", esc(p->symbols[i].name, e1, sizeof e1), (long long)p->symbols[i].min,
+               (long long)p->symbols[i].max);
+        if (p->symbols[i].divisor > 1) printf(" (multiples of %lld)", (long long)p->symbols[i].divisor);
+        printf("  from input %u dimension %u\n", in, dim);
+    }
     for (i = 0; i < p->input_count; i++) list_tensor("input", i, &p->inputs[i]);
     for (i = 0; i < p->output_count; i++) list_tensor("output", i, &p->outputs[i]);
 }
@@ -1233,6 +1256,7 @@ static void json_tensors(const tb_tensor_spec *t, uint32_t n) {
 /* the program's inputs and outputs, and its other parts counted; null if none */
 static void json_program(const tb_program *p) {
     program_counts c;
+    uint32_t i;
     if (!p) {
         fputs("null", stdout);
         return;
@@ -1245,9 +1269,19 @@ static void json_program(const tb_program *p) {
     fputs(",\n \"outputs\": ", stdout);
     json_tensors(p->outputs, p->output_count);
     printf(",\n \"constants\": {\"count\": %u, \"bytes\": %llu, \"state\": %u, \"external\": %u}, \"buffers\": %u, "
-           "\"workspace_size\": %llu, \"steps\": {\"count\": %u, \"launch\": %u, \"memset\": %u, \"copy\": %u}}",
+           "\"workspace_size\": %llu, \"steps\": {\"count\": %u, \"launch\": %u, \"memset\": %u, \"copy\": %u}",
            p->constant_count, c.constant_bytes, c.state, c.external, p->buffer_count, (unsigned long long)p->workspace_size,
            p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET], c.kinds[TB_STEP_COPY]);
+    fputs(",\n \"symbols\": [", stdout); /* (2.6) */
+    for (i = 0; i < p->symbol_count; i++) {
+        uint32_t in = 0, dim = 0;
+        symbol_input(p, i, &in, &dim);
+        fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
+        jstr(p->symbols[i].name);
+        printf(", \"min\": %lld, \"max\": %lld, \"divisor\": %lld, \"input\": %u, \"dim\": %u}", (long long)p->symbols[i].min,
+               (long long)p->symbols[i].max, (long long)p->symbols[i].divisor, in, dim);
+    }
+    printf("], \"expressions\": %u}", p->expr_count);
 }
 
 static void list_json(const char *path, const tb_bundle *b) {
@@ -2432,9 +2466,55 @@ done:
 }
 
 /* MODEL's program, its inputs from the .npy files: all checked, then run. */
+/* (2.6) A program with symbols at the sizes of the .npy inputs: the
+   symbols bound from their shapes as a run binds them (a size outside its
+   range refused with the runner's message), then the program at those
+   values, whose specs read_input checks each file against. NULL with the
+   cause printed. */
+static const tb_program *at_input_sizes(const tb_bundle *b, const tb_program *p, const char **files, tb_program **inst) {
+    tb_tensor *t = (tb_tensor *)calloc((size_t)p->input_count + 1, sizeof *t);
+    int64_t values[TB_MAX_PROGRAM_SYMBOLS];
+    tb_error e;
+    uint32_t i, d;
+    const tb_program *r = NULL;
+    if (!t) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return NULL;
+    }
+    for (i = 0; i < p->input_count; i++) {
+        struct stat st;
+        npy_header h;
+        char why[400];
+        int fd = open(files[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC), ok;
+        if (fd < 0) {
+            fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(files[i]), i, E(p->inputs[i].name), strerror(errno));
+            goto done;
+        }
+        ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && npy_header_read(fd, (uint64_t)st.st_size, &h, why, sizeof why);
+        if (!ok && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) snprintf(why, sizeof why, "not a regular file");
+        close(fd);
+        if (!ok) {
+            fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(files[i]), i, E(p->inputs[i].name), why);
+            goto done;
+        }
+        t[i].dtype = p->inputs[i].dtype, t[i].rank = h.rank;
+        for (d = 0; d < h.rank && d < TB_MAX_TENSOR_DIMS; d++) t[i].shape[d] = h.shape[d];
+    }
+    if (tb_program_bind(p, t, p->input_count, values, &e) != tb_ok ||
+        tb_program_specialize(b, p, values, inst, &e) != tb_ok) {
+        fprintf(stderr, "%s: program '%s': %s\n", prog, E(p->name), e.message);
+        goto done;
+    }
+    r = *inst;
+done:
+    free(t);
+    return r;
+}
+
 static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
     tb_bundle *b;
     const tb_program *p;
+    tb_program *inst = NULL;
     run_tensor *in = NULL, *out = NULL;
     struct stat st;
     char want[300];
@@ -2487,6 +2567,7 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto done;
     }
+    if (p->symbol_count && !(p = at_input_sizes(b, p, files, &inst))) goto done;
     for (i = 0; i < p->input_count; i++)
         if (read_input(files[i], i, &p->inputs[i], &in[i])) goto done;
     status = run_on_device(o, b, p, in, out);
@@ -2495,6 +2576,7 @@ done:
         for (i = 0; i < p->input_count; i++) free(in[i].host);
     free(in);
     free(out);
+    tb_program_free(inst);
     tb_bundle_free(b);
     return status;
 }

@@ -120,6 +120,11 @@ int main(void) {
     FIELD(tb_program, step_count);
     FIELD(tb_program, steps);
     FIELD(tb_program, name);
+    FIELD(tb_program, symbol_count);
+    FIELD(tb_program, symbols);
+    FIELD(tb_program, expr_count);
+    FIELD(tb_program, exprs);
+    FIELD(tb_program, values);
     end();
 
     BEGIN(tb_model_desc);
@@ -132,6 +137,7 @@ int main(void) {
     FIELD(tb_model_desc, weights);
     FIELD(tb_model_desc, pinned_upload_min);
     FIELD(tb_model_desc, upload_threads);
+    FIELD(tb_model_desc, instance_cache);
     end();
 
     printf("\n}\n");

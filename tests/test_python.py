@@ -1032,6 +1032,16 @@ def programs_bundle():
     return b
 
 
+def section_offsets(data):
+    """{section type: its header's offset} of a bundle's bytes."""
+    secs, pos = {}, 32
+    for _ in range(struct.unpack_from("<I", data, 24)[0]):
+        typ, _, n = struct.unpack_from("<IIQ", data, pos)
+        secs[typ] = pos
+        pos += 16 + n + (-(16 + n) % 8)
+    return secs
+
+
 def reader_mismatches(lib, data, start):
     """Every truncation of data from byte start on, and every byte from
     start on set to 0, 1, 0x80 and 0xFF with the checksum resealed (C's
@@ -1103,14 +1113,10 @@ def external_checks(lib):
     back = tb.read(data)
     w = back.programs[0].constants[0]
     check(back == b and w.external == tb.External("model.w", [4], b.programs[0].constants[0].external.crc32) and
-          not bytes(w.data) and w.nbytes() == 16 and struct.unpack_from("<H", data, 10)[0] == 5,
-          "an external constant: written by Python at 2.5, read back with its tensor, shape and CRC-32, no bytes")
+          not bytes(w.data) and w.nbytes() == 16 and struct.unpack_from("<H", data, 10)[0] == tb.FORMAT_MINOR,
+          "an external constant: written by Python (at 2.%d)" % tb.FORMAT_MINOR + ", read back with its tensor, shape and CRC-32, no bytes")
     check(lib.write(lib.read(data)) == data, "the C library reads it and writes the same %d bytes" % len(data))
-    secs, pos = {}, 32
-    for _ in range(struct.unpack_from("<I", data, 24)[0]):
-        typ, _, n = struct.unpack_from("<IIQ", data, pos)
-        secs[typ] = pos
-        pos += 16 + n + (-(16 + n) % 8)
+    secs = section_offsets(data)
     cases, mism = reader_mismatches(lib, data, secs[6])
     check(not mism, "every truncation and changed byte of section 6 with an external constant: both readers agree "
           "(%d cases)%s" % (cases, ": %r" % mism[:5] if mism else ""))
@@ -1330,6 +1336,200 @@ def program_c_checks(lib, refusals):
     return 0
 
 
+def dynamic_bundle():
+    """sample_bundle and a program with symbols (2.6): x f32[n] -> a launch
+    (x, buf, n) with the grid cdiv(n, XBLOCK), a copy of 4n bytes to y, a
+    memset of n elements of z; n in 2..64, stored at 64."""
+    b = sample_bundle()
+    add = tb.Config("HASH1", "add", "k.cubin", "OOi", "110", params=[("XBLOCK", 16)],
+                    grid=tb.grid_rule(["cdiv(n, XBLOCK)", 1, 1], {"n": ("arg", 2), "XBLOCK": ("param", 0)}.get))
+    b.records.append(tb.Record("dyn:add", "add", [add]))
+    r = len(b.records) - 1
+    L, I, O, B, S, C = tb.LITERAL, tb.INPUT, tb.OUTPUT, tb.BUFFER, tb.SYM, tb.CONST
+    n = [(S, 0, 0)]
+    p = tb.Program(inputs=[tb.TensorSpec("x", "float32", [64], [1])],
+                   outputs=[tb.TensorSpec("y", "float32", [64], [1]), tb.TensorSpec("z", "float32", [64], [1])],
+                   buffers=[tb.Buffer(0, 256, 0, 1)], workspace_size=256,
+                   steps=[tb.Step(tb.LAUNCH, [(I, 0, 0), (B, 0, 0), (L, 0, 64)], record=r, grid=(4, 1, 1)),
+                          tb.Step(tb.COPY, [(O, 0, 0), (B, 0, 0)], count=256),
+                          tb.Step(tb.MEMSET, [(O, 1, 0)], width=4, value=0x3f800000, count=64)],
+                   symbols=[tb.Symbol("n", 2, 64)],
+                   exprs=[tb.Expr(tb.FIELD_INPUT_SIZE, 0, 0, n), tb.Expr(tb.FIELD_OUTPUT_SIZE, 0, 0, n),
+                          tb.Expr(tb.FIELD_OUTPUT_SIZE, 1, 0, n),
+                          tb.Expr(tb.FIELD_BUFFER_SIZE, 0, 0, n + [(C, 0, 4), (tb.MUL, 0, 0)]),
+                          tb.Expr(tb.FIELD_GRID, 0, 0, n + [(C, 0, 16), (tb.CEILDIV, 0, 0)]),
+                          tb.Expr(tb.FIELD_COUNT, 1, 0, n + [(C, 0, 4), (tb.MUL, 0, 0)]),
+                          tb.Expr(tb.FIELD_COUNT, 2, 0, n),
+                          tb.Expr(tb.FIELD_OPERAND, 0, 2, n)])
+    b.program = p
+    return b
+
+
+def dynamic_checks(lib):
+    """Programs with symbols (2.6): Python writes, C reads the same bytes
+    back; every truncation and changed byte of section 6 read alike by both
+    readers; a program at other sizes what its expressions give; the two
+    evaluators agree; each rule broken refused alike. [R-symbols]"""
+    import ctypes as ct
+    from triton_bundle import dynamic as tbdyn
+    b = dynamic_bundle()
+    data = tb.write(b)
+    back = tb.read(data)
+    check(back == b and back.programs[0].symbols == [tb.Symbol("n", 2, 64)] and len(back.programs[0].exprs) == 8,
+          "a program with symbols: Python writes it, reads back the symbol and its 8 expressions")
+    check(lib.write(lib.read(data)) == data, "the C library reads it and writes the same %d bytes" % len(data))
+    secs = section_offsets(data)
+    check(5 not in secs and 6 in secs, "it is written as section 6 (section 5 holds no symbols)")
+    cases, mism = reader_mismatches(lib, data, secs[6])
+    check(not mism, "every truncation and changed byte of section 6 with symbols: both readers agree (%d cases)%s"
+          % (cases, ": %r" % mism[:5] if mism else ""))
+    q = tb.specialize(b.records, b.programs[0], [37])
+    check(q.inputs[0].shape == [37] and q.outputs[1].shape == [37] and q.buffers[0].size == 148 and
+          q.steps[0].grid == (3, 1, 1) and q.steps[0].operands[2] == (tb.LITERAL, 0, 37) and q.steps[1].count == 148 and
+          q.steps[2].count == 37 and b.programs[0].steps[0].grid == (4, 1, 1),
+          "specialize at n = 37: every field its expression gives, the program itself untouched")
+    try:
+        tb.specialize(b.records, b.programs[0], [65])
+        check(False, "n = 65 refused")
+    except tb.BundleError as e:
+        check(e.code == "shape", "n = 65, over the range: BundleError('shape')")
+    # the evaluators: Python's eval_expr and the C library's tb_expr_eval
+    L = lib.L
+    L.tb_expr_eval.argtypes = [ct.c_void_p, ct.c_uint32, ct.POINTER(ct.c_int64), ct.c_uint32, ct.POINTER(ct.c_int64),
+                               ct.c_void_p]
+    L.tb_expr_eval.restype = ct.c_int
+
+    class Op(ct.Structure):
+        _fields_ = [("op", ct.c_uint32), ("index", ct.c_uint32), ("value", ct.c_int64)]
+    rnd = random.Random(11)
+    agree = total = 0
+    err = ct.create_string_buffer(2048)
+    for _ in range(3000):
+        prog, depth = [], 0
+        for _ in range(rnd.randint(1, 12)):
+            if depth < 2 or rnd.random() < 0.45:
+                prog.append((tb.SYM, rnd.randint(0, 2), 0) if rnd.random() < 0.5 else
+                            (tb.CONST, 0, rnd.choice([0, 1, -1, 2, 16, 1 << 40, (1 << 63) - 1, -(1 << 63)])))
+                depth += 1
+            else:
+                o = rnd.choice([tb.ADD, tb.SUB, tb.MUL, tb.FLOORDIV, tb.CEILDIV, tb.MOD, tb.MIN, tb.MAX, tb.NEG])
+                prog.append((o, 0, 0))
+                depth -= 0 if o == tb.NEG else 1
+        while depth > 1:
+            prog.append((tb.ADD, 0, 0))
+            depth -= 1
+        vals = [rnd.choice([2, 7, 64, 1 << 31, -3]) for _ in range(3)]
+        arr = (Op * len(prog))(*[Op(*o) for o in prog])
+        v = (ct.c_int64 * 3)(*vals)
+        out = ct.c_int64()
+        r = L.tb_expr_eval(arr, len(prog), v, 3, ct.byref(out), err)
+        try:
+            py = ("ok", tb.eval_expr(prog, vals))
+        except tb.BundleError as e:
+            py = (e.code, None)
+        c = (tb.native.RESULTS[r], out.value if r == 0 else None)
+        total += 1
+        agree += c == py
+    check(agree == total, "tb_expr_eval and eval_expr agree on %d random expressions (%d of them)" % (total, agree))
+    # each rule broken once: both sides refuse it with the same code
+    def refused(what, change, code):
+        bb = dynamic_bundle()
+        change(bb.programs[0])
+        try:
+            tb.check_program(bb)
+            py = "ok"
+        except tb.BundleError as e:
+            py = e.code
+        check(py == code, "%s: Python refuses it (%s)" % (what, py))
+    refused("min over max", lambda p: setattr(p.symbols[0], "min", 65), "malformed")
+    refused("an expression at the maximum other than the field", lambda p: p.steps[0].__setattr__("grid", (3, 1, 1)),
+            "malformed")
+    refused("expressions out of order", lambda p: p.exprs.reverse(), "malformed")
+    refused("a symbol no input binds", lambda p: p.exprs.pop(0), "malformed")
+    refused("ARG in an expression", lambda p: setattr(p.exprs[7], "ops", [(tb.ARG, 0, 0)]), "malformed")
+    refused("an unknown operation", lambda p: setattr(p.exprs[7], "ops", [(99, 0, 0)]), "unsupported_version")
+    refused("a float's operand", lambda p: setattr(p.exprs[1], "field", tb.FIELD_OPERAND), "malformed")
+    # the exporter's parts that need no GPU
+    sizes = tbdyn.capture_sizes([tb.Symbol("a", 2, 16), tb.Symbol("b", 2, 16)])
+    check(sizes[0] == [16, 16] and sizes[1] == [2, 2] and len({tuple(t[k] for t in sizes) for k in range(2)}) == 2,
+          "capture sizes: every maximum first, every minimum, and no two symbols alike in all of them (%s)" % sizes)
+    try:
+        class T:  # a stand-in tensor: parse_spec asks only its rank
+            def dim(self):
+                return 2
+        t = T()
+        tbdyn.parse_spec({"x": {0: ("n", 1, 8)}}, (), {"x": t}, [t], [])
+        check(False, "a Dim from 1 refused")
+    except tb.BundleError as e:
+        check("starts at 2" in str(e), "a Dim from 1 refused: %s" % e)
+    m = tbdyn.match_symbols([tb.Symbol("a", 2, 16), tb.Symbol("b", 2, 16)],
+                            [([16, 16], {"s1": 16, "s9": 16}), ([2, 2], {"s1": 2}), ([5, 9], {"s1": 5, "s9": 9})])
+    check(m == {"s1": 0, "s9": 1}, "Inductor's symbols matched to the declared ones by their values (%s)" % m)
+    try:
+        tbdyn.match_symbols([tb.Symbol("a", 2, 16)], [([16], {"s1": 16}), ([2], {"s1": 3})])
+        check(False, "a symbol that is no declared dimension refused")
+    except tb.BundleError as e:
+        check("no declared dimension" in str(e), "a symbol that is no declared dimension refused")
+
+
+def wrapper_checks(tmp):
+    """The exporter reads Inductor's wrapper code: a wrapper of the form
+    PyTorch 2.11 generates (written here), each kernel argument's, view's
+    and allocation's expression. [the dynamic export]"""
+    from triton_bundle import dynamic as tbdyn
+    src = """
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1, arg2_1, arg3_1 = args
+        args.clear()
+        s23 = arg0_1
+        s27 = arg1_1
+        with torch.cuda._DeviceGuard(0):
+            buf0 = empty_strided_cuda((s23, s27, 128), (128*s27, 128, 1), torch.float32)
+            buf4 = buf0; del buf0  # reuse
+            k_xnumel = s23*s27
+            k.run(buf4, arg2_1, s27, k_xnumel, 128, stream=stream0)
+            ps0 = 32*s27
+            buf8 = reinterpret_tensor(buf4, (s23, 4, 32, s27), (128*s27, 32*s27, s27, 1), 64*s27)
+            t.run(buf8, arg3_1, ps0, 2*((31 + s23*s27) // 32), 1, 1, stream=stream0)
+            buf9 = empty_strided_cuda((4*s23, s27, s27), (s27*s27, s27, 1), torch.float32)
+            buf9.zero_()
+        return (buf4, buf9, )
+"""
+    path = os.path.join(tmp, "wrapper.py")
+    with open(path, "w") as f:
+        f.write(src)
+    wc = tbdyn.WrapperCode(path)
+    symmap = {"s23": 0, "s27": 1}
+    run_k = [ln for ln, txt in enumerate(src.split("\n"), 1) if "k.run" in txt][0]
+    run_t = [ln for ln, txt in enumerate(src.split("\n"), 1) if "t.run" in txt][0]
+    call = wc.stmt(run_k).value
+    xn = tbdyn._compile(wc, call.args[3], run_k, symmap)
+    check(tb.eval_expr(xn, [5, 37]) == 185 and tb.SYM in [o[0] for o in xn],
+          "an argument that names an assignment (k_xnumel = s23*s27): its expression")
+    t4 = tbdyn.sym_tensor(wc, call.args[0], run_k, symmap)
+    check(t4.base == "alloc" and [tb.eval_expr(x, [5, 37]) for x in t4.sizes] == [5, 37, 128],
+          "a buffer reused under another name (buf4 = buf0): its allocation and sizes")
+    check(tbdyn.sym_tensor(wc, call.args[1], run_k, symmap).base == "input", "a graph input is an input")
+    call = wc.stmt(run_t).value
+    t8 = tbdyn.sym_tensor(wc, call.args[0], run_t, symmap)
+    check(t8.key == t4.key and tb.eval_expr(t8.off, [5, 37]) == 64 * 37 and
+          [tb.eval_expr(x, [5, 37]) for x in t8.strides] == [128 * 37, 32 * 37, 37, 1],
+          "reinterpret_tensor: the base's allocation, the offset and strides in the symbols")
+    g = tbdyn._compile(wc, call.args[3], run_t, symmap)
+    check(tb.eval_expr(g, [5, 37]) == 2 * ((31 + 185) // 32), "a template's fixed grid value: its expression")
+    ret = [tbdyn.sym_tensor(wc, e, wc.ret.lineno, symmap) for e in wc.ret.value.elts]
+    check(len(ret) == 2 and ret[0].key == t4.key and ret[1].key != t4.key, "the returned tensors: their allocations")
+    try:
+        tbdyn._compile(wc, call.args[2], run_t, {"s23": 0})
+        check(False, "a symbol that is no declared dimension refused")
+    except ValueError as e:
+        check("none of the declared dimensions" in str(e), "an undeclared symbol in an argument refused: %s" % e)
+    ext = tbdyn._extent(t8.sizes, t8.strides, 4)
+    check(tb.eval_expr(ext, [5, 37]) == 4 * (1 + 4 * 128 * 37 + 3 * 32 * 37 + 31 * 37 + 36),
+          "a view's extent in bytes, as an expression")
+
+
 def main():
     lib = tb.CLibrary(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
     rnd = random.Random(7)
@@ -1512,6 +1712,8 @@ def main():
     skipped += program_c_checks(lib, refusals)
     programs_checks(lib)
     external_checks(lib)
+    dynamic_checks(lib)
+    wrapper_checks(tmp)
     subprocess.run(["rm", "-rf", tmp])
     return summary(skipped)
 

@@ -53,7 +53,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.4.0"
+__version__ = "2.5.0"
 
 from .format import (  # noqa: E402
     # constants and limits
@@ -78,8 +78,12 @@ from .format import (  # noqa: E402
     DTYPES, DType, DTYPE_BY_NAME, DTYPE_BY_NUMBER, LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER, LAUNCH, MEMSET, COPY,
     CONSTANT_STATE, CONSTANT_SHARED, CONSTANT_EXTERNAL, External, MAX_PROGRAM_TENSORS, MAX_PROGRAM_CONSTANTS,
     MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS,
-    MAX_TENSOR_DIMS, SEC_PROGRAM, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits)
-from .grid import GridCompiler, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
+    MAX_TENSOR_DIMS, SEC_PROGRAM, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits,
+    # shapes that vary (2.6)
+    SYM, Symbol, Expr, MAX_PROGRAM_SYMBOLS, MAX_EXPR_OPS, MAX_PROGRAM_EXPRS, FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE,
+    FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE, FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND, FIELD_NAMES,
+    check_dynamic, specialize)
+from .grid import GridCompiler, eval_expr, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
 from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_config  # noqa: E402
 from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,

@@ -11,7 +11,7 @@ import os
 import struct
 
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 5
+FORMAT_MINOR = 6
 MAGIC = b"\x89TBUND\r\n"
 
 # Limits: docs/FORMAT.md's table (a reader may lower them).
@@ -36,6 +36,15 @@ MAX_PROGRAM_CONSTANTS = 1000000
 MAX_PROGRAM_BUFFERS = 1000000
 MAX_PROGRAM_STEPS = 1000000
 MAX_PROGRAMS = 1024
+MAX_PROGRAM_SYMBOLS = 16  # (2.6)
+MAX_EXPR_OPS = 256
+MAX_PROGRAM_EXPRS = 4000000
+SYMBOL_MAX = (1 << 31) - 1
+# (2.6) what an expression gives: (field, index, sub)
+FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE = 1, 2, 3, 4
+FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND = 5, 6, 7, 8
+FIELD_NAMES = {1: "input size", 2: "input stride", 3: "output size", 4: "output stride", 5: "buffer size", 6: "grid",
+               7: "count", 8: "operand"}
 MAX_PROPERTIES = 4096
 MAX_TENSOR_DIMS = 8
 
@@ -45,6 +54,7 @@ CONFIG_TYPES_FROM_IR = 4
 
 # Grid operations (FORMAT.md, section 4).
 CONST, ARG, PARAM, EXTRA = 1, 2, 3, 4
+SYM = 5  # (2.6) a program's symbol: program expressions only, never a grid rule
 ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG = 16, 17, 18, 19, 20, 21, 22, 23, 24
 OP_NAMES = {CONST: "CONST", ARG: "ARG", PARAM: "PARAM", EXTRA: "EXTRA", ADD: "ADD", SUB: "SUB", MUL: "MUL",
             FLOORDIV: "FLOORDIV", CEILDIV: "CEILDIV", MOD: "MOD", MIN: "MIN", MAX: "MAX", NEG: "NEG"}
@@ -498,20 +508,54 @@ class Step:
         return isinstance(o, Step) and all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
 
 
+class Symbol:
+    """(2.6) A size that varies: its name, range (inclusive) and divisor."""
+
+    def __init__(self, name, min, max, divisor=1):  # noqa: A002 - the format's names
+        self.name, self.min, self.max, self.divisor = name, min, max, divisor
+
+    def __eq__(self, o):
+        return isinstance(o, Symbol) and (self.name, self.min, self.max, self.divisor) == (o.name, o.min, o.max, o.divisor)
+
+    def __repr__(self):
+        return "Symbol(%r, %d, %d, %d)" % (self.name, self.min, self.max, self.divisor)
+
+
+class Expr:
+    """(2.6) The expression of one field of a program (FIELD_*, the
+    input/output/buffer/step, the dimension/axis/operand): ops in the grid
+    language over CONST, SYM and the operators."""
+
+    def __init__(self, field, index, sub, ops):
+        self.field, self.index, self.sub, self.ops = field, index, sub, [tuple(o) for o in ops]
+
+    def key(self):
+        return (self.field, self.index, self.sub)
+
+    def __eq__(self, o):
+        return isinstance(o, Expr) and self.key() == o.key() and self.ops == o.ops
+
+    def __repr__(self):
+        return "Expr(%d, %d, %d, %r)" % (self.field, self.index, self.sub, self.ops)
+
+
 class Program:
     """One compiled function of a model (FORMAT.md, sections 5 and 6): its
     name, inputs, outputs, constants, workspace plan and steps. In a
     bundle of several, every program's constants is the one table they
-    share (Bundle.add_program makes it)."""
+    share (Bundle.add_program makes it). (2.6) symbols and exprs: the
+    sizes that vary and the expressions of the fields that follow them;
+    the fields hold the program at every symbol's maximum."""
 
     def __init__(self, inputs=None, outputs=None, constants=None, buffers=None, workspace_size=0, steps=None,
-                 name=DEFAULT_PROGRAM):
+                 name=DEFAULT_PROGRAM, symbols=None, exprs=None):
         self.inputs, self.outputs = list(inputs or []), list(outputs or [])
         self.constants, self.buffers = list(constants or []), list(buffers or [])
         self.workspace_size, self.steps = workspace_size, list(steps or [])
         self.name = name
+        self.symbols, self.exprs = list(symbols or []), list(exprs or [])
 
-    FIELDS = ("name", "inputs", "outputs", "constants", "buffers", "workspace_size", "steps")
+    FIELDS = ("name", "inputs", "outputs", "constants", "buffers", "workspace_size", "steps", "symbols", "exprs")
 
     def __eq__(self, o):
         return isinstance(o, Program) and all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
@@ -704,6 +748,9 @@ def check_grid(g, c):
         depth = 0
         for i, (op, index, value) in enumerate(prog):
             operand = CONST <= op <= EXTRA
+            if op == SYM:
+                raise BundleError("malformed", "grid rule dimension %d, operation %d: SYM (a program's symbol) in a "
+                                  "grid rule" % (d, i))
             if not operand and not ADD <= op <= NEG:
                 raise BundleError("unsupported_version", "grid rule operation %d is unknown" % op)
             if ((op != CONST and value) or ((not operand or op == CONST) and index) or
@@ -969,6 +1016,7 @@ class _ProgramView:
                        CONSTANT: list(constant_sizes), BUFFER: [b.size for b in p.buffers]}
         self.align = {INPUT: [t.align for t in p.inputs], OUTPUT: [t.align for t in p.outputs]}
         self.state = [k.state for k in p.constants]
+        self.dynamic = bool(getattr(p, "symbols", None))
 
 
 def _check_operand(pv, s, j, op):
@@ -1027,7 +1075,8 @@ def _check_step(pv, st, s, reserved=0):
             _bad(what, "config %r, of %d in record %d" % (st.config, len(rec.configs), st.record))
         cf = rec.configs[st.config]
         gx, gy, gz = st.grid
-        if not (_is_int(gx, 1, GRID_X_MAX) and _is_int(gy, 1, GRID_YZ_MAX) and _is_int(gz, 1, GRID_YZ_MAX)):
+        lo = 0 if pv.dynamic else 1  # (2.6) a grid of 0 blocks in a program with symbols: a launch skipped
+        if not (_is_int(gx, lo, GRID_X_MAX) and _is_int(gy, lo, GRID_YZ_MAX) and _is_int(gz, lo, GRID_YZ_MAX)):
             _bad(what, "grid %r outside 1..2^31-1, 1..65535, 1..65535" % (st.grid,))
         if st.width != 0 or st.value != 0:
             _bad(what, "a launch's width or value is not 0")
@@ -1181,7 +1230,7 @@ def in_section5(programs, properties=()):
     named "forward", sharing nothing, in a bundle with no properties; else
     as section 6 (2.4)."""
     return len(programs) == 1 and programs[0].name == DEFAULT_PROGRAM and not properties and \
-        not any(k.shared or k.external is not None for k in programs[0].constants)
+        not any(k.shared or k.external is not None for k in programs[0].constants) and not programs[0].symbols
 
 
 def _check_sharing(programs, properties=()):
@@ -1253,9 +1302,162 @@ def _check_one_program(bundle, p):
     for i, b in enumerate(p.buffers):
         _check_buffer(b, "buffer %d" % i, p.workspace_size, len(p.steps))
     _check_plan(p.buffers)
+    if len(p.symbols) > MAX_PROGRAM_SYMBOLS:
+        raise BundleError("limit", "program: %d symbols" % len(p.symbols))
     pv = _ProgramView(bundle.records, p, sizes)
     for s, st in enumerate(p.steps):
         _check_step(pv, st, s)
+    if p.symbols or p.exprs:
+        check_dynamic(bundle.records, p)
+
+
+def _check_symbol(y, i, seen):
+    if not isinstance(y.name, str) or not 0 < len(_enc(y.name)) <= MAX_NAME_LENGTH or "\0" in y.name:
+        raise BundleError("bad_name" if y.name == "" else "limit", "program symbol %d: a name of 1 to %d bytes" % (
+            i, MAX_NAME_LENGTH))
+    if y.name in seen:
+        _bad("program symbol %d" % i, "a second symbol named %r" % (y.name,))
+    if not (_is_int(y.min, 0, SYMBOL_MAX) and _is_int(y.max, 0, SYMBOL_MAX) and _is_int(y.divisor, 1, I64_MAX)) or \
+            y.min > y.max or y.min % y.divisor or y.max % y.divisor:
+        _bad("program symbol %d (%s)" % (i, y.name), "range %r..%r, divisor %r (0 <= min <= max < 2^31, a divisor "
+             "of both, at least 1)" % (y.min, y.max, y.divisor))
+
+
+def check_expr_ops(ops, nsyms, e=0):
+    """An expression must run: CONST, SYM and the operators, one value left."""
+    if not ops or len(ops) > MAX_EXPR_OPS:
+        raise BundleError("limit" if len(ops) > MAX_EXPR_OPS else "malformed",
+                          "program expression %d has %d operations (1..%d)" % (e, len(ops), MAX_EXPR_OPS))
+    depth = 0
+    for i, (op, index, value) in enumerate(ops):
+        operand = op in (CONST, SYM)
+        if not operand and not ADD <= op <= NEG:
+            raise BundleError("malformed" if CONST <= op <= EXTRA else "unsupported_version",
+                              "program expression %d, operation %d: op %d is %s" % (
+                                  e, i, op, "a grid rule's operand" if CONST <= op <= EXTRA else "unknown"))
+        if (op != CONST and value) or (op != SYM and index) or (op == SYM and index >= nsyms):
+            _bad("program expression %d, operation %d" % (e, i), "symbol %d of %d, or an unused field not zero"
+                 % (index, nsyms))
+        if operand:
+            depth += 1
+        elif depth < (1 if op == NEG else 2):
+            _bad("program expression %d, operation %d" % (e, i), "too few values on the stack")
+        elif op != NEG:
+            depth -= 1
+        if depth > GRID_STACK:
+            raise BundleError("limit", "program expression %d needs more than %d stack entries" % (e, GRID_STACK))
+    if depth != 1:
+        _bad("program expression %d" % e, "leaves %d values, not one" % depth)
+
+
+def expr_slot(records, p, x):
+    """The value program p holds in the field expression x gives, or None
+    where (field, index, sub) names nothing that may vary."""
+    f, i, j = x.field, x.index, x.sub
+    if f in (FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE):
+        ts = p.inputs if f in (FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE) else p.outputs
+        if i >= len(ts) or j >= len(ts[i].shape):
+            return None
+        return ts[i].shape[j] if f in (FIELD_INPUT_SIZE, FIELD_OUTPUT_SIZE) else ts[i].strides[j]
+    if f == FIELD_BUFFER_SIZE:
+        return p.buffers[i].size if i < len(p.buffers) and not j and p.buffers[i].size <= I64_MAX else None
+    if f in (FIELD_GRID, FIELD_COUNT, FIELD_OPERAND) and i < len(p.steps):
+        st = p.steps[i]
+        if f == FIELD_GRID:
+            return st.grid[j] if st.kind == LAUNCH and j <= 2 else None
+        if f == FIELD_COUNT:
+            return st.count if st.kind != LAUNCH and not j and st.count <= I64_MAX else None
+        if j >= len(st.operands):
+            return None
+        sp, _, v = st.operands[j]
+        if sp == LITERAL:
+            if st.kind != LAUNCH or st.record >= len(records) or st.config >= len(records[st.record].configs):
+                return None
+            code = records[st.record].configs[st.config].arg_types[j]
+            if code not in INT_CODES or code == "?":
+                return None
+        return v - (1 << 64) if v >> 63 else v
+    return None
+
+
+def check_dynamic(records, p):
+    """(2.6) FORMAT.md [R-symbols]: the symbols in their ranges, each bound
+    by an input size; the expressions sorted, each naming a field that may
+    vary and giving at every maximum the value the program holds."""
+    from .grid import eval_expr
+    if len(p.symbols) > MAX_PROGRAM_SYMBOLS:
+        raise BundleError("limit", "program: %d symbols (at most %d)" % (len(p.symbols), MAX_PROGRAM_SYMBOLS))
+    if p.exprs and not p.symbols:
+        _bad("the program", "%d expressions and no symbol" % len(p.exprs))
+    seen = set()
+    for i, y in enumerate(p.symbols):
+        _check_symbol(y, i, seen)
+        seen.add(y.name)
+    if len(p.exprs) > MAX_PROGRAM_EXPRS:
+        raise BundleError("limit", "program: %d expressions" % len(p.exprs))
+    at_max = [y.max for y in p.symbols]
+    bound = set()
+    for i, x in enumerate(p.exprs):
+        if i and not p.exprs[i - 1].key() < x.key():
+            _bad("program expression %d %r" % (i, x.key()), "not after the one before it (sorted; each once)")
+        now = expr_slot(records, p, x)
+        if now is None:
+            _bad("program expression %d" % i, "field %r index %d sub %d names nothing an expression may give"
+                 % (FIELD_NAMES.get(x.field, x.field), x.index, x.sub))
+        check_expr_ops(x.ops, len(p.symbols), i)
+        try:
+            v = eval_expr(x.ops, at_max)
+        except BundleError:
+            v = None
+        if v != now:
+            _bad("program expression %d (%s %d/%d)" % (i, FIELD_NAMES[x.field], x.index, x.sub),
+                 "gives %r at every symbol's maximum, where the program holds %d" % (v, now))
+        if x.field == FIELD_INPUT_SIZE and len(x.ops) == 1 and x.ops[0][0] == SYM:
+            bound.add(x.ops[0][1])
+    for i, y in enumerate(p.symbols):
+        if i not in bound:
+            _bad("program symbol %d (%s)" % (i, y.name), "is no input's size: a run could not bind it")
+
+
+def specialize(records, p, values):
+    """(2.6) Program p at these symbol values (a list, one per symbol):
+    every expression evaluated into its field, then checked as the C
+    library's tb_program_specialize checks it; the copy has no symbols."""
+    import copy
+    from .grid import eval_expr
+    check_dynamic(records, p)
+    for y, v in zip(p.symbols, values):
+        if not (y.min <= v <= y.max) or v % y.divisor:
+            raise BundleError("shape", "symbol %r is %d: it takes %d..%d (multiples of %d)" % (
+                y.name, v, y.min, y.max, y.divisor))
+    q = Program(copy.deepcopy(p.inputs), copy.deepcopy(p.outputs), p.constants, copy.deepcopy(p.buffers),
+                p.workspace_size, [Step(st.kind, st.operands, st.record, st.config, st.grid, st.width, st.value,
+                                        st.count) for st in p.steps], p.name)
+    for x in p.exprs:
+        v = eval_expr(x.ops, values)
+        f, i, j = x.field, x.index, x.sub
+        if f in (FIELD_INPUT_SIZE, FIELD_OUTPUT_SIZE):
+            (q.inputs if f == FIELD_INPUT_SIZE else q.outputs)[i].shape[j] = v
+        elif f in (FIELD_INPUT_STRIDE, FIELD_OUTPUT_STRIDE):
+            (q.inputs if f == FIELD_INPUT_STRIDE else q.outputs)[i].strides[j] = v
+        elif f == FIELD_BUFFER_SIZE:
+            if not 0 <= v <= p.buffers[i].size:
+                _bad("program %r" % p.name, "buffer %d needs %d bytes at these sizes, and the plan holds %d" % (
+                    i, v, p.buffers[i].size))
+            q.buffers[i].size = v
+        elif f == FIELD_GRID:
+            g = list(q.steps[i].grid)
+            g[j] = v
+            q.steps[i].grid = tuple(g)
+        elif f == FIELD_COUNT:
+            q.steps[i].count = v
+        else:
+            ops = list(q.steps[i].operands)
+            sp, ix, _ = ops[j]
+            ops[j] = (sp, ix, v & U64_MAX)
+            q.steps[i].operands = ops
+    q.symbols_at = list(values)
+    return q
 
 
 # ---------------------------------------------------------------- writer
@@ -1510,6 +1712,8 @@ def _program_body_size(p):
     n = sum(_str_size(t.name) + 16 + 16 * len(t.shape) for t in p.inputs + p.outputs)
     n += PROGRAM_BUFFER * len(p.buffers)
     n += sum(PROGRAM_STEP + PROGRAM_OPERAND * len(st.operands) for st in p.steps)
+    if p.symbols:  # (2.6) the counts, the symbols, the expressions
+        n += 8 + sum(_str_size(y.name) + 24 for y in p.symbols) + sum(16 + 16 * len(x.ops) for x in p.exprs)
     return n
 
 
@@ -1638,12 +1842,26 @@ def _wr_programs(bundle, o):
     for p in bundle.programs:
         o.string(p.name)
         for v in (len(p.inputs), len(p.outputs), len(p.buffers), len(p.steps),
-                  sum(len(st.operands) for st in p.steps), 0):
+                  sum(len(st.operands) for st in p.steps), 1 if p.symbols else 0):
             o.u32(v)
         o.u64(p.workspace_size)
+        if p.symbols:  # (2.6) flag bit 0
+            o.u32(len(p.symbols))
+            o.u32(len(p.exprs))
+            for y in p.symbols:
+                o.string(y.name)
+                for v in (y.min, y.max, y.divisor):
+                    o.u64(v)
         for t in p.inputs + p.outputs:
             _wr_tensor(o, t)
         _wr_program_rest(o, p)
+        for x in p.exprs:
+            for v in (x.field, x.index, x.sub, len(x.ops)):
+                o.u32(v)
+            for op, index, value in x.ops:
+                o.u32(op)
+                o.u32(index)
+                o.u64(value & U64_MAX)
     _wr_constant_bytes(o, views, offsets, end, "section 6")
 
 
@@ -2053,6 +2271,40 @@ def _rd_program(b, c):
     b.programs = [p]
 
 
+def _rd_symbols(c, p, pat):
+    """(2.6) a program's symbols, before its tensors; the expression count."""
+    n = c.count(MAX_PROGRAM_SYMBOLS, 32, "symbol count")
+    nx = c.count(MAX_PROGRAM_EXPRS, 32, "expression count")
+    if not n:
+        raise BundleError("malformed", "program %r: flag bit 0 and no symbol" % (p.name,), pat)
+    seen = set()
+    for i in range(n):
+        at = c.pos
+        name = c.string(MAX_NAME_LENGTH, "symbol name")
+        v = [c.u64("symbol") for _ in range(3)]
+        y = Symbol(name, *[x - (1 << 64) if x >> 63 else x for x in v])
+        _located(at, _check_symbol, y, i, seen)
+        seen.add(name)
+        p.symbols.append(y)
+    return nx
+
+
+def _rd_exprs(b, c, p, n):
+    """(2.6) a program's expressions, after its steps; then the whole."""
+    for i in range(n):
+        field, index, sub, nops = (c.u32("expression") for _ in range(4))
+        if not nops or nops > MAX_EXPR_OPS:
+            raise BundleError("limit" if nops else "malformed", "program expression %d has %d operations (1..%d)" % (
+                i, nops, MAX_EXPR_OPS), c.pos)
+        c.need(16 * nops, "expression operations")
+        ops = []
+        for _ in range(nops):
+            op, ix, v = c.u32("expression"), c.u32("expression"), c.u64("expression")
+            ops.append((op, ix, v - (1 << 64) if v >> 63 else v))
+        p.exprs.append(Expr(field, index, sub, ops))
+    _located(c.pos, check_dynamic, b.records, p)
+
+
 def _rd_programs(b, c):
     """Section 6 (2.4): the counts, the head's flags and reserved field, the
     constants' table, then each program: its name (unique), its counts,
@@ -2100,12 +2352,17 @@ def _rd_programs(b, c):
         nb = c.count(MAX_PROGRAM_BUFFERS, PROGRAM_BUFFER, "program buffer count")
         ns = c.count(MAX_PROGRAM_STEPS, PROGRAM_STEP, "program step count")
         nop = c.count(U32_MAX, PROGRAM_OPERAND, "program operand total")
-        if c.u32("program flags"):
-            raise BundleError("malformed", "program %r: flags not zero" % (name,), c.pos - 4)
+        flags = c.u32("program flags")
+        if flags & ~1 or (flags and b.version < (2, 6)):
+            raise BundleError("malformed", "program %r: flags %d (bit 0, symbols, came with 2.6; no other)" % (
+                name, flags), c.pos - 4)
         p = Program(workspace_size=c.u64("workspace size"), name=name, constants=[])
         p.constants = table
+        nx = _rd_symbols(c, p, pat) if flags else 0
         _rd_tensors(c, p, ni, no)
         _rd_program_rest(b, c, p, nb, ns, nop)
+        if flags:
+            _rd_exprs(b, c, p, nx)
         programs.append(p)
     _located(c.pos, _check_sharing, programs, props)
     _rd_constant_bytes(c, table, offsets)

@@ -6,7 +6,7 @@ Triton's grid expressions compiled into the format's small postfix language
 import ast
 
 from .format import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL,
-                     KIND_SINT, MAX, MIN, MOD, MUL, NEG, PARAM, SUB, BundleError, GridRule)
+                     KIND_SINT, MAX, MIN, MOD, MUL, NEG, PARAM, SUB, SYM, BundleError, GridRule)
 
 
 def _floordiv(a, b):
@@ -43,21 +43,50 @@ def eval_grid(config, args, grid_args=()):
         raise BundleError("not_found", "the config has no grid rule")
     if len(args) != len(config.arg_types):
         raise BundleError("arg_mismatch", "%d arguments given, the kernel takes %d" % (len(args), len(config.arg_types)))
+
+    def operand(op, index, value):
+        if op == CONST:
+            return value
+        if op == ARG:
+            return _grid_arg(config.arg_types[index], int(args[index]))
+        if op == PARAM:
+            return config.params[index][1]
+        if index >= len(grid_args):
+            raise BundleError("arg_range", "the rule reads grid_args[%d], and %d were given" % (index, len(grid_args)))
+        return int(grid_args[index])
     out = []
     for d, prog in enumerate(g.dims):
-        st = []
-        for op, index, value in prog:
-            if op == CONST:
-                st.append(value)
-            elif op == ARG:
-                st.append(_grid_arg(config.arg_types[index], int(args[index])))
-            elif op == PARAM:
-                st.append(config.params[index][1])
-            elif op == EXTRA:
-                if index >= len(grid_args):
-                    raise BundleError("arg_range", "the rule reads grid_args[%d], and %d were given" % (index, len(grid_args)))
-                st.append(int(grid_args[index]))
-            elif op == NEG:
+        v = _run(prog, operand, "grid %s: the rule overflows" % "xyz"[d])
+        most = (1 << 31) - 1 if d == 0 else 65535
+        if not 0 <= v <= most:
+            raise BundleError("arg_range", "grid %s is %d, outside 0..%d" % ("xyz"[d], v, most))
+        out.append(v)
+    return tuple(out)
+
+
+def eval_expr(ops, values):
+    """(2.6) A program expression's value for the symbols' values (CONST,
+    SYM and the operators), exactly as the C library's tb_expr_eval."""
+
+    def operand(op, index, value):
+        if op == CONST:
+            return value
+        if op == SYM and index < len(values):
+            return int(values[index])
+        raise BundleError("malformed", "expression: op %d (index %d) is not CONST or a symbol of %d" % (
+            op, index, len(values)))
+    return _run(ops, operand, "expression: an operation overflows")
+
+
+def _run(prog, operand, overflow):
+    """The one evaluator of the language: operands through operand(), the
+    operators exact, every intermediate within 64 bits."""
+    st = []
+    for op, index, value in prog:
+        if op < ADD:
+            st.append(operand(op, index, value))
+        else:
+            if op == NEG:
                 st.append(-st.pop())
             else:
                 b, a = st.pop(), st.pop()
@@ -81,13 +110,9 @@ def eval_grid(config, args, grid_args=()):
                 else:
                     v = max(a, b)
                 st.append(v)
-            if not I64_MIN <= st[-1] <= I64_MAX:
-                raise BundleError("arg_range", "grid %s: the rule overflows" % "xyz"[d])
-        most = (1 << 31) - 1 if d == 0 else 65535
-        if not 0 <= st[0] <= most:
-            raise BundleError("arg_range", "grid %s is %d, outside 0..%d" % ("xyz"[d], st[0], most))
-        out.append(st[0])
-    return tuple(out)
+        if not I64_MIN <= st[-1] <= I64_MAX:
+            raise BundleError("arg_range", overflow)
+    return st[0]
 
 
 class GridCompiler:
@@ -126,7 +151,8 @@ class GridCompiler:
         if r is None:
             raise ValueError("the grid names %r, which is not an argument, a constexpr or a grid value" % name)
         kind, v = r
-        return [{"arg": (ARG, v, 0), "param": (PARAM, v, 0), "extra": (EXTRA, v, 0), "const": (CONST, 0, v)}[kind]]
+        return [{"arg": (ARG, v, 0), "param": (PARAM, v, 0), "extra": (EXTRA, v, 0), "const": (CONST, 0, v),
+                 "sym": (SYM, v, 0)}[kind]]
 
     def _ops(self, n):
         if isinstance(n, ast.Constant) and isinstance(n.value, int):  # bool is an int

@@ -105,6 +105,9 @@ EXPORT_OPTIONS = {
     "weights_from": None,       # a path: an existing safetensors file (the checkpoint the model was loaded from):
                                 # constants whose bytes it holds under a matching name refer to it, the rest stay
     "weight_names": None,       # {constant name: tensor name} for weights_from, where names do not match
+    "dynamic_shapes": None,     # (2.6) torch.export's convention: {argument name or position: {dimension: Dim}}
+                                # (or a list per dimension, Dim or None); Dim: torch.export.Dim(name, min=, max=)
+                                # or (name, min, max), min >= 2. One program for every size in the ranges
     "sdpa": "math",             # "math": compile and run under sdpa_kernel(MATH), so that scaled_dot_product_attention
                                 # becomes Triton kernels, not an extern flash/efficient kernel; None: as it is
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
@@ -691,6 +694,8 @@ class _Recorder:
         self.problems = []
         self.keep = []
         self.quiet = False            # set while the recorder itself runs torch operations
+        self.sites = None             # (dynamic shapes) a dynamic.Sites: each operation's wrapper line
+        self._launcher_names = {}
 
     def position(self):
         return len(self.cap.launches) if self.cap is not None else 0
@@ -718,10 +723,22 @@ class _Recorder:
             self.events.append((self.position(), "snapshot", sptr))
 
     def before_launch(self, tuner, args):
+        if self.sites is not None:
+            self.sites.launch[self.position()] = self.sites.site(self._names_of(tuner))
         for a in args:
             if self.torch.is_tensor(a):
                 self.keep.append(a)
                 self.touch(a)
+
+    def _names_of(self, tuner):
+        """The launcher's parameters (the wrapper passes them positionally)
+        and the names of its grid values."""
+        import inspect
+        launcher = tuner.launchers[0]
+        k = id(launcher)
+        if k not in self._launcher_names:
+            self._launcher_names[k] = [n for n in inspect.signature(launcher).parameters if n != "stream"]
+        return {"names": self._launcher_names[k], "extra": list(tuner.inductor_meta.get("extra_launcher_args", []))}
 
     def on_op(self, name, base, args, kwargs):
         """An aten operation (before it runs): name "aten.zero_.default",
@@ -768,7 +785,8 @@ class _Recorder:
             self.problems.append("%s (%s): %s" % (name, dst.dtype, e))
             return
         self.events.append((self.position(), "memset", {
-            "dst": dst, "width": width, "value": pattern, "count": n * repeat, "name": name}))
+            "dst": dst, "width": width, "value": pattern, "count": n * repeat, "name": name,
+            "site": self.sites.site() if self.sites is not None else None}))
 
     def _copy(self, name, dst, src):
         torch = self.torch
@@ -792,7 +810,8 @@ class _Recorder:
         if _storage_of(src)[0] == _storage_of(dst)[0] and abs(src.data_ptr() - dst.data_ptr()) < count:
             self.problems.append("%s between overlapping bytes of one tensor" % name)
             return
-        self.events.append((self.position(), "copy", {"dst": dst, "src": src, "count": count, "name": name}))
+        self.events.append((self.position(), "copy", {"dst": dst, "src": src, "count": count, "name": name,
+                                                      "site": self.sites.site() if self.sites is not None else None}))
 
 
 def _dispatch_mode(torch, rec):
@@ -1038,10 +1057,128 @@ class _Export:
             raise BundleError("unsupported", "input 0 is on %s: export_model runs the model on a CUDA device" % dev)
         self.device = dev
         with torch.cuda.device(dev):
+            if self.opts["dynamic_shapes"] is not None:
+                return self.run_dynamic()
             self.compile()
             self.measure_peak()
             self.capture()
             return self.build()
+
+    # shapes that vary (2.6): dynamic.py says how
+    def _replace_inputs(self, new):
+        """The call's arguments with each input tensor replaced by new's."""
+        torch = self.torch
+        swap = {id(a): b for a, b in zip(self.inputs, new)}
+
+        def walk(x):
+            if torch.is_tensor(x):
+                return swap.get(id(x), x)
+            if isinstance(x, (list, tuple)):
+                return type(x)(walk(y) for y in x)
+            if isinstance(x, dict):
+                return {k: walk(v) for k, v in x.items()}
+            return x
+        self.args, self.kwargs = tuple(walk(list(self.args))), walk(self.kwargs)
+        self.inputs = list(new)
+
+    def run_dynamic(self):
+        import inspect
+        from . import dynamic as _dyn
+        torch = self.torch
+        if _is_compiled(torch, self.model):
+            raise BundleError("invalid_argument", "dynamic_shapes: pass the model uncompiled: export_model compiles it "
+                              "with the dimensions marked dynamic and tunes at their maximum")
+        fn = self.model.forward if isinstance(self.model, torch.nn.Module) else self.model
+        try:
+            params = [n for n in inspect.signature(fn).parameters]
+        except (TypeError, ValueError):
+            params = []
+        symbols, dims = _dyn.parse_spec(self.opts["dynamic_shapes"], self.args, self.kwargs, self.inputs, params)
+        for i in dims:
+            if not self.inputs[i].is_contiguous():
+                raise BundleError("unsupported", "dynamic_shapes: input %d is not contiguous" % i)
+        sizes = _dyn.capture_sizes(symbols)
+        originals = list(self.inputs)
+
+        def at(values):
+            self._replace_inputs([_dyn.at_sizes(torch, t, dims[i], values) if i in dims else t
+                                  for i, t in enumerate(originals)])
+        at(sizes[0])  # compiled, tuned and planned at every maximum
+        for i, ds in dims.items():
+            for d, k in ds.items():
+                torch._dynamo.mark_dynamic(self.inputs[i], d, min=symbols[k].min, max=symbols[k].max)
+        import torch.fx.experimental._config as fx_config
+        hook = _dyn.AllocHook()
+        # duck sizing would make two dimensions of equal hints one symbol
+        with fx_config.patch(use_duck_shape=False):
+            try:
+                self.compile()
+                self.measure_peak()
+                with self.grad():
+                    found = _dyn.find_wrappers(torch, self.call)
+                if not found:
+                    raise BundleError("unsupported", "dynamic_shapes: no Inductor wrapper launched a kernel")
+                for g in found.values():
+                    hook.install(g)
+                captures = []
+                for values in sizes[1:] + sizes[:1]:  # the maximum last: its program is the bundle's
+                    at(values)
+                    self.sites = _dyn.Sites()
+                    hook.sites = self.sites
+                    self.sites.active = True
+                    try:
+                        self.capture()
+                    finally:
+                        self.sites.active = False
+                    report = self.build(final=values is sizes[0])
+                    captures.append((values, self.built, self.sites, report))
+            finally:
+                hook.remove()
+                self.sites = None
+        return self.finish_dynamic(symbols, dims, captures)
+
+    def finish_dynamic(self, symbols, dims, captures):
+        from . import dynamic as _dyn
+        from .format import check_dynamic
+        t0 = time.perf_counter()
+        code = {}
+
+        def wrapper(filename):
+            if filename not in code:
+                code[filename] = _dyn.WrapperCode(filename)
+            return code[filename]
+        seen = []
+        for values, built, sites, _ in captures:
+            syms = {}
+            for site in list(sites.launch.values()) + [r.get("site") for r in built["raw"]]:
+                if site:
+                    syms.update(site["syms"])
+            seen.append((values, syms))
+        symmap = _dyn.match_symbols(symbols, seen)
+        values, built, sites, report = captures[-1]
+        program, bundle = built["program"], built["bundle"]
+        cap = {"raw": built["raw"], "buffer_ptrs": built["buffer_ptrs"], "storages": built["storages"],
+               "outs": built["outs"], "allocs": sites.allocs, "alloc_at": {v: k for k, v in sites.allocs.items()},
+               "files": sorted({s["file"] for s in sites.launch.values() if s}), "values": values}
+        exprs = _dyn.Derive(cap, program, bundle, symbols, dims, symmap, wrapper).run()
+        program.symbols, program.exprs = list(symbols), exprs
+        check_dynamic(bundle.records, program)
+        _dyn.check_monotone(symbols, exprs, program.buffers)
+        for vals, b, _, _ in captures:
+            keys = [r.cache_key for r in b["bundle"].records]
+            if keys[:len(bundle.records)] != [r.cache_key for r in bundle.records][:len(keys)]:
+                raise BundleError("unsupported", "dynamic shapes: the capture at %s launched other kernels" % vals)
+            _dyn.compare(bundle.records, program, b["program"], vals, symbols)
+        self.timings["dynamic_s"] = time.perf_counter() - t0
+        if self.opts["write"]:
+            t0 = time.perf_counter()
+            write_file(bundle, self.path)
+            self.timings["write_s"] = time.perf_counter() - t0
+        report.symbols = [(y.name, y.min, y.max) for y in symbols]
+        report.captured_sizes = [dict(zip([y.name for y in symbols], v)) for v, _, _, _ in captures]
+        report.expressions = len(exprs)
+        report.timings = dict(self.timings)
+        return report
 
     # 1. compile, warm up, PyTorch's peak
     def compile(self):
@@ -1117,6 +1254,7 @@ class _Export:
                                  "but are neither inputs nor the module's parameters or buffers are not recognized "
                                  "as constants" % (type(e).__name__, e))
         rec = self.rec = _Recorder(torch, set(self.input_of) | set(self.const_of), pre_blocks)
+        rec.sites = getattr(self, "sites", None)
         verify = bool(self.opts["verify_gpu_events"])
         frames = _dynamo_frames()
         t0 = time.perf_counter()
@@ -1155,7 +1293,9 @@ class _Export:
         self.gpu_events = _gpu_events(prof) if prof is not None else None
 
     # 3. the program
-    def build(self):
+    def build(self, final=True):
+        """The program of the captured run. final False (a dynamic export's
+        capture at other sizes): nothing written, no weights file."""
         torch, rec, cap = self.torch, self.rec, self.cap
         t0 = time.perf_counter()
         bundle = cap.bundle()
@@ -1208,7 +1348,9 @@ class _Export:
                 else:
                     ops.append(("lit", literal_bits(code, v, "%s, argument %s" % (what, n))))
             raw.append({"kind": LAUNCH, "record": ri, "config": ci, "grid": tuple(int(g) for g in grid),
-                        "ops": ops, "name": cfg.function_name})
+                        "ops": ops, "name": cfg.function_name,
+                        "site": rec.sites.launch.get(i) if rec.sites is not None else None,
+                        "tensors": [launch["args"][n] for n in names]})
             expected.append(("launch", cfg.function_name))
 
         for pos, kind, payload in rec.events:
@@ -1219,12 +1361,14 @@ class _Export:
                 expected.append(("snapshot", ""))
             elif kind == "memset":
                 raw.append({"kind": MEMSET, "ops": [ptr(payload["dst"], payload["name"])], "width": payload["width"],
-                            "value": payload["value"], "count": payload["count"], "name": payload["name"]})
+                            "value": payload["value"], "count": payload["count"], "name": payload["name"],
+                            "site": payload.get("site"), "tensors": [payload["dst"]]})
                 expected.append(("memset", ""))
             else:
                 raw.append({"kind": COPY, "ops": [ptr(payload["dst"], payload["name"]),
                                                   ptr(payload["src"], payload["name"])],
-                            "count": payload["count"], "name": payload["name"]})
+                            "count": payload["count"], "name": payload["name"], "site": payload.get("site"),
+                            "tensors": [payload["dst"], payload["src"]]})
                 expected.append(("copy", ""))
         while li < len(launches):
             add_launch(li)
@@ -1263,7 +1407,8 @@ class _Export:
             if ext:
                 copies.append((k, ("ptr", sptr, t.data_ptr()), ext))
         for k, src, ext in copies:
-            raw.append({"kind": COPY, "ops": [("out", k), src], "count": ext, "name": "output %d" % k})
+            raw.append({"kind": COPY, "ops": [("out", k), src], "count": ext, "name": "output %d" % k, "output": k,
+                        "tensors": [outs[k], outs[k]]})
         # pre-existing storages that only outputs use: their bytes now (no step touched them)
         for sptr, t in list(storages.items()):
             if sptr in rec.pre_blocks and sptr not in rec.external and sptr not in self.input_of and \
@@ -1351,7 +1496,7 @@ class _Export:
         names = unique_names([c[0] for c in const_list])
         constants = [Constant(names[j], _dtype_name(torch, t.dtype, "constant %s" % name), _host_bytes(host),
                               state=j in state) for j, (name, t, sptr, host) in enumerate(const_list)]
-        weights_note = self.external_weights(constants, const_list, bundle)
+        weights_note = self.external_weights(constants, const_list, bundle) if final else None
 
         # the workspace
         sizes = [_storage_of(storages[s])[1] for s in buffer_ptrs]
@@ -1360,12 +1505,14 @@ class _Export:
 
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
         bundle.program = program
+        self.built = {"raw": raw, "buffer_ptrs": buffer_ptrs, "storages": storages, "outs": outs, "program": program,
+                      "bundle": bundle}
         self.warnings += drop_wrong_rules(bundle)
         atomic = _atomic_configs(bundle, tuners)  # (reads the kernels' IR: before it may be left out)
         if not self.opts["keep_ir"]:
             strip_ir(bundle)
         self.timings["build_s"] = time.perf_counter() - t0
-        if self.opts["write"]:
+        if self.opts["write"] and final and not self.opts["dynamic_shapes"]:
             t0 = time.perf_counter()
             write_file(bundle, self.path)
             self.timings["write_s"] = time.perf_counter() - t0

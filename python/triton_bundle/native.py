@@ -7,7 +7,7 @@ from .format import _M, BundleError
 
 RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_magic", "unsupported_version", "checksum",
            "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
-           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch"]
+           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch", "shape"]
 LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
 CONFIG_AUTOTUNE = 0xFFFFFFFF
 
@@ -67,12 +67,15 @@ def c_structs():
         _fields_ = [("input_count", ct.c_uint32), ("output_count", ct.c_uint32), ("inputs", ct.POINTER(TensorSpec)),
                     ("outputs", ct.POINTER(TensorSpec)), ("constant_count", ct.c_uint32), ("constants", ct.c_void_p),
                     ("buffer_count", ct.c_uint32), ("buffers", ct.c_void_p), ("workspace_size", ct.c_uint64),
-                    ("step_count", ct.c_uint32), ("steps", ct.c_void_p), ("name", ct.c_char_p)]
+                    ("step_count", ct.c_uint32), ("steps", ct.c_void_p), ("name", ct.c_char_p),
+                    ("symbol_count", ct.c_uint32), ("symbols", ct.c_void_p), ("expr_count", ct.c_uint32),
+                    ("exprs", ct.c_void_p), ("values", ct.POINTER(ct.c_int64))]
 
     class ModelDesc(ct.Structure):
         _fields_ = [("bundle", ct.c_void_p), ("table", ct.c_void_p), ("device", ct.c_int), ("flags", ct.c_uint),
                     ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t), ("weights", ct.c_char_p),
-                    ("pinned_upload_min", ct.c_uint64), ("upload_threads", ct.c_uint32)]
+                    ("pinned_upload_min", ct.c_uint64), ("upload_threads", ct.c_uint32),
+                    ("instance_cache", ct.c_uint32)]
 
     _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
                 "tb_launch_record": Record, "tb_launch_params": Params, "tb_tensor": Tensor,
@@ -250,11 +253,12 @@ class CLibrary:
     def free_table(self, t):
         self.L.tb_kernel_table_free(t)
 
-    def model(self, b, graph=False, static_io=False, device=0, weights=None):
+    def model(self, b, graph=False, static_io=False, device=0, weights=None, instance_cache=0):
         """tb_model_load on bundle handle b (which must outlive the model),
-        its external constants from the safetensors file weights: a Model,
+        its external constants from the safetensors file weights; (2.6) a
+        program with symbols keeps instance_cache instances (0: 8): a Model,
         or BundleError."""
-        return Model(self, b, graph, static_io, device, weights)
+        return Model(self, b, graph, static_io, device, weights, instance_cache)
 
 
 MODEL_GRAPH, MODEL_STATIC_IO = 1, 2
@@ -267,7 +271,7 @@ class Model:
     program 0's; programs maps each program's name to its index, inputs
     and outputs. free() it before the bundle."""
 
-    def __init__(self, lib, b, graph=False, static_io=False, device=0, weights=None):
+    def __init__(self, lib, b, graph=False, static_io=False, device=0, weights=None, instance_cache=0):
         ct, L = lib.ct, lib.L
         st = c_structs()
         self.lib, self.ct, self.L = lib, ct, L
@@ -289,7 +293,10 @@ class Model:
         L.tb_model_program_count.argtypes, L.tb_model_program_count.restype = [vp], u32
         L.tb_model_program.argtypes, L.tb_model_program.restype = [vp, u32], ct.POINTER(st["tb_program"])
         L.tb_model_reset_state.argtypes = [vp, vp, E]
+        L.tb_model_output_specs.argtypes = [vp, u32, T, u32, ct.POINTER(Spec), u32, E]
+        self.Spec = Spec
         d, m, e = Desc(), vp(), lib.Error()
+        d.instance_cache = instance_cache
         d.bundle, d.device = b, device
         d.flags = (MODEL_GRAPH if graph else 0) | (MODEL_STATIC_IO if static_io else 0)
         d.weights = os.fsencode(weights) if weights is not None else None
@@ -343,6 +350,20 @@ class Model:
                                                       stream, self.ct.byref(e))
         if r:
             self.lib._fail(r, e)
+
+    def output_specs(self, inputs, program=0):
+        """(2.6) tb_model_output_specs: the outputs' shapes and strides for a
+        run of program on these inputs (a program with symbols: at the
+        values they bind)."""
+        if isinstance(program, str):
+            program = self.programs[program]["index"]
+        n = len(next(v for v in self.programs.values() if v["index"] == program)["outputs"])
+        i, o, e = self._tensors(inputs), (self.Spec * max(1, n))(), self.lib.Error()
+        r = self.L.tb_model_output_specs(self.m, program, i, len(inputs), o, n, self.ct.byref(e))
+        if r:
+            self.lib._fail(r, e)
+        return [{"name": s.name.decode(errors="replace"), "dtype": s.dtype, "shape": list(s.shape[:s.rank]),
+                 "strides": list(s.strides[:s.rank])} for s in (o[k] for k in range(n))]
 
     def reset_state(self, stream=0):
         e = self.lib.Error()
