@@ -8,9 +8,13 @@
    memset and copy steps write it: so AddressSanitizer sees any memory a
    checked program could make the runner touch outside what it allocated
    or was given. Every program of the bundle runs, in turn, on one loaded
-   model. Seeds: fuzz/corpus/program (tests/test_program.c writes one
-   program with TB_PROGRAM_SEED and two with TB_PROGRAMS_SEED;
-   tests/mkprogram.c --generate a prefill and decode pair). */
+   model. A program with symbols (2.6) runs at every maximum (its own
+   fields), at every minimum and at the middle of its ranges, each through
+   tb_program_specialize's specs, and at a size out of its range, which
+   must be refused. Seeds: fuzz/corpus/program (tests/test_program.c writes one
+   program with TB_PROGRAM_SEED, two with TB_PROGRAMS_SEED and one with
+   symbols with TB_DYNAMIC_SEED; tests/mkprogram.c --generate a prefill and
+   decode pair). */
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
@@ -41,7 +45,41 @@ static void set_params_of(const tb_bundle *b, const tb_program *p) {
 
 /* Runs program `pi` of loaded model m on memory of its own: with the
    caller's workspace (workspace != 0), then twice as the model was loaded. */
-static void run_program(tb_model *m, const tb_program *p, uint32_t pi, int workspace) {
+static void run_sizes(tb_model *m, const tb_program *p, uint32_t pi, int workspace);
+static void run_program(tb_model *m, const tb_bundle *b, const tb_program *p, uint32_t pi, int workspace) {
+    uint32_t k;
+    int64_t v[TB_MAX_PROGRAM_SYMBOLS];
+    tb_program *at = NULL;
+    tb_error e;
+    run_sizes(m, p, pi, workspace);
+    if (!p->symbol_count || p->symbol_count > TB_MAX_PROGRAM_SYMBOLS) return;
+    for (k = 0; k < p->symbol_count; k++) v[k] = p->symbols[k].min;
+    if (tb_program_specialize(b, p, v, &at, &e) == tb_ok) run_sizes(m, at, pi, workspace);
+    else if (!e.message[0]) __builtin_trap();
+    tb_program_free(at), at = NULL;
+    for (k = 0; k < p->symbol_count; k++)
+        v[k] = (p->symbols[k].min + p->symbols[k].max) / 2 / p->symbols[k].divisor * p->symbols[k].divisor;
+    if (tb_program_specialize(b, p, v, &at, &e) == tb_ok) run_sizes(m, at, pi, workspace);
+    else if (!e.message[0]) __builtin_trap();
+    if (at && p->symbols[0].max < 0x7fffffff) { /* one past the range: refused before anything runs */
+        tb_tensor in[16];
+        uint32_t i;
+        int launches = fake.launches();
+        if (p->input_count > 16) goto done;
+        for (i = 0; i < p->input_count; i++) in[i] = tb_tensor_for(&at->inputs[i], NULL);
+        for (i = 0; i < p->expr_count; i++)
+            if (p->exprs[i].field == TB_FIELD_INPUT_SIZE && p->exprs[i].op_count == 1 &&
+                p->exprs[i].ops[0].op == TB_GRID_SYM && p->exprs[i].ops[0].index == 0)
+                in[p->exprs[i].index].shape[p->exprs[i].sub] = p->symbols[0].max + 1;
+        if (tb_model_run_program(m, pi, in, p->input_count, NULL, 0, STREAM, &e) == tb_ok || fake.launches() != launches)
+            __builtin_trap();
+    }
+done:
+    tb_program_free(at);
+}
+/* Runs program `pi` of loaded model m with tensors of p's specs (the
+   model's program, or one specialized from it). */
+static void run_sizes(tb_model *m, const tb_program *p, uint32_t pi, int workspace) {
     tb_tensor in[16], out[16];
     void *mem[33];
     uint32_t i, n = 0;
@@ -96,7 +134,7 @@ static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
         return;
     }
     if (tb_model_program_count(m) != count) __builtin_trap();
-    for (pi = 0; pi < count; pi++) run_program(m, tb_model_program(m, pi), pi, workspace);
+    for (pi = 0; pi < count; pi++) run_program(m, b, tb_model_program(m, pi), pi, workspace);
     if (tb_model_reset_state(m, STREAM, &e) != tb_ok && !e.message[0]) __builtin_trap();
     tb_model_free(m);
 }

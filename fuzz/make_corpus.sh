@@ -34,6 +34,9 @@ build/mkprogram --generate fuzz/corpus/program/generate.tbundle
 cp fuzz/corpus/program/programs.tbundle fuzz/corpus/read/programs.tbundle
 # external constants (2.5): a program whose weight is a tensor of a weights file
 TB_EXTERNAL_SEED=fuzz/corpus/program/external.tbundle build/test_program test_external_constants >/dev/null
+# symbols and expressions (2.6): a program whose sizes vary
+TB_DYNAMIC_SEED=fuzz/corpus/program/dynamic.tbundle build/test_program test_dynamic_roundtrip_and_specialize >/dev/null
+cp fuzz/corpus/program/dynamic.tbundle fuzz/corpus/read/dynamic.tbundle
 # weights files (safetensors): the Python companion's writer, metadata, several dtypes
 mkdir -p fuzz/corpus/weights
 python3 -c 'import sys; sys.path[:0] = ["python"]; from triton_bundle import weights as w

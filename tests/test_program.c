@@ -1659,6 +1659,7 @@ TEST(test_dynamic_roundtrip_and_specialize) {
     make_dyn(&q, 2);
     CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
     REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
+    if (getenv("TB_DYNAMIC_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_DYNAMIC_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK(section_at((const unsigned char *)buf, n, 6) != 0 && section_at((const unsigned char *)buf, n, 5) == 0);
     REQUIRE(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_ok);
     REQUIRE((p = tb_bundle_program(r)) != NULL);
