@@ -6,21 +6,26 @@
        generate MODEL --prompt-ids 15496,11,995 [--max-new N] [--eos ID] [--graph] [--bench]
 
    The bundle holds (README, "Generate text from C"):
-     prefill_<T>  one per prompt length T (a bucket): input "ids" int64
-                  [1, T], the prompt right-padded with 0; output 0 the
-                  logits [1, T, V] (float32, float16 or bfloat16)
+     prefill      (2.6) one program whose length varies: input "ids" int64
+                  [1, T], T a symbol of the program (its range: the
+                  prompt lengths it takes); output 0 the logits [1, T, V]
+                  (float32, float16 or bfloat16). A prompt shorter than
+                  the range's minimum is right-padded with 0 to it
+     prefill_<T>  or, without it, one per prompt length T (a bucket): the
+                  same, the prompt right-padded with 0 to the smallest T
+                  that holds it
      decode       inputs "ids" int64 [1, 1] (the last token) and "pos"
                   int64 [1] (its position); output 0 the logits [1, 1, V],
                   and, optionally, "next_token" int64 [1, 1]: their argmax,
                   which saves copying the logits out each token
      generate.max_seq  a property: the positions the KV cache holds
-   The prompt goes to the smallest bucket that holds it; the first new
+   The prompt runs at its own length (or in its bucket); the first new
    token is the argmax of the logits at the prompt's last position; each
    further one is the decode step's. Generation stops after --max-new
    tokens (default: until the cache is full), at --eos (default: the
    property generate.eos, if any) or at the cache's end; a --max-new past
    the cache's end is refused before anything runs, as an empty prompt or
-   one longer than the largest bucket is. It prints the new ids, comma
+   one longer than the prefill takes is. It prints the new ids, comma
    separated, and the timings; --bench adds the time to first token from
    the start of the process against one pageable copy of the weights, and
    the decode step's median.
@@ -128,7 +133,8 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
     int64_t *prompt = NULL, max_new = -1, eos = 0, max_seq = 0, tok, *out = NULL;
     uint32_t nprompt = 0, i, np, bucket = UINT32_MAX, decode = UINT32_MAX, count = 0;
     uint64_t bucket_len = 0, largest = 0;
-    int a, graph = 0, bench = 0, has_eos = 0, status = 1, ids_in, pos_in, next_out = -1;
+    int64_t dyn_min = 0, dyn_max = 0;
+    int a, graph = 0, bench = 0, has_eos = 0, status = 1, ids_in, pos_in, next_out = -1, dynamic = 0;
     tb_bundle *b = NULL;
     tb_model *m = NULL;
     tb_model_desc d;
@@ -201,26 +207,43 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
             return 2;
         }
     }
-    /* the bundle: its buckets, decode and cache length, all checked before
-       the GPU is touched */
+    /* the bundle: its prefill (one of symbols, or buckets), decode and
+       cache length, all checked before the GPU is touched */
     if (tb_bundle_read_file(path, NULL, 0, &b, &e) != tb_ok) goto fail;
     np = tb_bundle_program_count(b);
     for (i = 0; i < np; i++) {
         const tb_program *p = tb_bundle_program_at(b, i);
         int64_t t;
         if (!strcmp(p->name, "decode")) decode = i;
-        if (strncmp(p->name, "prefill_", 8) || !gen_int(p->name + 8, &t) || t < 1) continue;
+        if (!strcmp(p->name, "prefill") && p->symbol_count == 1 && p->input_count == 1 && p->inputs[0].rank == 2) {
+            /* (2.6) its length is the symbol of ids' dimension 1: the
+               prompt's own, or the range's minimum for a shorter one */
+            const tb_program_symbol *y = &p->symbols[0];
+            dyn_min = y->min, dyn_max = y->max;
+            largest = (uint64_t)y->max, dynamic = 1;
+            if ((int64_t)nprompt <= y->max) {
+                bucket = i, bucket_len = (uint64_t)(nprompt < y->min ? y->min : nprompt);
+                if (bucket_len % (uint64_t)y->divisor) bucket_len += (uint64_t)y->divisor - bucket_len % (uint64_t)y->divisor;
+                if (bucket_len > (uint64_t)y->max) bucket = UINT32_MAX;
+            }
+            continue;
+        }
+        if (dynamic || strncmp(p->name, "prefill_", 8) || !gen_int(p->name + 8, &t) || t < 1) continue;
         if ((uint64_t)t > largest) largest = (uint64_t)t;
         if ((uint64_t)t >= nprompt && (bucket == UINT32_MAX || (uint64_t)t < bucket_len)) bucket = i, bucket_len = (uint64_t)t;
     }
     if (!largest || decode == UINT32_MAX) {
-        fprintf(stderr, "%s: %s has no %s program: generation needs prefill_<T> programs and decode (export_programs)\n",
-                prog, path, largest ? "decode" : "prefill_<T>");
+        fprintf(stderr, "%s: %s has no %s program: generation needs a prefill (or prefill_<T> programs) and decode "
+                "(export_programs)\n", prog, path, largest ? "decode" : "prefill");
         goto done;
     }
     if (bucket == UINT32_MAX) {
-        fprintf(stderr, "%s: the prompt has %u tokens, and the largest prefill bucket holds %llu\n", prog, nprompt,
-                (unsigned long long)largest);
+        if (dynamic)
+            fprintf(stderr, "%s: the prompt has %u tokens, and the prefill takes %lld to %lld\n", prog, nprompt,
+                    (long long)dyn_min, (long long)dyn_max);
+        else
+            fprintf(stderr, "%s: the prompt has %u tokens, and the largest prefill bucket holds %llu\n", prog, nprompt,
+                    (unsigned long long)largest);
         goto done;
     }
     if (!(v = tb_bundle_property(b, "generate.max_seq")) || !gen_int(v, &max_seq) || max_seq < 1) {
@@ -239,7 +262,8 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
         !pp->output_count || !pd->output_count || pp->outputs[0].rank < 2 || pd->outputs[0].rank < 1 ||
         (pp->outputs[0].dtype != TB_DTYPE_FLOAT32 && pp->outputs[0].dtype != TB_DTYPE_FLOAT16 &&
          pp->outputs[0].dtype != TB_DTYPE_BFLOAT16) ||
-        pd->outputs[0].dtype != pp->outputs[0].dtype || pp->outputs[0].shape[pp->outputs[0].rank - 2] != (int64_t)bucket_len ||
+        pd->outputs[0].dtype != pp->outputs[0].dtype ||
+        pp->outputs[0].shape[pp->outputs[0].rank - 2] != (dynamic ? dyn_max : (int64_t)bucket_len) ||
         (next_out >= 0 && (pd->outputs[next_out].dtype != TB_DTYPE_INT64 || tb_tensor_spec_extent(&pd->outputs[next_out]) != 8))) {
         fprintf(stderr, "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T] and "
                 "logits [1, T, V]; decode \"ids\" int64 [1, 1], \"pos\" int64 [1], logits [1, 1, V] of the same dtype "
@@ -282,17 +306,28 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
     {
         uint32_t prefill;
         int64_t *padded = (int64_t *)calloc((size_t)bucket_len, sizeof *padded);
-        const tb_tensor_spec *lo = &pp->outputs[0];
+        tb_tensor_spec lspec = pp->outputs[0];
+        const tb_tensor_spec *lo = &lspec;
         uint32_t r = lo->rank;
-        uint64_t es = tb_dtype_size(lo->dtype), row = (uint64_t)lo->strides[r - 2] * (nprompt - 1) * es;
+        uint64_t es, row, lbytes;
         tb_tensor tin, tout;
         if (!padded) goto oom;
         memcpy(padded, prompt, nprompt * sizeof *prompt);
         tb_model_find_program(m, pp->name, &prefill, &e);
-        tin = tb_tensor_for(&pp->inputs[0], pin.dev), tout = tb_tensor_for(lo, pout.dev);
-        if (tb_model_copy_to_device(m, pin.dev, padded, (size_t)pin.bytes, NULL, &e) != tb_ok ||
+        tin = tb_tensor_for(&pp->inputs[0], pin.dev);
+        if (dynamic) { /* (2.6) ids [1, T] at this T; the logits' spec there */
+            tin.shape[1] = (int64_t)bucket_len, tin.strides[0] = (int64_t)bucket_len;
+            if (tb_model_output_specs(m, prefill, &tin, 1, &lspec, 1, &e) != tb_ok) {
+                free(padded);
+                goto fail;
+            }
+        }
+        es = tb_dtype_size(lo->dtype), row = (uint64_t)lo->strides[r - 2] * (nprompt - 1) * es;
+        lbytes = tb_tensor_spec_extent(lo);
+        tout = tb_tensor_for(lo, pout.dev);
+        if (tb_model_copy_to_device(m, pin.dev, padded, (size_t)bucket_len * 8, NULL, &e) != tb_ok ||
             tb_model_run_program(m, prefill, &tin, 1, &tout, 1, stream, &e) != tb_ok ||
-            tb_model_copy_to_host(m, logits, (const char *)pout.dev + row, (size_t)(pout.bytes - row), stream, &e) != tb_ok) {
+            tb_model_copy_to_host(m, logits, (const char *)pout.dev + row, (size_t)(lbytes - row), stream, &e) != tb_ok) {
             free(padded);
             goto fail;
         }

@@ -2567,7 +2567,11 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto done;
     }
-    if (p->symbol_count && !(p = at_input_sizes(b, p, files, &inst))) goto done;
+    if (p->symbol_count) { /* (2.6) the program at the inputs' sizes */
+        const tb_program *at = at_input_sizes(b, p, files, &inst);
+        if (!at) goto done;
+        p = at;
+    }
     for (i = 0; i < p->input_count; i++)
         if (read_input(files[i], i, &p->inputs[i], &in[i])) goto done;
     status = run_on_device(o, b, p, in, out);

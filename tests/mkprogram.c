@@ -66,8 +66,11 @@ static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_coun
                 ids copied into kv[0]. --logits-only leaves next_token out:
                 every decode token is then 1, the logits' argmax
      properties generate.max_seq 40 (more than two of generate.c's chunks
-     of steps), generate.eos 6 */
-static int generation(const char *path, int logits_only) {
+     of steps), generate.eos 6.
+   --dynamic (2.6): the prefill is one program "prefill" whose length T is
+   a symbol, 2..4: ids [1, T], logits [1, T, 8] (strides 8T, 8, 1), the
+   copies T rows of the table and T ids */
+static int generation(const char *path, int logits_only, int dynamic) {
     static const int64_t s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
                          c11[] = {1, 1}, s1[] = {1}, c1[] = {1}, s118[] = {1, 1, 8}, c118[] = {8, 8, 1};
     static float table[32];
@@ -105,6 +108,15 @@ static int generation(const char *path, int logits_only) {
     memset(&d, 0, sizeof d);
     p.name = "prefill_4", p.input_count = 1, p.inputs = pin, p.output_count = 1, p.outputs = pout;
     p.constant_count = 2, p.constants = k, p.step_count = 2, p.steps = ps;
+    if (dynamic) {
+        static tb_program_symbol t = {"T", 2, 4, 1};
+        static const tb_grid_op sym[1] = {{TB_GRID_SYM, 0, 0}}, x8[3] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 8}, {TB_GRID_MUL, 0, 0}},
+                                x32[3] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 32}, {TB_GRID_MUL, 0, 0}};
+        static tb_program_expr x[6] = {{TB_FIELD_INPUT_SIZE, 0, 1, 1, sym},   {TB_FIELD_INPUT_STRIDE, 0, 0, 1, sym},
+                                       {TB_FIELD_OUTPUT_SIZE, 0, 1, 1, sym},  {TB_FIELD_OUTPUT_STRIDE, 0, 0, 3, x8},
+                                       {TB_FIELD_COUNT, 0, 0, 3, x32}, {TB_FIELD_COUNT, 1, 0, 3, x8}};
+        p.name = "prefill", p.symbol_count = 1, p.symbols = &t, p.expr_count = 6, p.exprs = x;
+    }
     d.name = "decode", d.input_count = 2, d.inputs = din, d.output_count = logits_only ? 1 : 2, d.outputs = dout;
     d.constant_count = 2, d.constants = k, d.step_count = logits_only ? 2 : 3, d.steps = ds;
     if (tb_bundle_create(NULL, &b, &e) != tb_ok || tb_bundle_add_program(b, &p, &e) != tb_ok ||
@@ -131,11 +143,12 @@ int main(int argc, char **argv) {
     tb_bundle *b = NULL;
     tb_error e;
     const char *out = argv[argc - 1], *wfile = NULL;
-    if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1);
+    if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--dynamic")) return generation(argv[3], 0, 1);
     if (argc == 4 && !strcmp(argv[1], "--weights")) wfile = argv[2];
     else if (argc != 2) {
-        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only] FILE\n");
+        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only | --dynamic] FILE\n");
         return 2;
     }
     inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);

@@ -308,8 +308,8 @@ for e in sys.argv[2:]:
 }
 if command -v python3 >/dev/null; then
   K2=FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ  # tb_matmul
-  check "list --json of the fixture: valid JSON, format 2.5, the totals" json_ok "$W/f.tbundle" \
-    'd["format"] == {"major": 2, "minor": 5}' \
+  check "list --json of the fixture: valid JSON, format 2.6, the totals" json_ok "$W/f.tbundle" \
+    'd["format"] == {"major": 2, "minor": 6}' \
     'd["totals"] == {"kernels": 8, "files": 64, "bytes": sum(k["bytes"] for k in d["kernels"]), "records": 8}' \
     'len(d["kernels"]) == 8 and len(d["records"]) == 8'
   check "... the totals line of the plain list" sh -c "$T list '$W/f.tbundle' | tail -n 1 | grep -q \"^8 kernels, 64 files, \$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"totals\"][\"bytes\"])' < '$W/json') bytes, 8 launch records\""
@@ -718,7 +718,18 @@ if [ -x build/tbundle_fake ] && [ -x build/mkprogram ] && [ -x build/run_model_f
   check "... saying so" err_has "an empty prompt"
   check "a prompt of words is a usage error (2)" status_is 2 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 'a,b'
   check "a bundle without prefill programs fails (1)" status_is 1 build/tbundle_fake generate "$W/prog.tbundle" --prompt-ids 1
-  check "... naming what generation needs" err_has "no prefill_<T> program"
+  check "... naming what generation needs" err_has "no prefill program: generation needs a prefill (or prefill_<T> programs)"
+  # (2.6) a prefill whose length varies: one program, T a symbol 2..4
+  build/mkprogram --generate --dynamic "$W/gend.tbundle"
+  check "generate with a prefill whose length varies: the prompt at its own length, the same ids (0)" sh -c "build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 3,1,2 2>/dev/null | grep -qx '3,3,4,5,6'"
+  check "... a prompt under the range right-padded to its minimum" sh -c "build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 1 --max-new 3 --graph 2>/dev/null | grep -qx '1,1,2'"
+  check "... one past the range fails (1), naming the range" sh -c "status=0; build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 1,2,3,4,5 2>'$W/gerr' || status=\$?; [ \$status -eq 1 ] && grep -q 'the prefill takes 2 to 4' '$W/gerr'"
+  check "list shows the symbol, its range and the input dimension that binds it" sh -c "$T list '$W/gend.tbundle' | grep -q '^    symbol T  2..4  from input 0 dimension 1\$' && $T list '$W/gend.tbundle' | grep -q 'symbols 1, expressions 6'"
+  check "list --json: the symbols" sh -c "$T list --json '$W/gend.tbundle' | grep -q '\"symbols\": \[{\"name\": \"T\", \"min\": 2, \"max\": 4, \"divisor\": 1, \"input\": 0, \"dim\": 1}\], \"expressions\": 6'"
+  npy "$W/ids3.npy" '<i8' '(1, 3)' '\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0'
+  npy "$W/ids5.npy" '<i8' '(1, 5)' "$(printf '\\x01\\0\\0\\0\\0\\0\\0\\0%.0s' 1 2 3 4 5)"
+  check "run --program prefill on ids [1, 3]: the symbol bound from the .npy's shape, logits [1, 3, 8] (0)" sh -c "build/tbundle_fake run '$W/gend.tbundle' --program prefill --in '$W/ids3.npy' --out '$W/pre3' >/dev/null && head -c 128 '$W/pre3/out0.npy' | grep -q \"'shape': (1, 3, 8)\""
+  check "... on ids [1, 5], outside 2..4: refused (1), naming the input, the dimension, the range and the value" sh -c "status=0; build/tbundle_fake run '$W/gend.tbundle' --program prefill --in '$W/ids5.npy' --out '$W/pre5' 2>'$W/rerr' || status=\$?; [ \$status -eq 1 ] && grep -q 'input \"ids\" dimension 1 is 5: symbol \"T\" takes 2..4' '$W/rerr'"
   check "run --program decode of a bundle of two (0)" sh -c "python3 -c 'import struct,sys
 def npy(p, d, shape, data):
     h = (\"{\\\"descr\\\": \\\"%s\\\", \\\"fortran_order\\\": False, \\\"shape\\\": %s, }\" % (d, shape)).replace(chr(34), chr(39))

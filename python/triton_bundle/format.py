@@ -638,7 +638,7 @@ class Bundle:
         steps = [Step(st.kind, [(sp, remap[ix], v) if sp == CONSTANT and ix < len(remap) else (sp, ix, v)
                                 for sp, ix, v in st.operands], st.record, st.config, st.grid, st.width, st.value,
                       st.count) for st in p.steps]
-        q = Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, p.name)
+        q = Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, p.name, p.symbols, p.exprs)
         programs, before = self.programs + [q], self.programs[0].constants
         for r in programs:
             r.constants = table

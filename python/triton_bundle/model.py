@@ -1826,7 +1826,8 @@ def merge_programs(reports, properties=None):
             steps.append(Step(st.kind, ops, record=rmap[st.record] if launch else 0,
                               config=cfmap[st.record][st.config] if launch else st.config,
                               grid=st.grid, width=st.width, value=st.value, count=st.count))
-        merged.append(Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, name=name))
+        merged.append(Program(p.inputs, p.outputs, table, p.buffers, p.workspace_size, steps, name=name,
+                              symbols=p.symbols, exprs=p.exprs))
     for p in merged:  # (Program copies the list it is given)
         p.constants = table
     names = unique_names([k.name for k in table])

@@ -2,19 +2,21 @@
 """Greedy generation from C on a GPU, against the same compiled functions
 driven from PyTorch. No downloads: random weights from fixed seeds.
 
-    python3 tests/model/gpu_generate.py OUTDIR [MODEL...] [--budget SECONDS] [--bench]
+    python3 tests/model/gpu_generate.py OUTDIR [MODEL...] [--budget SECONDS] [--bench] [--buckets]
 
 Models: gptfast (a gpt-fast style decoder: its KV cache a pair of module
 buffers per layer, written with index_copy_ at a position tensor; the mask
 a row of a causal buffer at that position) and llama (transformers'
 LlamaForCausalLM with eager attention and a StaticCache, whose tensors are
-not module buffers). Each is exported with export_programs as prefill_8,
-prefill_16 and decode (its argmax inside: next_token), the property
-generate.max_seq set, then:
+not module buffers). Each is exported with export_programs as prefill
+(one program whose length varies: dynamic_shapes, 2 to 16 tokens) and
+decode (its argmax inside: next_token), the property generate.max_seq set
+(--buckets: prefill_8 and prefill_16 instead, the prompt right-padded to
+its bucket), then:
 
   1. the compiled functions generate 64 tokens from two prompts (5 and 11
-     tokens: buckets 8 and 16) in PyTorch, the state put back between them:
-     the reference tokens and every step's logits;
+     tokens, each prefilled at its own length) in PyTorch, the state put
+     back between them: the reference tokens and every step's logits;
   2. the C runner (tb_model_run_program through ctypes) does the same with
      and without graphs, tb_model_reset_state between the prompts: every
      step's logits and token compared bit for bit;
@@ -22,8 +24,8 @@ generate.max_seq set, then:
 --bench adds, for the first model: the decode step's kernel time (the
 profiler's sum), tbundle generate's per-token time with the graph, the
 same decode step compiled with mode="reduce-overhead" and driven from
-Python, each prefill bucket from tbundle run --graph --bench against its
-reduce-overhead compile, the time to first token against one pageable
+Python, the prefill at 8 and 16 tokens from tbundle run --graph --bench against
+its reduce-overhead compile, the time to first token against one pageable
 copy of the weights, and the workspace against PyTorch's peaks.
 
 OUTDIR receives MODEL.tbundle, MODEL.json (the results) and the prompts'
@@ -48,6 +50,12 @@ PROMPTS = [[17, 3, 250, 9, 44], [5, 301, 77, 12, 90, 8, 140, 33, 2, 61, 19]]
 NEW = 64
 MAX_SEQ = 96
 BUCKETS = (8, 16)
+DYNAMIC = True      # the prefill: one program whose length varies (2 to BUCKETS[-1]); --buckets: one per bucket
+PREFILL_MIN = 2
+
+
+def prefill_name(T):
+    return "prefill" if DYNAMIC else "prefill_%d" % T
 
 
 def check(ok, what, detail=""):
@@ -164,7 +172,9 @@ MODELS = {"gptfast": gptfast, "llama": llama}
 
 # ------------------------------------------------------------- the test
 def bucket_of(n):
-    return min(b for b in BUCKETS if b >= n)
+    """The length a prompt of n tokens is prefilled at: its own (at least
+    the range's minimum) with the dynamic prefill, else its bucket."""
+    return max(n, PREFILL_MIN) if DYNAMIC else min(b for b in BUCKETS if b >= n)
 
 
 def reference(torch, fns, state0, state_tensors):
@@ -178,7 +188,7 @@ def reference(torch, fns, state0, state_tensors):
             T = bucket_of(len(prompt))
             ids = torch.zeros(1, T, dtype=torch.long, device="cuda")
             ids[0, :len(prompt)] = torch.tensor(prompt, device="cuda")
-            lg = tb.output_tensors(fns["prefill_%d" % T](ids))[0]
+            lg = tb.output_tensors(fns[prefill_name(T)](ids))[0]
             steps = [lg.clone().cpu()]
             tok = int(lg[0, len(prompt) - 1].argmax())
             toks = [tok]
@@ -212,15 +222,16 @@ def c_generate(torch, lib, path, graph, ref):
             if k:
                 m.reset_state(s.cuda_stream)
             T = bucket_of(len(prompt))
-            ids = like("prefill_%d" % T, 0, "inputs")
-            ids.zero_()
+            ids = torch.zeros(1, T, dtype=torch.long, device="cuda")
             ids[0, :len(prompt)] = torch.tensor(prompt, device="cuda")
-            lg = like("prefill_%d" % T, 0, "outputs")
+            sp = m.output_specs([ids], program=prefill_name(T))[0]  # (2.6) the logits at this length
+            lg = torch.empty_strided(sp["shape"], sp["strides"], device="cuda",
+                                     dtype=getattr(torch, tb.DTYPE_BY_NUMBER[sp["dtype"]].name))
             torch.cuda.synchronize()
-            m.run([ids], [lg], stream=s.cuda_stream, program="prefill_%d" % T)
+            m.run([ids], [lg], stream=s.cuda_stream, program=prefill_name(T))
             s.synchronize()
             if lg.shape != steps[0].shape or not torch.equal(lg.cpu(), steps[0]):
-                return False, "prompt %d: prefill_%d's logits differ" % (k, T)
+                return False, "prompt %d: %s's logits at %d tokens differ" % (k, prefill_name(T), T)
             tok = int(lg[0, len(prompt) - 1].argmax())
             if tok != toks[0]:
                 return False, "prompt %d: first token %d, want %d" % (k, tok, toks[0])
@@ -347,7 +358,7 @@ def bench(torch, name, path, fns, raw, state0, state_tensors, info, outdir, exe)
     for T in BUCKETS:
         f = os.path.join(outdir, "%s.ids%d.npy" % (name, T))
         np.save(f, np.random.RandomState(T).randint(0, 500, (1, T)).astype(np.int64))
-        r = subprocess.run([exe, "run", path, "--program", "prefill_%d" % T, "--in", f, "--out",
+        r = subprocess.run([exe, "run", path, "--program", prefill_name(T), "--in", f, "--out",
                             os.path.join(outdir, "run_%s_%d" % (name, T)), "--graph", "--bench", "300"],
                            capture_output=True, text=True)
         for ln in r.stdout.splitlines():
@@ -366,7 +377,12 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
     raw = {"prefill": prefill, "decode": decode}
     ids = {T: torch.zeros(1, T, dtype=torch.long, device="cuda") for T in BUCKETS}
     programs = {}
-    for T in BUCKETS:
+    if DYNAMIC:  # (2.6) one program for every prompt length of the range, tuned and planned at its maximum
+        from torch.export import Dim
+        programs["prefill"] = (prefill, (ids[BUCKETS[-1]],), {
+            "input_names": ["ids"], "output_names": ["logits"],
+            "dynamic_shapes": {"ids": {1: Dim("seq", min=PREFILL_MIN, max=BUCKETS[-1])}}})
+    for T in BUCKETS if not DYNAMIC else ():
         programs["prefill_%d" % T] = (prefill, (ids[T],), {"input_names": ["ids"], "output_names": ["logits"]})
     programs["decode"] = (decode, (torch.zeros(1, 1, dtype=torch.long, device="cuda"),
                                    torch.tensor([10], device="cuda")),
@@ -431,9 +447,12 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
 
 
 def main(argv):
-    global BUDGET
+    global BUDGET, DYNAMIC
     args = [a for a in argv[1:]]
     do_bench = "--bench" in args
+    if "--buckets" in args:
+        DYNAMIC = False
+        args.remove("--buckets")
     if "--budget" in args:
         BUDGET = float(args[args.index("--budget") + 1])
         del args[args.index("--budget"):args.index("--budget") + 2]
