@@ -58,6 +58,14 @@
                     constants (weights and buffers, their bytes stored
                     once, in a table the bundle's programs share), the
                     workspace plan and the steps (launch, memset, copy)
+     symbol         (2.6) a size of a program that varies (a batch, a
+                    sequence length), with a range and a divisor; the
+                    program's fields that follow it have expressions
+                    (tb_program_expr, the grid language with SYM), and
+                    its stored fields are the program at every maximum
+     instance       a program with symbols at one tuple of their values
+                    (tb_program_specialize); a model keeps a few, each with
+                    its steps resolved and its graph
      weights file   a safetensors file (>>weights) holding a program's
                     external constants by name: a bundle refers to each
                     weight's tensor (name, dtype, shape, CRC-32) instead of
@@ -136,7 +144,9 @@
                  tb_bundle_property_count, tb_bundle_property_at,
                  tb_bundle_set_property (key/value strings, 2.4),
                  tb_program_read_constant
-                 (the checked read path), tb_tensor_spec_extent, tb_dtype_name,
+                 (the checked read path), tb_expr_eval, tb_program_bind,
+                 tb_program_specialize, tb_program_free (2.6: symbols),
+                 tb_tensor_spec_extent, tb_dtype_name,
                  tb_dtype_size, tb_dtype_npy, tb_dtype_from_name
      >>weights   tb_weights_open, tb_weights_open_memory, tb_weights_count,
                  tb_weights_at, tb_weights_find, tb_weights_read,
@@ -166,7 +176,8 @@
                  threads), tb_model_reset_state, tb_model_free;
                  several programs: tb_model_program_count, tb_model_program,
                  tb_model_find_program, tb_model_run_program,
-                 tb_model_run_program_workspace; device memory and streams in
+                 tb_model_run_program_workspace, tb_model_output_specs (2.6:
+                 the outputs at the inputs' sizes); device memory and streams in
                  the model's context (no cuda.h): tb_model_device_alloc,
                  tb_model_device_free, tb_model_copy_to_device,
                  tb_model_copy_to_host, tb_model_copy_on_device,
@@ -235,6 +246,36 @@
        tb_model_synchronize(m, stream, &e);     // host_y holds the output
        tb_model_stream_free(m, stream);
        tb_model_device_free(m, x); tb_model_device_free(m, y);
+       tb_model_free(m); tb_bundle_free(b);
+
+   EXAMPLE (a program whose sizes vary, 2.6: one bundle run at the sizes of
+   its inputs; encoder.tbundle's ids are int64 [batch, seq], batch 2..16
+   and seq 8..128, exported with export_model's dynamic_shapes)
+       tb_bundle *b; tb_model *m; tb_error e; tb_model_desc d; tb_tensor_spec os;
+       void *ids = NULL, *hidden = NULL, *stream = NULL;
+       tb_bundle_read_file("encoder.tbundle", NULL, 0, &b, &e);
+       memset(&d, 0, sizeof d);
+       d.bundle = b; d.flags = TB_MODEL_GRAPH;  // a graph per size, 8 kept (d.instance_cache)
+       if (tb_model_load(&d, &m, &e)) { fprintf(stderr, "%s
+", e.message); return; }
+       const tb_program *p = tb_model_program(m, 0);
+       for (uint32_t k = 0; k < p->symbol_count; k++)          // batch 2..16, seq 8..128
+           printf("%s %lld..%lld\n", p->symbols[k].name, (long long)p->symbols[k].min,
+                  (long long)p->symbols[k].max);
+       // the specs are the program at every maximum: allocations that fit every size
+       tb_model_device_alloc(m, (size_t)tb_tensor_spec_extent(tb_model_input(m, 0)), &ids, &e);
+       tb_model_device_alloc(m, (size_t)tb_tensor_spec_extent(tb_model_output(m, 0)), &hidden, &e);
+       tb_model_stream_create(m, &stream, &e);
+       tb_tensor in = tb_tensor_for(tb_model_input(m, 0), ids);
+       in.shape[0] = 3; in.shape[1] = 40; in.strides[0] = 40;  // this call: 3 x 40 tokens
+       if (tb_model_output_specs(m, 0, &in, 1, &os, 1, &e)) {  // its output's sizes there
+           fprintf(stderr, "%s\n", e.message); return;      // tb_err_shape: out of range
+       }
+       tb_tensor out = tb_tensor_for(&os, hidden);
+       if (tb_model_run(m, &in, 1, &out, 1, stream, &e))      // binds batch = 3, seq = 40
+           fprintf(stderr, "%s\n", e.message);
+       tb_model_stream_free(m, stream);
+       tb_model_device_free(m, ids); tb_model_device_free(m, hidden);
        tb_model_free(m); tb_bundle_free(b);
 
    THE CONTEXT RULE (a model's calls)
@@ -308,16 +349,17 @@
    escape control bytes that come from names.
 
    FORMAT
-   Bundle format 2.5, specified byte by byte in docs/FORMAT.md. A reader
+   Bundle format 2.6, specified byte by byte in docs/FORMAT.md. A reader
    refuses a newer major version and skips unknown optional sections; it
-   still reads formats 2.4, 2.3, 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h
-   2.3.0, 2.2.0, 2.0.0, 1.2.0, 1.1.0 and 1.0.0; the checksum of 1.0 is one
-   XXH3-64 over the file). Writers write 2.5, whose sections 4 (grid rules,
+   still reads formats 2.5, 2.4, 2.3, 2.2, 2.1, 2.0 and 1.0 (triton_bundle.h
+   2.4.0, 2.3.0, 2.2.0, 2.0.0, 1.2.0, 1.1.0 and 1.0.0; the checksum of 1.0 is one
+   XXH3-64 over the file). Writers write 2.6, whose sections 4 (grid rules,
    call info), 5 (one program named "forward") and 6 (several programs
-   sharing their constants) are optional, so 2.0 to 2.4 readers read its
+   sharing their constants) are optional, so 2.0 to 2.5 readers read its
    files (a 2.3 reader runs a section 5 program, and sees none in section
    6), except that a 2.4 reader refuses a bundle with external constants
-   (2.5: its weights in a safetensors file) for their unknown flag.
+   (2.5: its weights in a safetensors file) and a 2.5 reader one with a
+   program whose sizes vary (2.6: symbols), each for its unknown flag.
 
    CHANGES IN 2.0 (from 1.2)
    tb_pack_arg is tb_arg_convert; tb_collect_options.stop_on_error is the
@@ -361,6 +403,16 @@
    the >>weights section (tb_weights_*, tb_crc32); large uploads through
    pinned buffers and reader threads (tb_model_desc.pinned_upload_min,
    .upload_threads; tb_model_upload_ms).
+
+   CHANGES IN 2.5 (from 2.4; additions, no call changes; format 2.6)
+   Shapes that vary: tb_program's new last fields symbol_count, symbols,
+   expr_count, exprs and values; TB_GRID_SYM; tb_expr_eval,
+   tb_program_bind, tb_program_specialize, tb_program_free; a run of a
+   program with symbols binds them from its inputs' sizes (tb_err_shape,
+   a new last result code, when they are out of range or disagree) and
+   keeps an instance per tuple of values (tb_model_desc.instance_cache);
+   tb_model_output_specs; a launch whose grid is 0 blocks is skipped.
+   tb_tensor moved before tb_program (it is tb_program_bind's argument).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.

@@ -24,7 +24,7 @@ else
   echo "skipped: no torch with a GPU"
 fi
 echo "== 7. generation from C against PyTorch (GPU, torch): tbundle generate --graph, decode per token"
-echo "   against the decode step's kernel time and reduce-overhead, prefill per bucket, time to first token"
+echo "   against the decode step's kernel time and reduce-overhead, the prefill at 8 and 16 tokens, time to first token"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   python3 tests/model/gpu_generate.py "$(mktemp -d "${TMPDIR:-/tmp}/tbgen-XXXXXX")" gptfast --bench |
     grep -E '^(ok|FAIL|skip)|passed|"bench"'
@@ -45,6 +45,15 @@ echo "== 10. full-size models (GPU, torch, transformers): GPT-2 (124M, float32) 
 echo "   weights in safetensors: export time, sizes, load, latency against PyTorch's modes, workspace, bit-identical"
 if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
   TRITON_BUNDLE_LIB=$PWD/$B/libtriton_bundle.so python3 bench/bench_model.py --tbundle $B/tbundle --outdir "$(mktemp -d "${TMPDIR:-/tmp}/tbfull-XXXXXX")" --iters 50 --warmup 5 --no-default --models gpt2_full,llama1b
+else
+  echo "skipped: no torch with a GPU, or no transformers"
+fi
+echo "== 11. shapes that vary (GPU, torch, transformers): one bundle of a BERT encoder (batch 2-16 x sequence 8-128)"
+echo "   and of a GPT-2 prefill (8-128) at 8 sizes each: tbundle run --graph against the kernels' own time and"
+echo "   reduce-overhead of the same dynamic model, bit-identical at each; the plan at the maximum against PyTorch's peak"
+if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 tests/model/gpu_dynamic.py "$(mktemp -d "${TMPDIR:-/tmp}/tbdyn-XXXXXX")" --bench |
+    grep -E '^(ok|FAIL|skip)|passed|^  |on NVIDIA|on [A-Z]'
 else
   echo "skipped: no torch with a GPU, or no transformers"
 fi

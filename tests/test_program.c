@@ -1688,7 +1688,8 @@ TEST(test_dynamic_roundtrip_and_specialize) {
 }
 
 /* A run's inputs bind the symbols: from the first size that is the
-   symbol alone, checked against its range and every other use. */
+   symbol alone, checked against its range and every other use.
+   [R-symbols-run] */
 TEST(test_dynamic_bind) {
     dprog q;
     tb_tensor in[1];
@@ -1732,7 +1733,7 @@ TEST(test_dynamic_bind) {
 
 static void make_dyn2(dprog *q) { make_dyn(q, 2); }
 
-/* Each rule of the tables broken once. */
+/* Each rule of the tables broken once. [R-symbols] */
 TEST(test_dynamic_refusals) {
     tb_bundle *b;
     tb_error e;

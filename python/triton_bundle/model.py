@@ -53,6 +53,13 @@ How a forward becomes a program
    first fit and best fit, 256-aligned, no byte shared with a buffer live at the
    same time).
 
+7. With options["dynamic_shapes"] (torch.export's Dim per dimension) the
+   program's sizes vary: compiled with those dimensions dynamic and run
+   first at every maximum (tuned and planned there), captured at the
+   maximum, every minimum and two sizes inside, its expressions read from
+   Inductor's wrapper code and checked against every capture (dynamic.py
+   says how).
+
 The pure helpers (literal_bits, memset_pattern, is_dense, plan_workspace,
 match_gpu_events, gpu_event_hint) need no torch; tests/test_model.py
 checks them."""
@@ -343,7 +350,10 @@ class ExportReport:
     timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
-    bundle's state)."""
+    bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
+    each), captured_sizes (the sizes captured and checked, the maximum
+    last: the program's own, whose workspace_size and pytorch_peak these
+    are) and expressions (their count)."""
 
     NOT_JSON = ("compiled", "bundle", "captured_outputs", "constant_storages")
 
