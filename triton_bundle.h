@@ -1313,8 +1313,9 @@ TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t op_count, const int
                              int64_t *out, tb_error *err);
 /* The symbols' values (values[symbol_count]) for a run's inputs: each from
    the first input dimension whose size is that symbol alone, then checked
-   against its range and divisor, and every input size and stride against
-   its expression. tb_err_shape names the input, the dimension, the range
+   against its range and divisor, and every input size against its
+   expression (strides: the run checks them against the program's specs at
+   those values). tb_err_shape names the input, the dimension, the range
    and the value; tb_err_arg_mismatch a count or rank that differs. */
 TBDEF tb_result tb_program_bind(const tb_program *program, const tb_tensor *inputs, uint32_t input_count,
                                 int64_t *values, tb_error *err);
@@ -9313,7 +9314,7 @@ static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_e
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS", p->expr_count);
     for (i = 0; i < p->expr_count; i++) {
         const tb_program_expr *x = &p->exprs[i];
-        int64_t now = 0, v;
+        int64_t now = 0, v = 0;
         tb_error e2;
         if (i && !tb__expr_before(&p->exprs[i - 1], x))
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
@@ -9365,18 +9366,33 @@ TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32
     if (nin != p->input_count)
         return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs given; program \"%.80s\" takes %u", nin,
                         p->name ? p->name : "forward", p->input_count);
-    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u symbols", p->symbol_count);
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs) ||
+        (p->input_count && !p->inputs))
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL,
+                        -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
     memset(bound, 0, sizeof bound);
     /* pass 0: each symbol from the first input size that is that symbol
-       alone; pass 1: every input size that has an expression */
-    for (pass = 0; pass < 2; pass++)
+       alone; then every symbol bound; pass 1: every input size that has an
+       expression. A caller's program no checker saw has its expressions
+       checked here before they run. */
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; pass == 1 && i < p->symbol_count; i++)
+            if (!bound[i]) /* the checker saw to it that an input binds each */
+                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "symbol \"%.60s\" is no input's size",
+                                p->symbols[i].name ? p->symbols[i].name : "?");
         for (i = 0; i < p->expr_count; i++) {
             const tb_program_expr *x = &p->exprs[i];
-            int k = tb__expr_symbol(x);
+            int k;
             int64_t have, want;
             tb_error e2;
+            tb_result r;
             if (x->field != TB_FIELD_INPUT_SIZE) continue;
+            if (x->index >= p->input_count || x->sub >= p->inputs[x->index].rank || p->inputs[x->index].rank > TB_MAX_TENSOR_DIMS)
+                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                                "program expression %u names input %u dimension %u, which the program does not have", i,
+                                x->index, x->sub);
+            if (pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
+            k = tb__expr_symbol(x);
             if (in[x->index].rank != p->inputs[x->index].rank)
                 return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
                                 p->inputs[x->index].name, in[x->index].rank, p->inputs[x->index].rank);
@@ -9402,9 +9418,7 @@ TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32
                                 p->inputs[x->index].name, x->sub, (long long)have, (long long)want);
             }
         }
-    for (i = 0; i < p->symbol_count; i++)
-        if (!bound[i]) /* the checker saw to it that an input binds each: a guard */
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "symbol \"%.60s\" is no input's size", p->symbols[i].name);
+    }
     return tb_ok;
 }
 
@@ -9430,7 +9444,9 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
     if (!b || !p || !out || (p->symbol_count && !values))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, program, values or out is NULL");
     if (p->values) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
-    if ((r = tb__check_dynamic(b, p, err)) != tb_ok) return r;
+    /* every rule, not only the expressions': a caller's program no reader
+       checked names its fields through them */
+    if ((r = tb__check_program_body(b, p, err)) != tb_ok) return r;
     if ((r = tb__check_values(p, values, err)) != tb_ok) return r;
     for (s = 0; s < p->step_count; s++) nops += p->steps[s].operand_count;
     bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t + (uint64_t)p->buffer_count * sizeof *bufs +
@@ -9498,7 +9514,7 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
     if ((r = tb__check_program_body(b, q, err)) != tb_ok) {
         if (err) {
             size_t n = strlen(err->message);
-            char at[160];
+            char at[160] = "";
             int k = 0;
             for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
                 k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
@@ -14709,15 +14725,54 @@ static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_erro
                         (unsigned long long)m->ws_bytes, workspace, (unsigned long long)have);
     return tb_ok;
 }
+/* (2.6) The instance of program mp at the symbols' values v, made into
+   *ip (zeroed): the program specialized (checked as a reader checks one),
+   its steps resolved; its tensors and workspace within the model's, which
+   were sized at every maximum. On failure *ip holds nothing. */
+static tb_result tb__model_instance_make(tb_model *m, tb__model_prog *mp, const int64_t *v, tb__model_prog *ip,
+                                         tb_error *err) {
+    uint32_t i, n;
+    tb_result r;
+    memset(ip, 0, sizeof *ip);
+    memcpy(ip->key, v, mp->p->symbol_count * sizeof *v);
+    if ((r = tb_program_specialize(m->bundle, mp->p, v, &ip->own, err)) != tb_ok) return r;
+    n = ip->own->input_count + ip->own->output_count;
+    ip->p = ip->own;
+    ip->static_io = mp->static_io;
+    ip->io_dev = mp->io_dev; /* sized at every maximum: an instance's tensors fit (checked below) */
+    if ((r = tb__model_steps(m, ip, err)) == tb_ok && (r = tb__model_written(m, ip, err)) == tb_ok) {
+        if (ip->ws_bytes > m->ws_bytes)
+            r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                         "program \"%.80s\" needs %llu bytes of workspace at these sizes, more than at every maximum "
+                         "(%llu)", mp->p->name, (unsigned long long)ip->ws_bytes, (unsigned long long)m->ws_bytes);
+        for (i = 0; r == tb_ok && i < n; i++) {
+            const tb_tensor_spec *a = i < ip->p->input_count ? &ip->p->inputs[i] : &ip->p->outputs[i - ip->p->input_count];
+            const tb_tensor_spec *z = i < mp->p->input_count ? &mp->p->inputs[i] : &mp->p->outputs[i - mp->p->input_count];
+            if (tb_tensor_spec_extent(a) > tb_tensor_spec_extent(z))
+                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                             "program \"%.80s\": %s \"%.80s\" holds more bytes at these sizes than at every maximum",
+                             mp->p->name, i < ip->p->input_count ? "input" : "output", a->name);
+        }
+    }
+    if (r == tb_ok && (!(ip->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
+                       !(ip->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))))
+        r = TB__OOM(err);
+    if (r == tb_ok) memset(ip->checked, 0, (n ? n : 1) * sizeof(uint64_t));
+    if (r != tb_ok) tb__model_prog_free(m, ip);
+    return r;
+}
+
 /* (2.6) The instance of a program with symbols for these inputs: the
-   symbols bound from their sizes, then the instance of those values, made
-   (specialized, its steps resolved) when it is new, in place of the least
-   recently used one when the cache is full. */
+   symbols bound from their sizes, then the model's instance of those
+   values, made when it is new (and only then put in place of the least
+   recently used one when the cache is full: a size refused evicts
+   nothing). One thread at a time, as every run but the caller's-workspace
+   ones (tb__model_run makes those an instance of their own). */
 static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin, tb__model_prog **out,
                                     tb_error *err) {
     int64_t v[TB_MAX_PROGRAM_SYMBOLS];
     uint32_t i, k = mp->p->symbol_count, at = 0;
-    tb__model_prog *ip;
+    tb__model_prog fresh;
     tb_result r;
     if ((r = tb_program_bind(mp->p, in, nin, v, err)) != tb_ok) return r;
     m->runs++;
@@ -14728,6 +14783,7 @@ static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_te
             return tb_ok;
         }
     if (!mp->inst && !(mp->inst = (tb__model_prog *)tb__alloc(&m->ctx, m->inst_cap * sizeof *mp->inst))) return TB__OOM(err);
+    if ((r = tb__model_instance_make(m, mp, v, &fresh, err)) != tb_ok) return r;
     if (mp->inst_count < m->inst_cap) {
         at = mp->inst_count++;
     } else {
@@ -14735,41 +14791,10 @@ static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_te
             if (mp->inst[i].used < mp->inst[at].used) at = i;
         tb__model_prog_free(m, &mp->inst[at]);
     }
-    ip = &mp->inst[at];
-    memset(ip, 0, sizeof *ip);
-    memcpy(ip->key, v, k * sizeof *v);
-    ip->used = m->runs;
-    if ((r = tb_program_specialize(m->bundle, mp->p, v, &ip->own, err)) == tb_ok) {
-        uint32_t n = ip->own->input_count + ip->own->output_count;
-        ip->p = ip->own;
-        ip->static_io = mp->static_io;
-        ip->io_dev = mp->io_dev; /* sized at every maximum: an instance's tensors fit (checked below) */
-        if ((r = tb__model_steps(m, ip, err)) == tb_ok && (r = tb__model_written(m, ip, err)) == tb_ok) {
-            if (ip->ws_bytes > m->ws_bytes)
-                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                             "program \"%.80s\" needs %llu bytes of workspace at these sizes, more than at every maximum "
-                             "(%llu)", mp->p->name, (unsigned long long)ip->ws_bytes, (unsigned long long)m->ws_bytes);
-            for (i = 0; r == tb_ok && i < n; i++) {
-                const tb_tensor_spec *a = i < ip->p->input_count ? &ip->p->inputs[i] : &ip->p->outputs[i - ip->p->input_count];
-                const tb_tensor_spec *z = i < mp->p->input_count ? &mp->p->inputs[i] : &mp->p->outputs[i - mp->p->input_count];
-                if (tb_tensor_spec_extent(a) > tb_tensor_spec_extent(z))
-                    r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                                 "program \"%.80s\": %s \"%.80s\" holds more bytes at these sizes than at every maximum",
-                                 mp->p->name, i < ip->p->input_count ? "input" : "output", a->name);
-            }
-        }
-        if (r == tb_ok && (!(ip->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
-                           !(ip->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))))
-            r = TB__OOM(err);
-        if (r == tb_ok) memset(ip->checked, 0, (n ? n : 1) * sizeof(uint64_t));
-    }
-    if (r != tb_ok) {
-        tb__model_prog_free(m, ip);
-        if (at != --mp->inst_count) mp->inst[at] = mp->inst[mp->inst_count];
-        return r;
-    }
+    mp->inst[at] = fresh;
+    mp->inst[at].used = m->runs;
     tb__log(&m->ctx, TB_LOG_DEBUG, "model: program \"%.80s\" at new sizes: instance %u of %u", mp->p->name, at, m->inst_cap);
-    *out = ip;
+    *out = &mp->inst[at];
     return tb_ok;
 }
 
@@ -14802,7 +14827,7 @@ TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_te
 
 static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                uint32_t nout, uint64_t ws, void *stream, int graph, int shared, tb_error *err) {
-    tb__model_prog *mp;
+    tb__model_prog *mp, local, *own = NULL;
     tb_result r;
     int pushed = 0;
     tb__CUresult cr;
@@ -14818,7 +14843,17 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
        which it answers only in a current context: enter first */
     if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     r = shared ? tb__model_check_workspace(m, (void *)(uintptr_t)ws, err) : tb_ok;
-    if (r == tb_ok && mp->p->symbol_count) r = tb__model_instance(m, mp, in, nin, &mp, err);
+    if (r == tb_ok && mp->p->symbol_count && !shared) {
+        r = tb__model_instance(m, mp, in, nin, &mp, err);
+    } else if (r == tb_ok && mp->p->symbol_count) {
+        /* with the caller's workspace, from several threads: an instance of
+           this call's own, made and freed here (the model's are not
+           shared across threads) */
+        int64_t v[TB_MAX_PROGRAM_SYMBOLS];
+        if ((r = tb_program_bind(mp->p, in, nin, v, err)) == tb_ok &&
+            (r = tb__model_instance_make(m, mp, v, &local, err)) == tb_ok)
+            mp = own = &local;
+    }
     if (r == tb_ok) r = tb__model_check_io(m, mp, in, nin, out, nout, shared, ws, err);
     if (r != tb_ok) {
         /* refused: nothing ran */
@@ -14848,6 +14883,7 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
         r = mp->graph ? tb__model_update(m, mp, in, out, stream, err) : tb__model_capture(m, mp, in, out, stream, err);
         if (r == tb_ok) r = tb_graph_launch(mp->graph, stream, err);
     }
+    if (own) tb__model_prog_free(m, own); /* the launches copied their arguments: nothing queued reads it */
     tb__leave(pushed);
     return r;
 }

@@ -1733,6 +1733,38 @@ TEST(test_dynamic_bind) {
 
 static void make_dyn2(dprog *q) { make_dyn(q, 2); }
 
+/* tb_program_bind on a caller's program that no checker saw: its input
+   expressions checked before they run (a symbol it does not have, a stack
+   past TB_GRID_STACK, a dimension past the rank), never a read out of
+   bounds. */
+TEST(test_dynamic_bind_unchecked) {
+    dprog q;
+    tb_tensor in[1];
+    tb_error e;
+    int64_t v[1];
+    static const tb_grid_op far[1] = {{TB_GRID_SYM, 1000000, 0}};
+    tb_grid_op deep[40];
+    int i;
+    memset(in, 0, sizeof in);
+    in[0].rank = 1, in[0].shape[0] = 6;
+    make_dyn(&q, 2);
+    q.ex[0].ops = far;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_malformed);
+    for (i = 0; i < 40; i++) deep[i].op = TB_GRID_CONST, deep[i].index = 0, deep[i].value = 1;
+    make_dyn(&q, 2);
+    q.ex[0].ops = deep, q.ex[0].op_count = 40;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_limit);
+    make_dyn(&q, 2);
+    q.ex[0].sub = 30;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_invalid_argument);
+    make_dyn(&q, 2);
+    q.ex[0].index = 7;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_invalid_argument);
+    make_dyn(&q, 2);
+    q.ex[0].field = TB_FIELD_INPUT_STRIDE; /* (sorting aside) no input binds n */
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_malformed);
+}
+
 /* Each rule of the tables broken once. [R-symbols] */
 TEST(test_dynamic_refusals) {
     tb_bundle *b;
@@ -1926,6 +1958,20 @@ TEST(test_dynamic_model_run) {
         in[0].shape[0] = 2, out[0].shape[0] = out[1].shape[0] = 2;
         CHECK_OK(tb_model_run(m, in, 1, out, 2, STREAM, &e), &e);
         if (graph) CHECK(fake.graphs_live() == g + 4);
+        /* the caller's workspace (several threads may run so): an instance
+           of the call's own, at 6 */
+        {
+            void *ws = dev((size_t)tb_model_workspace_size(m));
+            int k;
+            in[0].shape[0] = 6, out[0].shape[0] = out[1].shape[0] = 6;
+            for (k = 0; k < 8; k++) z[k] = 0;
+            before = fake.launches();
+            CHECK_OK(tb_model_run_workspace(m, in, 1, out, 2, ws, STREAM, &e), &e);
+            CHECK(fake.launches() == before + 2 && param_i32(2) == 6);
+            for (k = 0; k < 8; k++) CHECK(z[k] == (k < 6 ? 1.0f : 0.0f));
+            if (graph) CHECK(fake.graphs_live() == g + 4); /* the model's instances untouched */
+            free(ws);
+        }
         /* 0: no launch at all (grids of 0 blocks), the memset of nothing */
         in[0].shape[0] = 0, out[0].shape[0] = out[1].shape[0] = 0;
         before = fake.launches();

@@ -179,13 +179,22 @@ class WrapperCode:
         self.filename, self.stmts, self.by_line = filename, [], {}
         self.assigns = collections.defaultdict(list)
         self.inputs, self.ret = set(), None
+        self.branchy = set()  # names assigned under a condition or in a loop: which line ran is not known
 
-        def flat(body):
+        def flat(body, branch=False):
             for s in body:
-                if isinstance(s, (ast.With, ast.If, ast.For, ast.While, ast.Try)):
-                    flat(s.body)
-                    flat(getattr(s, "orelse", []) or [])
+                if isinstance(s, ast.With):  # (torch.cuda._DeviceGuard: no branch)
+                    flat(s.body, branch)
                     continue
+                if isinstance(s, (ast.If, ast.For, ast.While, ast.Try)):
+                    for part in (s.body, getattr(s, "orelse", []) or [], getattr(s, "finalbody", []) or []):
+                        flat(part, True)
+                    for h in getattr(s, "handlers", []) or []:
+                        flat(h.body, True)
+                    continue
+                if branch and isinstance(s, ast.Assign):
+                    for tg in s.targets:
+                        self.branchy.update(n.id for n in ast.walk(tg) if isinstance(n, ast.Name))
                 self.stmts.append(s)
                 for ln in range(s.lineno, (s.end_lineno or s.lineno) + 1):
                     self.by_line.setdefault(ln, s)
@@ -203,7 +212,11 @@ class WrapperCode:
         return self.by_line.get(line)
 
     def value_of(self, name, line):
-        """(line, value) of the last assignment to name before line."""
+        """(line, value) of the last assignment to name before line; a name
+        a branch or a loop assigns is refused (which assignment ran, the
+        code does not say)."""
+        if name in self.branchy:
+            raise ValueError("%s is assigned under a condition or in a loop of the wrapper" % name)
         best = None
         for ln, v in self.assigns.get(name, ()):
             if ln < line and (best is None or ln >= best[0]):
@@ -446,7 +459,9 @@ class Derive:
     # inputs: their dynamic dimensions, contiguous strides
     def inputs(self):
         for i, t in enumerate(self.p.inputs):
-            dims = self.dims.get(i, {})
+            if i not in self.dims:  # the same at every size, whatever its strides
+                continue
+            dims = self.dims[i]
             sizes = [[(SYM, dims[d], 0)] if d in dims else [(CONST, 0, n)] for d, n in enumerate(t.shape)]
             for d in dims:
                 self.put(FIELD_INPUT_SIZE, i, d, sizes[d], t.shape[d], "input %d dimension %d" % (i, d))
@@ -681,7 +696,7 @@ def check_monotone(symbols, exprs, buffers, limit=65536):
                 prev = None
                 for v in list(range(y.min, y.max + 1, step)) + [y.max]:
                     vals[k] = v
-                    cur = eval_expr(x.ops, vals)
+                    cur = eval_expr(x.ops, vals, checked=True)
                     if prev is not None and cur < prev:
                         raise BundleError("unsupported", "dynamic shapes: buffer %d's size shrinks from %d to %d "
                                           "bytes as %s grows to %d: the plan at every maximum would not hold it"
@@ -712,6 +727,13 @@ def compare(records, template, captured, values, symbols):
         for i, (x, y) in enumerate(zip(a, b)):
             if list(x.shape) != list(y.shape) or list(x.strides) != list(y.strides):
                 fail("%s %d (%s) sizes and strides" % (group, i, x.name), (x.shape, x.strides), (y.shape, y.strides))
+    if len(captured.constants) != len(want.constants):
+        fail("the constants", len(captured.constants), len(want.constants))
+    for k, (x, y) in enumerate(zip(captured.constants, want.constants)):
+        if (x.name, x.dtype, x.nbytes(), x.state) != (y.name, y.dtype, y.nbytes(), y.state):
+            fail("constant %d" % k, (x.name, x.dtype, x.nbytes(), x.state), (y.name, y.dtype, y.nbytes(), y.state))
+        if x.external is None and y.external is None and bytes(x.data) != bytes(y.data):
+            fail("constant %d (%s): its bytes" % (k, x.name), "other bytes", "the maximum's")
     if len(captured.buffers) != len(want.buffers):
         fail("the buffers", len(captured.buffers), len(want.buffers))
     for b, (x, y) in enumerate(zip(captured.buffers, want.buffers)):

@@ -1387,6 +1387,10 @@ def check_dynamic(records, p):
     from .grid import eval_expr
     if len(p.symbols) > MAX_PROGRAM_SYMBOLS:
         raise BundleError("limit", "program: %d symbols (at most %d)" % (len(p.symbols), MAX_PROGRAM_SYMBOLS))
+    if getattr(p, "values", None) is not None:  # specialize's: its expressions evaluated into its fields
+        if p.exprs:
+            raise BundleError("invalid_argument", "a specialized program with expressions")
+        return
     if p.exprs and not p.symbols:
         _bad("the program", "%d expressions and no symbol" % len(p.exprs))
     seen = set()
@@ -1406,7 +1410,7 @@ def check_dynamic(records, p):
                  % (FIELD_NAMES.get(x.field, x.field), x.index, x.sub))
         check_expr_ops(x.ops, len(p.symbols), i)
         try:
-            v = eval_expr(x.ops, at_max)
+            v = eval_expr(x.ops, at_max, checked=True)
         except BundleError:
             v = None
         if v != now:
@@ -1426,6 +1430,8 @@ def specialize(records, p, values):
     import copy
     from .grid import eval_expr
     check_dynamic(records, p)
+    if len(values) != len(p.symbols):
+        raise BundleError("invalid_argument", "%d values for %d symbols" % (len(values), len(p.symbols)))
     for y, v in zip(p.symbols, values):
         if not (y.min <= v <= y.max) or v % y.divisor:
             raise BundleError("shape", "symbol %r is %d: it takes %d..%d (multiples of %d)" % (
@@ -1434,7 +1440,7 @@ def specialize(records, p, values):
                 p.workspace_size, [Step(st.kind, st.operands, st.record, st.config, st.grid, st.width, st.value,
                                         st.count) for st in p.steps], p.name)
     for x in p.exprs:
-        v = eval_expr(x.ops, values)
+        v = eval_expr(x.ops, values, checked=True)
         f, i, j = x.field, x.index, x.sub
         if f in (FIELD_INPUT_SIZE, FIELD_OUTPUT_SIZE):
             (q.inputs if f == FIELD_INPUT_SIZE else q.outputs)[i].shape[j] = v
@@ -1446,17 +1452,27 @@ def specialize(records, p, values):
                     i, v, p.buffers[i].size))
             q.buffers[i].size = v
         elif f == FIELD_GRID:
+            if not 0 <= v <= GRID_X_MAX:
+                raise BundleError("arg_range", "program %r step %d: grid %s of %d" % (p.name, i, "xyz"[j], v))
             g = list(q.steps[i].grid)
             g[j] = v
             q.steps[i].grid = tuple(g)
         elif f == FIELD_COUNT:
+            if v < 0:
+                raise BundleError("arg_range", "program %r step %d: count %d" % (p.name, i, v))
             q.steps[i].count = v
         else:
             ops = list(q.steps[i].operands)
             sp, ix, _ = ops[j]
             ops[j] = (sp, ix, v & U64_MAX)
             q.steps[i].operands = ops
-    q.symbols_at = list(values)
+    q.symbols, q.values = p.symbols, list(values)  # (a grid of 0 stays allowed, as in C)
+
+    class _Records:
+        pass
+    holder = _Records()
+    holder.records = records
+    _check_one_program(holder, q)
     return q
 
 

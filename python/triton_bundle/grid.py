@@ -64,9 +64,13 @@ def eval_grid(config, args, grid_args=()):
     return tuple(out)
 
 
-def eval_expr(ops, values):
+def eval_expr(ops, values, checked=False):
     """(2.6) A program expression's value for the symbols' values (CONST,
-    SYM and the operators), exactly as the C library's tb_expr_eval."""
+    SYM and the operators), exactly as the C library's tb_expr_eval: the
+    program checked first (check_expr_ops) unless checked says it was."""
+    if not checked:
+        from .format import check_expr_ops
+        check_expr_ops(ops, len(values))
 
     def operand(op, index, value):
         if op == CONST:
