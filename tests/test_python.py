@@ -1462,6 +1462,30 @@ def dynamic_checks(lib):
         check(False, "a Dim from 1 refused")
     except tb.BundleError as e:
         check("starts at 2" in str(e), "a Dim from 1 refused: %s" % e)
+    # the writer's plan check: a buffer that shrinks as a symbol grows refused
+    pd = dynamic_bundle().programs[0]
+    tbdyn.check_monotone(pd.symbols, pd.exprs, pd.buffers)
+    shrink = [tb.Expr(tb.FIELD_BUFFER_SIZE, 0, 0, [(tb.CONST, 0, 512), (tb.SYM, 0, 0), (tb.CONST, 0, 4), (tb.MUL, 0, 0),
+                                                     (tb.SUB, 0, 0)])]  # 512 - 4n: 256 at n = 64, more below
+    try:
+        tbdyn.check_monotone(pd.symbols, shrink, pd.buffers)
+        check(False, "a buffer that shrinks as its symbol grows refused")
+    except tb.BundleError as e:
+        check("shrinks" in str(e) or "over its 256 at every maximum" in str(e),
+              "the plan check: a buffer that shrinks as its symbol grows refused (%s)" % e)
+    # a capture that is not what the expressions give: refused, naming the step and the operand
+    bd = dynamic_bundle()
+    at7 = tb.specialize(bd.records, bd.programs[0], [7])
+    tbdyn.compare(bd.records, bd.programs[0], at7, [7], bd.programs[0].symbols)
+    ops = list(at7.steps[0].operands)
+    ops[2] = (tb.LITERAL, 0, 8)
+    at7.steps[0].operands = ops
+    try:
+        tbdyn.compare(bd.records, bd.programs[0], at7, [7], bd.programs[0].symbols)
+        check(False, "a capture that differs from the expressions refused")
+    except tb.BundleError as e:
+        check("step 0 operand 2" in str(e) and "n=7" in str(e),
+              "a capture that differs from the expressions refused, naming the size, step and operand: %s" % e)
     m = tbdyn.match_symbols([tb.Symbol("a", 2, 16), tb.Symbol("b", 2, 16)],
                             [([16, 16], {"s1": 16, "s9": 16}), ([2, 2], {"s1": 2}), ([5, 9], {"s1": 5, "s9": 9})])
     check(m == {"s1": 0, "s9": 1}, "Inductor's symbols matched to the declared ones by their values (%s)" % m)
