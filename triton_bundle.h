@@ -9276,13 +9276,30 @@ static int tb__expr_symbol(const tb_program_expr *x) {
     return x->op_count == 1 && x->ops[0].op == TB_GRID_SYM ? (int)x->ops[0].index : -1;
 }
 
+/* Symbol i of ys (2.6): a name (the reader bounded its length), unique
+   among those before it, a range within 0 .. 2^31 - 1 whose ends its
+   divisor divides. at: its offset in the bundle, or -1. */
+static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long long at, tb_error *err) {
+    const tb_program_symbol *y = &ys[i];
+    uint32_t j;
+    if (!y->name || !*y->name) return tb__fail(err, tb_err_bad_name, NULL, NULL, at, 0, "program symbol %u has an empty name", i);
+    for (j = 0; j < i; j++)
+        if (!strcmp(ys[j].name, y->name))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "two program symbols named \"%.80s\"", y->name);
+    if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0,
+                        "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
+                        "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
+    return tb_ok;
+}
+
 /* The symbols and expressions of a program (2.6): the symbols in their
    ranges, each bound by an input size; the expressions sorted, each naming
    a field that may vary and giving, at every maximum, the stored value. */
 static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_error *err) {
     int64_t at_max[TB_MAX_PROGRAM_SYMBOLS];
     unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
-    uint32_t i, j;
+    uint32_t i;
     tb_result r;
     if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs))
         return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL, -1, 0,
@@ -9295,19 +9312,12 @@ static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_e
     if (p->expr_count && !p->symbol_count)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
     for (i = 0; i < p->symbol_count; i++) {
-        const tb_program_symbol *y = &p->symbols[i];
-        size_t n = y->name ? strlen(y->name) : 0;
-        if (!n || n > TB_MAX_NAME_LENGTH)
-            return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program symbol %u: a name of %zu bytes (1 to %u)",
-                            i, n, (unsigned)TB_MAX_NAME_LENGTH);
-        for (j = 0; j < i; j++)
-            if (!strcmp(p->symbols[j].name, y->name))
-                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "two program symbols named \"%.80s\"", y->name);
-        if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
-                            "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
-        at_max[i] = y->max;
+        size_t n = p->symbols[i].name ? strlen(p->symbols[i].name) : 0;
+        if (n > TB_MAX_NAME_LENGTH)
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program symbol %u: a name of %zu bytes (1 to %u)", i, n,
+                            (unsigned)TB_MAX_NAME_LENGTH);
+        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
+        at_max[i] = p->symbols[i].max;
         bound[i] = 0;
     }
     if (p->expr_count > TB_MAX_PROGRAM_EXPRS)
@@ -9357,7 +9367,10 @@ static tb_result tb__check_values(const tb_program *p, const int64_t *values, tb
     return tb_ok;
 }
 
-TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
+/* tb_program_bind; checked: p is a program a reader or tb_bundle_add_program
+   checked (a model's), whose expressions need no check before each run */
+static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, int checked,
+                                  tb_error *err) {
     unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
     uint32_t i, from[TB_MAX_PROGRAM_SYMBOLS][2];
     int pass;
@@ -9386,12 +9399,17 @@ TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32
             int64_t have, want;
             tb_error e2;
             tb_result r;
-            if (x->field != TB_FIELD_INPUT_SIZE) continue;
-            if (x->index >= p->input_count || x->sub >= p->inputs[x->index].rank || p->inputs[x->index].rank > TB_MAX_TENSOR_DIMS)
+            if (x->field != TB_FIELD_INPUT_SIZE) {
+                if (checked) break; /* sorted: the input sizes come first */
+                continue;
+            }
+            if (!checked && (x->index >= p->input_count || x->sub >= p->inputs[x->index].rank ||
+                             p->inputs[x->index].rank > TB_MAX_TENSOR_DIMS))
                 return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                                 "program expression %u names input %u dimension %u, which the program does not have", i,
                                 x->index, x->sub);
-            if (pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
+            if (!checked && pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok)
+                return r;
             k = tb__expr_symbol(x);
             if (in[x->index].rank != p->inputs[x->index].rank)
                 return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
@@ -9420,6 +9438,9 @@ TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32
         }
     }
     return tb_ok;
+}
+TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
+    return tb__program_bind(p, in, nin, values, 0, err);
 }
 
 /* A specialized program and the allocator it came from, in one block. */
@@ -10109,15 +10130,7 @@ static tb_result tb__rd_symbols(tb_bundle *b, tb__cur *c, tb_program *p, size_t 
         for (j = 0; j < 3; j++)
             if ((r = tb__rd_u64(c, &v[j], "symbol")) != tb_ok) return r;
         y[i].min = (int64_t)v[0], y[i].max = (int64_t)v[1], y[i].divisor = (int64_t)v[2];
-        if (!*y[i].name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program symbol %u has an empty name", i);
-        for (j = 0; j < i; j++)
-            if (!strcmp(y[j].name, y[i].name))
-                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "two program symbols named \"%.80s\"", y[i].name);
-        if (y[i].min < 0 || y[i].min > y[i].max || y[i].max > 0x7fffffff || y[i].divisor < 1 || y[i].min % y[i].divisor ||
-            y[i].max % y[i].divisor)
-            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
-                            "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
-                            "both, at least 1)", i, y[i].name, (long long)y[i].min, (long long)y[i].max, (long long)y[i].divisor);
+        if ((r = tb__check_symbol(y, i, (long long)at, c->err)) != tb_ok) return r;
     }
     p->symbols = y, p->symbol_count = n, p->expr_count = ne;
     return tb_ok;
@@ -10340,11 +10353,53 @@ static tb_result tb__copy_dynamic(tb_bundle *b, const tb_program *src, tb_progra
     return tb_ok;
 }
 
-TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_error *err) {
-    tb_program *p, chk;
+/* A copy of program src (named name) in the bundle's arena, its CONSTANT
+   operands renumbered by remap (src's constant -> the table's). */
+static tb_result tb__copy_program(tb_bundle *b, const tb_program *src, const char *name, const uint32_t *remap, tb_program **out,
+                                  tb_error *err) {
+    tb_program *p;
     tb_tensor_spec *tensors = NULL;
     tb_program_buffer *bufs = NULL;
     tb_program_step *steps = NULL;
+    uint32_t i, j;
+    if (!(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) return TB__OOM(err);
+    *p = *src;
+    if (!(p->name = tb__arena_strdup(&b->ctx, &b->arena, name, strlen(name)))) return TB__OOM(err);
+    if (src->input_count + src->output_count) {
+        size_t n = (size_t)src->input_count + src->output_count;
+        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) return TB__OOM(err);
+        if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
+        if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
+        for (i = 0; i < n; i++)
+            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) return TB__OOM(err);
+    }
+    p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
+    if (src->buffer_count) {
+        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) return TB__OOM(err);
+        memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
+    }
+    p->buffers = bufs;
+    if (src->step_count) {
+        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) return TB__OOM(err);
+        memcpy(steps, src->steps, src->step_count * sizeof *steps);
+        for (i = 0; i < src->step_count; i++) {
+            tb_operand *ops = NULL;
+            if (steps[i].operand_count) {
+                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops))) return TB__OOM(err);
+                memcpy(ops, src->steps[i].operands, steps[i].operand_count * sizeof *ops);
+                for (j = 0; j < steps[i].operand_count; j++)
+                    if (ops[j].space == TB_SPACE_CONSTANT) ops[j].index = remap[ops[j].index];
+            }
+            steps[i].operands = ops;
+        }
+    }
+    p->steps = steps;
+    *out = p;
+    return tb__copy_dynamic(b, src, p, err);
+}
+
+TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_error *err) {
+    tb_program *p = NULL, chk;
     uint32_t *remap = NULL, i, j, old_count, t;
     const char *name;
     tb_result r = tb_ok;
@@ -10436,46 +10491,7 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
         }
     }
     /* the program, in the arena, its constant operands renumbered */
-    if (r == tb_ok && !(p = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *p))) r = TB__OOM(err);
-    if (r == tb_ok) {
-        *p = *src;
-        if (!(p->name = tb__arena_strdup(&b->ctx, &b->arena, name, strlen(name)))) r = TB__OOM(err);
-    }
-    if (r == tb_ok && src->input_count + src->output_count) {
-        size_t n = (size_t)src->input_count + src->output_count;
-        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) r = TB__OOM(err);
-        if (r == tb_ok) {
-            if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
-            if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
-        }
-        for (i = 0; r == tb_ok && i < n; i++)
-            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) r = TB__OOM(err);
-    }
-    if (r == tb_ok) p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
-    if (r == tb_ok && src->buffer_count) {
-        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) r = TB__OOM(err);
-        else memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
-    }
-    if (r == tb_ok) p->buffers = bufs;
-    if (r == tb_ok && src->step_count) {
-        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) r = TB__OOM(err);
-        else memcpy(steps, src->steps, src->step_count * sizeof *steps);
-        for (i = 0; r == tb_ok && i < src->step_count; i++) {
-            tb_operand *ops = NULL;
-            if (steps[i].operand_count) {
-                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops))) {
-                    r = TB__OOM(err);
-                    break;
-                }
-                memcpy(ops, src->steps[i].operands, steps[i].operand_count * sizeof *ops);
-                for (j = 0; j < steps[i].operand_count; j++)
-                    if (ops[j].space == TB_SPACE_CONSTANT) ops[j].index = remap[ops[j].index];
-            }
-            steps[i].operands = ops;
-        }
-    }
-    if (r == tb_ok) p->steps = steps;
-    if (r == tb_ok && (r = tb__copy_dynamic(b, src, p, err)) != tb_ok) {}
+    if (r == tb_ok) r = tb__copy_program(b, src, name, remap, &p, err);
     if (r == tb_ok && b->program_count == b->program_cap &&
         !tb__grow(&b->ctx, (void **)&b->programs, &b->program_cap, b->program_count + 1, sizeof *b->programs))
         r = TB__OOM(err);
@@ -14774,7 +14790,7 @@ static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_te
     uint32_t i, k = mp->p->symbol_count, at = 0;
     tb__model_prog fresh;
     tb_result r;
-    if ((r = tb_program_bind(mp->p, in, nin, v, err)) != tb_ok) return r;
+    if ((r = tb__program_bind(mp->p, in, nin, v, 1, err)) != tb_ok) return r;
     m->runs++;
     for (i = 0; i < mp->inst_count; i++)
         if (!memcmp(mp->inst[i].key, v, k * sizeof *v)) {
@@ -14813,7 +14829,7 @@ TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_te
                         p->name, p->output_count);
     for (i = 0; i < nout; i++) outputs[i] = p->outputs[i];
     if (!p->symbol_count) return tb_ok;
-    if ((r = tb_program_bind(p, in, nin, v, err)) != tb_ok) return r;
+    if ((r = tb__program_bind(p, in, nin, v, 1, err)) != tb_ok) return r;
     for (i = 0; i < p->expr_count; i++) {
         const tb_program_expr *x = &p->exprs[i];
         int64_t val;
@@ -14850,7 +14866,7 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
            this call's own, made and freed here (the model's are not
            shared across threads) */
         int64_t v[TB_MAX_PROGRAM_SYMBOLS];
-        if ((r = tb_program_bind(mp->p, in, nin, v, err)) == tb_ok &&
+        if ((r = tb__program_bind(mp->p, in, nin, v, 1, err)) == tb_ok &&
             (r = tb__model_instance_make(m, mp, v, &local, err)) == tb_ok)
             mp = own = &local;
     }

@@ -340,7 +340,6 @@ class Sites:
 
     def __init__(self):
         self.launch = {}      # launch index -> site
-        self.op = []          # (position, site) of each memset or copy event, in order
         self.allocs = {}      # storage data_ptr -> (filename, line)
         self.active = False
 
@@ -531,7 +530,7 @@ class Derive:
             elem = cap["storages"][sptr].element_size()
             self.put(FIELD_BUFFER_SIZE, b, 0, _extent(st.sizes, st.strides, elem), buf.size, what)
 
-    def _pointer(self, wc, node, line, site, op, tensor, what):
+    def _pointer(self, wc, node, line, site, op, tensor):
         """A pointer operand's byte offset: the views' offsets down to the
         allocation or graph input, times the element's bytes, plus where
         that graph input lies in the operand's space."""
@@ -566,7 +565,7 @@ class Derive:
             node = call.args[names.index(n)]
             ow = "%s operand %d (%s)" % (what, j, n)
             if code == "O":
-                ops, _ = self._pointer(wc, node, site["line"], site, op, raw["tensors"][j], ow)
+                ops, _ = self._pointer(wc, node, site["line"], site, op, raw["tensors"][j])
                 self.put(FIELD_OPERAND, s, j, ops, op[2], ow)
                 exprs.append(None)
             elif code in INT_CODES and code != "?":
@@ -640,8 +639,7 @@ class Derive:
                 site["line"], ast.unparse(stmt)[:80] if stmt is not None else "?"))
         counts = None
         for j, node in enumerate(nodes[:len(st.operands)]):
-            ops, sym = self._pointer(wc, node, site["line"], site, st.operands[j], raw["tensors"][j],
-                                     "%s operand %d" % (what, j))
+            ops, sym = self._pointer(wc, node, site["line"], site, st.operands[j], raw["tensors"][j])
             self.put(FIELD_OPERAND, s, j, ops, st.operands[j][2], "%s operand %d" % (what, j))
             if j == 0:
                 if sym.sizes is None:

@@ -36,21 +36,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import triton_bundle as tb  # noqa: E402
 from triton_bundle import dynamic as tbdyn  # noqa: E402
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
-    sys.stdout.flush()
+from pycheck import check, counts  # noqa: E402 - the Python tests' harness
 
 
 def encoder(torch):
@@ -126,7 +116,7 @@ def run_model(name, torch, lib, out, bench, exe):
     report = tb.export_model(f, inputs, path, {"dynamic_shapes": spec, "module": module, "input_names": in_names})
     export_s = time.perf_counter() - t0
     symbols = report.symbols
-    check(True, "%s: exported in %.1f s: symbols %s, %d expressions, captured at %s; plan %d bytes at the maximum, "
+    print("     %s: exported in %.1f s: symbols %s, %d expressions, captured at %s; plan %d bytes at the maximum, "
           "PyTorch's peak there %d" % (name, export_s, symbols, report.expressions, report.captured_sizes,
                                        report.workspace_size, report.pytorch_peak))
     check(report.workspace_size <= report.pytorch_peak,
@@ -271,8 +261,8 @@ def main(argv):
                 else "NO"))
     with open(os.path.join(out, "dynamic.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print("%d passed, %d failed, 0 skipped" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed, 0 skipped" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":
