@@ -956,8 +956,10 @@ typedef enum tb_emit_status {
    directory, which a crash may leave for tb_remove_stale_temporaries), the
    new one renamed in and the old one removed, so that a reader sees the
    old kernel, the new one, or for a moment none, never a mix. */
-#define TB_EMIT_VERIFY 2u
+#define TB_EMIT_VERIFY 8u         /* (2.6.0; 2u from 2.3.0 to 2.5.0, which was TB_STOP_ON_ERROR) */
 #define TB_EMIT_REPLACE 4u        /* implies TB_EMIT_VERIFY */
+/* TB_STOP_ON_ERROR under emit's own name; the same bit, 2u */
+#define TB_EMIT_STOP_ON_ERROR TB_STOP_ON_ERROR
 
 typedef struct tb_emit_options {
     unsigned flags;
@@ -979,6 +981,7 @@ typedef struct tb_emit_report {
     uint32_t failed;
     uint32_t differs;   /* TB_EMIT_VERIFY: present with other bytes, left as they are */
     uint32_t replaced;  /* TB_EMIT_REPLACE: present with other bytes, replaced */
+    uint32_t threads;   /* writers that ran, the calling thread included */
 } tb_emit_report;
 
 /* Writes each kernel to <cache_dir>/<hash> through <cache_dir>/tmp.<unique>
@@ -1845,6 +1848,26 @@ TBDEF int tb_model_device(const tb_model *model);
 #define TB__PRINTF(a, b)
 #define TB__HOT
 #define TB__COLD
+#endif
+
+/* Flag families. Each options field that holds flags holds one family,
+   and every bit of a family means one thing: a family's flags are single
+   bits that no two share. 2.3.0 gave TB_EMIT_VERIFY the bit of
+   TB_STOP_ON_ERROR, so every verifying emit wrote alone (issue of 2.6.0).
+   A new flag that collides fails the build here. */
+#define TB__BIT(f) ((f) != 0 && ((f) & ((f) - 1)) == 0)
+#define TB__FLAGS2(a, b) (TB__BIT(a) && TB__BIT(b) && ((a) & (b)) == 0)
+#define TB__FLAGS3(a, b, c) (TB__FLAGS2(a, b) && TB__BIT(c) && (((a) | (b)) & (c)) == 0)
+#define TB__FLAGS4(a, b, c, d) (TB__FLAGS3(a, b, c) && TB__BIT(d) && (((a) | (b) | (c)) & (d)) == 0)
+typedef char tb__flags_read[TB__FLAGS2(TB_READ_COPY, TB_READ_NO_CHECKSUM) ? 1 : -1];
+typedef char tb__flags_collect[TB__BIT(TB_STOP_ON_ERROR) ? 1 : -1];
+typedef char tb__flags_emit[TB__FLAGS4(TB_EMIT_FSYNC, TB_EMIT_STOP_ON_ERROR, TB_EMIT_VERIFY, TB_EMIT_REPLACE) ? 1 : -1];
+typedef char tb__flags_config[TB__FLAGS3(TB_CONFIG_COOPERATIVE, TB_CONFIG_PDL, TB_CONFIG_TYPES_FROM_IR) ? 1 : -1];
+typedef char tb__flags_constant[TB__FLAGS3(TB_CONSTANT_STATE, TB_CONSTANT_SHARED, TB_CONSTANT_EXTERNAL) ? 1 : -1];
+#ifndef TB_NO_LAUNCHER
+typedef char tb__flags_load[TB__FLAGS2(TB_LOAD_NO_PARAM_CHECK, TB_LOAD_PRIMARY_CONTEXT) ? 1 : -1];
+typedef char tb__flags_launch[TB__FLAGS2(TB_LAUNCH_CHECKED, TB_LAUNCH_GRID_AUTO) ? 1 : -1];
+typedef char tb__flags_model[TB__FLAGS3(TB_MODEL_GRAPH, TB_MODEL_STATIC_IO, TB_MODEL_VERIFY_WEIGHTS) ? 1 : -1];
 #endif
 
 #if defined(__SSE2__)
@@ -6587,7 +6610,7 @@ static void tb__emit_deliver(tb__emit_job *j) {
                 j->first = e->code;
                 j->first_error = *e;
             }
-            if (j->flags & TB_STOP_ON_ERROR) {
+            if (j->flags & TB_EMIT_STOP_ON_ERROR) {
                 pthread_mutex_lock(&j->mu);
                 j->next = j->b->kernel_count; /* claim nothing more */
                 pthread_mutex_unlock(&j->mu);
@@ -6611,6 +6634,8 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if (!*cache_dir) /* as collect and pack refuse it, rather than write into "." */
         return tb__fail(err, tb_err_invalid_argument, NULL, cache_dir, -1, 0, "the cache directory path is empty");
+    if (o && (o->flags & ~(unsigned)(TB_EMIT_FSYNC | TB_EMIT_STOP_ON_ERROR | TB_EMIT_VERIFY | TB_EMIT_REPLACE)))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown emit flags 0x%x", o->flags);
     /* a built bundle may hold one hash twice (the check is O(n) here, not
        O(n) per add): which copy landed would depend on the writers */
     if ((r = tb__check_unique(b, 1, 0, err)) != tb_ok) return r;
@@ -6636,8 +6661,9 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
         return tb__fail(err, tb_err_io, NULL, cache_dir, -1, errno, "cannot open the cache directory");
     }
     pthread_mutex_init(&j.mu, NULL);
-    /* stop-on-error needs the exact order of one writer */
-    nt = (j.flags & TB_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16, tb__emit_writers(j.cfd));
+    /* stop-on-error needs the exact order of one writer; verify and
+       replace do not (each writer compares the kernels it claims) */
+    nt = (j.flags & TB_EMIT_STOP_ON_ERROR) ? 1u : tb__thread_count(o ? o->threads : 0, n, 16, tb__emit_writers(j.cfd));
     for (t = 1; t < nt; t++, started++)
         if (pthread_create(&tids[t], NULL, tb__emit_worker, &j) != 0) break;
     for (;;) {
@@ -6652,6 +6678,7 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     pthread_mutex_destroy(&j.mu);
     for (i = 0; i < n; i++) tb__free(&b->ctx, j.errors[i]);
     if (j.first != tb_ok && err) *err = j.first_error;
+    j.rep.threads = started;
     if (report) *report = j.rep;
     if (names) {
         tb_error ne;

@@ -1553,6 +1553,11 @@ static int cmd_unpack(int argc, char **argv) {
     eo.flags |= TB_EMIT_VERIFY; /* a kernel already there must be the bundle's */
     r = tb_emit(b, pos[1], &eo, &rep, NULL, &e);
     step("emit");
+    if (verbose) fprintf(stderr, "%s: %u writer%s\n", prog, rep.threads, rep.threads == 1 ? "" : "s");
+    if (r != tb_ok && !rep.written && !rep.present && !rep.failed && !rep.differs && !rep.replaced) {
+        tb_bundle_free(b);
+        return fail(&e); /* the cache directory itself (a regular file, say): no counts to show */
+    }
     printf("emitted %u, present %u, failed %u", rep.written, rep.present, rep.failed);
     if (rep.differs || rep.replaced) printf(", differ %u, replaced %u", rep.differs, rep.replaced);
     printf("\n");
@@ -1561,7 +1566,7 @@ static int cmd_unpack(int argc, char **argv) {
                 prog, rep.differs, rep.differs == 1 ? "" : "s", E(pos[1]), rep.differs == 1 ? "s" : "",
                 rep.differs == 1 ? "was" : "were", rep.differs == 1 ? "it was" : "they were");
     tb_bundle_free(b);
-    if (r != tb_ok && rep.failed == 0 && rep.differs == 0) return fail(&e); /* the cache directory itself */
+    if (r != tb_ok && rep.failed == 0 && rep.differs == 0) return fail(&e);
     return r == tb_ok ? 0 : 1;
 }
 

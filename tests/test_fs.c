@@ -493,6 +493,58 @@ TEST(test_threads_emit) {
     tb_bundle_free(b);
 }
 
+/* Emit's writers: every flag but stop-on-error keeps them (2.3.0 to 2.5.0
+   gave TB_EMIT_VERIFY the bit of TB_STOP_ON_ERROR, so every verifying emit,
+   which every tbundle unpack is, wrote alone). Counted by the report. */
+TEST(test_emit_writers_with_flags) {
+    tb_bundle *fix = u_fixture_bundle(0), *big = fix ? replicated_bundle(fix, 64) : NULL;
+    unsigned flags[] = {0, TB_EMIT_VERIFY, TB_EMIT_REPLACE, TB_EMIT_VERIFY | TB_EMIT_REPLACE | TB_EMIT_FSYNC};
+    size_t f;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    REQUIRE(big && tb_bundle_kernel_count(big) == 64);
+    CHECK(TB_EMIT_VERIFY != TB_STOP_ON_ERROR && TB_EMIT_STOP_ON_ERROR == TB_STOP_ON_ERROR);
+    for (f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+        char *dir = u_tempdir("writers");
+        tb_emit_options eo;
+        tb_emit_report rep;
+        tb_error e;
+        int round;
+        for (round = 0; round < 2; round++) { /* into an empty cache, then onto the same kernels */
+            memset(&eo, 0, sizeof eo);
+            eo.flags = flags[f];
+            eo.threads = 4;
+            CHECK_OK(tb_emit(big, dir, &eo, &rep, NULL, &e), &e);
+            CHECK(rep.threads == 4);
+            CHECK(round ? rep.present == 64 : rep.written == 64);
+            eo.threads = 0; /* the default: more than one writer where there is more than one core */
+            CHECK_OK(tb_emit(big, dir, &eo, &rep, NULL, &e), &e);
+            CHECK(rep.present == 64 && (cpus > 1 ? rep.threads > 1 : rep.threads == 1));
+        }
+        /* stop-on-error, alone or with the others, writes alone */
+        memset(&eo, 0, sizeof eo);
+        eo.flags = flags[f] | TB_EMIT_STOP_ON_ERROR;
+        eo.threads = 4;
+        CHECK_OK(tb_emit(big, dir, &eo, &rep, NULL, &e), &e);
+        CHECK(rep.threads == 1 && rep.present == 64);
+        u_rmtree(dir);
+        free(dir);
+    }
+    {   /* a flag no version defines is refused, before anything is written */
+        char *dir = u_tempdir("writers");
+        tb_emit_options eo;
+        tb_emit_report rep;
+        tb_error e;
+        memset(&eo, 0, sizeof eo);
+        eo.flags = 16u;
+        CHECK(tb_emit(big, dir, &eo, &rep, NULL, &e) == tb_err_invalid_argument);
+        CHECK(rep.written == 0 && u_count_entries(dir, "") == 0);
+        u_rmtree(dir);
+        free(dir);
+    }
+    tb_bundle_free(big);
+    tb_bundle_free(fix);
+}
+
 /* The streaming pack writes the bytes that collect + derive + write give,
    for any thread count, and leaves out what they leave out. */
 TEST(test_threads_pack_cache) {

@@ -146,6 +146,10 @@ check "list a text file fails (1): bad magic" status_is 1 $T list "$W/text.tbund
 check "... says magic" err_has magic
 check "unpack a damaged bundle writes nothing" sh -c "! $T unpack '$W/flip.tbundle' '$W/c2' 2>/dev/null && [ ! -e '$W/c2' ]"
 check "unpack into an impossible path fails (1)" status_is 1 $T unpack "$W/f.tbundle" "$W/f.tbundle/sub"
+check "unpack onto a regular file fails (1)" status_is 1 $T unpack "$W/f.tbundle" "$W/f.tbundle"
+check "... saying why, with no counts of nothing" sh -c "grep -q 'cache directory' '$W/err' && ! grep -q 'failed 0' '$W/out'"
+check "unpack --threads 4 -v uses 4 writers (verify on)" status_is 0 $T unpack -v --threads 4 "$W/f.tbundle" "$W/cw4"
+check "... and says so" err_has "^tbundle: 4 writers\$"
 check "clean removes stale temporaries" sh -c "mkdir -p '$W/cache/tmp.stale' && touch -d '3 hours ago' '$W/cache/tmp.stale' && $T clean '$W/cache' | grep -q 'removed 1' && [ ! -e '$W/cache/tmp.stale' ]"
 check "clean --age validates" status_is 2 $T clean --age soon "$W/cache"
 # options anywhere, "--", and a failing command never replaces its output
