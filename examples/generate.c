@@ -3,7 +3,7 @@
    KV cache, as the Python companion's export_programs writes them. Ids in,
    ids out (no tokenizer).
 
-       generate MODEL --prompt-ids 15496,11,995 [--max-new N] [--eos ID] [--graph] [--bench]
+       generate MODEL --prompt-ids 15496,11,995 [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]
 
    The bundle holds (README, "Generate text from C"):
      prefill      (2.6) one program whose length varies: input "ids" int64
@@ -95,15 +95,18 @@ static int gen_input(const tb_program *p, const char *name, uint32_t fallback) {
     return fallback < p->input_count ? (int)fallback : -1;
 }
 
-static const char gen_usage_line[] = "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--graph] [--bench]";
+static const char gen_usage_line[] = "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
 static int gen_usage(const char *prog, int status) {
     fprintf(status ? stderr : stdout,
             "usage: %s %s\n"
-            "  Greedy generation with MODEL's prefill_<T> and decode programs (one KV cache):\n"
+            "  Greedy generation with MODEL's prefill program (its length varying, or one\n"
+            "  prefill_<T> per prompt length) and decode program over one KV cache:\n"
             "  prints the new token ids, comma separated, and the timings.\n"
-            "  --prompt-ids  the prompt, 1 or more token ids\n"
+            "  --prompt-ids  the prompt, 1 or more token ids, each under the logits' vocabulary\n"
             "  --max-new N   at most N new tokens (default: until the cache is full)\n"
             "  --eos ID      stop after this id (default: the bundle's generate.eos, if any)\n"
+            "  --weights FILE  the safetensors file of a bundle exported with weights outside it\n"
+            "                (default: the file its property weights.file names, beside MODEL)\n"
             "  --graph       replay each program as a CUDA graph\n"
             "  --bench       also print the time to first token from the process's start, one\n"
             "                pageable copy of the weights, and the decode step's median (with\n"
@@ -129,7 +132,8 @@ typedef struct gen_buf {
 } gen_buf;
 
 static int generate_main(int argc, char **argv, const char *prog, double t_start) {
-    const char *path = NULL, *ids_text = NULL, *eos_text = NULL;
+    const char *path = NULL, *ids_text = NULL, *eos_text = NULL, *weights = NULL;
+    char weights_path[4096];
     int64_t *prompt = NULL, max_new = -1, eos = 0, max_seq = 0, tok, *out = NULL;
     uint32_t nprompt = 0, i, np, bucket = UINT32_MAX, decode = UINT32_MAX, count = 0;
     uint64_t bucket_len = 0, largest = 0;
@@ -152,13 +156,14 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
         if (!strcmp(x, "--help") || !strcmp(x, "-h")) return gen_usage(prog, 0);
         if (!strcmp(x, "--graph")) graph = 1;
         else if (!strcmp(x, "--bench")) bench = 1;
-        else if (!strcmp(x, "--prompt-ids") || !strcmp(x, "--max-new") || !strcmp(x, "--eos")) {
+        else if (!strcmp(x, "--prompt-ids") || !strcmp(x, "--max-new") || !strcmp(x, "--eos") || !strcmp(x, "--weights")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "%s: %s needs a value\n", prog, x);
                 return gen_usage(prog, 2);
             }
             if (!strcmp(x, "--prompt-ids")) ids_text = argv[++a];
             else if (!strcmp(x, "--eos")) eos_text = argv[++a];
+            else if (!strcmp(x, "--weights")) weights = argv[++a];
             else if (!gen_int(argv[++a], &max_new) || max_new < 1) {
                 fprintf(stderr, "%s: --max-new needs a positive integer, got '%s'\n", prog, argv[a]);
                 return gen_usage(prog, 2);
@@ -264,8 +269,11 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
          pp->outputs[0].dtype != TB_DTYPE_BFLOAT16) ||
         pd->outputs[0].dtype != pp->outputs[0].dtype ||
         pp->outputs[0].shape[pp->outputs[0].rank - 2] != (dynamic ? dyn_max : (int64_t)bucket_len) ||
-        (next_out >= 0 && (pd->outputs[next_out].dtype != TB_DTYPE_INT64 || tb_tensor_spec_extent(&pd->outputs[next_out]) != 8))) {
-        fprintf(stderr, "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T] and "
+        (next_out >= 0 && (pd->outputs[next_out].dtype != TB_DTYPE_INT64 || tb_tensor_spec_extent(&pd->outputs[next_out]) != 8)) ||
+        /* the prompt is copied as T contiguous ids: ids' extent must hold them (strides [0, 0] make it 8 bytes) */
+        pp->inputs[0].strides[1] != 1 || pp->inputs[0].shape[1] < 1 ||
+        tb_tensor_spec_extent(&pp->inputs[0]) != (uint64_t)pp->inputs[0].shape[1] * 8u) {
+        fprintf(stderr, "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T], contiguous, and "
                 "logits [1, T, V]; decode \"ids\" int64 [1, 1], \"pos\" int64 [1], logits [1, 1, V] of the same dtype "
                 "and, optionally, \"next_token\" int64 [1, 1] (batch 1)\n", prog, pp->name, pp->name);
         goto done;
@@ -275,8 +283,22 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
                 (long long)max_seq, (long long)GEN_MAX_SEQ);
         goto done;
     }
+    /* an id past the logits' vocabulary would reach the model's embedding
+       kernel, whose device-side assert loses the CUDA context: refused
+       here, before anything runs (the runner cannot see an index inside a
+       model) */
+    {
+        const tb_tensor_spec *lp = &pp->outputs[0], *ld = &pd->outputs[0];
+        int64_t vocab = lp->shape[lp->rank - 1] < ld->shape[ld->rank - 1] ? lp->shape[lp->rank - 1] : ld->shape[ld->rank - 1];
+        for (i = 0; i < nprompt; i++)
+            if (prompt[i] >= vocab) {
+                fprintf(stderr, "%s: prompt id %lld (position %u) is past the vocabulary: the logits have %lld entries "
+                        "(ids 0 to %lld)\n", prog, (long long)prompt[i], i, (long long)vocab, (long long)(vocab - 1));
+                goto done;
+            }
+    }
     if (max_new < 0) max_new = max_seq - nprompt;
-    if ((int64_t)nprompt + max_new > max_seq) {
+    if (max_new > max_seq - (int64_t)nprompt) { /* (not nprompt + max_new: --max-new may be near INT64_MAX) */
         fprintf(stderr, "%s: %u prompt tokens and --max-new %lld pass the cache's %lld positions: at most %lld new "
                 "tokens\n", prog, nprompt, (long long)max_new, (long long)max_seq, (long long)(max_seq - nprompt));
         goto done;
@@ -287,9 +309,30 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
     }
     if (!(out = (int64_t *)malloc((size_t)max_new * sizeof *out)) || !(step_s = (double *)malloc((size_t)max_new * sizeof *step_s)))
         goto oom;
+    /* a bundle whose weights are a safetensors file (2.5): --weights, else
+       the file its property weights.file names, beside the bundle */
+    {
+        uint32_t n = 0;
+        for (i = 0; i < np; i++) {
+            const tb_program *p = tb_bundle_program_at(b, i);
+            uint32_t j;
+            for (j = 0; j < p->constant_count; j++) n += (p->constants[j].flags & TB_CONSTANT_EXTERNAL) != 0;
+        }
+        if (n && !weights) {
+            const char *f = tb_bundle_property(b, "weights.file"), *slash = strrchr(path, '/');
+            if (!f || !*f || strchr(f, '/')) {
+                fprintf(stderr, "%s: %s keeps its weights in a safetensors file and names none: give it with --weights FILE\n",
+                        prog, path);
+                goto done;
+            }
+            snprintf(weights_path, sizeof weights_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, f);
+            weights = weights_path;
+        }
+        if (!n) weights = NULL; /* nothing to read from it */
+    }
     /* load: weights uploaded once for every program; device memory */
     memset(&d, 0, sizeof d);
-    d.bundle = b, d.flags = graph ? TB_MODEL_GRAPH : 0;
+    d.bundle = b, d.flags = graph ? TB_MODEL_GRAPH : 0, d.weights = weights;
     if (tb_model_load(&d, &m, &e) != tb_ok) goto fail;
     t_load = gen_now();
     pin.bytes = tb_tensor_spec_extent(&pp->inputs[0]), pout.bytes = tb_tensor_spec_extent(&pp->outputs[0]);
@@ -324,6 +367,18 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
         }
         es = tb_dtype_size(lo->dtype), row = (uint64_t)lo->strides[r - 2] * (nprompt - 1) * es;
         lbytes = tb_tensor_spec_extent(lo);
+        /* the logits at this length must hold the prompt's last position
+           and fit the buffer sized at the maximum: a program whose output
+           at T has fewer positions (T // 4 * 4, say) is refused here */
+        if (lo->shape[r - 2] < (int64_t)nprompt || lo->shape[r - 1] < 1 || lo->strides[r - 2] < 0 || lo->strides[r - 1] < 0 ||
+            lbytes > pout.bytes || row >= lbytes ||
+            ((uint64_t)(lo->shape[r - 1] - 1) * (uint64_t)lo->strides[r - 1] + 1) * es > lbytes - row) {
+            fprintf(stderr, "%s: %s's logits at length %llu (%lld positions) do not hold the prompt's last position "
+                    "(%u): generation reads the logits there\n", prog, pp->name, (unsigned long long)bucket_len,
+                    (long long)lo->shape[r - 2], nprompt - 1);
+            free(padded);
+            goto done;
+        }
         tout = tb_tensor_for(lo, pout.dev);
         if (tb_model_copy_to_device(m, pin.dev, padded, (size_t)bucket_len * 8, NULL, &e) != tb_ok ||
             tb_model_run_program(m, prefill, &tin, 1, &tout, 1, stream, &e) != tb_ok ||

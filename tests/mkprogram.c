@@ -70,8 +70,12 @@ static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_coun
    --dynamic (2.6): the prefill is one program "prefill" whose length T is
    a symbol, 2..4: ids [1, T], logits [1, T, 8] (strides 8T, 8, 1), the
    copies T rows of the table and T ids */
-static int generation(const char *path, int logits_only, int dynamic) {
-    static const int64_t s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
+/* --bad-ids (tbundle generate's refusals): prefill_4's ids with strides
+   [0, 0], an extent of 8 bytes where generate copies 32 (its copy reads
+   8); --short-logits: the dynamic prefill's logits hold T // 4 * 4
+   positions (none under T = 4, where a 3-token prompt's last is read) */
+static int generation(const char *path, int logits_only, int dynamic, int variant) {
+    static const int64_t z2[] = {0, 0}, s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
                          c11[] = {1, 1}, s1[] = {1}, c1[] = {1}, s118[] = {1, 1, 8}, c118[] = {8, 8, 1};
     static float table[32];
     static const int64_t kv[8] = {0};
@@ -85,7 +89,7 @@ static int generation(const char *path, int logits_only, int dynamic) {
     int r, c;
     for (r = 0; r < 4; r++)
         for (c = 0; c < 8; c++) table[r * 8 + c] = c == r + 1 ? 1.0f : -(float)c;
-    pin[0] = spec("ids", TB_DTYPE_INT64, 2, s14, c14);
+    pin[0] = spec("ids", TB_DTYPE_INT64, 2, s14, variant == 1 ? z2 : c14);
     pout[0] = spec("logits", TB_DTYPE_FLOAT32, 3, s148, c148);
     din[0] = spec("ids", TB_DTYPE_INT64, 2, s11, c11);
     din[1] = spec("pos", TB_DTYPE_INT64, 1, s1, c1);
@@ -100,7 +104,7 @@ static int generation(const char *path, int logits_only, int dynamic) {
     ops[4] = operand(TB_SPACE_OUTPUT, 1, 0), ops[5] = operand(TB_SPACE_INPUT, 1, 0);
     ops[6] = operand(TB_SPACE_OUTPUT, 0, 0), ops[7] = operand(TB_SPACE_CONSTANT, 0, 0);
     ps[0] = step(TB_STEP_COPY, 128, 2, &ops[0]);
-    ps[1] = step(TB_STEP_COPY, 32, 2, &ops[2]);
+    ps[1] = step(TB_STEP_COPY, variant == 1 ? 8 : 32, 2, &ops[2]);
     ds[0] = step(TB_STEP_COPY, 32, 2, &ops[6]);
     ds[1] = step(TB_STEP_COPY, 8, 2, &ops[2]);
     ds[2] = step(TB_STEP_COPY, 8, 2, &ops[4]);
@@ -115,7 +119,13 @@ static int generation(const char *path, int logits_only, int dynamic) {
         static tb_program_expr x[6] = {{TB_FIELD_INPUT_SIZE, 0, 1, 1, sym},   {TB_FIELD_INPUT_STRIDE, 0, 0, 1, sym},
                                        {TB_FIELD_OUTPUT_SIZE, 0, 1, 1, sym},  {TB_FIELD_OUTPUT_STRIDE, 0, 0, 3, x8},
                                        {TB_FIELD_COUNT, 0, 0, 3, x32}, {TB_FIELD_COUNT, 1, 0, 3, x8}};
+        static const tb_grid_op q4[5] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 4}, {TB_GRID_FLOORDIV, 0, 0},
+                                         {TB_GRID_CONST, 0, 4}, {TB_GRID_MUL, 0, 0}},
+                                q32[7] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 4}, {TB_GRID_FLOORDIV, 0, 0},
+                                          {TB_GRID_CONST, 0, 4}, {TB_GRID_MUL, 0, 0}, {TB_GRID_CONST, 0, 32},
+                                          {TB_GRID_MUL, 0, 0}};
         p.name = "prefill", p.symbol_count = 1, p.symbols = &t, p.expr_count = 6, p.exprs = x;
+        if (variant == 2) x[2].op_count = 5, x[2].ops = q4, x[4].op_count = 7, x[4].ops = q32;
     }
     d.name = "decode", d.input_count = 2, d.inputs = din, d.output_count = logits_only ? 1 : 2, d.outputs = dout;
     d.constant_count = 2, d.constants = k, d.step_count = logits_only ? 2 : 3, d.steps = ds;
@@ -143,12 +153,15 @@ int main(int argc, char **argv) {
     tb_bundle *b = NULL;
     tb_error e;
     const char *out = argv[argc - 1], *wfile = NULL;
-    if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0, 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1, 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--dynamic")) return generation(argv[3], 0, 1);
+    if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0, 0, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1, 0, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--dynamic")) return generation(argv[3], 0, 1, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--bad-ids")) return generation(argv[3], 0, 0, 1);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--short-logits")) return generation(argv[3], 0, 1, 2);
     if (argc == 4 && !strcmp(argv[1], "--weights")) wfile = argv[2];
     else if (argc != 2) {
-        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only | --dynamic] FILE\n");
+        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only | --dynamic | --bad-ids | "
+                "--short-logits] FILE\n");
         return 2;
     }
     inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);

@@ -502,12 +502,91 @@ def merge():
           "drop_wrong_rules: the contradicted rule taken, the right one kept, the bundle writes")
 
 
+def weights_check():
+    """export_programs' weights: the merged table keeps external constants,
+    merged_tensors gives each constant's tensor in table order, and
+    check_written (the read-back check every export runs before it reports
+    success) refuses the bundle that a weights option once wrote for several
+    programs: weights with neither bytes nor a tensor of the file."""
+    import collections
+    import tempfile
+    import zlib
+    C = tb.CONSTANT
+    k1 = tb.Kernel("H1", 0, [tb.Artifact("a.cubin", b"1")])
+    rec = tb.Record("R1", "f", [tb.Config("H1", "f", "a.cubin", "O", "0")])
+    W, KV = b"weights!" * 2, b"\0" * 16
+
+    def prog(name, consts):
+        return tb.Bundle([k1], [rec], tb.Program([], [], consts, steps=[tb.Step(tb.LAUNCH, [(C, 0, 0)], record=0,
+                                                                                grid=(1, 1, 1))], name=name))
+
+    class Rep:
+        def __init__(self, bundle, storages, tensors):
+            self.bundle, self.constant_storages, self.constant_tensors = bundle, storages, tensors
+    ext = tb.External("model.w", [4], zlib.crc32(W))
+    reps = collections.OrderedDict([
+        ("prefill", Rep(prog("prefill", [tb.Constant("w", "float32", b"", external=ext),
+                                         tb.Constant("kv", "float32", KV, state=True)]), [10, 20], ["tw", "tkv"])),
+        ("decode", Rep(prog("decode", [tb.Constant("kv", "float32", KV, state=True),
+                                       tb.Constant("w", "float32", b"", external=ext)]), [20, 10], ["tkv", "tw"]))])
+    bundle, shared = M.merge_programs(reps)
+    table = bundle.programs[0].constants
+    check([k.external for k in table] == [ext, None] and shared == ["kv"],
+          "merge: an external constant stays external (2.5.0 dropped the marking: no bytes, no tensor)")
+    check(M.merged_tensors(reps) == ["tw", "tkv"], "merged_tensors: each constant's tensor in the table's order")
+    d = tempfile.mkdtemp(prefix="tbw-")
+    path, wpath = os.path.join(d, "m.tbundle"), os.path.join(d, "m.safetensors")
+    expected = [(16, zlib.crc32(W)), (16, zlib.crc32(KV))]
+    # the bundle of the bug: weights with no bytes and no external marking
+    bad = M.merge_programs(collections.OrderedDict(
+        (n, Rep(prog(n, [tb.Constant("w", "float32", b""), tb.Constant("kv", "float32", KV, state=True)]),
+                [10, 20], [0, 1])) for n in ("prefill", "decode")))[0]
+    tb.write_file(bad, path)
+    check(raises(lambda: M.check_written(path, expected), "malformed", "constant w with 0 bytes where the model's "
+                 "tensor has 16, and no weights-file tensor"),
+          "check_written: a weight with neither bytes nor a weights-file tensor is refused, by name")
+    good = M.merge_programs(collections.OrderedDict(
+        (n, Rep(prog(n, [tb.Constant("w", "float32", W), tb.Constant("kv", "float32", KV, state=True)]),
+                [10, 20], [0, 1])) for n in ("prefill", "decode")))[0]
+    tb.write_file(good, path)
+    check(M.check_written(path, expected) == 2, "check_written: inline constants equal to the model's pass")
+    check(raises(lambda: M.check_written(path, [(16, zlib.crc32(W) ^ 1), expected[1]]), "malformed", "other bytes"),
+          "check_written: an inline constant with other bytes than the model's is refused")
+    check(raises(lambda: M.check_written(path, expected[:1]), "malformed", "2 constants where the model has 1"),
+          "check_written: a table of another length is refused")
+    # external: the weights file written as export_programs writes it
+    tb.weights.write_file(wpath, [("model.w", "float32", [4], W)])
+    bundle.properties["weights.file"] = "m.safetensors"
+    tb.write_file(bundle, path)
+    check(M.check_written(path, expected) == 2, "check_written: an external constant whose file tensor is the "
+          "model's passes (the file found by the bundle's weights.file)")
+    check(raises(lambda: M.check_written(path, [(16, zlib.crc32(b"x" * 16)), expected[1]]), "malformed",
+                 "other bytes"), "check_written: an external constant whose tensor holds other bytes is refused")
+    tb.weights.write_file(wpath, [("other", "float32", [4], W)])
+    check(raises(lambda: M.check_written(path, expected), "malformed", "which it lacks"),
+          "check_written: an external constant whose tensor the file lacks is refused")
+    del bundle.properties["weights.file"]
+    tb.write_file(bundle, path)
+    check(raises(lambda: M.check_written(path, expected), "malformed", "no weights.file property"),
+          "check_written: external constants and no weights.file property are refused")
+    for f in (path, wpath):
+        os.remove(f)
+    os.rmdir(d)
+    # a failure of the compiled model names the program and the stage and keeps the original
+    orig = RuntimeError("CUDA error: device-side assert triggered\nmore")
+    e = M.ExportStageError("prefill", "capture", "at sizes {'T': 32}", orig)
+    check(e.code == "cuda" and "program 'prefill', capture at sizes {'T': 32}" in str(e) and
+          "device-side assert triggered" in str(e) and "more" not in str(e) and e.original is orig and
+          isinstance(e, tb.BundleError), "ExportStageError: program, stage, sizes and the original's first line")
+
+
 def main():
     helpers()
     program_checks()
     refusals()
     options()
     merge()
+    weights_check()
     return summary()
 
 

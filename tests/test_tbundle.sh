@@ -728,6 +728,19 @@ if [ -x build/tbundle_fake ] && [ -x build/mkprogram ] && [ -x build/run_model_f
   check "generate with a prefill whose length varies: the prompt at its own length, the same ids (0)" sh -c "build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 3,1,2 2>/dev/null | grep -qx '3,3,4,5,6'"
   check "... a prompt under the range right-padded to its minimum" sh -c "build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 1 --max-new 3 --graph 2>/dev/null | grep -qx '1,1,2'"
   check "... one past the range fails (1), naming the range" sh -c "status=0; build/tbundle_fake generate '$W/gend.tbundle' --prompt-ids 1,2,3,4,5 2>'$W/gerr' || status=\$?; [ \$status -eq 1 ] && grep -q 'the prefill takes 2 to 4' '$W/gerr'"
+  # refused before anything runs (issues 37 and 38): ids past the vocabulary, ids whose extent
+  # cannot hold the prompt, logits that do not hold its last position, --max-new near INT64_MAX
+  check "a prompt id at the logits' vocabulary (8) fails (1) before anything runs" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 3,8
+  check "... in one line naming the id, its position and the vocabulary" sh -c "[ \$(wc -l < '$W/err') -eq 1 ] && grep -q 'prompt id 8 (position 1) is past the vocabulary: the logits have 8 entries (ids 0 to 7)' '$W/err'"
+  check "... also without a driver (before the load)" sh -c "$T generate '$W/gen.tbundle' --prompt-ids 99999 2>&1 | grep -q 'past the vocabulary'"
+  check "--max-new 9223372036854775807 fails (1), no overflow" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2 --max-new 9223372036854775807
+  check "... saying how many fit" err_has "at most 38 new tokens"
+  build/mkprogram --generate --bad-ids "$W/genbad.tbundle" && build/mkprogram --generate --short-logits "$W/genshort.tbundle"
+  check "a prefill whose ids (strides [0, 0]) cannot hold the prompt fails (1), no write past them" status_is 1 build/tbundle_fake generate "$W/genbad.tbundle" --prompt-ids 1,2,3,4
+  check "... saying the ids must be contiguous" err_has '"ids" int64 \[1, T\], contiguous'
+  check "a prefill whose logits at length 3 hold no position fails (1) for a 3-token prompt" status_is 1 build/tbundle_fake generate "$W/genshort.tbundle" --prompt-ids 1,2,3
+  check "... naming the length and the positions" err_has "prefill's logits at length 3 (0 positions) do not hold the prompt's last position (2)"
+  check "... and runs a 4-token prompt, whose logits hold 4 (0)" sh -c "build/tbundle_fake generate '$W/genshort.tbundle' --prompt-ids 1,2,3,4 --max-new 3 2>/dev/null | grep -qx '4,4,5'"
   check "list shows the symbol, its range and the input dimension that binds it" sh -c "$T list '$W/gend.tbundle' | grep -q '^    symbol T  2..4  from input 0 dimension 1\$' && $T list '$W/gend.tbundle' | grep -q 'symbols 1, expressions 6'"
   check "list --json: the symbols" sh -c "$T list --json '$W/gend.tbundle' | grep -q '\"symbols\": \[{\"name\": \"T\", \"min\": 2, \"max\": 4, \"divisor\": 1, \"input\": 0, \"dim\": 1}\], \"expressions\": 6'"
   npy "$W/ids3.npy" '<i8' '(1, 3)' '\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0'
@@ -760,7 +773,7 @@ for p, d in ((sys.argv[1], data), (sys.argv[2], data[:4] + struct.pack("<f", 7.0
   check "run_model --expect another reference fails (1), saying where" status_is 1 build/run_model_fake "$W/prog.tbundle" --expect "$W/bad0.npy"
   check "... the byte and the values" out_has "output 0 differs from .* from byte 4 (element 1: 0.00999999978, expected 7)"
 else
-  skip=$((skip + 33)); echo "skip generate and run_model on the stand-in driver (make build/tbundle_fake build/mkprogram build/run_model_fake)"
+  skip=$((skip + 44)); echo "skip generate and run_model on the stand-in driver (make build/tbundle_fake build/mkprogram build/run_model_fake)"
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

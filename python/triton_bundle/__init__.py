@@ -89,7 +89,8 @@ from .export import (  # noqa: E402
     TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
     _config_dict, _grid_names, _kernel_dir, _lambda_grid)
 from .model import (  # noqa: E402
-    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ProgramsReport, export_model, export_programs, named_tensors,
+    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ExportStageError, ProgramsReport, export_model, export_programs,
+    named_tensors, check_written, merged_tensors,
     conv_as_mm_backend,
     unique_names, output_tensors, literal_bits, memset_pattern,
     element_bytes, is_dense,

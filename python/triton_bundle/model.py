@@ -117,6 +117,12 @@ EXPORT_OPTIONS = {
                                 # or (name, min, max), min >= 2. One program for every size in the ranges
     "sdpa": "math",             # "math": compile and run under sdpa_kernel(MATH), so that scaled_dot_product_attention
                                 # becomes Triton kernels, not an extern flash/efficient kernel; None: as it is
+    "narrow_mm": "auto",        # matrix products of one row (M = 1: a decode step's) as reductions that Inductor's
+                                # coordinate descent tunes (its coordinate_descent_tuning decomposes them), which read
+                                # the weights near the memory's bandwidth where Triton's mm template reads a quarter
+                                # of it: "auto" where an eager run of the model (before compiling) makes such a
+                                # product, True always, False never. Either way coordinate descent then tunes every
+                                # kernel of the program (a longer compile)
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -355,7 +361,7 @@ class ExportReport:
     last: the program's own, whose workspace_size and pytorch_peak these
     are) and expressions (their count)."""
 
-    NOT_JSON = ("compiled", "bundle", "captured_outputs", "constant_storages")
+    NOT_JSON = ("compiled", "bundle", "captured_outputs", "constant_storages", "constant_tensors")
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
@@ -375,6 +381,26 @@ class ExportReport:
     def __repr__(self):
         return "ExportReport(%s: %d steps %s, workspace %d bytes, PyTorch peak %s)" % (
             self.path, sum(self.steps.values()), self.steps, self.workspace_size, self.pytorch_peak)
+
+
+class ExportStageError(BundleError):
+    """The compiled model itself failed during an export: .program, .stage
+    ("compile and warm-up", "the peak-memory run", "capture"), .sizes, and
+    .original, the error PyTorch raised (also the exception's __cause__).
+    Code "cuda" where the error is the device's (a device-side assert, an
+    illegal address: the CUDA context is then lost for this process),
+    else "unsupported"."""
+
+    def __init__(self, program, stage, sizes, original):
+        text = str(original).strip().splitlines()
+        first = text[0] if text else type(original).__name__
+        cuda = "CUDA" in str(original) or "device-side assert" in str(original) or \
+            type(original).__name__ in ("AcceleratorError", "CudaError")
+        BundleError.__init__(self, "cuda" if cuda else "unsupported", "program %r, %s %s: the compiled model failed: "
+                             "%s: %s%s" % (program, stage, sizes, type(original).__name__, first[:500],
+                                           " (a device-side error: this process's CUDA context is lost)"
+                                           if cuda else ""))
+        self.program, self.stage, self.sizes, self.original = program, stage, sizes, original
 
 
 # ------------------------------------------------------- torch utilities
@@ -1034,6 +1060,10 @@ class _Export:
     def __init__(self, model, example_inputs, path, options):
         self.model, self.example_inputs, self.path = model, example_inputs, path
         self.opts, self.compile_options, self.compile_kwargs = _options(options)
+        # the Inductor options the caller named (narrow_mm leaves theirs alone)
+        self.user_compile_options = {k for k in (options or {}) if k not in EXPORT_OPTIONS} | \
+            set(self.opts["compile_options"] or {})
+        self.narrow = None
         self.timings = {}
 
     def grad(self):
@@ -1069,10 +1099,23 @@ class _Export:
         with torch.cuda.device(dev):
             if self.opts["dynamic_shapes"] is not None:
                 return self.run_dynamic()
-            self.compile()
-            self.measure_peak()
-            self.capture()
+            sizes = "at the example inputs' sizes"
+            self.stage("compile and warm-up", sizes, self.compile)
+            self.stage("the peak-memory run", sizes, self.measure_peak)
+            self.stage("capture", sizes, self.capture)
             return self.build()
+
+    def stage(self, what, sizes, fn, *args):
+        """fn(*args), a stage of the export that runs the compiled model: an
+        error of the model itself (an exception, a device-side assert that
+        a synchronize reports) becomes an ExportStageError that names the
+        program, the stage and the sizes, the original kept as its cause."""
+        try:
+            return fn(*args)
+        except BundleError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any error of PyTorch's compiled code
+            raise ExportStageError(self.opts["program_name"], what, sizes, e) from e
 
     # shapes that vary (2.6): dynamic.py says how
     def _replace_inputs(self, new):
@@ -1122,8 +1165,9 @@ class _Export:
         # duck sizing would make two dimensions of equal hints one symbol
         with fx_config.patch(use_duck_shape=False):
             try:
-                self.compile()
-                self.measure_peak()
+                at_max = "at the maximum sizes %s" % dict(zip([y.name for y in symbols], sizes[0]))
+                self.stage("compile and warm-up", at_max, self.compile)
+                self.stage("the peak-memory run", at_max, self.measure_peak)
                 with self.grad():
                     found = _dyn.find_wrappers(torch, self.call)
                 if not found:
@@ -1137,7 +1181,8 @@ class _Export:
                     hook.sites = self.sites
                     self.sites.active = True
                     try:
-                        self.capture()
+                        self.stage("capture", "at sizes %s" % dict(zip([y.name for y in symbols], values)),
+                                   self.capture)
                     finally:
                         self.sites.active = False
                     report = self.build(final=values is sizes[0])
@@ -1181,9 +1226,7 @@ class _Export:
             _dyn.compare(bundle.records, program, b["program"], vals, symbols)
         self.timings["dynamic_s"] = time.perf_counter() - t0
         if self.opts["write"]:
-            t0 = time.perf_counter()
-            write_file(bundle, self.path)
-            self.timings["write_s"] = time.perf_counter() - t0
+            self.write(bundle)
         report.symbols = [(y.name, y.min, y.max) for y in symbols]
         report.captured_sizes = [dict(zip([y.name for y in symbols], v)) for v, _, _, _ in captures]
         report.expressions = len(exprs)
@@ -1195,6 +1238,10 @@ class _Export:
         torch = self.torch
         t0 = time.perf_counter()
         self.compiled_here = not _is_compiled(torch, self.model)
+        if self.compiled_here and "coordinate_descent_tuning" not in self.user_compile_options:
+            self.narrow = self.narrow_products()
+            if self.narrow:
+                self.compile_options["coordinate_descent_tuning"] = True
         if self.compiled_here and self.opts["conv_as_mm"]:
             self.compiled = torch.compile(self.model, backend=conv_as_mm_backend(torch, self.compile_options),
                                           **self.compile_kwargs)
@@ -1209,6 +1256,36 @@ class _Export:
                 del out
         torch.cuda.synchronize()
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
+
+    def narrow_products(self):
+        """The matrix products of one row (mm, addmm: M = 1) that an eager
+        run of the model makes, for options["narrow_mm"] "auto" (True: -1,
+        False: 0). The run is one more warm-up run: it may change state, as
+        those do; export_programs puts state back before each capture."""
+        mode = self.opts["narrow_mm"]
+        if mode is True or mode is False:
+            return -1 if mode else 0
+        if mode != "auto":
+            raise BundleError("invalid_argument", "options['narrow_mm'] is 'auto', True or False, not %r" % (mode,))
+        torch = self.torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        aten = torch.ops.aten
+        first = {aten.mm.default: 0, aten.addmm.default: 1}
+        count = [0]
+
+        class Rows(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                k = first.get(func)
+                if k is not None and torch.is_tensor(args[k]) and args[k].dim() == 2 and args[k].shape[0] == 1:
+                    count[0] += 1
+                return func(*args, **(kwargs or {}))
+        t0 = time.perf_counter()
+        with self.grad(), Rows():
+            out = self.model(*self.args, **self.kwargs)
+            del out
+        torch.cuda.synchronize()
+        self.timings["narrow_probe_s"] = time.perf_counter() - t0
+        return count[0]
 
     def measure_peak(self):
         torch = self.torch
@@ -1516,16 +1593,14 @@ class _Export:
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
         bundle.program = program
         self.built = {"raw": raw, "buffer_ptrs": buffer_ptrs, "storages": storages, "outs": outs, "program": program,
-                      "bundle": bundle}
+                      "bundle": bundle, "tensors": [c[1] for c in const_list], "weights": weights_note}
         self.warnings += drop_wrong_rules(bundle)
         atomic = _atomic_configs(bundle, tuners)  # (reads the kernels' IR: before it may be left out)
         if not self.opts["keep_ir"]:
             strip_ir(bundle)
         self.timings["build_s"] = time.perf_counter() - t0
         if self.opts["write"] and final and not self.opts["dynamic_shapes"]:
-            t0 = time.perf_counter()
-            write_file(bundle, self.path)
-            self.timings["write_s"] = time.perf_counter() - t0
+            self.write(bundle)
 
         tainted = self.taint(steps, atomic, written, constants)
         kinds = collections.Counter({LAUNCH: 0, MEMSET: 0, COPY: 0})
@@ -1546,69 +1621,31 @@ class _Export:
             gpu_events=None if self.gpu_events is None else len(self.gpu_events),
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
+            narrow_products=getattr(self, "narrow", None),
             warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
-            captured_outputs=outs, constant_storages=[c[2] for c in const_list], name=self.opts["program_name"],
+            captured_outputs=outs, constant_storages=[c[2] for c in const_list],
+            constant_tensors=[c[1] for c in const_list], name=self.opts["program_name"],
             weights=weights_note)
+
+    def write(self, bundle):
+        """Writes the bundle, then reads it back and checks every constant
+        against the module's tensor (check_written); a bundle that fails
+        the check is removed."""
+        t0 = time.perf_counter()
+        write_file(bundle, self.path)
+        self.timings["write_s"] = time.perf_counter() - t0
+        note = self.built.get("weights")
+        write_checked(self.torch, bundle, self.path, self.built["tensors"], note["file"] if note else None,
+                      "program %r" % self.opts["program_name"], self.timings)
 
     def external_weights(self, constants, const_list, bundle):
         """options weights / weights_from: the constants that are not state
-        become tensors of a safetensors file (2.5). Returns what was done:
-        {"file", "external": count, "bytes", "in_bundle": [names], "write_s"}."""
-        w, wf = self.opts["weights"], self.opts["weights_from"]
-        if w is None and wf is None:
-            return None
-        if w is not None and wf is not None:
-            raise BundleError("invalid_argument", "options weights and weights_from: give one")
-        import os
-        import zlib
-        from . import weights as _weights
-        t0 = time.perf_counter()
-        shapes = {}
-        for c, (name, t, sptr, host) in zip(constants, const_list):
-            shapes[c.name] = list(t.shape) if t.numel() * t.element_size() == c.nbytes() else [c.nbytes() // max(
-                1, t.element_size())]
-        # not state (a reset reloads it from the bundle), not empty, and of a dtype safetensors has (not the fnuz float8s)
-        movable = [c for c in constants if not c.state and c.nbytes() and DTYPE_BY_NAME[c.dtype].safetensors]
-        left = []
-        if w is not None:
-            crcs = _weights.write_file(w, [(c.name, c.dtype, shapes[c.name], c.data) for c in movable],
-                                       {"format": "pt", "writer": "triton_bundle"})
-            for c in movable:
-                c.external = _format.External(c.name, shapes[c.name], crcs[c.name])
-                c.data = b""
-            path = w
-        else:
-            header = _weights.read_header(wf)
-            aliases = collections.defaultdict(list)
-            by_ptr = {sptr: c.name for c, (_, _, sptr, _) in zip(constants, const_list)}
-            if self.module is not None:
-                for n, t in list(self.module.named_parameters(remove_duplicate=False)) + \
-                        list(self.module.named_buffers(remove_duplicate=False)):
-                    if t is not None and self.torch.is_tensor(t) and t.device.type == "cuda":
-                        cn = by_ptr.get(_storage_of(t)[0])
-                        if cn is not None:
-                            aliases[cn].append(n)
-            names = _weights.match_names([c.name for c in movable], aliases, header)
-            names.update(self.opts["weight_names"] or {})
-            for c in movable:
-                tn = names.get(c.name)
-                ft = header.get(tn) if tn is not None else None
-                if ft is None or ft.dtype != c.dtype or ft.size != c.nbytes():
-                    left.append(c.name)
-                    continue
-                crc = zlib.crc32(c.data)
-                if _weights.crc32_of(wf, ft) != crc:
-                    self.warnings.append("weights_from: constant %s and tensor %s of %s hold other bytes: kept in the "
-                                         "bundle" % (c.name, tn, wf))
-                    left.append(c.name)
-                    continue
-                c.external = _format.External(tn, ft.shape, crc)
-                c.data = b""
-            path = wf
-        bundle.properties["weights.file"] = os.path.basename(path)
-        ext = [c for c in constants if c.external is not None]
-        return {"file": path, "external": len(ext), "bytes": sum(c.nbytes() for c in ext), "in_bundle": left,
-                "write_s": time.perf_counter() - t0}
+        become tensors of a safetensors file (2.5); see externalize."""
+        note = externalize(self.torch, constants, [c[1] for c in const_list], self.opts, getattr(self, "module", None), self.warnings)
+        if note is not None:
+            import os
+            bundle.properties["weights.file"] = os.path.basename(note["file"])
+        return note
 
     def verify_events(self, expected):
         """Every GPU operation of the run is a step: the profiler's events
@@ -1653,6 +1690,155 @@ class _Export:
             elif st.kind == COPY and ptrs[1][1] in tainted:
                 tainted.add(ptrs[0][1])
         return tainted
+
+
+WEIGHT_OPTIONS = ("weights", "weights_from", "weight_names")
+
+
+def _weight_shape(t, nbytes):
+    """The shape a constant of nbytes has in a weights file: its tensor's,
+    or its storage's elements where the storage is larger (a view)."""
+    return list(t.shape) if t.numel() * t.element_size() == nbytes else [nbytes // max(1, t.element_size())]
+
+
+def externalize(torch, constants, tensors, opts, module, warnings):
+    """options weights / weights_from over a table of constants (one
+    program's, or the merged table of several), each with its module
+    tensor: the constants that are not state become tensors of a safetensors
+    file (2.5), referred to by name, shape and CRC-32, their bytes gone from
+    the bundle. Returns None (neither option) or what was done: {"file",
+    "external": count, "bytes", "in_bundle": [names], "write_s"}; the
+    caller sets the bundle's property weights.file."""
+    w, wf = opts.get("weights"), opts.get("weights_from")
+    if w is None and wf is None:
+        return None
+    if w is not None and wf is not None:
+        raise BundleError("invalid_argument", "options weights and weights_from: give one")
+    if len(tensors) != len(constants):
+        raise BundleError("invalid_argument", "externalize: %d tensors for %d constants" % (len(tensors),
+                                                                                           len(constants)))
+    import zlib
+    from . import weights as _weights
+    t0 = time.perf_counter()
+    shapes = {c.name: _weight_shape(t, c.nbytes()) for c, t in zip(constants, tensors)}
+    # not state (a reset reloads it from the bundle), not empty, and of a dtype safetensors has (not the fnuz float8s)
+    movable = [c for c in constants if not c.state and c.external is None and c.nbytes() and
+               DTYPE_BY_NAME[c.dtype].safetensors]
+    left = []
+    if w is not None:
+        crcs = _weights.write_file(w, [(c.name, c.dtype, shapes[c.name], c.data) for c in movable],
+                                   {"format": "pt", "writer": "triton_bundle"})
+        for c in movable:
+            c.external = _format.External(c.name, shapes[c.name], crcs[c.name])
+            c.data = b""
+        path = w
+    else:
+        header = _weights.read_header(wf)
+        aliases = collections.defaultdict(list)
+        by_ptr = {_storage_of(t)[0]: c.name for c, t in zip(constants, tensors)}
+        if module is not None:
+            for n, t in list(module.named_parameters(remove_duplicate=False)) + \
+                    list(module.named_buffers(remove_duplicate=False)):
+                if t is not None and torch.is_tensor(t) and t.device.type == "cuda":
+                    cn = by_ptr.get(_storage_of(t)[0])
+                    if cn is not None:
+                        aliases[cn].append(n)
+        names = _weights.match_names([c.name for c in movable], aliases, header)
+        names.update(opts.get("weight_names") or {})
+        for c in movable:
+            tn = names.get(c.name)
+            ft = header.get(tn) if tn is not None else None
+            if ft is None or ft.dtype != c.dtype or ft.size != c.nbytes():
+                left.append(c.name)
+                continue
+            crc = zlib.crc32(c.data)
+            if _weights.crc32_of(wf, ft) != crc:
+                warnings.append("weights_from: constant %s and tensor %s of %s hold other bytes: kept in the "
+                                "bundle" % (c.name, tn, wf))
+                left.append(c.name)
+                continue
+            c.external = _format.External(tn, ft.shape, crc)
+            c.data = b""
+        path = wf
+    ext = [c for c in constants if c.external is not None]
+    return {"file": path, "external": len(ext), "bytes": sum(c.nbytes() for c in ext), "in_bundle": left,
+            "write_s": time.perf_counter() - t0}
+
+
+def write_checked(torch, bundle, path, tensors, weights_file, what, timings):
+    """check_written on a bundle just written at path; on a refusal the
+    file is removed (no bundle that runs on wrong bytes is left) and the
+    error names what was exported."""
+    import os
+    t0 = time.perf_counter()
+    try:
+        check_written(path, [_bytes_and_crc(torch, t) for t in tensors], weights_file, what)
+    except BundleError:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        raise
+    timings["check_s"] = time.perf_counter() - t0
+
+
+def _bytes_and_crc(torch, t):
+    """(byte count, CRC-32) of the whole storage of device tensor t."""
+    import zlib
+    host = _storage_to_host(torch, t)
+    return host.numel(), zlib.crc32(_host_bytes(host))
+
+
+def check_written(path, expected, weights_file=None, what="the export"):
+    """Reads the bundle written at path back and checks every constant of
+    its programs against its module tensor (expected: per constant, in
+    table order, the (byte count, CRC-32) of the tensor's storage, the
+    module as the bundle starts): the same byte count, and the same bytes
+    in the bundle or, for an external constant, in the weights file, which
+    must hold its tensor. A bundle that would run on
+    wrong or missing bytes is refused here, before the export reports
+    success (a weights option once left the weights of several programs with
+    neither bytes nor a tensor of the file). Returns the count checked."""
+    import os
+    import zlib
+    from . import weights as _weights
+    from .format import read_file
+    b = read_file(path)
+    progs = b.programs
+    if not progs:
+        return 0
+    table = progs[0].constants
+    if len(table) != len(expected):
+        raise BundleError("malformed", "%s wrote %s with %d constants where the model has %d" % (
+            what, path, len(table), len(expected)))
+    header, wpath = None, None
+    if any(c.external is not None for c in table):
+        wname = b.properties.get("weights.file") if b.properties else None
+        wpath = weights_file or (os.path.join(os.path.dirname(os.path.abspath(path)), wname) if wname else None)
+        if wpath is None:
+            raise BundleError("malformed", "%s wrote %s with external constants and no weights.file property" % (
+                what, path))
+        header = _weights.read_header(wpath)
+    for c, (want_n, want) in zip(table, expected):
+        if c.external is not None:
+            ft = header.get(c.external.tensor)
+            if ft is None or ft.dtype != c.dtype or ft.size != want_n:
+                raise BundleError("malformed", "%s wrote constant %s as tensor %r of %s, which %s" % (
+                    what, c.name, c.external.tensor, wpath, "it lacks" if ft is None else
+                    "is %s of %d bytes where the model's is %d" % (ft.dtype, ft.size, want_n)))
+            got = _weights.crc32_of(wpath, ft)
+            if got != want or c.external.crc32 != want:
+                raise BundleError("malformed", "%s wrote constant %s (tensor %r of %s) with other bytes than the "
+                                  "model's" % (what, c.name, c.external.tensor, wpath))
+        else:
+            n = len(c.data) if isinstance(c.data, (bytes, bytearray)) else memoryview(c.data).nbytes
+            if n != want_n:
+                raise BundleError("malformed", "%s wrote constant %s with %d bytes where the model's tensor has "
+                                  "%d%s" % (what, c.name, n, want_n, ", and no weights-file tensor" if not n else ""))
+            if zlib.crc32(c.data) != want:
+                raise BundleError("malformed", "%s wrote constant %s with other bytes than the model's" % (
+                    what, c.name))
+    return len(table)
 
 
 def export_model(model, example_inputs, path, options=None):
@@ -1814,7 +2000,7 @@ def merge_programs(reports, properties=None):
             g = by_storage.get(sptr)
             if g is None:
                 g = by_storage[sptr] = len(table)
-                table.append(Constant(k.name, k.dtype, k.data, state=k.state))
+                table.append(Constant(k.name, k.dtype, k.data, state=k.state, external=k.external))
             else:
                 t = table[g]
                 if t.dtype != k.dtype or len(t.data) != len(k.data):
@@ -1887,11 +2073,18 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     if module is not None:
         opts["module"] = module
     opts["write"] = False
+    # the weights file is the bundle's, not a program's: the programs are
+    # captured with their bytes, and the merged table goes to one file
+    wopts = {k: opts.pop(k, None) for k in WEIGHT_OPTIONS}
     names = dict(opts.get("names") or {})
     caches = []
     items = [(name, tuple(spec) + ({},) * (3 - len(spec))) for name, spec in items]
     _caches_of(torch, 'options["names"]', list(names.values()))
-    for name, (fn, example_inputs, _) in items:
+    for name, (fn, example_inputs, own) in items:
+        bad = [k for k in WEIGHT_OPTIONS if (own or {}).get(k) is not None]
+        if bad:
+            raise BundleError("invalid_argument", "program %r: option %s is the whole bundle's (export_programs' "
+                              "options), not one program's" % (name, bad[0]))
         for c in _caches_of(torch, "program %r's example inputs" % name, example_inputs):
             if all(c is not x for x in caches):
                 caches.append(c)
@@ -1962,14 +2155,47 @@ def export_programs(programs, path, options=None, module=None, properties=None):
             o.update(own or {})
             o["program_name"] = name
             reports[name] = _Export(fn, example_inputs, None, o).run()
-    finally:
-        put_back()  # the module left as the bundle starts (as before the export), whatever happened
+    except BaseException as e:
+        # the module left as the bundle starts where the device still
+        # works; a failure of its own (the context lost to a device-side
+        # assert) never replaces the error that stopped the export
+        try:
+            put_back()
+        except Exception as pe:  # noqa: BLE001
+            if hasattr(e, "add_note"):
+                e.add_note("(the module's state could not be put back afterwards: %s: %s)" % (
+                    type(pe).__name__, str(pe).strip().splitlines()[0] if str(pe).strip() else ""))
+        raise
+    put_back()  # the module left as the bundle starts (as before the export)
     bundle, shared = merge_programs(reports, properties)
     warnings = drop_wrong_rules(bundle)
-    t1 = time.perf_counter()
-    write_file(bundle, path)
     table = bundle.programs[0].constants
+    tensors = merged_tensors(reports)
+    t1 = time.perf_counter()
+    timings = {"capture_s": t1 - t0}
+    note = externalize(torch, table, tensors, wopts, module, warnings)
+    if note is not None:
+        import os
+        bundle.properties["weights.file"] = os.path.basename(note["file"])
+        timings["weights_s"] = note["write_s"]
+    t2 = time.perf_counter()
+    write_file(bundle, path)
+    timings["write_s"] = time.perf_counter() - t2
+    write_checked(torch, bundle, path, tensors, note["file"] if note else None, "export_programs", timings)
     return ProgramsReport(path=path, programs=reports, constants=len(table),
                           constant_bytes=sum(len(k.data) for k in table), shared_state=shared,
                           kernels=len(bundle.kernels), records=len(bundle.records), bundle=bundle,
-                          warnings=warnings, timings={"capture_s": t1 - t0, "write_s": time.perf_counter() - t1})
+                          warnings=warnings, timings=timings, weights=note)
+
+
+def merged_tensors(reports):
+    """The module tensor of each constant of merge_programs' table, in its
+    order (constants are joined by storage, in the order first seen)."""
+    seen, out = set(), []
+    for rep in reports.values():
+        tensors = getattr(rep, "constant_tensors", None) or [None] * len(rep.constant_storages)
+        for sptr, t in zip(rep.constant_storages, tensors):
+            if sptr not in seen:
+                seen.add(sptr)
+                out.append(t)
+    return out

@@ -133,18 +133,14 @@ def gptfast(torch):
     return model, prefill, decode, {}, lambda: [b for _, b in model.named_buffers() if "cache" in _]
 
 
-def llama(torch):
-    import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
-    cfg = LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="eager")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).cuda().eval()
+def llama_programs(torch, model, cfg, max_seq, dtype):
+    """prefill and decode over a transformers StaticCache of max_seq
+    positions (made here, eagerly), and the cache's state tensors."""
+    from transformers import StaticCache
     try:
-        cache = StaticCache(config=cfg, max_cache_len=MAX_SEQ)
+        cache = StaticCache(config=cfg, max_cache_len=max_seq)
     except TypeError:  # transformers before the lazily made layers
-        cache = StaticCache(config=cfg, max_batch_size=1, max_cache_len=MAX_SEQ, device="cuda", dtype=torch.float32)
+        cache = StaticCache(config=cfg, max_batch_size=1, max_cache_len=max_seq, device="cuda", dtype=dtype)
     with torch.no_grad():  # the cache's tensors made here, eagerly, not inside a compiled function
         model(input_ids=torch.zeros(1, 8, dtype=torch.long, device="cuda"), past_key_values=cache,
               cache_position=torch.arange(8, device="cuda"), use_cache=True)
@@ -163,6 +159,18 @@ def llama(torch):
             out += [v for _, v in sorted(vars(layer).items()) if torch.is_tensor(v)]
         out += [t for t in getattr(cache, "key_cache", []) + getattr(cache, "value_cache", []) if torch.is_tensor(t)]
         return out
+    return prefill, decode, cache, state
+
+
+def llama(torch):
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      attn_implementation="eager")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).cuda().eval()
+    prefill, decode, cache, state = llama_programs(torch, model, cfg, MAX_SEQ, torch.float32)
     print("     transformers %s" % transformers.__version__)
     return model, prefill, decode, {"names": {"kv": cache}}, state
 
@@ -371,6 +379,55 @@ def bench(torch, name, path, fns, raw, state0, state_tensors, info, outdir, exe)
     return res
 
 
+def weights_variants(torch, model, programs, options, outdir, exe, ref, info):
+    """export_programs with the weights outside the bundle (issue 37: 2.5.0
+    wrote such a bundle's weights with neither bytes nor a tensor of the
+    file): options weights (a file written) and weights_from (the
+    checkpoint save_pretrained wrote). Every weight external, weights.file
+    set, the bundle read back and checked by the export, and tbundle
+    generate (the file found beside the bundle) gives the reference's ids."""
+    ck = os.path.join(outdir, "llama_ckpt")
+    model.save_pretrained(ck, safe_serialization=True)
+    variants = [("weights", os.path.join(outdir, "llama_w.safetensors")),
+                ("weights_from", os.path.join(ck, "model.safetensors"))]
+    for opt, wfile in variants:
+        if left() < 60:
+            skip(3, "llama: export_programs with %s (%.0f s of the budget left)" % (opt, left()))
+            continue
+        path = os.path.join(os.path.dirname(wfile), "llama_%s.tbundle" % opt)
+        o = dict(options)
+        o["keep_ir"] = False
+        o[opt] = wfile
+        try:
+            rep = tb.export_programs(programs, path, o, module=model, properties={"generate.max_seq": str(MAX_SEQ)})
+        except Exception as e:  # noqa: BLE001
+            check(False, "llama: export_programs with %s" % opt, "%s: %s" % (type(e).__name__, str(e)[-800:]))
+            continue
+        b = tb.read_file(path)
+        table = b.programs[0].constants
+        weights = [c for c in table if not c.state]
+        ext = [c for c in weights if c.external is not None]
+        # weights: every weight goes to the file; weights_from: every one the
+        # checkpoint holds (a non-persistent buffer such as rotary's inv_freq
+        # is not saved, so it stays in the bundle, named in the report)
+        held = set(tb.weights.read_header(wfile))
+        left_in = [c.name for c in weights if c.external is None]
+        want_left = [] if opt == "weights" else [c.name for c in weights if c.name not in held]
+        check(weights and ext and sorted(left_in) == sorted(want_left) and all(not c.data for c in ext) and
+              sorted(rep.weights["in_bundle"]) == sorted(want_left) and
+              b.properties.get("weights.file") == os.path.basename(wfile) and rep.timings.get("check_s") is not None,
+              "llama: export_programs with %s: every weight the file holds (%d of %d) a tensor of %s, weights.file "
+              "set, read back and checked (%.2f s)" % (opt, len(ext), len(weights), os.path.basename(wfile),
+                                                      rep.timings.get("check_s") or -1),
+              "%d of %d external, property %r, in bundle %s" % (len(ext), len(weights), b.properties.get("weights.file"),
+                                                               rep.weights and rep.weights.get("in_bundle")))
+        for graph in (False, True):
+            got, kv, err = tbundle_generate(exe, path, PROMPTS[0], graph)
+            check(got == ref[0][0], "llama (%s): tbundle generate%s: the reference's %d ids" % (
+                opt, " --graph" if graph else "", NEW), err[-400:] if got != ref[0][0] else "")
+        info.setdefault("weights_variants", []).append({"option": opt, "external": len(ext), "timings": rep.timings})
+
+
 def run_model(torch, name, outdir, lib, exe, do_bench):
     t0 = time.time()
     model, prefill, decode, opts, state_tensors = MODELS[name](torch)
@@ -423,6 +480,8 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
                 name, " --graph" if graph else "", k, NEW), err[-400:] if got != ref[k][0] else "")
             info.setdefault("tbundle_generate", []).append({"graph": graph, "prompt": prompt, "ids": got,
                                                              "stderr": err})
+    if name == "llama":
+        weights_variants(torch, model, programs, options, outdir, exe, ref, info)
     m = lib.model(lib.read_file(path))
     info["c_workspace"] = m.workspace_size
     info["c_constant_bytes"] = m.constant_bytes

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Generation at real size from C (issue 37), on one GPU, random weights,
+no downloads.
+
+    python3 tests/model/gpu_realsize.py OUTDIR [1b|8b] [--prefill-max N] [--narrow auto|off]
+                                        [--budget SECONDS] [--no-ro]
+
+Models: transformers' LlamaForCausalLM, eager attention, bf16, a StaticCache
+of MAX_SEQ positions, in the shapes of Llama-3.2-1B (hidden 2048, 16 layers,
+32/8 heads, FF 8192, vocabulary 128,256, tied embeddings: 2.47 GB) and
+Llama-3-8B (hidden 4096, 32 layers, 32/8 heads, FF 14,336, untied: 16 GB).
+Exported with export_programs as "prefill" (its length varying from 2 to
+--prefill-max, default 64) and "decode" (its argmax inside), the weights in
+a safetensors file beside the bundle (option weights), then:
+
+  1. the exporter's compiled functions generate NEW tokens greedily from
+     two prompts, the cache put back between them: the reference ids;
+  2. tbundle generate, plain and --graph, must give the same ids;
+  3. the figures (in OUTDIR/SIZE.json and one table): tbundle generate
+     --graph --bench's decode time per token against the floor (the bytes
+     a step must read: every weight but the rows of an untied embedding
+     it does not look up, plus the KV cache up to the position, over a
+     device-to-device copy's bandwidth measured in this process), the
+     decode step's kernel sum (the profiler's, the exporter's compiled
+     function), the same decode compiled with mode="reduce-overhead" and
+     driven from Python (the token fed back on the device), the export's
+     time and the sizes.
+
+--narrow off exports with options["narrow_mm"] = False (Triton's mm
+template for the one-row products), for the comparison. Prints one line
+per check and "N passed, N failed, N skipped"."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import triton_bundle as tb  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
+from pycheck import check as _check, summary  # noqa: E402 - the Python tests' harness
+from gpu_generate import NEW, llama_programs, tbundle_generate  # noqa: E402 - 64 new tokens, the programs, tbundle generate
+
+SIZES = {
+    "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
+    "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=False),
+}
+MAX_SEQ = 256
+START = time.time()
+BUDGET = 570.0
+SKIPPED = [0]
+
+
+def check(ok, what, detail=""):
+    return _check(ok, what + (": " + detail if detail and not ok else ""))
+
+
+def skip(n, what):
+    SKIPPED[0] += n
+    print("skip %s" % what)
+    sys.stdout.flush()
+
+
+def left():
+    return BUDGET - (time.time() - START)
+
+
+def build(torch, size):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(max_position_embeddings=4096, attn_implementation="eager", **SIZES[size])
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(cfg).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    prefill, decode, cache, state = llama_programs(torch, model, cfg, MAX_SEQ, torch.bfloat16)
+    return cfg, model, cache, prefill, decode, state
+
+
+def copy_bandwidth(torch, nbytes=2 << 30):
+    """Bytes read plus written per second of a device-to-device copy."""
+    x = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        y.copy_(x)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    del x, y
+    return 2 * nbytes / statistics.median(times)
+
+
+def main(argv):
+    global BUDGET
+    args = argv[1:]
+    opt = {"--prefill-max": "64", "--narrow": "auto", "--budget": str(BUDGET)}
+    for k in list(opt):
+        if k in args:
+            i = args.index(k)
+            opt[k] = args[i + 1]
+            del args[i:i + 2]
+    no_ro = "--no-ro" in args
+    args = [a for a in args if a != "--no-ro"]
+    if not args or (len(args) > 1 and args[1] not in SIZES):
+        print(__doc__)
+        return 2
+    BUDGET = float(opt["--budget"])
+    outdir, size = args[0], (args[1] if len(args) > 1 else "1b")
+    try:
+        import torch
+        ok = torch.cuda.is_available()
+    except ImportError:
+        ok = False
+    if not ok:
+        print("skip: no torch or no CUDA device\n0 passed, 0 failed, 1 skipped")
+        return 0
+    os.makedirs(outdir, exist_ok=True)
+    exe = os.path.join(ROOT, "build", "tbundle")
+    info = {"size": size, "card": torch.cuda.get_device_name(), "narrow_mm": opt["--narrow"]}
+    cfg, model, cache, prefill, decode, state = build(torch, size)
+    print("     %s: %s, %.2f GB of parameters, built in %.0f s" % (size, info["card"], sum(
+        p.numel() * p.element_size() for p in model.parameters()) / 1e9, time.time() - START))
+    from torch.export import Dim
+    pmax = int(opt["--prefill-max"])
+    V = cfg.vocab_size
+    rs = __import__("random").Random(0)
+    prompts = [[rs.randrange(V) for _ in range(n)] for n in (5, min(pmax, 37))]
+    programs = {
+        "prefill": (prefill, (torch.zeros(1, pmax, dtype=torch.long, device="cuda"),),
+                    {"input_names": ["ids"], "output_names": ["logits"],
+                     "dynamic_shapes": {"ids": {1: Dim("seq", min=2, max=pmax)}}}),
+        "decode": (decode, (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.tensor([10], device="cuda")),
+                   {"input_names": ["ids", "pos"], "output_names": ["logits", "next_token"]}),
+    }
+    path = os.path.join(outdir, "llama%s.tbundle" % size)
+    wfile = os.path.join(outdir, "llama%s.safetensors" % size)
+    options = {"names": {"kv": cache}, "keep_ir": False, "weights": wfile,
+               "narrow_mm": {"auto": "auto", "off": False, "on": True}[opt["--narrow"]]}
+    t0 = time.time()
+    try:
+        rep = tb.export_programs(programs, path, options, module=model, properties={"generate.max_seq": str(MAX_SEQ)})
+    except tb.ExportStageError as e:
+        check(False, "%s: export_programs" % size, str(e))
+        print("     the original error: %s" % "".join(traceback.format_exception(e.original))[-1500:])
+        return summary(SKIPPED[0])
+    info["export_s"] = time.time() - t0
+    info["bundle_bytes"], info["weights_bytes"] = os.path.getsize(path), os.path.getsize(wfile)
+    info["narrow_products"] = {k: v.narrow_products for k, v in rep.programs.items()}
+    info["timings"] = {k: v.timings for k, v in rep.programs.items()}
+    info["export_timings"] = rep.timings
+    check(rep.weights and rep.weights["external"] > 0 and not rep.weights["in_bundle"],
+          "%s: export_programs in %.0f s: %d weights (%.2f GB) in %s, bundle %.1f MB, read back and checked; one-row "
+          "products %s" % (size, info["export_s"], rep.weights["external"], rep.weights["bytes"] / 1e9,
+                           os.path.basename(wfile), info["bundle_bytes"] / 1e6, info["narrow_products"]))
+    fns = {k: v.compiled for k, v in rep.programs.items()}
+    state0 = [t.clone() for t in state()]
+
+    def reset():
+        for t, s in zip(state(), state0):
+            t.copy_(s)
+    ref = []
+    with torch.no_grad():
+        for prompt in prompts:
+            reset()
+            ids = torch.tensor([prompt + [0] * (max(2, len(prompt)) - len(prompt))], device="cuda")
+            lg = tb.output_tensors(fns["prefill"](ids))[0]
+            tok = int(lg[0, len(prompt) - 1].argmax())
+            toks = [tok]
+            for i in range(NEW - 1):
+                o = tb.output_tensors(fns["decode"](torch.tensor([[tok]], device="cuda"),
+                                                    torch.tensor([len(prompt) + i], device="cuda")))
+                tok = int(o[1].item())
+                toks.append(tok)
+            ref.append(toks)
+    info["reference_ids"] = ref
+    for graph in (False, True):
+        for k, prompt in enumerate(prompts):
+            got, kv, err = tbundle_generate(exe, path, prompt, graph)
+            check(got == ref[k], "%s: tbundle generate%s, prompt of %d tokens: the compiled functions' %d ids" % (
+                size, " --graph" if graph else "", len(prompt), NEW), (err[-600:] if got is None else
+                                                                      "got %s, want %s" % (got[:8], ref[k][:8])))
+    # the figures
+    bw = copy_bandwidth(torch)
+    params = {id(p): p for p in model.parameters()}
+    weight_bytes = sum(p.numel() * p.element_size() for p in params.values())
+    emb = model.get_input_embeddings().weight
+    if not cfg.tie_word_embeddings:  # the decode step reads one row of an untied embedding
+        weight_bytes -= emb.numel() * emb.element_size() - emb.shape[1] * emb.element_size()
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    pos_mid = len(prompts[1]) + NEW // 2
+    kv_bytes = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * hd * 2 * pos_mid
+    floor_us = (weight_bytes + kv_bytes) / bw * 1e6
+    got, kv, err = tbundle_generate(exe, path, prompts[1], True, bench=True)
+    c_us = kv.get("decode_median")
+    info.update({"copy_bandwidth_GBps": bw / 1e9, "step_bytes": weight_bytes + kv_bytes, "floor_us": floor_us,
+                 "c_decode_us": c_us, "c_ttft_ms": kv.get("time_to_first_token"), "c_load_ms": kv.get("load"),
+                 "c_prefill_ms": kv.get("prefill"), "generate_stderr": err[-400:]})
+    with torch.no_grad():
+        from torch.profiler import ProfilerActivity, profile
+        reset()
+        ids1, pos = torch.tensor([[7]], device="cuda"), torch.tensor([40], device="cuda")
+        fns["decode"](ids1, pos)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                fns["decode"](ids1, pos)
+            torch.cuda.synchronize()
+        gpu = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
+        info["kernel_sum_us"] = sum(e.time_range.end - e.time_range.start for e in gpu) / 5.0 if gpu else None
+        info["kernels_per_step"] = len(gpu) / 5.0
+        top = {}
+        for e in gpu:
+            top[e.name] = top.get(e.name, 0) + (e.time_range.end - e.time_range.start) / 5.0
+        info["top_kernels_us"] = sorted(top.items(), key=lambda x: -x[1])[:12]
+    if no_ro or left() < 150:
+        skip(1, "%s: reduce-overhead's decode (%s)" % (size, "--no-ro" if no_ro else "%.0f s left" % left()))
+    else:
+        with torch.no_grad():
+            reset()
+            ro = torch.compile(decode, mode="reduce-overhead")
+            idsr, posr = torch.tensor([[7]], device="cuda"), torch.tensor([20], device="cuda")
+            for _ in range(4):
+                lg, nt = ro(idsr, posr)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for i in range(NEW):  # the token fed back on the device, no host sync per token
+                lg, nt = ro(idsr, posr)
+                idsr.copy_(nt)
+                posr.add_(1)
+            torch.cuda.synchronize()
+            info["ro_decode_us"] = (time.perf_counter() - t0) / NEW * 1e6
+    ok = c_us is not None
+    print("     | %s on %s | us/token | tokens/s | x floor | floor us (%.2f GB at %.0f GB/s) | kernel sum us | "
+          "reduce-overhead us | export s |" % (size, info["card"], (weight_bytes + kv_bytes) / 1e9, bw / 1e9))
+    if ok:
+        print("     | tbundle generate --graph | %.1f | %.1f | %.2f | %.1f | %s | %s | %.0f |" % (
+            c_us, 1e6 / c_us, c_us / floor_us, floor_us, "%.1f" % info["kernel_sum_us"] if info["kernel_sum_us"]
+            else "-", "%.1f" % info["ro_decode_us"] if info.get("ro_decode_us") else "-", info["export_s"]))
+    check(ok, "%s: tbundle generate --graph --bench gave a decode time" % size, err[-400:])
+    with open(os.path.join(outdir, "%s.json" % size), "w") as f:
+        json.dump(info, f, indent=1, default=str)
+    print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "export_timings")
+                                  if k in info}, default=str)[:2500])
+    return summary(SKIPPED[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
