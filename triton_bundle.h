@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.4.0 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.6.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -256,8 +256,7 @@
        tb_bundle_read_file("encoder.tbundle", NULL, 0, &b, &e);
        memset(&d, 0, sizeof d);
        d.bundle = b; d.flags = TB_MODEL_GRAPH;  // a graph per size, 8 kept (d.instance_cache)
-       if (tb_model_load(&d, &m, &e)) { fprintf(stderr, "%s
-", e.message); return; }
+       if (tb_model_load(&d, &m, &e)) { fprintf(stderr, "%s\n", e.message); return; }
        const tb_program *p = tb_model_program(m, 0);
        for (uint32_t k = 0; k < p->symbol_count; k++)          // batch 2..16, seq 8..128
            printf("%s %lld..%lld\n", p->symbols[k].name, (long long)p->symbols[k].min,
@@ -347,6 +346,15 @@
    checked; see tb_bundle_read_memory). A cleaner never removes a live
    writer's temporary directory (writers hold a flock on it). Messages
    escape control bytes that come from names.
+   What no call can check: the values inside a caller's tensors. A run
+   checks every tensor's dtype, sizes, strides and extent against the
+   program, never the data: an index that a model reads from its inputs
+   (a token id into an embedding, a position into a KV cache) reaches
+   Inductor's device-side bound check, whose assert loses the CUDA context
+   of the process (every later call fails with CUDA_ERROR_ASSERT). A C
+   caller checks such values before the run, as tbundle generate checks
+   each prompt id against the logits' vocabulary and each position
+   against generate.max_seq.
 
    FORMAT
    Bundle format 2.6, specified byte by byte in docs/FORMAT.md. A reader
@@ -414,6 +422,14 @@
    tb_model_output_specs; a launch whose grid is 0 blocks is skipped.
    tb_tensor moved before tb_program (it is tb_program_bind's argument).
 
+   CHANGES IN 2.6 (from 2.5; fixes and additions, one flag's value; format 2.6)
+   TB_EMIT_VERIFY is 8u (2.3 to 2.5 gave it the bit of TB_STOP_ON_ERROR,
+   so a verifying emit wrote with one thread): code that names it builds
+   unchanged; TB_EMIT_STOP_ON_ERROR names TB_STOP_ON_ERROR for emit. Every
+   flag family is checked at compile time for bits that collide; tb_emit
+   refuses flags it does not know; tb_emit_report.threads counts its
+   writers.
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -446,9 +462,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 5
+#define TB_VERSION_MINOR 6
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.5.0"
+#define TB_VERSION_STRING "2.6.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 
@@ -1187,7 +1203,7 @@ typedef struct tb_tensor_spec {
     int64_t strides[TB_MAX_TENSOR_DIMS];
 } tb_tensor_spec;
 /* Bytes from the first element to the end of the last (0 when a size is
-   0); UINT64_MAX when that overflows. */
+   0); UINT64_MAX when a size or stride is negative or that overflows. */
 TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *spec);
 
 /* A caller's tensor: a device pointer and what it holds. */
@@ -1319,7 +1335,10 @@ TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t op_count, const int
    against its range and divisor, and every input size against its
    expression (strides: the run checks them against the program's specs at
    those values). tb_err_shape names the input, the dimension, the range
-   and the value; tb_err_arg_mismatch a count or rank that differs. */
+   and the value; tb_err_arg_mismatch a count or rank that differs. A
+   program no reader checked has its symbols checked first, as a reader
+   checks them (tb_err_malformed: a divisor below 1, a range outside
+   0 .. 2^31 - 1). */
 TBDEF tb_result tb_program_bind(const tb_program *program, const tb_tensor *inputs, uint32_t input_count,
                                 int64_t *values, tb_error *err);
 /* The program at these values: every expression evaluated into its field,
@@ -1746,7 +1765,9 @@ TBDEF tb_result tb_model_run_program_workspace(tb_model *model, uint32_t program
 TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
 /* (2.6) The output specs of a run of `program` on these inputs: the
    program's own, or for a program with symbols their sizes and strides at
-   the values the inputs bind (tb_err_shape as a run refuses them). */
+   the values the inputs bind, refused as a run refuses those inputs
+   (tb_err_shape for a size outside its symbol's range; where the program
+   cannot run at those values, a run's code, its message saying them). */
 TBDEF tb_result tb_model_output_specs(tb_model *model, uint32_t program, const tb_tensor *inputs, uint32_t input_count,
                                       tb_tensor_spec *outputs, uint32_t output_count, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);
@@ -2012,7 +2033,7 @@ static const char *const tb__result_strings[] = {
     "CUDA driver not available",
     "no CUDA device",
     "CUDA driver call failed",
-    "argument list mismatch",
+    "mismatch (arguments or tensors that do not fit what they are given to)",
     "argument out of range",
     "argument violates kernel assumption",
     "shared memory request too large",
@@ -4846,7 +4867,7 @@ static tb_result tb__parse_sections(tb_bundle *b, const unsigned char *whole, si
 static tb_result tb__checksum_mismatch(tb_error *err, size_t size, uint64_t want, uint64_t got, uint32_t maj) {
     return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
                     "stored checksum %016llx, computed %016llx (format %u): the file was damaged after it was written; "
-                    "copy it again, or pack it again from its cache", (unsigned long long)want, (unsigned long long)got, maj);
+                    "copy it again, or make it again (pack its cache, or export its model)", (unsigned long long)want, (unsigned long long)got, maj);
 }
 
 static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, int fd, unsigned char *win,
@@ -4881,7 +4902,7 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, in
     if (file_size > size)
         return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
                         "the header says %llu bytes and the input has %zu: the file is corrupt (its header damaged) or "
-                        "was cut short (an interrupted copy); copy it again, or pack it again from its cache",
+                        "was cut short (an interrupted copy); copy it again, or make it again (pack its cache, or export its model)",
                         (unsigned long long)file_size, size);
     if (file_size < size)
         return tb__fail(err, tb_err_malformed, NULL, NULL, 16, 0,
@@ -6905,8 +6926,10 @@ static int tb__hexval(char c) {
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
-/* A string; decoded into out (cap bytes, NUL-terminated) when out != NULL. */
-static tb_result tb__jstring(tb__json *j, char *out, size_t cap) {
+/* A string; decoded into out (cap bytes, NUL-terminated) when out != NULL.
+   With len, one that does not fit is read to its end all the same (out
+   then ""), *len its decoded bytes; without, it is refused. */
+static tb_result tb__jstring_len(tb__json *j, char *out, size_t cap, size_t *len) {
     size_t n = 0;
     if (j->p >= j->end || *j->p != '"') return tb__jfail(j, "expected a string");
     j->p++;
@@ -6961,19 +6984,23 @@ static tb_result tb__jstring(tb__json *j, char *out, size_t cap) {
                 else
                     buf[0] = (unsigned char)(0xf0 | (cp >> 18)), buf[1] = (unsigned char)(0x80 | ((cp >> 12) & 63)),
                     buf[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)), buf[3] = (unsigned char)(0x80 | (cp & 63));
-                if (n + m >= cap) return tb__jfail(j, "string too long");
-                for (q = 0; q < m; q++) out[n++] = (char)buf[q];
+                if (n + m >= cap && !len) return tb__jfail(j, "string too long");
+                for (q = 0; q < m; q++, n++)
+                    if (n < cap) out[n] = (char)buf[q];
             }
         } else if (out) {
-            if (n + 1 >= cap) return tb__jfail(j, "string too long");
-            out[n++] = ch;
+            if (n + 1 >= cap && !len) return tb__jfail(j, "string too long");
+            if (n < cap) out[n] = ch;
+            n++;
         }
     }
     if (j->p >= j->end) return tb__jfail(j, "unterminated string");
     j->p++;
-    if (out) out[n] = 0;
+    if (out) out[n < cap ? n : 0] = 0;
+    if (len) *len = n;
     return tb_ok;
 }
+static tb_result tb__jstring(tb__json *j, char *out, size_t cap) { return tb__jstring_len(j, out, cap, NULL); }
 /* A number; *is_int says whether it was an integer that fits int64. */
 static tb_result tb__jnumber(tb__json *j, int64_t *v, int *is_int) {
     const char *s = j->p;
@@ -7977,6 +8004,7 @@ typedef struct tb__grid_env {
     const char *name;
     const int64_t *syms;         /* (2.6) a program expression's symbol values */
     uint32_t n_syms;
+    int expr;                    /* (2.6) 1: an expression's operations, not a grid rule's (for messages) */
 } tb__grid_env;
 
 /* A binary operation, exact: 1 where the result does not fit or a divisor
@@ -8056,6 +8084,9 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
             a = st[--sp];
             bad = tb__grid_binop(o->op, a, b, &v);
         }
+        if (bad && env->expr)
+            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                            "operation %u of the expression overflows or divides by zero", i);
         if (bad)
             return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                             "grid %c: operation %u of the rule overflows or divides by zero", dims[dim], i);
@@ -8099,7 +8130,7 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
         return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
                         arg_count, (unsigned)strlen(cf->arg_types));
     env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
-    env.name = cf->function_name, env.syms = NULL, env.n_syms = 0;
+    env.name = cf->function_name, env.syms = NULL, env.n_syms = 0, env.expr = 0;
     for (d = 0; d < 3; d++) {
         int64_t v = 0;
         if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], &env, d, &v, err)) != tb_ok ||
@@ -8188,7 +8219,7 @@ static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *
     tb_result r;
     if (TB__UNLIKELY(!g->count[0])) return tb__no_grid_rule(name, err);
     env.codes = codes, env.params = NULL, env.args = args, env.extra = extra, env.n_extra = n_extra, env.name = name;
-    env.syms = NULL, env.n_syms = 0;
+    env.syms = NULL, env.n_syms = 0, env.expr = 0;
     for (d = 0; d < 3; d++) {
         int64_t v = 0, a;
         if (g->form[d] == 1) {
@@ -8716,17 +8747,18 @@ TBDEF uint32_t tb_dtype_from_name(const char *name) {
 }
 
 /* The bytes of a tensor of `rank` sizes of `elem` bytes each, exactly:
-   0 when a size is 0; *bad set when a size is negative or the product
-   passes 2^64 - 1. */
+   *bad set when any size is negative (past 2^63 - 1 as a u64), even
+   beside a size 0 (issue 38 #5), or the product passes 2^64 - 1; else 0
+   when a size is 0. */
 static uint64_t tb__shape_bytes(uint64_t elem, uint32_t rank, const int64_t *shape, int *bad) {
     uint64_t n = elem;
     uint32_t d;
     int over = 0;
     *bad = 0;
-    for (d = 0; d < rank; d++) {
-        if (shape[d] < 0) *bad = 1;
+    for (d = 0; d < rank; d++)
+        if (shape[d] < 0) return *bad = 1, UINT64_MAX;
+    for (d = 0; d < rank; d++)
         if (!shape[d]) return 0;
-    }
     for (d = 0; d < rank && !*bad; d++)
         if (n > UINT64_MAX / (uint64_t)shape[d]) over = 1;
         else n *= (uint64_t)shape[d];
@@ -8738,10 +8770,12 @@ TBDEF uint64_t tb_tensor_spec_extent(const tb_tensor_spec *t) {
     uint64_t last = 0, bytes;
     uint32_t i;
     if (!t || !tb__dtype(t->dtype) || t->rank > TB_MAX_TENSOR_DIMS) return UINT64_MAX;
+    for (i = 0; i < t->rank; i++) /* every size and stride in range, then 0 if any size is 0 (issue 38 #6) */
+        if (t->shape[i] < 0 || t->strides[i] < 0) return UINT64_MAX;
+    for (i = 0; i < t->rank; i++)
+        if (t->shape[i] == 0) return 0;
     for (i = 0; i < t->rank; i++) {
         uint64_t step;
-        if (t->shape[i] < 0 || t->strides[i] < 0) return UINT64_MAX;
-        if (t->shape[i] == 0) return 0;
         if ((uint64_t)(t->shape[i] - 1) && (uint64_t)t->strides[i] > UINT64_MAX / (uint64_t)(t->shape[i] - 1))
             return UINT64_MAX;
         step = (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
@@ -9140,17 +9174,22 @@ static uint32_t tb__fen_kth(const uint32_t *f, uint32_t n, uint32_t k) { /* the 
         if (pos + step <= n && f[pos + step] < k) pos += step, k -= f[pos];
     return pos + 1;
 }
+/* One buffer: within the workspace, its lifetime within the steps (the
+   reader checks each as it is read, at; the plan checks them all). */
+static tb_result tb__check_buffer(const tb_program *p, uint32_t i, long long at, tb_error *err) {
+    const tb_program_buffer *q = &p->buffers[i];
+    if (q->offset > p->workspace_size || q->size > p->workspace_size - q->offset)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "program buffer %u lies outside the workspace", i);
+    if (q->first_step > q->last_step || q->last_step >= p->step_count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "program buffer %u: lifetime %u..%u of %u steps", i,
+                        q->first_step, q->last_step, p->step_count);
+    return tb_ok;
+}
 static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error *err) {
     uint32_t i, n = p->buffer_count, *by_off, *by_first, *by_last, *rank, *fen, a = 0, d = 0, live = 0, t;
     tb_result r = tb_ok;
-    for (i = 0; i < n; i++) {
-        const tb_program_buffer *q = &p->buffers[i];
-        if (q->offset > p->workspace_size || q->size > p->workspace_size - q->offset)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u lies outside the workspace", i);
-        if (q->first_step > q->last_step || q->last_step >= p->step_count)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program buffer %u: lifetime %u..%u of %u steps", i,
-                            q->first_step, q->last_step, p->step_count);
-    }
+    for (i = 0; i < n; i++)
+        if ((r = tb__check_buffer(p, i, -1, err)) != tb_ok) return r;
     if (n < 2) return tb_ok;
     by_off = (uint32_t *)tb__alloc(c, (size_t)n * 4 * 5 + 4);
     if (!by_off) return TB__OOM(err);
@@ -9235,7 +9274,7 @@ static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t 
 static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
     tb__grid_env env;
     memset(&env, 0, sizeof env);
-    env.syms = values, env.n_syms = nv;
+    env.syms = values, env.n_syms = nv, env.expr = 1;
     return tb__grid_run(ops, n, &env, 0, out, err);
 }
 TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
@@ -9303,13 +9342,19 @@ static int tb__expr_symbol(const tb_program_expr *x) {
     return x->op_count == 1 && x->ops[0].op == TB_GRID_SYM ? (int)x->ops[0].index : -1;
 }
 
-/* Symbol i of ys (2.6): a name (the reader bounded its length), unique
+/* Symbol i of ys (2.6): a name of 1 to TB_MAX_NAME_LENGTH bytes, unique
    among those before it, a range within 0 .. 2^31 - 1 whose ends its
-   divisor divides. at: its offset in the bundle, or -1. */
+   divisor divides. at: its offset in the bundle, or -1. The reader, the
+   checker and tb_program_bind of a caller's program (before it divides by
+   the divisor) check each symbol so. */
 static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long long at, tb_error *err) {
     const tb_program_symbol *y = &ys[i];
     uint32_t j;
-    if (!y->name || !*y->name) return tb__fail(err, tb_err_bad_name, NULL, NULL, at, 0, "program symbol %u has an empty name", i);
+    size_t n = y->name ? strlen(y->name) : 0;
+    if (!n) return tb__fail(err, tb_err_bad_name, NULL, NULL, at, 0, "program symbol %u has an empty name", i);
+    if (n > TB_MAX_NAME_LENGTH)
+        return tb__fail(err, tb_err_limit, NULL, NULL, at, 0, "program symbol %u: a name of %zu bytes (1 to %u)", i, n,
+                        (unsigned)TB_MAX_NAME_LENGTH);
     for (j = 0; j < i; j++)
         if (!strcmp(ys[j].name, y->name))
             return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "two program symbols named \"%.80s\"", y->name);
@@ -9339,10 +9384,6 @@ static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_e
     if (p->expr_count && !p->symbol_count)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
     for (i = 0; i < p->symbol_count; i++) {
-        size_t n = p->symbols[i].name ? strlen(p->symbols[i].name) : 0;
-        if (n > TB_MAX_NAME_LENGTH)
-            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program symbol %u: a name of %zu bytes (1 to %u)", i, n,
-                            (unsigned)TB_MAX_NAME_LENGTH);
         if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
         at_max[i] = p->symbols[i].max;
         bound[i] = 0;
@@ -9375,6 +9416,46 @@ static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_e
     return tb_ok;
 }
 
+/* A refusal at the symbols' values says them (issue 38 #15): " [at
+   n=4, m=2]" at the message's end, with the program's name where the
+   message does not give it. */
+static tb_result tb__at_values(tb_error *err, tb_result r, const tb_program *p, const int64_t *values) {
+    if (err) {
+        size_t n = strlen(err->message);
+        char at[160] = "";
+        uint32_t i;
+        int k = 0;
+        for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
+            k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
+        if (n < sizeof err->message && strstr(err->message, "program \""))
+            snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
+        else if (n < sizeof err->message)
+            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" at %s]", p->name ? p->name : "forward", at);
+    }
+    return r;
+}
+/* An error's message without its "<code>: ", to quote in another. */
+static const char *tb__detail(const tb_error *e) {
+    size_t n = strlen(tb_result_string(e->code));
+    return !strncmp(e->message, tb_result_string(e->code), n) && e->message[n] == ':' ? e->message + n + 2 : e->message;
+}
+/* The field expression x of a checked program gives, for a message:
+   "the count of step 2". */
+static void tb__expr_what(char *out, size_t cap, const tb_program *p, const tb_program_expr *x) {
+    int in = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_INPUT_STRIDE;
+    switch (x->field) {
+    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE: case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
+        snprintf(out, cap, "the %s of %s \"%.60s\" dimension %u",
+                 x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? "size" : "stride", in ? "input" : "output",
+                 (in ? p->inputs : p->outputs)[x->index].name, x->sub);
+        break;
+    case TB_FIELD_BUFFER_SIZE: snprintf(out, cap, "the size of buffer %u", x->index); break;
+    case TB_FIELD_GRID: snprintf(out, cap, "grid %c of step %u", "xyz"[x->sub], x->index); break;
+    case TB_FIELD_COUNT: snprintf(out, cap, "the count of step %u", x->index); break;
+    default: snprintf(out, cap, "operand %u of step %u", x->sub, x->index); break;
+    }
+}
+
 static tb_result tb__shape_fail(tb_error *err, const tb_program *p, uint32_t i, uint32_t d, int64_t v, uint32_t k) {
     const tb_program_symbol *y = &p->symbols[k];
     char div[48] = "";
@@ -9401,6 +9482,7 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
     unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
     uint32_t i, from[TB_MAX_PROGRAM_SYMBOLS][2];
     int pass;
+    tb_result r;
     if (!p || (nin && !in) || (p->symbol_count && !values))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program, inputs or values is NULL");
     if (nin != p->input_count)
@@ -9410,6 +9492,8 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
         (p->input_count && !p->inputs))
         return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL,
                         -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
+    for (i = 0; !checked && i < p->symbol_count; i++) /* before a range or divisor is used (issue 38 #3) */
+        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
     memset(bound, 0, sizeof bound);
     /* pass 0: each symbol from the first input size that is that symbol
        alone; then every symbol bound; pass 1: every input size that has an
@@ -9425,7 +9509,6 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
             int k;
             int64_t have, want;
             tb_error e2;
-            tb_result r;
             if (x->field != TB_FIELD_INPUT_SIZE) {
                 if (checked) break; /* sorted: the input sizes come first */
                 continue;
@@ -9451,7 +9534,7 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
             }
             if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &want, &e2) != tb_ok)
                 return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "input \"%.80s\" dimension %u: its size's expression "
-                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, e2.message);
+                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, tb__detail(&e2));
             if (have != want) {
                 if (k >= 0)
                     return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
@@ -9525,10 +9608,13 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
         const tb_program_expr *x = &p->exprs[i];
         int64_t v;
         tb_error e2;
+        char what[128];
         if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &v, &e2) != tb_ok) {
             tb__free(&b->ctx, blk);
-            return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" expression %u (%s %u/%u): %s",
-                            p->name ? p->name : "forward", i, tb__field_names[x->field], x->index, x->sub, e2.message);
+            tb__expr_what(what, sizeof what, p, x);
+            r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\": %s (expression %u): %s",
+                         p->name ? p->name : "forward", what, i, tb__detail(&e2));
+            return tb__at_values(err, r, p, values);
         }
         r = tb_ok;
         switch (x->field) {
@@ -9545,31 +9631,27 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
             else bufs[x->index].size = (uint64_t)v;
             break;
         case TB_FIELD_GRID:
-            if (v < 0 || v > 0x7fffffff) r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program step %u: grid %c of %lld", x->index, "xyz"[x->sub], (long long)v);
+            if (v < 0 || v > 0x7fffffff)
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: grid %c of %lld (0 to 2^31 - 1)",
+                             p->name ? p->name : "forward", x->index, "xyz"[x->sub], (long long)v);
             else steps[x->index].grid[x->sub] = (uint32_t)v;
             break;
         case TB_FIELD_COUNT:
-            if (v < 0) r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program step %u: count %lld", x->index, (long long)v);
+            if (v < 0)
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: a negative count, %lld",
+                             p->name ? p->name : "forward", x->index, (long long)v);
             else steps[x->index].count = (uint64_t)v;
             break;
         default: ops[steps[x->index].operands - ops + x->sub].value = (uint64_t)v; break;
         }
         if (r != tb_ok) {
             tb__free(&b->ctx, blk);
-            return r;
+            return tb__at_values(err, r, p, values);
         }
     }
     if ((r = tb__check_program_body(b, q, err)) != tb_ok) {
-        if (err) {
-            size_t n = strlen(err->message);
-            char at[160] = "";
-            int k = 0;
-            for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
-                k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
-            if (n < sizeof err->message) snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
-        }
         tb__free(&b->ctx, blk);
-        return r;
+        return tb__at_values(err, r, p, values);
     }
     *out = q;
     return tb_ok;
@@ -10016,10 +10098,13 @@ static tb_result tb__rd_program_rest(tb_bundle *b, tb__cur *c, tb_program *p, ui
     uint64_t operands = 0;
     uint32_t i, j;
     tb_result r;
-    for (i = 0; i < p->buffer_count; i++)
+    for (i = 0; i < p->buffer_count; i++) { /* each checked as it is read (FORMAT.md), before the next one's bytes */
+        size_t bat = c->pos;
         if ((r = tb__rd_u64(c, &bufs[i].offset, "buffer")) || (r = tb__rd_u64(c, &bufs[i].size, "buffer")) ||
-            (r = tb__rd_u32(c, &bufs[i].first_step, "buffer")) || (r = tb__rd_u32(c, &bufs[i].last_step, "buffer")))
+            (r = tb__rd_u32(c, &bufs[i].first_step, "buffer")) || (r = tb__rd_u32(c, &bufs[i].last_step, "buffer")) ||
+            (r = tb__check_buffer(p, i, (long long)bat, c->err)))
             return r;
+    }
     if ((r = tb__check_plan(&b->ctx, p, c->err)) != tb_ok) return r;
     for (i = 0; i < p->step_count; i++) {
         tb_program_step *s = &steps[i];
@@ -10685,14 +10770,9 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
         tb__jws(j);
         if (j->p < j->end && *j->p == '}' && !seen) return tb__wfail(j, w, tb_err_malformed, "an empty tensor entry", name);
         {
-            const char *ks = j->p, *ke;
-            if ((r = tb__jstring(j, NULL, 0)) != tb_ok) return r;
-            ke = j->p, key[0] = 0;
-            if ((size_t)(ke - ks) < sizeof key) { /* a longer one is none of ours */
-                j->p = ks;
-                if ((r = tb__jstring(j, key, sizeof key)) != tb_ok) return r;
-                j->p = ke;
-            }
+            size_t kn; /* its escapes decoded, whatever its length, as safetensors' reader decodes it */
+            if ((r = tb__jstring_len(j, key, sizeof key, &kn)) != tb_ok) return r;
+            if (kn >= sizeof key) key[0] = 0; /* a longer one is none of ours */
         }
         tb__jws(j);
         if (j->p >= j->end || *j->p != ':') return tb__jfail(j, "expected ':'");
@@ -10821,7 +10901,11 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
         for (;;) {
             size_t len;
             tb__jws(&j);
-            if ((r = tb__jstring(&j, name, TB_MAX_STRING_LENGTH + 1)) != tb_ok) goto done;
+            if ((r = tb__jstring_len(&j, name, TB_MAX_STRING_LENGTH + 1, &len)) != tb_ok) goto done;
+            if (len > TB_MAX_STRING_LENGTH) {
+                r = tb__wfail(&j, w, tb_err_limit, "a tensor name of over TB_MAX_STRING_LENGTH (65536) bytes", NULL);
+                goto done;
+            }
             tb__jws(&j);
             if (j.p >= j.end || *j.p != ':') {
                 r = tb__jfail(&j, "expected ':'");
@@ -10926,12 +11010,16 @@ static tb_result tb__weights_open(tb_weights *w, tb_error *err) {
         return tb__fail(err, w->file_size < 8 ? tb_err_truncated : tb_err_io, NULL, w->path, 0, errno,
                         "safetensors: %llu bytes, fewer than the header's length", (unsigned long long)w->file_size);
     n = tb__le64(h);
+    /* random bytes, a .npy, a bundle given as weights: their first 8 bytes
+       read as a length are past any header; say what the file is not */
     if (n > TB_MAX_WEIGHTS_HEADER)
-        return tb__fail(err, tb_err_limit, NULL, w->path, 0, 0, "safetensors: a header of %llu bytes, over TB_MAX_WEIGHTS_HEADER",
+        return tb__fail(err, tb_err_limit, NULL, w->path, 0, 0,
+                        "not a safetensors file: its first 8 bytes give a header of %llu bytes, over TB_MAX_WEIGHTS_HEADER",
                         (unsigned long long)n);
     if (n > w->file_size - 8)
-        return tb__fail(err, tb_err_truncated, NULL, w->path, 0, 0, "safetensors: a header of %llu bytes in a %llu-byte file",
-                        (unsigned long long)n, (unsigned long long)w->file_size);
+        return tb__fail(err, tb_err_truncated, NULL, w->path, 0, 0,
+                        "not a safetensors file, or one cut short: its first 8 bytes give a header of %llu bytes in a "
+                        "%llu-byte file", (unsigned long long)n, (unsigned long long)w->file_size);
     w->data_start = 8 + n;
     if (!(text = (char *)tb__alloc(&w->ctx, n ? (size_t)n : 1))) return TB__OOM(err);
     if (tb__weights_read_raw(w, 8, text, (size_t)n) != 0) r = tb__fail(err, tb_err_io, NULL, w->path, 8, errno, "safetensors: reading the header");
@@ -14338,7 +14426,14 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
                         "%u of the bundle's constants (\"%.80s\" first) are tensors of a weights file (exported as \"%.80s\"): "
                         "give its path in desc.weights", n, b->constants[first].name, f ? f : "?");
     }
-    if ((r = tb_weights_open(desc->weights, desc->options, w, err)) != tb_ok) return r;
+    if ((r = tb_weights_open(desc->weights, desc->options, w, err)) != tb_ok) {
+        const char *f = tb_bundle_property(b, "weights.file");
+        size_t used = strlen(err ? err->message : "");
+        if (err && r == tb_err_not_found && used + 200 < sizeof err->message) /* which file the bundle wants */
+            snprintf(err->message + used, sizeof err->message - used,
+                     " (desc.weights; the bundle was exported with the weights file \"%.80s\")", f ? f : "?");
+        return r;
+    }
     if ((r = tb_weights_check(*w, b, (desc->flags & TB_MODEL_VERIFY_WEIGHTS) ? TB_WEIGHTS_CHECK_CRC : 0, err)) != tb_ok) {
         tb_weights_free(*w);
         *w = NULL;
@@ -14356,7 +14451,9 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     tb_weights *w = NULL;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
-    if (!desc || !desc->bundle) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc or desc->bundle is NULL");
+    if (!desc) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc is NULL");
+    if (!desc->bundle) /* the usual cause: a tb_bundle_read_file whose result was not checked */
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc.bundle is NULL: no bundle to load (did reading it fail?)");
     if (!desc->bundle->program_count)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
                         "the bundle holds no program (export a model with the Python companion's export_model)");
@@ -14778,7 +14875,7 @@ static tb_result tb__model_instance_make(tb_model *m, tb__model_prog *mp, const 
     tb_result r;
     memset(ip, 0, sizeof *ip);
     memcpy(ip->key, v, mp->p->symbol_count * sizeof *v);
-    if ((r = tb_program_specialize(m->bundle, mp->p, v, &ip->own, err)) != tb_ok) return r;
+    if ((r = tb_program_specialize(m->bundle, mp->p, v, &ip->own, err)) != tb_ok) return r; /* its message says v */
     n = ip->own->input_count + ip->own->output_count;
     ip->p = ip->own;
     ip->static_io = mp->static_io;
@@ -14796,6 +14893,7 @@ static tb_result tb__model_instance_make(tb_model *m, tb__model_prog *mp, const 
                              "program \"%.80s\": %s \"%.80s\" holds more bytes at these sizes than at every maximum",
                              mp->p->name, i < ip->p->input_count ? "input" : "output", a->name);
         }
+        if (r != tb_ok) tb__at_values(err, r, mp->p, v);
     }
     if (r == tb_ok && (!(ip->checked = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t))) ||
                        !(ip->io_graph = (uint64_t *)tb__alloc(&m->ctx, (n ? n : 1) * sizeof(uint64_t)))))
@@ -14845,7 +14943,10 @@ TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_te
                                       uint32_t nout, tb_error *err) {
     int64_t v[TB_MAX_PROGRAM_SYMBOLS];
     const tb_program *p;
+    tb__model_prog local;
     uint32_t i;
+    int pushed = 0;
+    tb__CUresult cr;
     tb_result r;
     if (!m || program >= m->prog_count || (nout && !outputs))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL, program %u does not exist or outputs is NULL",
@@ -14857,15 +14958,16 @@ TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_te
     for (i = 0; i < nout; i++) outputs[i] = p->outputs[i];
     if (!p->symbol_count) return tb_ok;
     if ((r = tb__program_bind(p, in, nin, v, 1, err)) != tb_ok) return r;
-    for (i = 0; i < p->expr_count; i++) {
-        const tb_program_expr *x = &p->exprs[i];
-        int64_t val;
-        if (x->field != TB_FIELD_OUTPUT_SIZE && x->field != TB_FIELD_OUTPUT_STRIDE) continue;
-        if ((r = tb__expr_run(x->ops, x->op_count, v, p->symbol_count, &val, err)) != tb_ok) return r;
-        if (x->field == TB_FIELD_OUTPUT_SIZE) outputs[x->index].shape[x->sub] = val;
-        else outputs[x->index].strides[x->sub] = val;
+    /* the instance a run would make at these values, with every check of
+       it (issue 38 #7: never sizes a run refuses), made and freed here as
+       a run with the caller's workspace does */
+    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if ((r = tb__model_instance_make(m, &m->progs[program], v, &local, err)) == tb_ok) {
+        for (i = 0; i < nout; i++) outputs[i] = local.p->outputs[i];
+        tb__model_prog_free(m, &local);
     }
-    return tb_ok;
+    tb__leave(pushed);
+    return r;
 }
 
 static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,

@@ -18,8 +18,11 @@ else
   echo "== packing $INPUT"
 fi
 $B/tbundle pack -o $D/kernels.tbundle $AS "$INPUT"
-echo "== tbundle list"
-$B/tbundle list $D/kernels.tbundle
+echo "== tbundle list (its first kernel; the whole listing has a line per file and record)"
+$B/tbundle list $D/kernels.tbundle > $D/list.txt
+awk '/^kernel/ { n++ } n == 1' $D/list.txt
+echo "    ... $(wc -l < $D/list.txt) lines in all ($B/tbundle list $D/kernels.tbundle), ending with the totals:"
+tail -n 1 $D/list.txt
 echo "== tbundle verify"
 $B/tbundle verify $D/kernels.tbundle
 echo "== tbundle unpack into a fresh cache"

@@ -41,7 +41,7 @@
    (tbundle generate is this program: examples/tbundle.c includes it.) */
 #ifndef GENERATE_NO_MAIN
 #define TRITON_BUNDLE_IMPLEMENTATION
-#include "../triton_bundle.h"
+#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 #endif
 
 #include <errno.h>

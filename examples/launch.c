@@ -3,7 +3,7 @@
    Exit 0 when the result is right, or when there is no GPU to run on (it
    says why); 1 on any failure. */
 #define TRITON_BUNDLE_IMPLEMENTATION
-#include "../triton_bundle.h"
+#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 
 #include <stdio.h>
 #include <stdlib.h>

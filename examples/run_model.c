@@ -3,18 +3,21 @@
    load the bundle, make the inputs, run, print the first values of each
    output. It is the README's "Run a model from C" as a whole program.
 
-       run_model MODEL [IN.npy]... [--expect REF.npy]... [--graph]
+       run_model MODEL [IN.npy]... [--expect REF.npy]... [--weights FILE] [--graph]
 
    Each IN.npy is an input, in the program's order, of exactly its dtype
    and size (C order); without them the inputs are made here (0.01 * i for
    floats, i % 7 for integers). Each --expect REF.npy is an output's
    expected bytes: the run must give exactly those, or run_model says
    where they differ and exits 1. bfloat16 and float8 .npy files hold
-   their bit patterns ('<u2', '|u1'), as tbundle run writes them.
+   their bit patterns ('<u2', '|u1'), as tbundle run writes them. A bundle
+   exported with its weights in a safetensors file reads them from
+   --weights FILE, else from the file its property weights.file names,
+   beside MODEL. Every file is checked before the driver is loaded.
 
    Build: cc -std=c99 -o run_model run_model.c -ldl -lpthread */
 #define TRITON_BUNDLE_IMPLEMENTATION
-#include "../triton_bundle.h"
+#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +44,11 @@ static unsigned char *read_npy(const char *path, uint32_t dtype, uint64_t bytes)
     else goto done;
     if (!(text = (char *)calloc(hlen + 1, 1)) || fread(text, 1, hlen, f) != hlen) goto done;
     if (!strstr(text, tb_dtype_npy(dtype)) || strstr(text, "'fortran_order': True")) {
-        fprintf(stderr, "%s: holds %s; the tensor is %s ('%s', C order)\n", path, text, tb_dtype_name(dtype),
-                tb_dtype_npy(dtype));
+        const char *d = strstr(text, "'descr': '");
+        int n = 0;
+        if (d) d += 10, n = (int)strcspn(d, "'");
+        fprintf(stderr, "%s: holds %.*s%s; the tensor is %s ('%s', C order)\n", path, d ? n : 1, d ? d : "?",
+                strstr(text, "'fortran_order': True") ? " in Fortran order" : "", tb_dtype_name(dtype), tb_dtype_npy(dtype));
         goto done;
     }
     if (fseek(f, 0, SEEK_END) || (end = ftell(f)) < 0 || (uint64_t)end - (10 + (head[6] == 1 ? 0 : 2) + hlen) != bytes) {
@@ -99,8 +105,12 @@ static void make_input(unsigned char *p, uint32_t dtype, uint64_t count) {
     }
 }
 
+static const char usage[] = "usage: run_model MODEL [IN.npy]... [--expect REF.npy]... [--weights FILE] [--graph]\n";
+
 int main(int argc, char **argv) {
-    const char *path = NULL, *ins[64], *refs[64];
+    const char *path = NULL, *ins[64], *refs[64], *weights = NULL;
+    char weights_path[4096];
+    const tb_program *p;
     uint32_t nin = 0, nref = 0, i;
     int a, graph = 0, status = 1;
     tb_bundle *b = NULL;
@@ -115,45 +125,68 @@ int main(int argc, char **argv) {
     for (a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--graph")) graph = 1;
         else if (!strcmp(argv[a], "--expect") && a + 1 < argc && nref < 64) refs[nref++] = argv[++a];
+        else if (!strcmp(argv[a], "--weights") && a + 1 < argc) weights = argv[++a];
         else if (argv[a][0] == '-' || (path && nin == 64)) {
-            fprintf(stderr, "usage: run_model MODEL [IN.npy]... [--expect REF.npy]... [--graph]\n");
+            fprintf(stderr, "%s", usage);
             return 2;
         } else if (!path) path = argv[a];
         else ins[nin++] = argv[a];
     }
     if (!path) {
-        fprintf(stderr, "usage: run_model MODEL [IN.npy]... [--expect REF.npy]... [--graph]\n");
+        fprintf(stderr, "%s", usage);
         return 2;
     }
-    /* 1. The bundle and its program, loaded: weights uploaded once, kernels
-       loaded, in the device's primary context (the context rule: every
-       tb_model_* call below makes it current for itself) */
+    /* 1. The bundle, its program and the inputs' files, all checked before
+       the driver is touched (a bad input is named as such, with or
+       without a GPU) */
     if (tb_bundle_read_file(path, NULL, 0, &b, &e) != tb_ok) goto fail;
-    memset(&d, 0, sizeof d);
-    d.bundle = b, d.flags = graph ? TB_MODEL_GRAPH : 0;
-    if (tb_model_load(&d, &m, &e) != tb_ok) goto fail;
-    if (tb_model_input_count(m) > 64 || tb_model_output_count(m) > 64 || (nin && nin != tb_model_input_count(m)) ||
-        nref > tb_model_output_count(m)) {
-        fprintf(stderr, "run_model: the model takes %u inputs and gives %u outputs; %u inputs and %u references given\n",
-                tb_model_input_count(m), tb_model_output_count(m), nin, nref);
+    p = tb_bundle_program(b);
+    if (!p) {
+        fprintf(stderr, "run_model: %s holds no program (export_model writes one)\n", path);
         goto done;
     }
-    /* 2. Device memory for each tensor, the inputs copied in, a stream */
-    for (i = 0; i < tb_model_input_count(m) + tb_model_output_count(m); i++) {
-        int is_in = i < tb_model_input_count(m);
-        const tb_tensor_spec *s = is_in ? tb_model_input(m, i) : tb_model_output(m, i - tb_model_input_count(m));
+    if (p->input_count > 64 || p->output_count > 64 || (nin && nin != p->input_count) || nref > p->output_count) {
+        fprintf(stderr, "run_model: the model takes %u inputs and gives %u outputs; %u inputs and %u references given\n",
+                p->input_count, p->output_count, nin, nref);
+        goto done;
+    }
+    for (i = 0; i < p->input_count + p->output_count; i++) {
+        int is_in = i < p->input_count;
+        const tb_tensor_spec *s = is_in ? &p->inputs[i] : &p->outputs[i - p->input_count];
         uint64_t bytes = tb_tensor_spec_extent(s);
         if (is_in && nin) host[i] = read_npy(ins[i], s->dtype, bytes);
         else host[i] = (unsigned char *)calloc(bytes ? bytes : 1, 1);
         if (!host[i]) goto done;
         if (is_in && !nin) make_input(host[i], s->dtype, bytes / tb_dtype_size(s->dtype));
+    }
+    /* a bundle whose weights are a safetensors file (2.5): --weights, else
+       the file its property weights.file names, beside the bundle */
+    if (!weights) {
+        const char *f = tb_bundle_property(b, "weights.file"), *slash = strrchr(path, '/');
+        if (f && *f && !strchr(f, '/')) {
+            snprintf(weights_path, sizeof weights_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, f);
+            weights = weights_path;
+        }
+    }
+    /* 2. The model loaded: weights uploaded once, kernels loaded, in the
+       device's primary context (the context rule: every tb_model_* call
+       below makes it current for itself) */
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.flags = graph ? TB_MODEL_GRAPH : 0;
+    d.weights = weights; /* (read only where the bundle has external constants) */
+    if (tb_model_load(&d, &m, &e) != tb_ok) goto fail;
+    /* 3. Device memory for each tensor, the inputs copied in, a stream */
+    for (i = 0; i < tb_model_input_count(m) + tb_model_output_count(m); i++) {
+        int is_in = i < tb_model_input_count(m);
+        const tb_tensor_spec *s = is_in ? tb_model_input(m, i) : tb_model_output(m, i - tb_model_input_count(m));
+        uint64_t bytes = tb_tensor_spec_extent(s);
         if (tb_model_device_alloc(m, (size_t)bytes, &dev[i], &e) != tb_ok) goto fail;
         if (is_in && tb_model_copy_to_device(m, dev[i], host[i], (size_t)bytes, NULL, &e) != tb_ok) goto fail;
         if (is_in) tin[i] = tb_tensor_for(s, dev[i]);
         else tout[i - tb_model_input_count(m)] = tb_tensor_for(s, dev[i]);
     }
     if (tb_model_stream_create(m, &stream, &e) != tb_ok) goto fail;
-    /* 3. Run, then the outputs back */
+    /* 4. Run, then the outputs back */
     if (tb_model_run(m, tin, tb_model_input_count(m), tout, tb_model_output_count(m), stream, &e) != tb_ok) goto fail;
     status = 0;
     for (i = 0; i < tb_model_output_count(m); i++) {

@@ -18,7 +18,7 @@
    error, never a crash. Names from bundles are printed with control bytes
    escaped as \xNN (as \u00XX in list --json). */
 #define TRITON_BUNDLE_IMPLEMENTATION
-#include "../triton_bundle.h"
+#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,14 +87,19 @@ static const char *usage_list =
     "                    \"swizzle\", \"elem_size\", \"elem_type\", \"fp4_padded\", \"block\"}],\n"
     "                    \"grid\": {\"text\", \"ops\": [x, y, z: [{\"op\", \"index\" or \"value\"}]]}\n"
     "                            or null}]}],\n"
-    "     \"program\": {\"inputs\", \"outputs\": [{\"name\", \"dtype\", \"shape\", \"strides\",\n"
-    "                   \"align\", \"contiguous\", \"extent\" (bytes)}],\n"
+    "     \"program\": {\"name\", \"inputs\", \"outputs\": [{\"name\", \"dtype\", \"shape\",\n"
+    "                   \"strides\", \"align\", \"contiguous\", \"extent\" (bytes)}],\n"
     "                 \"constants\": {\"count\", \"bytes\", \"state\", \"external\"}, \"buffers\",\n"
-    "                 \"workspace_size\", \"steps\": {\"count\", \"launch\", \"memset\", \"copy\"}}\n"
-    "                or null,\n"
+    "                 \"workspace_size\", \"steps\": {\"count\", \"launch\", \"memset\", \"copy\"},\n"
+    "                 \"symbols\": [{\"name\", \"min\", \"max\", \"divisor\", \"input\", \"dim\"}]\n"
+    "                 and \"expressions\" (a count), where its sizes vary}\n"
+    "                or null: the first program,\n"
+    "     \"programs\": [every program, each as \"program\"],\n"
+    "     \"properties\": {key: value} (generate.max_seq, weights.file...),\n"
     "     \"totals\": {\"kernels\", \"files\", \"bytes\", \"records\"}}\n"
-    "          Control bytes in names come as \\u00XX, bytes that are not UTF-8 as\n"
-    "          \\ufffd.\n";
+    "          Control bytes in names come as \\u00XX, each byte XX that is not\n"
+    "          UTF-8 as \\udcXX: Python's surrogateescape (the string's\n"
+    "          .encode('utf-8', 'surrogateescape') gives the bytes back).\n";
 static const char *usage_unpack =
     "usage: tbundle unpack [--replace] [--fsync] [--threads N] [-v] FILE CACHE_DIR\n"
     "  Writes each kernel to CACHE_DIR/HASH through a temporary directory and one\n"
@@ -947,10 +952,10 @@ static void list_program(const tb_program *p, int several) {
 
 /* ---- list --json ----
    Strings are written as JSON strings: quote and backslash escaped, control
-   bytes (C0, DEL and C1) as \u00XX, valid UTF-8 as it is, and bytes that
-   are not as \ufffd, one for each maximal invalid subpart (as Python's
-   errors="replace" and browsers decode), so that any name a bundle holds
-   gives valid JSON. */
+   bytes (C0, DEL and C1) as \u00XX, valid UTF-8 as it is, and each byte
+   XX that is not as the lone surrogate \udcXX (as Python's
+   errors="surrogateescape" decodes), so that any name a bundle holds gives
+   valid JSON, and two names that differ give two strings that differ. */
 
 /* The UTF-8 sequence at p: its length when valid; else minus the length
    of its maximal invalid subpart (a lead byte and the continuation bytes
@@ -991,8 +996,7 @@ static void jstrn(const char *s, size_t n) {
             putchar((int)c);
             p++;
         } else if ((len = utf8_seq(p, end)) < 0) {
-            fputs("\\ufffd", stdout);
-            p += -len;
+            for (; len < 0; len++, p++) printf("\\udc%c%c", hex[*p >> 4], hex[*p & 15]); /* 0x80..0xff: U+DC80..U+DCFF */
         } else if (c == 0xc2 && p[1] < 0xa0) { /* U+0080..U+009F, C1 controls */
             printf("\\u00%c%c", hex[p[1] >> 4], hex[p[1] & 15]);
             p += 2;
@@ -1702,6 +1706,9 @@ static int npy_dict(const char *text, size_t n, npy_header *h, char *why, size_t
     static const char *const keys[3] = {"descr", "fortran_order", "shape"};
     npy_in in;
     int seen[3] = {0, 0, 0}, key;
+    const char *nul = (const char *)memchr(text, 0, n);
+    if (nul) /* as NumPy refuses it: '<i8\0' is not '<i8' */
+        return snprintf(why, cap, "its header holds a NUL byte (byte %ld of it): NumPy refuses such a header", (long)(nul - text)), 0;
     in.p = in.start = text;
     in.end = text + n;
     npy_ws(&in);
@@ -2325,6 +2332,7 @@ typedef struct {
     const char *weights;         /* --weights, or the bundle's weights.file beside MODEL */
     char weights_path[4096];
     int graph, device;
+    int make_out;                /* --out is missing: made once the run has succeeded, never for a failed one */
     long bench;
     uint32_t index;              /* the program's, in the bundle */
 } run_opts;
@@ -2337,6 +2345,7 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
     tb_weights *w = NULL;
     tb_error e;
     uint32_t i, n = 0;
+    int given = o->weights != NULL;
     for (i = 0; i < tb_bundle_program(b)->constant_count; i++) n += (tb_bundle_program(b)->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
     if (!n) return 0;
     if (!o->weights) {
@@ -2351,7 +2360,11 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
     }
     if (tb_weights_open(o->weights, NULL, &w, &e) != tb_ok || tb_weights_check(w, b, 0, &e) != tb_ok) {
         tb_weights_free(w);
-        return fail(&e);
+        fail(&e);
+        if (given) fprintf(stderr, "%s: (the weights file given with --weights)\n", prog);
+        else fprintf(stderr, "%s: (the weights file the bundle names, weights.file = %s, beside it; --weights FILE gives "
+                     "another)\n", prog, E(f));
+        return 1;
     }
     tb_weights_free(w);
     return 0;
@@ -2420,6 +2433,10 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
         cu_failed(&cu, cu.cuStreamCreate(&stream, 0), "cuStreamCreate", "the run's stream"))
         goto done;
     if (run_once(model, p, tin, tout, stream, &cu)) goto done;
+    if (o->make_out && mkdirs(o->out) != 0) {
+        fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno));
+        goto done;
+    }
     for (i = 0; i < p->output_count; i++) {
         if (!(out[i].host = (unsigned char *)malloc((size_t)out[i].extent + 1))) {
             fprintf(stderr, "%s: output %u '%s': cannot allocate %llu bytes\n", prog, i, E(p->outputs[i].name),
@@ -2559,11 +2576,15 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
         if (nfiles > p->input_count) fprintf(stderr, "%s: the first one too many: --in %s\n", prog, E(files[p->input_count]));
         goto done;
     }
-    if (stat(o->out, &st) != 0 && (errno != ENOENT || mkdirs(o->out) != 0 || stat(o->out, &st) != 0)) {
-        fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno)); /* (made where it was missing, as unpack makes its cache) */
-        goto done;
-    }
-    if (!S_ISDIR(st.st_mode)) {
+    /* a missing --out is made (as unpack makes its cache), but only once the
+       run has succeeded: a failed run leaves nothing behind */
+    if (stat(o->out, &st) != 0) {
+        if (errno != ENOENT) {
+            fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno));
+            goto done;
+        }
+        o->make_out = 1;
+    } else if (!S_ISDIR(st.st_mode)) {
         fprintf(stderr, "%s: --out %s: not a directory\n", prog, E(o->out));
         goto done;
     }
@@ -2678,7 +2699,9 @@ static int top_usage(int status) {
     const char *const all[] = {usage_pack, usage_list, usage_unpack, usage_verify, usage_clean, usage_run};
     FILE *f = status ? stderr : stdout;
     size_t k;
-    fputs("usage: tbundle COMMAND [ARGS]\n", f);
+    fputs("tbundle: Triton kernel bundles: pack a Triton cache into one file, list, verify or unpack it,\n"
+          "run a program of an exported model, generate text with a model's prefill and decode\n"
+          "usage: tbundle COMMAND [ARGS]\n", f);
     for (k = 0; k < sizeof all / sizeof all[0]; k++) {
         const char *t = all[k] + 15, *end = all[k]; /* past "usage: tbundle " */
         int first = 1;
@@ -2690,7 +2713,8 @@ static int top_usage(int status) {
         } while (!strncmp(end, "    ", 4) && end[strspn(end, " ")] == '[');
     }
     fprintf(f, "  generate %s\n", gen_usage_line);
-    fputs("'tbundle COMMAND --help' explains each. Options go anywhere; '--' ends them.\n", f);
+    fputs("'tbundle COMMAND --help' explains each. Options go anywhere; '--' ends them.\n"
+          "'tbundle --version' prints the version and the formats it writes and reads.\n", f);
     return status;
 }
 

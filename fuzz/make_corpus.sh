@@ -42,6 +42,12 @@ mkdir -p fuzz/corpus/weights
 python3 -c 'import sys; sys.path[:0] = ["python"]; from triton_bundle import weights as w
 w.write_file("fuzz/corpus/weights/two.safetensors", [("a", "float32", [2, 3], bytes(range(24))), ("b.c", "bfloat16", [4], bytes(8))], {"format": "pt"})
 w.write_file("fuzz/corpus/weights/scalar.safetensors", [("s", "int64", [], bytes(8)), ("e", "uint8", [0], b"")])'
+# (2.6.0) keys written with escapes, as safetensors reads them: dtype spelled
+# \u0064\u0074\u0079\u0070\u0065, and a key past 32 bytes the C reader once left undecoded
+python3 -c 'import json, struct
+h = "{\"t\": {\"\\u0064\\u0074\\u0079\\u0070\\u0065\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8], \"\\u0078" + "x" * 40 + "\": 1}}"
+json.loads(h)
+open("fuzz/corpus/weights/escaped.safetensors", "wb").write(struct.pack("<Q", len(h)) + h.encode() + bytes(8))'
 
 # the launcher's fuzzers: grid programs and graph call sequences (their inputs are their own encodings)
 mkdir -p fuzz/corpus/grid fuzz/corpus/graph

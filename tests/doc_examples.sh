@@ -17,13 +17,22 @@ src=$OUT/doc_examples.c
          printf "void readme_%d(void *x, void *y, void *out, int n);\nvoid readme_%d(void *x, void *y, void *out, int n) {\n(void)x; (void)y; (void)out; (void)n;\n%s}\n", n, n, buf }
        f=0; next} f{buf=buf $0 "\n"}' README.md
   # the top doc: the lines indented by 7 spaces under each "   EXAMPLE" heading
-  awk 'BEGIN{n=0} /^\*\//{exit} /^   EXAMPLE/{if(f)print "}"; f=1;n++;
-         printf "void topdoc_%d(void *x, void *y, void *out, int n);\nvoid topdoc_%d(void *x, void *y, void *out, int n) {\n(void)x; (void)y; (void)out; (void)n;\n", n, n; next}
-       f && /^       / {print substr($0, 8); next} f && /^ *$/ {print ""; next} f {print "}"; f=0}
-       END{if(f)print "}"}' triton_bundle.h
+  # (a heading may go on over lines indented by 3: h while in it)
+  # (in a block of its own: an example may declare x, y or out itself)
+  awk 'BEGIN{n=0} /^\*\//{exit} /^   EXAMPLE/{if(f)print "}}"; f=1;h=1;n++;
+         printf "void topdoc_%d(void *x, void *y, void *out, int n);\nvoid topdoc_%d(void *x, void *y, void *out, int n) {\n(void)x; (void)y; (void)out; (void)n; {\n", n, n; next}
+       f && /^       / {h=0; print substr($0, 8); next} f && h && /^   [^ ]/ {next} f && /^ *$/ {print ""; next} f {print "}}"; f=0}
+       END{if(f)print "}}"}' triton_bundle.h
 } > "$src"
 n=$(grep -c '^void .*{$' "$src")
 [ "$n" -ge 3 ] || { echo "doc_examples: found only $n examples"; exit 1; }
+# every EXAMPLE heading of the top doc gave an example, and none is empty
+# (a heading over two lines once gave three empty functions that "compiled")
+want=$(awk '/^\*\//{exit} /^   EXAMPLE/{n++} END{print n+0}' triton_bundle.h)
+got=$(grep -c '^void topdoc_[0-9]*(.*{$' "$src")
+[ "$got" -eq "$want" ] || { echo "doc_examples: $got of the top doc's $want examples extracted"; exit 1; }
+empty=$(awk '/^void .*\{$/{name=$2; getline; getline; if ($0 == "}" || $0 == "}}") print name}' "$src")
+[ -z "$empty" ] || { echo "doc_examples: empty examples: $empty"; exit 1; }
 $CC -std=c99 -Wall -Wextra -Werror -pedantic -c "$src" -o "$OUT/doc_examples.o"
 $CXX -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic -c "$src" -o "$OUT/doc_examples.o"
 echo "doc_examples: $n examples of README.md and the top doc compile as C99 and C++11"

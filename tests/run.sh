@@ -17,4 +17,9 @@ for prog in "$@"; do
   [ "$rc" -eq 0 ] || status=1
 done
 echo "total: $pass passed, $fail failed, $skip skipped"
+# TB_REQUIRE_RUN=1 (make test-gpu REQUIRE_GPU=1): a run where every test
+# was skipped fails, for a runner that must have the GPU it skips without
+if [ "${TB_REQUIRE_RUN:-0}" = 1 ] && [ "$pass" -eq 0 ]; then
+  echo "!! TB_REQUIRE_RUN=1 and no test ran (all $skip skipped): no GPU or driver here?"; status=1
+fi
 exit $status

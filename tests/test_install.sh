@@ -79,6 +79,10 @@ if command -v pkg-config >/dev/null 2>&1; then
   check "a C program built with pkg-config" sh -c "cd '$A' && $CC -std=c99 -Wall -Wextra -Werror -o app_pc \
     main.c impl.c \$(pkg-config --cflags --libs triton_bundle)"
   check "... runs: tb_version() is $VERSION, an empty bundle round-trips" run_app "$A/app_pc"
+  for ex in run_model generate; do  # the examples build against the installed header, not the repository's
+    check "examples/$ex.c built with pkg-config, away from the repository" sh -c "mkdir -p '$A/ex' && cp examples/$ex.c '$A/ex/' &&
+      cd '$A/ex' && $CC -std=c99 -Wall -Wextra -Werror -o $ex $ex.c \$(pkg-config --cflags --libs triton_bundle)"
+  done
   unset PKG_CONFIG_PATH
 else
   skip "pkg-config: not installed (Debian: pkgconf)"
@@ -137,7 +141,7 @@ sys.exit(0 if v >= (70, 1) or u.find_spec("wheel") else 1)' >/dev/null 2>&1; the
   skip "pip: no setuptools (and wheel) for $PY (Debian: python3-setuptools python3-wheel)"
 else
   mkdir -p "$W/src"
-  cp -R pyproject.toml README.md LICENSE python "$W/src/"
+  cp -R pyproject.toml README.md LICENSE python packaging "$W/src/"
   find "$W/src/python" -name __pycache__ -prune -exec rm -rf {} +
   before=$(ls -d build/lib build/bdist.* python/*.egg-info ./*.egg-info 2>/dev/null)
   check "pip install --no-build-isolation --no-index (pyproject.toml)" \
@@ -163,6 +167,29 @@ lib = tb.CLibrary()
 lib.L.tb_version.restype = ctypes.c_char_p
 assert lib.found_by == \"system loader\" and lib.L.tb_version().decode() == tb.__version__
 '"
+  fi
+fi
+
+# --- the README's pip command with the python3 on the PATH (which may be
+# another than Debian's: a pyenv Python with an older setuptools and no
+# wheel, say): it installs, or fails naming the package to install
+PYP=$(command -v python3 || true)
+if [ -z "$PYP" ]; then
+  skip "pip with the PATH's python3: no python3 on the PATH"
+elif [ "$(readlink -f "$PYP")" = "$(readlink -f "$PY" 2>/dev/null)" ]; then
+  skip "pip with the PATH's python3: it is $PY, tested above"
+elif ! "$PYP" -m venv --system-site-packages "$W/venv2" >"$W/log" 2>&1; then
+  skip "pip with the PATH's python3 ($PYP): its venv module does not work"
+else
+  mkdir -p "$W/src2"
+  cp -R pyproject.toml README.md LICENSE python packaging "$W/src2/"
+  if "$W/venv2/bin/python" -m pip install --no-build-isolation --no-index --disable-pip-version-check -q "$W/src2" \
+      >"$W/pip2" 2>&1; then
+    check "README's pip command with the PATH's python3 ($PYP) installs; triton-bundle --version prints $VERSION" \
+      sh -c "cd '$W' && test \"\$('$W/venv2/bin/triton-bundle' --version)\" = 'triton-bundle $VERSION'"
+  else
+    check "README's pip command with the PATH's python3 ($PYP) fails naming what to install" \
+      grep -q "package 'wheel'" "$W/pip2"
   fi
 fi
 

@@ -46,6 +46,44 @@ def env_with(**changes):
     return env
 
 
+def versions_agree(version):
+    """One version: the header's macros define it (and the format's), and
+    every other place that states it must say the same: the header's first
+    line, README's "Version X, format Y" and its list --json example,
+    CHANGELOG's newest entry, FORMAT.md's title and header table, the
+    Python package's format constants and tbundle --version. Returns the
+    checks skipped (tbundle not built)."""
+    text = open(os.path.join(ROOT, "triton_bundle.h"), encoding="utf-8").read()
+    fmt = "%s.%s" % tuple(re.search(r"^#define TB_FORMAT_VERSION_%s (\d+)$" % p, text, re.M).group(1)
+                          for p in ("MAJOR", "MINOR"))
+    fmaj, fmin = fmt.split(".")
+    read = lambda *p: open(os.path.join(ROOT, *p), encoding="utf-8").read()
+    first = text.splitlines()[1]
+    check(("v%s - format %s" % (version, fmt)) in first, "the header's first line names v%s and format %s: %r" % (
+        version, fmt, first[:60]))
+    readme = read("README.md")
+    m = re.search(r"Version (\d+\.\d+\.\d+), format (\d+\.\d+)", readme)
+    check(m is not None and m.groups() == (version, fmt), "README states version %s, format %s: %s" % (
+        version, fmt, m.group(0) if m else "no 'Version X, format Y'"))
+    m = re.search(r'"format": \{"major": (\d+), "minor": (\d+)\}', readme)
+    check(m is not None and m.groups() == (fmaj, fmin), "README's list --json example shows format %s" % fmt)
+    head = "## " + read("CHANGELOG.md").split("## Versioning", 1)[1].split("\n## ", 1)[1].splitlines()[0]
+    check(("(%s, format %s)" % (version, fmt)) in head or ("%s (format %s)" % (version, fmt)) in head,
+          "CHANGELOG's newest entry is %s, format %s: %r" % (version, fmt, head))
+    spec = read("docs", "FORMAT.md")
+    check(spec.startswith("# The triton_bundle format, version %s\n" % fmt), "FORMAT.md's title is version %s" % fmt)
+    check(("| 8 | 2 | major version, `%s` |" % fmaj) in spec and ("| 10 | 2 | minor version, `%s` " % fmin) in spec,
+          "FORMAT.md's header table writes major %s and minor %s" % (fmaj, fmin))
+    check((tb.FORMAT_MAJOR, tb.FORMAT_MINOR) == (int(fmaj), int(fmin)), "the Python package writes format %s" % fmt)
+    exe = os.path.join(ROOT, "build", "tbundle")
+    if not os.path.exists(exe):
+        print("skip tbundle --version (build/tbundle not built)")
+        return 1
+    out = run([exe, "--version"]).stdout.strip()
+    check(out.startswith("tbundle %s (writes format %s," % (version, fmt)), "tbundle --version: %r" % out)
+    return 0
+
+
 def main():
     so = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
     skipped = 0
@@ -56,6 +94,7 @@ def main():
           % (tb.__version__, string))
     check(string == macros, "TB_VERSION_STRING %r agrees with TB_VERSION_MAJOR/MINOR/PATCH %s" % (string, macros))
     check(re.match(r"^\d+\.\d+\.\d+$", tb.__version__) is not None, "__version__ is MAJOR.MINOR.PATCH")
+    skipped += versions_agree(string)
 
     # pyproject.toml
     try:
@@ -78,8 +117,11 @@ def main():
               st.get("package-dir") == {"": "python"}, "pyproject.toml: one package, python/triton_bundle/")
         check(proj.get("scripts") == {"triton-bundle": "triton_bundle.cli:main"},
               "pyproject.toml: the triton-bundle command runs triton_bundle.cli.main")
-        check(pp.get("build-system", {}).get("build-backend") == "setuptools.build_meta",
-              "pyproject.toml: built by setuptools, nothing compiled")
+        bs = pp.get("build-system", {})
+        backend = open(os.path.join(ROOT, "packaging", "tb_build.py"), encoding="utf-8").read()
+        check(bs.get("build-backend") == "tb_build" and bs.get("backend-path") == ["packaging"] and
+              "from setuptools.build_meta import *" in backend,
+              "pyproject.toml: built by setuptools (its backend, checked first for wheel), nothing compiled")
 
     # the command line, as the package's directory and as python -m
     r = run([sys.executable, PACKAGE, "--version"])

@@ -262,6 +262,13 @@ TEST(test_program_rules) {
     BROKEN(tb_err_malformed, (q.ops[3][0] = op(TB_SPACE_OUTPUT, 1, 0), q.ops[3][1] = op(TB_SPACE_OUTPUT, 1, 4))); /* overlap */
     BROKEN(tb_err_malformed, q.steps[4].kind = 4);
     BROKEN(tb_err_malformed, q.steps[4].operand_count = 1);
+    /* a size 0: extent 0 whatever the other sizes and strides (FORMAT.md, as the Python reader; issue 38 #6), once
+       each size and stride is in 0 .. 2^63 - 1 */
+    BROKEN(tb_ok, (q.in[0].rank = 2, q.in[0].shape[0] = (int64_t)1 << 62, q.in[0].strides[0] = (int64_t)1 << 62,
+                   q.in[0].shape[1] = 0, q.in[0].strides[1] = 1));
+    CHECK(tb_tensor_spec_extent(&q.in[0]) == 0);
+    BROKEN(tb_err_malformed, (q.in[0].rank = 2, q.in[0].shape[0] = 0, q.in[0].shape[1] = 2, q.in[0].strides[1] = -1));
+    CHECK(tb_tensor_spec_extent(&q.in[0]) == UINT64_MAX);
 #undef BROKEN
     make(&q);
     CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
@@ -1335,6 +1342,50 @@ TEST(test_weights_refusals) {
     free(p);
 }
 
+/* Keys with their escapes decoded, whatever their length, as safetensors'
+   reader reads them (issue 38 #4): dtype written in escapes is dtype, twice beside a
+   plain one; a tensor name of TB_MAX_STRING_LENGTH bytes, not one more. [R-weights] */
+TEST(test_weights_keys_decoded) {
+    static const char esc[] = "\\u0064\\u0074\\u0079\\u0070\\u0065"; /* dtype, 30 bytes escaped */
+    unsigned char zeros[8] = {0}, *p;
+    char json[512], *big;
+    size_t n, k;
+    tb_weights *w = NULL;
+    tb_error e;
+    snprintf(json, sizeof json, "{\"a\": {\"%s\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", esc);
+    REQUIRE((p = st_bytes(json, zeros, 8, &n)) != NULL);
+    CHECK_OK(tb_weights_open_memory(p, n, NULL, &w, &e), &e);
+    CHECK(w && tb_weights_find(w, "a") && tb_weights_find(w, "a")->dtype == TB_DTYPE_FLOAT32);
+    tb_weights_free(w), w = NULL;
+    free(p);
+    /* an unknown key of 40 bytes with an escape: read to its end and skipped */
+    REQUIRE((p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"x\\u0022xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1, \"shape\": [2], "
+                          "\"data_offsets\": [0, 8]}}", zeros, 8, &n)) != NULL);
+    CHECK_OK(tb_weights_open_memory(p, n, NULL, &w, &e), &e);
+    tb_weights_free(w), w = NULL;
+    free(p);
+    snprintf(json, sizeof json, "{\"a\": {\"dtype\": \"F32\", \"%s\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", esc);
+    REQUIRE((p = st_bytes(json, zeros, 8, &n)) != NULL);
+    CHECK(tb_weights_open_memory(p, n, NULL, &w, &e) == tb_err_malformed && !w && strstr(e.message, "twice"));
+    free(p);
+    /* the longest name: TB_MAX_STRING_LENGTH bytes; one more is tb_err_limit */
+    REQUIRE((big = (char *)malloc(TB_MAX_STRING_LENGTH + 100)) != NULL);
+    for (k = TB_MAX_STRING_LENGTH; k <= TB_MAX_STRING_LENGTH + 1; k++) {
+        tb_result r;
+        big[0] = '{', big[1] = '"';
+        memset(big + 2, 'n', k);
+        strcpy(big + 2 + k, "\": {\"dtype\": \"U8\", \"shape\": [8], \"data_offsets\": [0, 8]}}");
+        REQUIRE((p = st_bytes(big, zeros, 8, &n)) != NULL);
+        w = NULL;
+        r = tb_weights_open_memory(p, n, NULL, &w, &e);
+        if (k == TB_MAX_STRING_LENGTH) CHECK(r == tb_ok && w && tb_weights_count(w) == 1);
+        else CHECK(r == tb_err_limit && !w && strstr(e.message, "TB_MAX_STRING_LENGTH"));
+        tb_weights_free(w);
+        free(p);
+    }
+    free(big);
+}
+
 /* The test program with its weight w external: tensor "model.w" of a
    weights file. */
 static void make_external(prog *q) {
@@ -1409,6 +1460,29 @@ TEST(test_external_constants) {
     BROKEN(tb_err_limit, q.k[0].rank = 9);
     BROKEN(tb_err_malformed, q.k[1].flags = TB_CONSTANT_STATE | TB_CONSTANT_EXTERNAL); /* state is the bundle's */
 #undef BROKEN
+    /* a size past 2^63 - 1 beside a size 0 (0 bytes): refused by the checker and the reader, as each size is
+       checked before a 0 ends the product (FORMAT.md; the Python reader; issue 38 #5) */
+    {
+        tb_program_constant k3[3];
+        static const unsigned char mark[8] = {0xed, 0x5e, 0xad, 0x7e, 0xed, 0x5e, 0xad, 0x7e};
+        unsigned char *at;
+        make_external(&q);
+        k3[0] = q.k[0], k3[1] = q.k[1], k3[2] = q.k[0];
+        k3[2].name = "empty", k3[2].tensor = "model.empty", k3[2].rank = 2, k3[2].size = 0, k3[2].crc32 = 0;
+        k3[2].shape[0] = 0, k3[2].shape[1] = 0x7ead5eed7ead5eedll; /* in range: taken */
+        q.p.constants = k3, q.p.constant_count = 3;
+        CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+        REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
+        REQUIRE((at = (unsigned char *)memmem(buf, n, mark, 8)) != NULL);
+        memset(at, 0xff, 8); /* 2^64 - 1 */
+        r = NULL;
+        CHECK(tb_bundle_read_memory(buf, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r);
+        CHECK(strstr(e.message, "program constant 2") != NULL);
+        free(buf);
+        k3[2].shape[1] = -1;
+        CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_invalid_argument);
+        CHECK(strstr(e.message, "program constant 2 (empty)") != NULL);
+    }
     tb_bundle_free(b);
 }
 
@@ -1466,6 +1540,12 @@ TEST(test_model_weights_file) {
     d.bundle = b;
     CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument && !m && strstr(e.message, "desc.weights") &&
           strstr(e.message, "model.safetensors"));
+    d.weights = "/nonexistent/model.safetensors"; /* a missing file: named, with the one the bundle was exported with */
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_not_found && !m &&
+          strstr(e.message, "exported with the weights file \"model.safetensors\""));
+    d.bundle = NULL; /* the usual cause: a tb_bundle_read_file whose result went unchecked */
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument && strstr(e.message, "did reading it fail?"));
+    d.bundle = b;
     for (way = 0; way < 2; way++) {
         d.weights = path, d.flags = TB_MODEL_VERIFY_WEIGHTS, d.upload_chunk = 16;
         d.pinned_upload_min = way ? 1 : UINT64_MAX, d.upload_threads = 3;
@@ -1763,6 +1843,16 @@ TEST(test_dynamic_bind_unchecked) {
     make_dyn(&q, 2);
     q.ex[0].field = TB_FIELD_INPUT_STRIDE; /* (sorting aside) no input binds n */
     CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_malformed);
+    /* its symbols checked as a reader checks them before a range or divisor is used (issue 38 #3: SIGFPE) */
+    make_dyn(&q, 2);
+    q.sym[0].divisor = 0;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_malformed);
+    CHECK(strstr(e.message, "program symbol 0 (n): range 2..8, divisor 0") != NULL);
+    make_dyn(&q, 2);
+    q.sym[0].divisor = -1, q.sym[0].min = INT64_MIN;
+    in[0].shape[0] = INT64_MIN;
+    CHECK(tb_program_bind(&q.p, in, 1, v, &e) == tb_err_malformed);
+    CHECK(strstr(e.message, "symbol 0 (n)") != NULL);
 }
 
 /* Each rule of the tables broken once. [R-symbols] */
@@ -1990,6 +2080,102 @@ TEST(test_dynamic_model_run) {
     }
     tb_bundle_free(b);
     free(x), free(y), free(z);
+}
+
+/* make_dyn at n in 4..8 with outputs y [12 - n] and z [2n - 12] (4 each
+   at the maximum), z's memset max(2n - 12, 0) elements: at n = 4 z is
+   [-4], at n = 6 y is [6], more than at the maximum. */
+static void make_dyn_outputs(dprog *q) {
+    static const tb_grid_op y[3] = {{TB_GRID_CONST, 0, 12}, {TB_GRID_SYM, 0, 0}, {TB_GRID_SUB, 0, 0}};
+    static const tb_grid_op z[7] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_MUL, 0, 0}, {TB_GRID_CONST, 0, 12},
+                                    {TB_GRID_SUB, 0, 0}, {TB_GRID_CONST, 0, 0}, {TB_GRID_MAX, 0, 0}};
+    make_dyn(q, 4);
+    q->out[0].shape[0] = q->out[1].shape[0] = 4, q->steps[2].count = 4;
+    q->ex[1].ops = y, q->ex[1].op_count = 3;
+    q->ex[2].ops = z, q->ex[2].op_count = 5;
+    q->ex[6].ops = z, q->ex[6].op_count = 7;
+}
+
+/* tb_model_output_specs refuses what a run refuses, with its code, never
+   tb_ok with sizes no run takes (issue 38 #7); each refusal at a size
+   says the size (#15). */
+TEST(test_dynamic_output_specs_refused) {
+    dprog q;
+    tb_bundle *b;
+    tb_model *m;
+    tb_model_desc d;
+    tb_error e;
+    float *x = (float *)dev(32), *y = (float *)dev(32), *z = (float *)dev(32);
+    tb_tensor in[1], out[2];
+    tb_tensor_spec os[2];
+    tb_result r;
+    static const size_t sizes[] = {8, 8, 4};
+    NEED_FAKE();
+    REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
+    make_dyn_outputs(&q);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.instance_cache = 2;
+    fake.set_params(sizes, 3);
+    REQUIRE(tb_model_load(&d, &m, &e) == tb_ok);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    CHECK_OK(tb_model_output_specs(m, 0, in, 1, os, 2, &e), &e); /* n = 8 */
+    CHECK(os[0].shape[0] == 4 && os[1].shape[0] == 4);
+    out[0] = tb_tensor_for(&os[0], y), out[1] = tb_tensor_for(&os[1], z);
+    CHECK_OK(tb_model_run(m, in, 1, out, 2, STREAM, &e), &e);
+    /* n = 6: y [6], more than at the maximum */
+    in[0].shape[0] = 6;
+    r = tb_model_output_specs(m, 0, in, 1, os, 2, &e);
+    CHECK(r == tb_err_malformed);
+    CHECK(strstr(e.message, "program \"forward\": output \"y\" holds more bytes at these sizes than at every maximum [at n=6]") != NULL);
+    out[0].shape[0] = 6, out[1].shape[0] = 0;
+    CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == r);
+    CHECK(strstr(e.message, "[at n=6]") != NULL);
+    /* n = 4: z [-4] */
+    in[0].shape[0] = 4;
+    r = tb_model_output_specs(m, 0, in, 1, os, 2, &e);
+    CHECK(r == tb_err_malformed);
+    CHECK(strstr(e.message, "output 1 (z): a negative size or stride [program \"forward\" at n=4]") != NULL);
+    out[0].shape[0] = 8, out[1].shape[0] = 0;
+    CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == r);
+    CHECK(strstr(e.message, "at n=4") != NULL);
+    /* out of range: tb_err_shape, as before */
+    in[0].shape[0] = 9;
+    CHECK(tb_model_output_specs(m, 0, in, 1, os, 2, &e) == tb_err_shape);
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z);
+}
+
+/* The messages of tb_program_specialize's refusals at a size (issue 38
+   #15): the program, the field an expression gives (a count is not a
+   grid rule) and the symbols' values. */
+TEST(test_dynamic_specialize_messages) {
+    dprog q;
+    tb_bundle *b;
+    tb_program *at = NULL;
+    tb_error e;
+    int64_t v[1] = {4};
+    /* 4n // (n - 4): 8 at n = 8, a division by zero at 4 */
+    static const tb_grid_op div[7] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 4}, {TB_GRID_MUL, 0, 0}, {TB_GRID_SYM, 0, 0},
+                                      {TB_GRID_CONST, 0, 4}, {TB_GRID_SUB, 0, 0}, {TB_GRID_FLOORDIV, 0, 0}};
+    /* 2n - 12: 4 at n = 8, -4 at 4 */
+    static const tb_grid_op neg[5] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_MUL, 0, 0}, {TB_GRID_CONST, 0, 12},
+                                      {TB_GRID_SUB, 0, 0}};
+    REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
+    make_dyn(&q, 4);
+    q.ex[6].ops = div, q.ex[6].op_count = 7;
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    CHECK(tb_program_specialize(b, tb_bundle_program(b), v, &at, &e) == tb_err_arg_range && !at);
+    CHECK(strstr(e.message, "program \"forward\": the count of step 2 (expression 6): operation 6 of the expression "
+                            "overflows or divides by zero [at n=4]") != NULL);
+    CHECK(strstr(e.message, "grid") == NULL && strstr(e.message, "rule") == NULL);
+    make_dyn(&q, 4);
+    q.ex[6].ops = neg, q.ex[6].op_count = 5, q.steps[2].count = 4;
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    CHECK(tb_program_specialize(b, tb_bundle_program(b), v, &at, &e) == tb_err_arg_range && !at);
+    CHECK(strstr(e.message, "program \"forward\" step 2: a negative count, -4 [at n=4]") != NULL);
+    tb_bundle_free(b);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }

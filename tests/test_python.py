@@ -771,6 +771,10 @@ def byte_cases(data, L):
         ("dtype 99 of rank 99", "unsupported_type", [(t0["dtype"], "<I", 99), (t0["rank"], "<I", 99)]),
         ("two inputs named x, then an output of dtype 99", "unsupported_type",
          [(L["tensors"][2]["name"] + 4, "<B", ord("x")), (L["tensors"][3]["dtype"], "<I", 99)]),
+        # each buffer checked as it is read (issue 38 #14): buffer 0 outside the workspace, refused before the
+        # bytes run out for a buffer count that fits the bytes after it but not those after the tables
+        ("buffer 0 outside the workspace, then buffers past the bytes that remain", "malformed",
+         [(h + 12, "<I", (left - 12) // 24), (L["buffers"][0], "<Q", 1 << 40)]),
     ]
     out = []
     for what, code, patches in cases:
@@ -1172,6 +1176,21 @@ def external_checks(lib):
                 mism.append(("byte %d = %r" % (at, chr(v)), c, py))
     check(not mism, "safetensors headers: every truncation and %d changed bytes, the C and Python readers accept "
           "the same files%s" % (cases, ": %r" % mism[:5] if mism else ""))
+    # keys with their escapes decoded, whatever their length (FORMAT.md, issue 38 #4)
+
+    def st_raw(head, data=bytes(8)):
+        head += b" " * (-len(head) % 8)
+        return struct.pack("<Q", len(head)) + head + data
+    esc = b'"\\u0064\\u0074\\u0079\\u0070\\u0065": "U8"'
+    rest = b'"shape": [8], "data_offsets": [0, 8]'
+    got = [(weights_code(lib, r), py_st(r)) for r in (
+        st_raw(b'{"a": {' + esc + b", " + rest + b"}}"),
+        st_raw(b'{"a": {"dtype": "U8", ' + esc + b", " + rest + b"}}"),
+        st_raw(b'{"' + b"n" * 65536 + b'": {"dtype": "U8", ' + rest + b"}}"),
+        st_raw(b'{"' + b"n" * 65537 + b'": {"dtype": "U8", ' + rest + b"}}"))]
+    check(got == [("ok", "ok"), ("malformed", "malformed"), ("ok", "ok"), ("limit", "limit")],
+          "safetensors keys: dtype in escapes is dtype (beside a plain one, twice: malformed); a tensor name of "
+          "65,536 bytes read, of 65,537 refused (limit): the C and Python readers alike (%r)" % got)
 
 
 def programs_checks(lib):
@@ -1721,7 +1740,7 @@ def main():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "python", "triton_bundle"), "list", path + ".flip"],
                          capture_output=True, text=True)
     check(out.returncode == 1 and out.stderr.startswith("triton-bundle: checksum: ") and
-          "pack it again" in out.stderr and out.stderr.rstrip().endswith("[file %s.flip]" % path),
+          "export its model" in out.stderr and out.stderr.rstrip().endswith("[file %s.flip]" % path),
           "triton_bundle.py list of a damaged file names the file and says what to do, as tbundle does (%s)" %
           out.stderr.strip()[:200])
     script = os.path.join(tmp, "make_bundle.py")

@@ -374,8 +374,8 @@ g = tb.GridRule([(tb.ARG, 1, 0), (tb.PARAM, 0, 0), (tb.CEILDIV, 0, 0)], [(tb.CON
 c = tb.Config(k.hash, "f" + evil, "a\x1b\"b.cubin", "Oi", "", 4, 1, 0, 0, params=[("B" + evil, 64)], grid=g)
 r = tb.Record("key" + evil, "name" + evil, [c], tb.CallInfo(["p" + evil, "n" + evil], [0], [0], [1]))
 tb.write_file(tb.Bundle([k], [r]), sys.argv[1])' "$W/hostile.tbundle"
-  EVIL_PY='(b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "replace")'
-  check "list --json of hostile names: valid JSON, ASCII controls escaped, each name exact (bytes not UTF-8 as U+FFFD)" json_ok "$W/hostile.tbundle" \
+  EVIL_PY='(b"q\"b\\s\n\t\x1b[31m\x7f\xc2\x85\xc3\xa9\xf0\x9f\x98\x80 \xff\xe0\x80\x80\xed\xa0\x80\xe2\x82").decode("utf-8", "surrogateescape")'
+  check "list --json of hostile names: valid JSON, ASCII controls escaped, each name exact (each byte not UTF-8 as \\udcXX)" json_ok "$W/hostile.tbundle" \
     "not any(c < 0x20 and c != 10 for c in raw) and b'\\xc2\\x85' not in raw and b'\\\\u0085' in raw" \
     "d['records'][0]['cache_key'] == 'key' + $EVIL_PY and d['records'][0]['kernel_name'] == 'name' + $EVIL_PY" \
     "d['records'][0]['call']['arg_names'] == ['p' + $EVIL_PY, 'n' + $EVIL_PY]" \
@@ -385,8 +385,14 @@ tb.write_file(tb.Bundle([k], [r]), sys.argv[1])' "$W/hostile.tbundle"
     "d['kernels'][0]['hash'] == 'H\x01\"x' and d['kernels'][0]['files'][0]['name'] == 'a\x1b\"b.cubin'"
   check "... a NAME.json that is no clean JSON gives no target values and no num_stages" json_ok "$W/hostile.tbundle" \
     "d['kernels'][0]['target'] == {} and d['records'][0]['configs'][0]['num_stages'] is None"
+  # properties "\xff" and "\xfe" (issue 38 #9): two keys, each giving its bytes back
+  python3 -c 'import sys; sys.path[:0] = ["python"]; import triton_bundle as tb
+tb.write_file(tb.Bundle(properties={"\udcff": "a\udcfe", "\udcfe": "b\udcff"}), sys.argv[1])' "$W/bytes.tbundle"
+  check "list --json of properties \\xff and \\xfe: two keys, each byte as \\udcXX, the bytes back by surrogateescape" json_ok "$W/bytes.tbundle" \
+    "d['properties'] == {'\udcff': 'a\udcfe', '\udcfe': 'b\udcff'} and b'\\\\udcff' in raw" \
+    "sorted(k.encode('utf-8', 'surrogateescape') for k in d['properties']) == [b'\xfe', b'\xff']"
 else
-  skip=$((skip + 17)); echo "skip list --json (no python3 to parse it)"
+  skip=$((skip + 18)); echo "skip list --json (no python3 to parse it)"
 fi
 # list --json of the --grid packs: the rule's program and text
 if command -v python3 >/dev/null; then
@@ -513,6 +519,10 @@ raw_npy "$W/fo.npy" "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,)}"$'\
 check "fortran_order neither True nor False fails (1)" runs_refused "$W/fo.npy" "its fortran_order is neither True nor False"
 raw_npy "$W/after.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,)} x"$'\n' "$X_DATA"
 check "bytes after the dictionary fail (1)" runs_refused "$W/after.npy" "its header holds bytes after the dictionary"
+raw_npy "$W/nul.npy" "{'descr': '<f4@', 'fortran_order': False, 'shape': (4,)}"$'\n' && tr '@' '\000' < "$W/nul.npy" > "$W/nul2.npy" &&
+  printf "$X_DATA" >> "$W/nul2.npy" # descr '<f4\0': NumPy refuses it (issue 38 #16)
+check "a NUL byte in the header (descr '<f4\\0') fails (1), saying where" runs_refused "$W/nul2.npy" \
+  "nul2.npy (input 0 'x'): its header holds a NUL byte (byte 14 of it)"
 npy "$W/x12.npy" '<f4' '(4,)' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40'
 check "data cut short fails (1)" runs_refused "$W/x12.npy" "x12.npy (input 0 'x'): holds 12 bytes of data; '<f4' \[4\] is 16 bytes"
 npy "$W/x20.npy" '<f4' '(4,)' "$X_DATA"'\x00\x00\x00\x00'
@@ -648,7 +658,7 @@ check "... corrupt, with both sizes" err_has "the file is corrupt (its header da
 python3 -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[4000] ^= 1; open(sys.argv[2], 'wb').write(d)" \
   "$W/f.tbundle" "$W/damaged.tbundle" 2>/dev/null
 check "a damaged byte fails (1) the checksum" status_is 1 $T verify "$W/damaged.tbundle"
-check "... saying what to do" err_has "checksum mismatch.*pack it again from its cache"
+check "... saying what to do" err_has "checksum mismatch.*make it again (pack its cache, or export its model)"
 check "pack -o into a missing directory fails (1)" status_is 1 $T pack -o "$W/nodir/x.tbundle" --as /tmp/triton_cache $FIX
 check "... saying the directory does not exist" err_has "the directory $W/nodir does not exist"
 check "run --out of a missing directory is made" sh -c "! [ -e '$W/made/out' ]"
@@ -665,13 +675,24 @@ if [ -x build/tbundle_fake ]; then
   mv "$W/pw.safetensors" "$W/pw2.safetensors"
   check "without its weights file run fails (1)" status_is 1 build/tbundle_fake run "$W/pw.tbundle" "${IN[@]}" --out "$W/pwout"
   check "... naming the file" err_has "pw.safetensors"
+  check "... and where its path came from (weights.file, --weights)" sh -c "grep -q 'weights.file = pw.safetensors, beside it; --weights FILE gives another' '$W/err'"
+  head -c 4096 /dev/urandom > "$W/random.bin"
+  check "--weights of random bytes fails (1): not a safetensors file" sh -c "! $T run '$W/pw.tbundle' ${IN[*]} --weights '$W/random.bin' 2>'$W/err' &&
+    grep -q 'not a safetensors file' '$W/err' && grep -q 'given with --weights' '$W/err'"
+  check "--weights of an .npy fails (1): not a safetensors file" sh -c "! $T run '$W/pw.tbundle' ${IN[*]} --weights '$W/x.npy' 2>'$W/err' &&
+    grep -q 'not a safetensors file' '$W/err'"
+  check "a weights tensor of another dtype: named as a mismatch of tensors, not of arguments" sh -c "python3 -c '
+import sys; sys.path.insert(0, \"python\"); import triton_bundle as tb
+tb.weights.write_file(sys.argv[1], [(\"fc.weight\", \"float64\", [2, 3], bytes(48))])' '$W/f64.safetensors' &&
+    ! $T run '$W/pw.tbundle' ${IN[*]} --weights '$W/f64.safetensors' 2>'$W/err' && grep -q 'mismatch (arguments or tensors' '$W/err' &&
+    grep -q 'is float64 \[2, 3\] in the weights file, the bundle wants float32' '$W/err'"
   check "--weights FILE: that file (0)" \
     status_is 0 build/tbundle_fake run "$W/pw.tbundle" "${IN[@]}" --out "$W/pwout" --weights "$W/pw2.safetensors"
   check "--weights of a file without the tensor fails (1), before the GPU" \
     status_is 1 $T run "$W/pw.tbundle" "${IN[@]}" --weights fuzz/corpus/weights/two.safetensors
   check "... naming the constant and the tensor" err_has 'constant 0 "fc.weight": the weights file has no tensor "fc.weight"'
 else
-  skip=$((skip + 10)); echo "skip run --out of a missing directory and the weights file (build/tbundle_fake not built)"
+  skip=$((skip + 14)); echo "skip run --out of a missing directory and the weights file (build/tbundle_fake not built)"
 fi
 # unpack into a cache holding a damaged copy of a kernel
 mkdir -p "$W/uc"
@@ -691,8 +712,15 @@ check "a file missing from a present kernel is a difference too (1)" status_is 1
 # tbundle list: long file names in one column
 check "list: every file's size in one column per kernel" sh -c "$T list '$W/f.tbundle' | awk '/^kernel/ { col = 0 }
   /^    / && NF == 2 { c = index(\$0, \$2) + length(\$2); if (!col) col = c; else if (c != col) exit 1 }'"
+# make test-gpu REQUIRE_GPU=1 (tests/run.sh with TB_REQUIRE_RUN=1) fails where every test skipped
+printf '#!/bin/sh\necho "0 passed, 0 failed, 3 skipped"\n' > "$W/allskip.sh" && chmod +x "$W/allskip.sh"
+check "tests/run.sh: all skipped passes (0) by default" status_is 0 tests/run.sh "$W/allskip.sh"
+check "... and fails (1) with TB_REQUIRE_RUN=1, saying why" sh -c "! TB_REQUIRE_RUN=1 tests/run.sh '$W/allskip.sh' > '$W/out' 2>&1 &&
+  grep -q 'no test ran' '$W/out'"
 # the documented usage is the real one: README's block of commands against tbundle --help
-check "README's command block is tbundle --help's" sh -c "$T --help | sed -n '2,/^.tbundle COMMAND/p' | sed '\$d' |
+check "--help starts with what tbundle is and names --version" sh -c "$T --help | head -1 | grep -q '^tbundle: Triton kernel bundles' &&
+  $T --help | grep -q \"^'tbundle --version' prints\""
+check "README's command block is tbundle --help's" sh -c "$T --help | sed -n '/^usage: tbundle COMMAND/,/^.tbundle COMMAND/p' | sed '1d;\$d' |
   sed 's/^ *//' > '$W/usage_real' && sed -n '/^tbundle pack \[-o FILE\]/,/^tbundle generate/p' README.md |
   sed 's/^ *//; s/^tbundle //' > '$W/usage_doc' && diff '$W/usage_doc' '$W/usage_real'"
 for c in pack list unpack verify clean run; do
@@ -742,11 +770,19 @@ if [ -x build/tbundle_fake ] && [ -x build/mkprogram ] && [ -x build/run_model_f
   check "... naming the length and the positions" err_has "prefill's logits at length 3 (0 positions) do not hold the prompt's last position (2)"
   check "... and runs a 4-token prompt, whose logits hold 4 (0)" sh -c "build/tbundle_fake generate '$W/genshort.tbundle' --prompt-ids 1,2,3,4 --max-new 3 2>/dev/null | grep -qx '4,4,5'"
   check "list shows the symbol, its range and the input dimension that binds it" sh -c "$T list '$W/gend.tbundle' | grep -q '^    symbol T  2..4  from input 0 dimension 1\$' && $T list '$W/gend.tbundle' | grep -q 'symbols 1, expressions 6'"
+  check "list --help's JSON schema names every key list --json writes for a bundle of programs" sh -c "python3 -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], \"list\", \"--json\", sys.argv[2]], capture_output=True, text=True).stdout)
+h = subprocess.run([sys.argv[1], \"list\", \"--help\"], capture_output=True, text=True).stdout
+keys = set(d) | set(d[\"programs\"][0]) | set(d[\"programs\"][0][\"symbols\"][0])
+missing = [k for k in keys if chr(34) + k + chr(34) not in h]
+sys.exit(1 if missing else 0)' $T '$W/gend.tbundle'"
   check "list --json: the symbols" sh -c "$T list --json '$W/gend.tbundle' | grep -q '\"symbols\": \[{\"name\": \"T\", \"min\": 2, \"max\": 4, \"divisor\": 1, \"input\": 0, \"dim\": 1}\], \"expressions\": 6'"
   npy "$W/ids3.npy" '<i8' '(1, 3)' '\x03\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0'
   npy "$W/ids5.npy" '<i8' '(1, 5)' "$(printf '\\x01\\0\\0\\0\\0\\0\\0\\0%.0s' 1 2 3 4 5)"
   check "run --program prefill on ids [1, 3]: the symbol bound from the .npy's shape, logits [1, 3, 8] (0)" sh -c "build/tbundle_fake run '$W/gend.tbundle' --program prefill --in '$W/ids3.npy' --out '$W/pre3' >/dev/null && head -c 128 '$W/pre3/out0.npy' | grep -q \"'shape': (1, 3, 8)\""
   check "... on ids [1, 5], outside 2..4: refused (1), naming the input, the dimension, the range and the value" sh -c "status=0; build/tbundle_fake run '$W/gend.tbundle' --program prefill --in '$W/ids5.npy' --out '$W/pre5' 2>'$W/rerr' || status=\$?; [ \$status -eq 1 ] && grep -q 'input \"ids\" dimension 1 is 5: symbol \"T\" takes 2..4' '$W/rerr'"
+  check "... and leaves no --out directory behind (a failed run makes none)" test ! -e "$W/pre5"
   check "run --program decode of a bundle of two (0)" sh -c "python3 -c 'import struct,sys
 def npy(p, d, shape, data):
     h = (\"{\\\"descr\\\": \\\"%s\\\", \\\"fortran_order\\\": False, \\\"shape\\\": %s, }\" % (d, shape)).replace(chr(34), chr(39))
@@ -768,12 +804,14 @@ h = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (
 h += " " * (63 - (10 + len(h)) % 64) + "\n"
 for p, d in ((sys.argv[1], data), (sys.argv[2], data[:4] + struct.pack("<f", 7.0) + data[8:])):
     open(p, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + d)' "$W/ref0.npy" "$W/bad0.npy"
+  check "run_model: an input of another dtype is named before the driver is loaded (1)" sh -c "! build/run_model '$W/prog.tbundle' '$W/ids3.npy' '$W/ids3.npy' '$W/ids3.npy' 2>'$W/rm_err' &&
+    grep -q 'ids3.npy: holds <i8; the tensor is float32' '$W/rm_err' && ! grep -q 'driver' '$W/rm_err'"
   check "run_model --expect: its reference equal (0)" status_is 0 build/run_model_fake "$W/prog.tbundle" --expect "$W/ref0.npy"
   check "... bit for bit" out_has "output 0 equals"
   check "run_model --expect another reference fails (1), saying where" status_is 1 build/run_model_fake "$W/prog.tbundle" --expect "$W/bad0.npy"
   check "... the byte and the values" out_has "output 0 differs from .* from byte 4 (element 1: 0.00999999978, expected 7)"
 else
-  skip=$((skip + 44)); echo "skip generate and run_model on the stand-in driver (make build/tbundle_fake build/mkprogram build/run_model_fake)"
+  skip=$((skip + 47)); echo "skip generate and run_model on the stand-in driver (make build/tbundle_fake build/mkprogram build/run_model_fake)"
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -3,7 +3,7 @@
 Standard library only, Python 3.9 or later, MIT No Attribution licence
 (MIT-0, as triton_bundle.h). It holds:
 
-- a reader and a writer of the bundle format (docs/FORMAT.md, 2.3): the
+- a reader and a writer of the bundle format (docs/FORMAT.md, 2.6): the
   same bytes as the C library for the same bundle, and the same refusals of
   damaged or hostile input; a bundle may hold a program (section 5: a whole
   compiled model's inputs, outputs, constants, workspace plan and steps);
@@ -53,7 +53,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.5.0"
+__version__ = "2.6.0"
 
 from .format import (  # noqa: E402
     # constants and limits

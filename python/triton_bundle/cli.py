@@ -104,7 +104,7 @@ def main(argv=None):
             p.print_help()
             return 2
     except BundleError as e:  # the file named, as tbundle names it
-        hint = ": the file was damaged after it was written; copy it again, or pack it again from its cache" if (
+        hint = ": the file was damaged after it was written; copy it again, or make it again (pack its cache, or export its model)" if (
             e.code == "checksum") else ""
         sys.stderr.write("%s: %s: %s%s%s%s\n" % (PROG, e.code, e.message, hint, " [offset %d]" % e.offset
                                                    if e.offset >= 0 else "",

@@ -18,7 +18,7 @@ import struct
 import tempfile
 import zlib
 
-from .format import DTYPES, MAX_TENSOR_DIMS, BundleError
+from .format import DTYPES, MAX_STRING_LENGTH, MAX_TENSOR_DIMS, BundleError
 
 BY_ST = {d.safetensors: d for d in DTYPES if d.safetensors}
 ST_OF = {d.name: d.safetensors for d in DTYPES if d.safetensors}
@@ -41,9 +41,11 @@ def parse_header(raw, file_size, path="(memory)"):
         _bad(path, "%d bytes, fewer than the header's length" % file_size, "truncated")
     n = struct.unpack_from("<Q", raw, 0)[0]
     if n > MAX_HEADER:
-        _bad(path, "a header of %d bytes, over %d" % (n, MAX_HEADER), "limit")
+        _bad(path, "not a safetensors file: its first 8 bytes give a header of %d bytes, over %d" % (n, MAX_HEADER),
+             "limit")
     if n > file_size - 8 or len(raw) < 8 + n:
-        _bad(path, "a header of %d bytes in a %d-byte file" % (n, file_size), "truncated")
+        _bad(path, "not a safetensors file, or one cut short: its first 8 bytes give a header of %d bytes in a "
+             "%d-byte file" % (n, file_size), "truncated")
     def no_constant(c):
         raise ValueError("%s is not JSON" % c)
     try:
@@ -61,6 +63,8 @@ def parse_header(raw, file_size, path="(memory)"):
             if meta > 1:
                 _bad(path, "__metadata__ twice")
             continue
+        if len(name.encode("utf-8")) > MAX_STRING_LENGTH:  # keys decoded (json.loads), as safetensors' reader does
+            _bad(path, "a tensor name of over TB_MAX_STRING_LENGTH (%d) bytes" % MAX_STRING_LENGTH, "limit")
         if not name:
             _bad(path, "a tensor with an empty name", "bad_name")
         if name in out:
