@@ -1658,7 +1658,7 @@ TBDEF void tb_graph_free(tb_graph *graph);
    ====================================================================== */
 /* tb_model_load uploads a bundle's constants once (a mapped file's read
    in bounded pieces, never the file whole; EXTERNAL ones from the weights
-   file desc.weights names, checked whole first), allocates the workspace once and loads every
+   file desc.weights names, its header checked whole first), allocates the workspace once and loads every
    kernel the steps launch; tb_model_run checks the caller's tensors and
    runs the steps on a stream, allocating no device memory (a graph's first
    run captures it, which allocates on the host). With TB_MODEL_GRAPH the
@@ -1679,17 +1679,28 @@ typedef struct tb_model tb_model;
 
 #define TB_MODEL_GRAPH 1u        /* replay the program as one CUDA graph */
 #define TB_MODEL_STATIC_IO 2u    /* with GRAPH: always copy through static buffers (no node updates) */
-#define TB_MODEL_VERIFY_WEIGHTS 4u /* compare each EXTERNAL constant's CRC-32 with the weights file's bytes first */
+/* TB_MODEL_VERIFY_WEIGHTS: each EXTERNAL constant's CRC-32 is computed over
+   the very bytes read for its upload (by the reader threads, piece by
+   piece, combined in order) and compared with the one the bundle records:
+   tb_ok means the bytes on the device have the recorded CRC-32s, even if
+   the file is rewritten during the load; another is tb_err_checksum (the
+   model freed, nothing returned). */
+#define TB_MODEL_VERIFY_WEIGHTS 4u /* check each EXTERNAL constant's CRC-32 over the bytes uploaded */
+#ifndef TB_MAX_INSTANCE_CACHE
+#define TB_MAX_INSTANCE_CACHE 4096u /* tb_model_desc.instance_cache at most */
+#endif
+typedef char tb__TB_MAX_INSTANCE_CACHE_is_at_most_65536[(TB_MAX_INSTANCE_CACHE) <= 65536u ? 1 : -1];
 typedef struct tb_model_desc {
     const tb_bundle *bundle;     /* holds a program; must outlive the model */
     tb_kernel_table *table;      /* NULL: the model makes its own from the bundle */
     int device;                  /* with no current context: this device's primary context (default 0) */
-    unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO */
+    unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS */
     const tb_options *options;   /* allocator, logger; NULL: defaults */
     size_t upload_chunk;         /* a mapped file's constants are read in pieces of this many bytes; 0: 1 MiB */
     /* (2.5) the safetensors file of the bundle's EXTERNAL constants (the
        bundle's property "weights.file" names the one it was exported
-       with); checked whole (names, dtypes, shapes) before any upload */
+       with); checked whole (names, dtypes, shapes) before any upload; the
+       CRC-32s (TB_MODEL_VERIFY_WEIGHTS) over the bytes as uploaded */
     const char *weights;
     /* an upload from files of at least this many bytes goes through
        pinned staging buffers that upload_threads threads fill with pread
@@ -1699,7 +1710,8 @@ typedef struct tb_model_desc {
     uint32_t upload_threads;     /* 0: one per core but one, 2 to 12 */
     /* (2.6) a program with symbols keeps its steps resolved (and with
        TB_MODEL_GRAPH its graph) for this many tuples of symbol values, the
-       least recently used replaced (0: 8) */
+       least recently used replaced (0: 8; more than TB_MAX_INSTANCE_CACHE,
+       4096, is refused by tb_model_load with tb_err_limit) */
     uint32_t instance_cache;
 } tb_model_desc;
 
@@ -13835,6 +13847,7 @@ typedef struct tb__piece {
     uint64_t at, dev;
     size_t n;
     int weights;                 /* from the weights file, else from the bundle */
+    uint32_t konst;              /* the constant (of a group: its first), for TB_MODEL_VERIFY_WEIGHTS */
 } tb__piece;
 typedef struct tb__pipe {
     const tb_model *m;
@@ -13849,10 +13862,16 @@ typedef struct tb__pipe {
     uint32_t next;               /* pinned: the next piece a reader takes */
     uint32_t copied;             /* pieces whose copy is done with their buffer */
     int stop, io;                /* the copier gave up; a read failed (errno) */
+    uint32_t *crc;               /* TB_MODEL_VERIFY_WEIGHTS: per piece, the CRC-32 of the bytes read for its copy */
 } tb__pipe;
+/* Reads a piece into dst; with q->crc, a weights piece's CRC-32 over the
+   bytes read there, which are the bytes its copy takes (each entry written
+   by the one thread that read the piece, read once every reader is joined). */
 static int tb__piece_read(const tb__pipe *q, const tb__piece *pc, void *dst) {
-    if (pc->weights) return tb__weights_read_raw(q->w, pc->at, dst, pc->n);
-    return q->m->bundle->read_at(q->m->bundle, (size_t)pc->at, dst, pc->n);
+    if (!pc->weights) return q->m->bundle->read_at(q->m->bundle, (size_t)pc->at, dst, pc->n);
+    if (tb__weights_read_raw(q->w, pc->at, dst, pc->n) != 0) return -1;
+    if (q->crc) q->crc[pc - q->pieces] = tb_crc32(0, dst, pc->n);
+    return 0;
 }
 static void *tb__pipe_reader(void *arg) {
     tb__pipe *q = (tb__pipe *)arg;
@@ -14064,6 +14083,44 @@ out:
     return r;
 }
 
+/* zlib's crc32_combine: the CRC-32 of bytes A then B from A's, B's and B's
+   length (A's multiplied by x^(8 len_b) modulo the polynomial, bits
+   reflected: x^0 is bit 31). */
+static uint32_t tb__crc_mulmod(uint32_t a, uint32_t b) {
+    uint32_t m, p = 0;
+    for (m = (uint32_t)1 << 31; m; m >>= 1) {
+        if (a & m) p ^= b;
+        b = b & 1 ? (b >> 1) ^ 0xEDB88320u : b >> 1;
+    }
+    return p;
+}
+static uint32_t tb__crc32_combine(uint32_t a, uint32_t b, uint64_t len_b) {
+    uint32_t op = (uint32_t)1 << 31, sq = (uint32_t)1 << 23; /* x^0; x^8, a byte */
+    for (; len_b; len_b >>= 1, sq = tb__crc_mulmod(sq, sq))
+        if (len_b & 1) op = tb__crc_mulmod(sq, op);
+    return tb__crc_mulmod(op, a) ^ b;
+}
+
+/* TB_MODEL_VERIFY_WEIGHTS: each EXTERNAL constant's CRC-32, its pieces'
+   combined in order (none: 0, the CRC of no bytes), against the bundle's. */
+static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w, const tb__piece *pc, const uint32_t *crc,
+                                         uint32_t count, tb_error *err) {
+    uint32_t i, at = 0;
+    for (i = 0; i < m->constant_count; i++) {
+        const tb_program_constant *k = &m->constants[i];
+        uint32_t c = 0;
+        while (at < count && pc[at].konst < i) at++; /* the pieces are in the constants' order */
+        for (; at < count && pc[at].konst == i; at++)
+            if (pc[at].weights) c = tb__crc32_combine(c, crc[at], pc[at].n);
+        if ((k->flags & TB_CONSTANT_EXTERNAL) && c != k->crc32)
+            return tb__fail(err, tb_err_checksum, NULL, w->path, -1, 0,
+                            "constant %u \"%.100s\": the bytes of tensor \"%.100s\" read for its upload are other than at "
+                            "export (CRC-32 %08x, exported %08x): another checkpoint, or the file changed during the load", i,
+                            k->name, k->tensor, c, k->crc32);
+    }
+    return tb_ok;
+}
+
 /* The constants (state_only: the state ones) from the bundle and the
    weights file to the device. Constants whose bytes lie in the bundle's
    input as they lie on the device (the writer's layout: each at the next
@@ -14099,6 +14156,7 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
     while (i < m->constant_count && r == tb_ok && !cr) {
         uintptr_t src = (uintptr_t)k[i].data;
         uint64_t dev = m->const_addr[i], len, off, at;
+        uint32_t i_first = i;
         int ext = (k[i].flags & TB_CONSTANT_EXTERNAL) != 0;
         if (state_only && !(k[i].flags & TB_CONSTANT_STATE)) {
             i++;
@@ -14127,15 +14185,21 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
             pieces[count].at = at + off;
             pieces[count].dev = dev + off;
             pieces[count].weights = ext;
+            pieces[count].konst = i_first;
             pieces[count++].n = len - off < chunk ? (size_t)(len - off) : chunk;
         }
     }
     memset(&q, 0, sizeof q);
     q.m = m, q.w = w, q.pieces = pieces, q.count = count;
+    if (r == tb_ok && w && (m->flags & TB_MODEL_VERIFY_WEIGHTS) &&
+        !(q.crc = (uint32_t *)tb__alloc(&m->ctx, (size_t)(count ? count : 1) * sizeof *q.crc)))
+        r = TB__OOM(err);
     m->upload_way = !count ? "copied from the bundle's memory" : pinned ? "read with pread by reader threads into pinned buffers, "
         "copied asynchronously" : "read with pread into two pageable buffers, copied";
     if (r == tb_ok && !cr && count)
         r = pinned ? tb__pinned_run(&q, m->upload_threads, &m->upload_pin_ms, &cr, err) : tb__pipe_run(&q, &cr, err);
+    if (r == tb_ok && !cr && q.crc) r = tb__model_verify_upload(m, w, pieces, q.crc, count, err);
+    tb__free(&m->ctx, q.crc);
     tb__free(&m->ctx, pieces);
     /* a pageable copy returns once its bytes are staged: wait for them to
        land, so that a run on any stream sees them */
@@ -14410,8 +14474,10 @@ static uint32_t tb__upload_threads(void) {
 }
 
 /* The weights file of a bundle with EXTERNAL constants, opened and
-   checked whole (every tensor there, its dtype and shape; its bytes with
-   TB_MODEL_VERIFY_WEIGHTS) before anything is allocated or uploaded. */
+   checked whole (every tensor there, its dtype and shape) before anything
+   is allocated or uploaded. Its bytes (TB_MODEL_VERIFY_WEIGHTS) are checked
+   as they are read for the upload (tb__model_verify_upload), not here: a
+   check of another read would not hold for the bytes uploaded. */
 static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb_error *err) {
     const tb_bundle *b = desc->bundle;
     uint32_t i, n = 0, first = 0;
@@ -14434,7 +14500,7 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
                      " (desc.weights; the bundle was exported with the weights file \"%.80s\")", f ? f : "?");
         return r;
     }
-    if ((r = tb_weights_check(*w, b, (desc->flags & TB_MODEL_VERIFY_WEIGHTS) ? TB_WEIGHTS_CHECK_CRC : 0, err)) != tb_ok) {
+    if ((r = tb_weights_check(*w, b, 0, err)) != tb_ok) { /* VERIFY: the uploaded bytes' CRC-32s, after the upload */
         tb_weights_free(*w);
         *w = NULL;
     }
@@ -14462,6 +14528,9 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if ((desc->flags & TB_MODEL_STATIC_IO) && !(desc->flags & TB_MODEL_GRAPH))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "TB_MODEL_STATIC_IO chooses how a graph replay reaches the caller's tensors: give it with TB_MODEL_GRAPH");
+    if (desc->instance_cache > TB_MAX_INSTANCE_CACHE)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "desc.instance_cache is %u, over TB_MAX_INSTANCE_CACHE (%u)",
+                        desc->instance_cache, (unsigned)TB_MAX_INSTANCE_CACHE);
     if ((r = tb__model_weights(desc, &w, err)) != tb_ok) return r;
     if ((r = tb_driver_load(err)) != tb_ok) {
         tb_weights_free(w);
@@ -14698,11 +14767,11 @@ static tb_result tb__model_check_io(tb_model *m, tb__model_prog *mp, const tb_te
                         p->name, nin && !in ? nin : nout, nin && !in ? "inputs" : "outputs");
     for (i = 0; i < nin; i++)
         if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &mp->checked[i], &moved, err)) != tb_ok)
-            return mp->io_ok = 0, r;
+            return shared ? r : (mp->io_ok = 0, r); /* a shared run writes nothing of the model's: other threads run it */
     for (i = 0; i < nout; i++)
         if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &mp->checked[nin + i], &moved, err)) !=
             tb_ok)
-            return mp->io_ok = 0, r;
+            return shared ? r : (mp->io_ok = 0, r);
     if (!shared && !moved && mp->io_ok) return tb_ok; /* the same pointers as last time: checked then */
     r = tb__model_check_overlap(m, mp, in, out, shared ? ws : 0, shared ? m->ws_bytes : 0, err);
     if (!shared) mp->io_ok = r == tb_ok;
@@ -14744,9 +14813,12 @@ static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp
         }
         {
             uint64_t dst = tb__model_addr(m, mp, &st->operands[0], in, out, ws);
-            if (st->kind == TB_STEP_COPY)
-                cr = st->count ? tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws),
-                                                           (size_t)st->count, stream) : 0;
+            if (!st->count) /* a copy or memset of nothing (a size 0, common with symbols): no driver call, whose
+                               destination may be address 0; the same in a graph's capture */
+                cr = 0;
+            else if (st->kind == TB_STEP_COPY)
+                cr = tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws), (size_t)st->count,
+                                               stream);
             else if (st->width == 1)
                 cr = tb__drv.cuMemsetD8Async(dst, (unsigned char)st->value, (size_t)st->count, stream);
             else if (st->width == 2)

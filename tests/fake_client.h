@@ -22,6 +22,8 @@ static struct {
     void (*fail_launches)(int, int);     /* the next n launches fail with a code */
     void (*set_current)(void *);         /* this thread's current context (NULL: none) */
     int (*ctx_depth)(void);              /* contexts pushed and not popped, and extra pops: 0 */
+    int (*memsets)(void);                /* cuMemsetD*Async calls, done or captured */
+    void (*on_alloc)(void (*)(void *), void *); /* the next cuMemAlloc calls fn(arg) first, once */
 } fake;
 
 static inline int fake_ready(void) {
@@ -46,8 +48,11 @@ static inline int fake_ready(void) {
     *(void **)&fake.fail_launches = dlsym(h, "fake_fail_launches");
     *(void **)&fake.set_current = dlsym(h, "fake_set_current");
     *(void **)&fake.ctx_depth = dlsym(h, "fake_ctx_depth");
+    *(void **)&fake.memsets = dlsym(h, "fake_memsets");
+    *(void **)&fake.on_alloc = dlsym(h, "fake_on_alloc");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
-           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth;
+           fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth &&
+           fake.memsets && fake.on_alloc;
 }
 
 #define NEED_FAKE() \

@@ -244,8 +244,19 @@ int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p) {
         }
     return 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
 }
+/* a function the next cuMemAlloc calls first, once (a test's way in
+   between a model load's checks and its upload) */
+static void (*on_alloc)(void *);
+static void *on_alloc_arg;
+void fake_on_alloc(void (*fn)(void *), void *arg);
+void fake_on_alloc(void (*fn)(void *), void *arg) { on_alloc = fn, on_alloc_arg = arg; }
 int cuMemAlloc_v2(uint64_t *p, size_t n);
 int cuMemAlloc_v2(uint64_t *p, size_t n) {
+    if (on_alloc) {
+        void (*fn)(void *) = on_alloc;
+        on_alloc = NULL;
+        fn(on_alloc_arg);
+    }
     if (n > ((size_t)1 << 30)) return 2; /* CUDA_ERROR_OUT_OF_MEMORY: more than this "device" holds */
     *p = (uint64_t)(uintptr_t)malloc(n);
     if (*p) track(*p, n);
@@ -342,8 +353,13 @@ static void mem_op(int kind, uint64_t d, uint64_t src, unsigned v, size_t n) {
     else if (kind == 3) for (i = 0; i < n; i++) ((uint16_t *)(uintptr_t)d)[i] = (uint16_t)v;
     else for (i = 0; i < n; i++) ((uint32_t *)(uintptr_t)d)[i] = v;
 }
+static int memsets; /* memset calls, done or captured */
+int fake_memsets(void);
+int fake_memsets(void) { return memsets; }
 static int mem_node(void *st, int kind, uint64_t d, uint64_t src, unsigned v, size_t n) {
     fake_node *nd;
+    if (kind >= 2) memsets++;
+    if (!d) return 1; /* CUDA_ERROR_INVALID_VALUE: no device memory at address 0 */
     if (!capture || st != capturing_stream) {
         mem_op(kind, d, src, v, n);
         return 0;

@@ -1582,7 +1582,7 @@ TEST(test_model_weights_file) {
         CHECK(same);
         d.flags = TB_MODEL_VERIFY_WEIGHTS;
     }
-    /* mismatches, each before any upload */
+    /* mismatches, each before any upload (the CRC-32's: over the bytes read for it) */
     {
         tb_program_constant *k = (tb_program_constant *)&tb_bundle_program(b)->constants[1];
         const char *keep = k->tensor;
@@ -1613,6 +1613,99 @@ TEST(test_model_weights_file) {
     unlink(path);
     tb_bundle_free(b);
     free(x), free(y), free(z), free(s);
+}
+
+/* zlib's crc32_combine (the upload's pieces' CRC-32s put together) is
+   the CRC-32 of the bytes one after the other, at every split. */
+TEST(test_crc32_combine) {
+    unsigned char bytes[300];
+    uint32_t i, a, ok = 1;
+    for (i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 7 + 3);
+    for (a = 0; a <= sizeof bytes && ok; a++)
+        ok = tb__crc32_combine(tb_crc32(0, bytes, a), tb_crc32(0, bytes + a, sizeof bytes - a), sizeof bytes - a) ==
+             tb_crc32(0, bytes, sizeof bytes);
+    CHECK(ok);
+    CHECK(tb__crc32_combine(0, 0, 0) == 0 && tb__crc32_combine(0x12345678u, 0, 0) == 0x12345678u);
+}
+
+/* The weights file rewritten during the load, between its checks and its
+   upload (the stand-in's cuMemAlloc, which comes between them, rewrites
+   one float of the tensor "tail"): with TB_MODEL_VERIFY_WEIGHTS the
+   CRC-32s are those of the bytes read for the upload, so the load fails
+   (it checked one read of the file and uploaded another, and said tb_ok:
+   issue 38 #8); without it the load takes the bytes it read. The pageable
+   way (pieces of 16 bytes) and the pinned way (of 64, 3 readers): a
+   constant of many pieces, their CRC-32s put together in order. */
+typedef struct rewrite {
+    const char *path;
+    uint64_t at;
+    float v;
+} rewrite;
+static void rewrite_file(void *arg) {
+    const rewrite *w = (const rewrite *)arg;
+    int fd = open(w->path, O_WRONLY);
+    if (fd >= 0) {
+        if (pwrite(fd, &w->v, 4, (off_t)w->at) != 4) printf("    the rewrite failed\n");
+        close(fd);
+    }
+}
+TEST(test_model_weights_verify_upload) {
+    prog q;
+    tb_bundle *b;
+    tb_model *m = NULL;
+    tb_model_desc d;
+    tb_program_constant k3[3];
+    tb_error e;
+    static const size_t sizes[] = {8, 8, 4};
+    char path[256], json[512];
+    float data[1000], back[998];
+    rewrite rw;
+    size_t n;
+    unsigned char *head;
+    int way, verify;
+    NEED_FAKE();
+    for (n = 0; n < 1000; n++) data[n] = (float)n;
+    memcpy(data, w_data, 8);
+    snprintf(path, sizeof path, "build/test_weights_rw.%d.safetensors", (int)getpid());
+    snprintf(json, sizeof json, "{\"model.w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"tail\": "
+             "{\"dtype\": \"F32\", \"shape\": [998], \"data_offsets\": [8, 4000]}}");
+    REQUIRE((head = st_bytes(json, data, sizeof data, &n)) != NULL);
+    free(head);
+    rw.path = path, rw.at = n - sizeof data + 8 + 4 * 498, rw.v = -1.0f; /* tail[498] */
+    make_external(&q);
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    k3[0] = q.k[0], k3[1] = q.k[0], k3[2] = q.k[1];
+    k3[0].name = "big", k3[0].tensor = "tail", k3[0].shape[0] = 998, k3[0].size = 3992;
+    k3[0].crc32 = tb_crc32(0, data + 2, 3992);
+    q.p.constants = k3, q.p.constant_count = 3;
+    q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0), q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    fake.set_params(sizes, 3);
+    for (way = 0; way < 2; way++)
+        for (verify = 0; verify < 2; verify++) {
+            REQUIRE(st_write(path, json, data, sizeof data));
+            memset(&d, 0, sizeof d);
+            d.bundle = b, d.weights = path, d.flags = verify ? TB_MODEL_VERIFY_WEIGHTS : 0, d.upload_chunk = 16;
+            d.pinned_upload_min = way ? 1 : UINT64_MAX, d.upload_threads = 3;
+            CHECK_OK(tb_model_load(&d, &m, &e), &e); /* the file as exported: loads, verified or not */
+            tb_model_free(m);
+            m = NULL;
+            fake.on_alloc(rewrite_file, &rw);
+            if (verify) {
+                CHECK(tb_model_load(&d, &m, &e) == tb_err_checksum && !m);
+                CHECK(strstr(e.message, "\"big\"") && strstr(e.message, "\"tail\"") && strstr(e.message, "changed during the load"));
+            } else {
+                CHECK_OK(tb_model_load(&d, &m, &e), &e);
+                REQUIRE(m);
+                CHECK_OK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], sizeof back, NULL, &e), &e);
+                CHECK(back[498] == -1.0f && back[497] == 499.0f && back[499] == 501.0f); /* the bytes it read */
+                tb_model_free(m);
+                m = NULL;
+            }
+            fake.on_alloc(NULL, NULL);
+        }
+    unlink(path);
+    tb_bundle_free(b);
 }
 
 /* A weights file past 4 GiB (sparse): the tensor at data byte 2^32 + 64
@@ -2014,7 +2107,7 @@ TEST(test_dynamic_model_run) {
     float *x = (float *)dev(32), *y = (float *)dev(32), *z = (float *)dev(32);
     tb_tensor in[1], out[2];
     tb_tensor_spec os[2];
-    int before, g, n, graph;
+    int before, sets, g, n, graph;
     static const size_t sizes[] = {8, 8, 4};
     NEED_FAKE();
     REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
@@ -2062,11 +2155,16 @@ TEST(test_dynamic_model_run) {
             if (graph) CHECK(fake.graphs_live() == g + 4); /* the model's instances untouched */
             free(ws);
         }
-        /* 0: no launch at all (grids of 0 blocks), the memset of nothing */
+        /* 0: no launch at all (grids of 0 blocks), and no memset of 0
+           elements asked of the driver (as no copy of 0 bytes), whose
+           destination may be address 0: z's data is NULL, as a tensor of no
+           bytes may have it (issue 38 #11); the graph captures none either */
         in[0].shape[0] = 0, out[0].shape[0] = out[1].shape[0] = 0;
-        before = fake.launches();
+        out[1].data = NULL;
+        before = fake.launches(), sets = fake.memsets();
         CHECK_OK(tb_model_run(m, in, 1, out, 2, STREAM, &e), &e);
-        CHECK(fake.launches() == before);
+        CHECK(fake.launches() == before && fake.memsets() == sets);
+        out[1].data = z;
         /* out of range, and outputs that disagree: refused, nothing run */
         in[0].shape[0] = 9, out[0].shape[0] = out[1].shape[0] = 9;
         CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == tb_err_shape);
@@ -2176,6 +2274,132 @@ TEST(test_dynamic_specialize_messages) {
     CHECK(tb_program_specialize(b, tb_bundle_program(b), v, &at, &e) == tb_err_arg_range && !at);
     CHECK(strstr(e.message, "program \"forward\" step 2: a negative count, -4 [at n=4]") != NULL);
     tb_bundle_free(b);
+}
+
+/* desc.instance_cache is at most TB_MAX_INSTANCE_CACHE: more is refused
+   at the load, naming the field (UINT32_MAX loaded, then every run asked
+   for an array of instances of 1.1 TB: issue 38 #12). */
+TEST(test_dynamic_instance_cache_limit) {
+    dprog q;
+    tb_bundle *b;
+    tb_model *m = NULL;
+    tb_model_desc d;
+    tb_error e;
+    float *x = (float *)dev(32), *y = (float *)dev(32), *z = (float *)dev(32);
+    tb_tensor in[1], out[2];
+    tb_tensor_spec os[2];
+    static const size_t sizes[] = {8, 8, 4};
+    NEED_FAKE();
+    REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
+    make_dyn(&q, 0);
+    CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+    memset(&d, 0, sizeof d);
+    d.bundle = b;
+    fake.set_params(sizes, 3);
+    d.instance_cache = UINT32_MAX;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_limit && !m && strstr(e.message, "instance_cache"));
+    d.instance_cache = TB_MAX_INSTANCE_CACHE + 1;
+    CHECK(tb_model_load(&d, &m, &e) == tb_err_limit && !m && strstr(e.message, "TB_MAX_INSTANCE_CACHE"));
+    d.instance_cache = TB_MAX_INSTANCE_CACHE;
+    CHECK_OK(tb_model_load(&d, &m, &e), &e);
+    REQUIRE(m);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    in[0].shape[0] = 5;
+    CHECK_OK(tb_model_output_specs(m, 0, in, 1, os, 2, &e), &e);
+    out[0] = tb_tensor_for(&os[0], y), out[1] = tb_tensor_for(&os[1], z);
+    CHECK_OK(tb_model_run(m, in, 1, out, 2, STREAM, &e), &e);
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y), free(z);
+}
+
+/* Runs with the caller's workspace write nothing of the model's, which
+   other threads run at once: a refused one cleared the model's "the
+   tensors checked last passed" (io_ok), a write that raced with every
+   other thread's (ThreadSanitizer, issue 38 #10). Deterministic: the
+   model's record as it was after a refused run; under make tsan: four
+   threads running accepted and refused ones at once. The program copies
+   x to y and sets y[2..3] = 2: no launch, no state. */
+typedef struct wsrun {
+    tb_model *m;
+    const float *x;
+    float *y;
+    void *ws;
+    int ok, refused, right;
+} wsrun;
+static void *ws_thread(void *arg) {
+    wsrun *t = (wsrun *)arg;
+    tb_tensor in[1], out[1];
+    tb_error e;
+    int i;
+    for (i = 0; i < 200; i++) {
+        in[0] = tb_tensor_for(tb_model_input(t->m, 0), (void *)(uintptr_t)t->x);
+        out[0] = tb_tensor_for(tb_model_output(t->m, 0), t->y);
+        t->y[0] = t->y[1] = t->y[2] = t->y[3] = 0;
+        t->ok += tb_model_run_workspace(t->m, in, 1, out, 1, t->ws, STREAM, &e) == tb_ok;
+        t->right += t->y[0] == t->x[0] && t->y[1] == t->x[1] && t->y[2] == 2.0f && t->y[3] == 2.0f;
+        in[0].shape[0] = 8; /* refused */
+        t->refused += tb_model_run_workspace(t->m, in, 1, out, 1, t->ws, STREAM, &e) == tb_err_arg_mismatch;
+    }
+    return NULL;
+}
+TEST(test_model_workspace_threads) {
+    tb_tensor_spec ins[1], outs[1];
+    tb_operand ops[2][2];
+    tb_program_step steps[2];
+    tb_program p;
+    tb_bundle *b = NULL;
+    tb_model *m = NULL;
+    tb_model_desc d;
+    tb_tensor in[1], out[1];
+    tb_error e;
+    wsrun t[4];
+    pthread_t tid[4];
+    float *x = (float *)dev(16), *y = (float *)dev(16);
+    int i, started = 0;
+    NEED_FAKE();
+    memset(&p, 0, sizeof p), memset(steps, 0, sizeof steps);
+    spec(&ins[0], "x", TB_DTYPE_FLOAT32, 4);
+    spec(&outs[0], "y", TB_DTYPE_FLOAT32, 4);
+    ops[0][0] = op(TB_SPACE_OUTPUT, 0, 0), ops[0][1] = op(TB_SPACE_INPUT, 0, 0);
+    ops[1][0] = op(TB_SPACE_OUTPUT, 0, 8);
+    steps[0].kind = TB_STEP_COPY, steps[0].operand_count = 2, steps[0].count = 16, steps[0].operands = ops[0];
+    steps[1].kind = TB_STEP_MEMSET, steps[1].operand_count = 1, steps[1].width = 4, steps[1].value = 0x40000000u;
+    steps[1].count = 2, steps[1].operands = ops[1];
+    p.input_count = 1, p.inputs = ins, p.output_count = 1, p.outputs = outs;
+    p.workspace_size = 256, p.step_count = 2, p.steps = steps;
+    REQUIRE(tb_bundle_create(NULL, &b, &e) == tb_ok);
+    CHECK_OK(tb_bundle_set_program(b, &p, &e), &e);
+    memset(&d, 0, sizeof d);
+    d.bundle = b;
+    CHECK_OK(tb_model_load(&d, &m, &e), &e);
+    REQUIRE(m && tb_model_workspace_size(m) > 0);
+    for (i = 0; i < 4; i++) x[i] = (float)(i + 1);
+    in[0] = tb_tensor_for(tb_model_input(m, 0), x);
+    out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    CHECK_OK(tb_model_run(m, in, 1, out, 1, STREAM, &e), &e);
+    CHECK(m->progs[0].io_ok == 1 && y[1] == 2.0f && y[3] == 2.0f);
+    memset(t, 0, sizeof t);
+    t[0].ws = dev((size_t)tb_model_workspace_size(m));
+    REQUIRE(t[0].ws != NULL);
+    in[0].shape[0] = 8;
+    CHECK(tb_model_run_workspace(m, in, 1, out, 1, t[0].ws, STREAM, &e) == tb_err_arg_mismatch);
+    CHECK(m->progs[0].io_ok == 1); /* the refused run wrote nothing of the model's */
+    for (i = 0; i < 4; i++) {
+        t[i].m = m, t[i].x = x, t[i].y = (float *)dev(16);
+        if (i) t[i].ws = dev((size_t)tb_model_workspace_size(m));
+    }
+    for (i = 0; i < 4; i++)
+        if (t[i].y && t[i].ws && pthread_create(&tid[i], NULL, ws_thread, &t[i]) == 0) started++;
+        else break;
+    for (i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    CHECK(started == 4);
+    for (i = 0; i < started; i++) CHECK(t[i].ok == 200 && t[i].right == 200 && t[i].refused == 200);
+    CHECK(m->progs[0].io_ok == 1);
+    for (i = 0; i < 4; i++) free(t[i].y), free(t[i].ws);
+    tb_model_free(m);
+    tb_bundle_free(b);
+    free(x), free(y);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv); }
