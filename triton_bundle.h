@@ -1777,9 +1777,11 @@ TBDEF tb_result tb_model_run_program_workspace(tb_model *model, uint32_t program
 TBDEF tb_result tb_model_reset_state(tb_model *model, void *stream, tb_error *err);
 /* (2.6) The output specs of a run of `program` on these inputs: the
    program's own, or for a program with symbols their sizes and strides at
-   the values the inputs bind, refused as a run refuses those inputs
+   the values the inputs bind, refused as a run refuses those sizes
    (tb_err_shape for a size outside its symbol's range; where the program
-   cannot run at those values, a run's code, its message saying them). */
+   cannot run at those values, a run's code, its message saying them).
+   Only the sizes: an input's dtype, strides and alignment are the run's
+   to check (tb_err_arg_mismatch...). */
 TBDEF tb_result tb_model_output_specs(tb_model *model, uint32_t program, const tb_tensor *inputs, uint32_t input_count,
                                       tb_tensor_spec *outputs, uint32_t output_count, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);

@@ -141,13 +141,19 @@ sys.exit(0 if v >= (70, 1) or u.find_spec("wheel") else 1)' >/dev/null 2>&1; the
   skip "pip: no setuptools (and wheel) for $PY (Debian: python3-setuptools python3-wheel)"
 else
   mkdir -p "$W/src"
-  cp -R pyproject.toml README.md LICENSE python packaging "$W/src/"
+  cp -R pyproject.toml MANIFEST.in README.md LICENSE python packaging "$W/src/"
   find "$W/src/python" -name __pycache__ -prune -exec rm -rf {} +
   before=$(ls -d build/lib build/bdist.* python/*.egg-info ./*.egg-info 2>/dev/null)
   check "pip install --no-build-isolation --no-index (pyproject.toml)" \
     "$V/bin/python" -m pip install --no-build-isolation --no-index --disable-pip-version-check -q "$W/src"
   after=$(ls -d build/lib build/bdist.* python/*.egg-info ./*.egg-info 2>/dev/null)
   check "... leaves no build/lib, build/bdist.* or .egg-info in the repository" test "$before" = "$after"
+  # the sdist carries its build backend (MANIFEST.in), so it installs too
+  mkdir -p "$W/sdist" "$W/src3" && cp -R "$W/src/." "$W/src3/"
+  check "the sdist (the backend's build_sdist) holds packaging/tb_build.py and installs" sh -c "cd '$W/src3' &&
+    '$V/bin/python' -c 'import sys; sys.path.insert(0, \"packaging\"); import tb_build; print(tb_build.build_sdist(sys.argv[1]))' '$W/sdist' &&
+    tar tzf '$W'/sdist/*.tar.gz | grep -q '/packaging/tb_build.py\$' &&
+    '$V/bin/python' -m pip install --no-build-isolation --no-index --disable-pip-version-check -q --force-reinstall '$W'/sdist/*.tar.gz"
   check "triton-bundle --version prints $VERSION" sh -c \
     "cd '$W' && test \"\$('$V/bin/triton-bundle' --version)\" = 'triton-bundle $VERSION'"
   check "python -m triton_bundle --version prints $VERSION" sh -c \
@@ -182,7 +188,7 @@ elif ! "$PYP" -m venv --system-site-packages "$W/venv2" >"$W/log" 2>&1; then
   skip "pip with the PATH's python3 ($PYP): its venv module does not work"
 else
   mkdir -p "$W/src2"
-  cp -R pyproject.toml README.md LICENSE python packaging "$W/src2/"
+  cp -R pyproject.toml MANIFEST.in README.md LICENSE python packaging "$W/src2/"
   if "$W/venv2/bin/python" -m pip install --no-build-isolation --no-index --disable-pip-version-check -q "$W/src2" \
       >"$W/pip2" 2>&1; then
     check "README's pip command with the PATH's python3 ($PYP) installs; triton-bundle --version prints $VERSION" \

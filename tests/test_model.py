@@ -533,7 +533,8 @@ def weights_check():
     table = bundle.programs[0].constants
     check([k.external for k in table] == [ext, None] and shared == ["kv"],
           "merge: an external constant stays external (2.5.0 dropped the marking: no bytes, no tensor)")
-    check(M.merged_tensors(reps) == ["tw", "tkv"], "merged_tensors: each constant's tensor in the table's order")
+    check(M.merged_tensors(reps) == ["tw", "tkv"] and M.table_storages(reps) == [10, 20],
+          "merged_tensors, table_storages: each constant's tensor and storage in the table's order")
     d = tempfile.mkdtemp(prefix="tbw-")
     path, wpath = os.path.join(d, "m.tbundle"), os.path.join(d, "m.safetensors")
     expected = [(16, zlib.crc32(W)), (16, zlib.crc32(KV))]
@@ -572,12 +573,23 @@ def weights_check():
     for f in (path, wpath):
         os.remove(f)
     os.rmdir(d)
+    # before_run: every uncaptured run of an export starts from the state put back (export_programs' put_back)
+    runs = []
+    e = M._Export(lambda: None, (), None, {"before_run": lambda: runs.append(1)})
+    e.fresh()
+    check(runs == [1] and M.EXPORT_OPTIONS["before_run"] is None, "before_run: called by fresh(), none by default")
     # a failure of the compiled model names the program and the stage and keeps the original
     orig = RuntimeError("CUDA error: device-side assert triggered\nmore")
     e = M.ExportStageError("prefill", "capture", "at sizes {'T': 32}", orig)
     check(e.code == "cuda" and "program 'prefill', capture at sizes {'T': 32}" in str(e) and
           "device-side assert triggered" in str(e) and "more" not in str(e) and e.original is orig and
           isinstance(e, tb.BundleError), "ExportStageError: program, stage, sizes and the original's first line")
+    e = M.ExportStageError("decode", "capture", "at the example inputs' sizes",
+                           RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    check(e.code == "out_of_memory" and "context is lost" not in str(e),
+          "ExportStageError: PyTorch's out of memory is out_of_memory, not a lost context")
+    e = M.ExportStageError("decode", "capture", "", ValueError("shapes do not match"))
+    check(e.code == "unsupported" and "context is lost" not in str(e), "ExportStageError: another error is unsupported")
 
 
 def main():

@@ -105,6 +105,10 @@ EXPORT_OPTIONS = {
     "program_name": "forward",  # the program's name in the bundle
     "keep_ir": True,            # False: each kernel keeps only what a runner loads (its .cubin and .json
                                 # files), not Triton's IR and sources; a bundle a fraction of the size
+    "before_run": None,         # called before each uncaptured run of the model (the narrow_mm probe, each warm-up
+                                # run, the peak-memory run): export_programs puts the state back there, so that no
+                                # run starts where the one before left it (a transformers StaticCache's layers count
+                                # the positions written: repeated prefills at the maximum pass its end)
     "before_capture": None,     # called after the warm-up runs, right before the captured one (export_programs
                                 # puts the state back there, so that every program starts from the same bytes)
     "weights": None,            # a path: the constants that are not state go to this safetensors file (written,
@@ -389,17 +393,21 @@ class ExportStageError(BundleError):
     .original, the error PyTorch raised (also the exception's __cause__).
     Code "cuda" where the error is the device's (a device-side assert, an
     illegal address: the CUDA context is then lost for this process),
-    else "unsupported"."""
+    "out_of_memory" for PyTorch's, else "unsupported"."""
 
     def __init__(self, program, stage, sizes, original):
         text = str(original).strip().splitlines()
         first = text[0] if text else type(original).__name__
-        cuda = "CUDA" in str(original) or "device-side assert" in str(original) or \
-            type(original).__name__ in ("AcceleratorError", "CudaError")
-        BundleError.__init__(self, "cuda" if cuda else "unsupported", "program %r, %s %s: the compiled model failed: "
-                             "%s: %s%s" % (program, stage, sizes, type(original).__name__, first[:500],
-                                           " (a device-side error: this process's CUDA context is lost)"
-                                           if cuda else ""))
+        low = str(original).lower()
+        # out of memory is no lost context; a device-side assert or an
+        # illegal address is (every later CUDA call of the process fails)
+        oom = type(original).__name__ == "OutOfMemoryError" or "out of memory" in low
+        lost = not oom and (type(original).__name__ in ("AcceleratorError", "CudaError") or
+                            "device-side assert" in low or "illegal" in low)
+        BundleError.__init__(self, "out_of_memory" if oom else "cuda" if lost else "unsupported",
+                             "program %r, %s %s: the compiled model failed: %s: %s%s" % (
+                                 program, stage, sizes, type(original).__name__, first[:500],
+                                 " (a device-side error: this process's CUDA context is lost)" if lost else ""))
         self.program, self.stage, self.sizes, self.original = program, stage, sizes, original
 
 
@@ -1252,10 +1260,16 @@ class _Export:
         self.module = self.opts["module"] if self.opts["module"] is not None else _module_of(torch, self.model)
         with self.grad():
             for _ in range(max(1, int(self.opts["warmup"]))):
+                self.fresh()
                 out = self.call()
                 del out
         torch.cuda.synchronize()
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
+
+    def fresh(self):
+        """options["before_run"], before an uncaptured run of the model."""
+        if self.opts["before_run"] is not None:
+            self.opts["before_run"]()
 
     def narrow_products(self):
         """The matrix products of one row (mm, addmm: M = 1) that an eager
@@ -1280,6 +1294,7 @@ class _Export:
                     count[0] += 1
                 return func(*args, **(kwargs or {}))
         t0 = time.perf_counter()
+        self.fresh()
         with self.grad(), Rows():
             out = self.model(*self.args, **self.kwargs)
             del out
@@ -1289,6 +1304,7 @@ class _Export:
 
     def measure_peak(self):
         torch = self.torch
+        self.fresh()  # (before the peak's baseline: the state put back is not the run's)
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -1802,8 +1818,11 @@ def check_written(path, expected, weights_file=None, what="the export"):
     import os
     import zlib
     from . import weights as _weights
-    from .format import read_file
-    b = read_file(path)
+    from .format import read
+    # (no second pass of the pure-Python XXH3 over a bundle the writer has
+    # just summed: the structure and every constant are what is checked)
+    with open(path, "rb") as f:
+        b = read(f.read(), verify_checksum=False)
     progs = b.programs
     if not progs:
         return 0
@@ -2144,8 +2163,10 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     # cache's length) must not start where the warm-up runs left it
     put_back()
     opts["before_capture"] = put_back
+    opts["before_run"] = put_back  # every run from the same state (a StaticCache's length, too)
     t0 = time.perf_counter()
     reports = collections.OrderedDict()
+    seen = {}  # storage -> the host bytes of a weight, shared by the programs
     try:
         for name, (fn, example_inputs, own) in items:
             _names([name], 1, "program", "program")
@@ -2154,7 +2175,12 @@ def export_programs(programs, path, options=None, module=None, properties=None):
             o = dict(opts)
             o.update(own or {})
             o["program_name"] = name
-            reports[name] = _Export(fn, example_inputs, None, o).run()
+            rep = reports[name] = _Export(fn, example_inputs, None, o).run()
+            # one host copy of a weight, whatever the programs that use it
+            # (each capture read its own: an 8B model's 16 GB per program)
+            for c, sptr in zip(rep.bundle.program.constants, rep.constant_storages):
+                if not c.state:
+                    c.data = seen.setdefault(sptr, c.data)
     except BaseException as e:
         # the module left as the bundle starts where the device still
         # works; a failure of its own (the context lost to a device-side
@@ -2174,10 +2200,18 @@ def export_programs(programs, path, options=None, module=None, properties=None):
     t1 = time.perf_counter()
     timings = {"capture_s": t1 - t0}
     note = externalize(torch, table, tensors, wopts, module, warnings)
+    seen.clear()
     if note is not None:
         import os
         bundle.properties["weights.file"] = os.path.basename(note["file"])
         timings["weights_s"] = note["write_s"]
+        # the programs' own bundles (the reports') say the same, and hold no
+        # host copy of what the file now holds
+        ext = {sptr: c.external for c, sptr in zip(table, table_storages(reports)) if c.external is not None}
+        for rep in reports.values():
+            for c, sptr in zip(rep.bundle.program.constants, rep.constant_storages):
+                if not c.state and sptr in ext:
+                    c.data, c.external = b"", ext[sptr]
     t2 = time.perf_counter()
     write_file(bundle, path)
     timings["write_s"] = time.perf_counter() - t2
@@ -2199,3 +2233,12 @@ def merged_tensors(reports):
                 seen.add(sptr)
                 out.append(t)
     return out
+
+
+def table_storages(reports):
+    """The storage of each constant of merge_programs' table, in its order."""
+    seen = {}
+    for rep in reports.values():
+        for sptr in rep.constant_storages:
+            seen.setdefault(sptr, None)
+    return list(seen)
