@@ -428,7 +428,14 @@
    unchanged; TB_EMIT_STOP_ON_ERROR names TB_STOP_ON_ERROR for emit. Every
    flag family is checked at compile time for bits that collide; tb_emit
    refuses flags it does not know; tb_emit_report.threads counts its
-   writers.
+   writers. TB_MODEL_VERIFY_WEIGHTS checks the CRC-32 of the bytes uploaded
+   (after the upload, the file read once); tb_model_output_specs refuses
+   what a run at those sizes refuses, with the run's code;
+   desc.instance_cache is at most TB_MAX_INSTANCE_CACHE (tb_err_limit);
+   tb_program_bind checks a caller's symbols (tb_err_malformed); a tensor
+   with a size 0 has extent 0 whatever its strides; safetensors keys are
+   decoded whatever their length; tb_err_arg_mismatch's string covers
+   tensors too. New: TB_EMIT_STOP_ON_ERROR, TB_MAX_INSTANCE_CACHE.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
