@@ -151,7 +151,8 @@
      >>weights   tb_weights_open, tb_weights_open_memory, tb_weights_count,
                  tb_weights_at, tb_weights_find, tb_weights_read,
                  tb_weights_crc32, tb_weights_check (a bundle's external
-                 constants against a file), tb_weights_free, tb_crc32
+                 constants against a file), tb_weights_path_beside (the
+                 file a bundle names, beside it), tb_weights_free, tb_crc32
      >>driver    tb_driver_load, tb_driver_symbol, tb_driver_device_count
      >>load      tb_load_config, tb_load_cubin, tb_load_from_cache, tb_unload,
                  tb_loaded_kernel_info
@@ -435,7 +436,8 @@
    tb_program_bind checks a caller's symbols (tb_err_malformed); a tensor
    with a size 0 has extent 0 whatever its strides; safetensors keys are
    decoded whatever their length; tb_err_arg_mismatch's string covers
-   tensors too. New: TB_EMIT_STOP_ON_ERROR, TB_MAX_INSTANCE_CACHE.
+   tensors too. New: TB_EMIT_STOP_ON_ERROR, TB_MAX_INSTANCE_CACHE,
+   tb_weights_path_beside.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -1452,6 +1454,14 @@ TBDEF tb_result tb_weights_crc32(const tb_weights *weights, const tb_weights_ten
    dtype or shape that differs tb_err_arg_mismatch, other bytes
    tb_err_checksum, each naming the constant and the tensor. */
 TBDEF tb_result tb_weights_check(const tb_weights *weights, const tb_bundle *bundle, unsigned flags, tb_error *err);
+/* (2.6) The path of the weights file the bundle names (its property
+   weights.file, which the exporter writes) in the directory of the bundle
+   at bundle_path: where tbundle and the examples look when no path is
+   given. tb_err_not_found where the bundle names none, or a name that is
+   not a plain file name; tb_err_limit where the path does not fit
+   capacity bytes (never a truncated path). */
+TBDEF tb_result tb_weights_path_beside(const tb_bundle *bundle, const char *bundle_path, char *out, size_t capacity,
+                                       tb_error *err);
 TBDEF void tb_weights_free(tb_weights *weights);
 /* zlib's CRC-32 of size bytes, continuing from crc (0 to start). */
 TBDEF uint32_t tb_crc32(uint32_t crc, const void *data, size_t size);
@@ -11189,6 +11199,28 @@ TBDEF tb_result tb_weights_check(const tb_weights *w, const tb_bundle *b, unsign
                             "constant %u \"%.100s\": tensor \"%.100s\" holds other bytes than at export (CRC-32 %08x, exported "
                             "%08x): another checkpoint", i, k->name, k->tensor, crc, k->crc32);
     }
+    return tb_ok;
+}
+
+TBDEF tb_result tb_weights_path_beside(const tb_bundle *b, const char *bundle_path, char *out, size_t capacity,
+                                       tb_error *err) {
+    const char *f, *slash;
+    size_t dir, n;
+    if (!b || !bundle_path || !out || !capacity)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, bundle_path or out is NULL, or capacity 0");
+    *out = 0;
+    f = tb_bundle_property(b, "weights.file");
+    if (!f || !*f) return tb__fail(err, tb_err_not_found, NULL, bundle_path, -1, 0, "the bundle names no weights file");
+    if (strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, ".."))
+        return tb__fail(err, tb_err_not_found, NULL, bundle_path, -1, 0,
+                        "the bundle's weights.file \"%.100s\" is not a plain file name", f);
+    slash = strrchr(bundle_path, '/');
+    dir = slash ? (size_t)(slash - bundle_path + 1) : 0, n = strlen(f);
+    if (dir + n >= capacity)
+        return tb__fail(err, tb_err_limit, NULL, bundle_path, -1, 0, "the weights file's path takes %zu bytes, over %zu",
+                        dir + n + 1, capacity);
+    memcpy(out, bundle_path, dir);
+    memcpy(out + dir, f, n + 1);
     return tb_ok;
 }
 

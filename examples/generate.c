@@ -312,20 +312,14 @@ static int generate_main(int argc, char **argv, const char *prog, double t_start
     /* a bundle whose weights are a safetensors file (2.5): --weights, else
        the file its property weights.file names, beside the bundle */
     {
-        uint32_t n = 0;
-        for (i = 0; i < np; i++) {
-            const tb_program *p = tb_bundle_program_at(b, i);
-            uint32_t j;
-            for (j = 0; j < p->constant_count; j++) n += (p->constants[j].flags & TB_CONSTANT_EXTERNAL) != 0;
-        }
+        uint32_t n = 0; /* (the programs share one table of constants) */
+        for (i = 0; i < pp->constant_count; i++) n += (pp->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
         if (n && !weights) {
-            const char *f = tb_bundle_property(b, "weights.file"), *slash = strrchr(path, '/');
-            if (!f || !*f || strchr(f, '/')) {
-                fprintf(stderr, "%s: %s keeps its weights in a safetensors file and names none: give it with --weights FILE\n",
-                        prog, path);
+            if (tb_weights_path_beside(b, path, weights_path, sizeof weights_path, &e) != tb_ok) {
+                fprintf(stderr, "%s: %s keeps its weights in a safetensors file: %s; give it with --weights FILE\n", prog, path,
+                        e.message);
                 goto done;
             }
-            snprintf(weights_path, sizeof weights_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, f);
             weights = weights_path;
         }
         if (!n) weights = NULL; /* nothing to read from it */

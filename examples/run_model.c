@@ -161,13 +161,8 @@ int main(int argc, char **argv) {
     }
     /* a bundle whose weights are a safetensors file (2.5): --weights, else
        the file its property weights.file names, beside the bundle */
-    if (!weights) {
-        const char *f = tb_bundle_property(b, "weights.file"), *slash = strrchr(path, '/');
-        if (f && *f && !strchr(f, '/')) {
-            snprintf(weights_path, sizeof weights_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, f);
-            weights = weights_path;
-        }
-    }
+    if (!weights && tb_weights_path_beside(b, path, weights_path, sizeof weights_path, &e) == tb_ok)
+        weights = weights_path; /* (none named: a bundle with external constants is refused by the load, naming them) */
     /* 2. The model loaded: weights uploaded once, kernels loaded, in the
        device's primary context (the context rule: every tb_model_* call
        below makes it current for itself) */

@@ -2341,7 +2341,7 @@ typedef struct {
    the file its "weights.file" property names in MODEL's directory, checked
    (every tensor, its dtype and shape) before the GPU is touched. */
 static int run_weights(run_opts *o, const tb_bundle *b) {
-    const char *f = tb_bundle_property(b, "weights.file"), *slash;
+    const char *f = tb_bundle_property(b, "weights.file");
     tb_weights *w = NULL;
     tb_error e;
     uint32_t i, n = 0;
@@ -2349,13 +2349,11 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
     for (i = 0; i < tb_bundle_program(b)->constant_count; i++) n += (tb_bundle_program(b)->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
     if (!n) return 0;
     if (!o->weights) {
-        if (!f || !*f || strchr(f, '/')) {
-            fprintf(stderr, "%s: %s keeps %u constants in a weights file and names none: give it with --weights FILE\n", prog,
-                    E(o->model), n);
+        if (tb_weights_path_beside(b, o->model, o->weights_path, sizeof o->weights_path, &e) != tb_ok) {
+            fprintf(stderr, "%s: %s keeps %u constants in a weights file: %s; give it with --weights FILE\n", prog,
+                    E(o->model), n, e.message);
             return 1;
         }
-        slash = strrchr(o->model, '/');
-        snprintf(o->weights_path, sizeof o->weights_path, "%.*s%s", slash ? (int)(slash - o->model + 1) : 0, o->model, f);
         o->weights = o->weights_path;
     }
     if (tb_weights_open(o->weights, NULL, &w, &e) != tb_ok || tb_weights_check(w, b, 0, &e) != tb_ok) {

@@ -1345,6 +1345,31 @@ TEST(test_weights_refusals) {
 /* Keys with their escapes decoded, whatever their length, as safetensors'
    reader reads them (issue 38 #4): dtype written in escapes is dtype, twice beside a
    plain one; a tensor name of TB_MAX_STRING_LENGTH bytes, not one more. [R-weights] */
+/* The weights file a bundle names, beside the bundle (tbundle run and
+   generate, run_model): none named, a name with a directory, a path that
+   does not fit (an error, never a truncated path). */
+TEST(test_weights_path_beside) {
+    tb_bundle *b;
+    tb_error e;
+    char out[64];
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found && !*out &&
+          strstr(e.message, "names no weights file"));
+    CHECK_OK(tb_bundle_set_property(b, "weights.file", "w.safetensors", &e), &e);
+    CHECK_OK(tb_weights_path_beside(b, "models/a/x.tbundle", out, sizeof out, &e), &e);
+    CHECK(!strcmp(out, "models/a/w.safetensors"));
+    CHECK_OK(tb_weights_path_beside(b, "x.tbundle", out, sizeof out, &e), &e);
+    CHECK(!strcmp(out, "w.safetensors"));
+    CHECK(tb_weights_path_beside(b, "x.tbundle", out, 13, &e) == tb_err_limit && !*out); /* 14 bytes with its NUL */
+    CHECK_OK(tb_weights_path_beside(b, "x.tbundle", out, 14, &e), &e);
+    CHECK_OK(tb_bundle_set_property(b, "weights.file", "../w.safetensors", &e), &e);
+    CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found && strstr(e.message, "plain file name"));
+    CHECK_OK(tb_bundle_set_property(b, "weights.file", "..", &e), &e);
+    CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found);
+    CHECK(tb_weights_path_beside(NULL, "m/x.tbundle", out, sizeof out, &e) == tb_err_invalid_argument);
+    tb_bundle_free(b);
+}
+
 TEST(test_weights_keys_decoded) {
     static const char esc[] = "\\u0064\\u0074\\u0079\\u0070\\u0065"; /* dtype, 30 bytes escaped */
     unsigned char zeros[8] = {0}, *p;
