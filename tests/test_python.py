@@ -1563,6 +1563,21 @@ class Runner:
     check(tb.eval_expr(g, [5, 37]) == 2 * ((31 + 185) // 32), "a template's fixed grid value: its expression")
     ret = [tbdyn.sym_tensor(wc, e, wc.ret.lineno, symmap) for e in wc.ret.value.elts]
     check(len(ret) == 2 and ret[0].key == t4.key and ret[1].key != t4.key, "the returned tensors: their allocations")
+    # a chain of 300 names and views, as a model of many layers writes (a Llama-3-8B prefill passed 64)
+    lines = ["class Runner:", "    def call(self, args):", "        arg0_1, = args", "        s23 = arg0_1",
+             "        buf0 = empty_strided_cuda((s23, 4096), (4096, 1), torch.float32)"]
+    for i in range(1, 301):
+        lines.append("        buf%d = buf%d; del buf%d  # reuse" % (i, i - 1, i - 1) if i % 2 else
+                     "        buf%d = reinterpret_tensor(buf%d, (s23, 8), (4096, 1), %d)" % (i, i - 1, i))
+    lines += ["        k.run(buf300, s23, stream=stream0)", "        return ()", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    wc2 = tbdyn.WrapperCode(path)
+    run = len(lines) - 2
+    deep = tbdyn.sym_tensor(wc2, wc2.stmt(run).value.args[0], run, {"s23": 0})
+    check(deep.base == "alloc" and deep.key == 5 and tb.eval_expr(deep.off, [3]) == sum(range(2, 301, 2)) and
+          [tb.eval_expr(x, [3]) for x in deep.sizes] == [3, 8],
+          "a chain of 300 names and views: the allocation, the summed offsets and the outermost view's sizes")
     try:
         tbdyn._compile(wc, call.args[2], run_t, {"s23": 0})
         check(False, "a symbol that is no declared dimension refused")

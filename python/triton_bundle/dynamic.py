@@ -283,29 +283,49 @@ class SymTensor(collections.namedtuple("SymTensor", "base key off sizes strides"
     the base, its sizes and strides (None for a graph input itself)."""
 
 
-def sym_tensor(wc, node, line, symmap, depth=0):
-    if depth > 64:
-        raise ValueError("a chain of more than 64 views")
-    if isinstance(node, ast.Name):
-        if node.id in wc.inputs and wc.value_of(node.id, line) is None:
-            return SymTensor("input", node.id, [(CONST, 0, 0)], None, None)
-        v = wc.value_of(node.id, line)
-        if v is None:
-            raise ValueError("%s is not assigned before line %d" % (node.id, line))
-        return sym_tensor(wc, v[1], v[0], symmap, depth + 1)  # an allocation's key: the line that assigns it
-    if isinstance(node, ast.Call):
-        f = _fname(node)
-        if f in _ALLOCATORS and len(node.args) >= 2:
-            sizes = [_compile(wc, e, line, symmap) for e in _elts(node.args[0])]
-            strides = [_compile(wc, e, line, symmap) for e in _elts(node.args[1])]
-            return SymTensor("alloc", line, [(CONST, 0, 0)], sizes, strides)
-        if f == "reinterpret_tensor" and len(node.args) == 4:
-            base = sym_tensor(wc, node.args[0], line, symmap, depth + 1)
-            sizes = [_compile(wc, e, line, symmap) for e in _elts(node.args[1])]
-            strides = [_compile(wc, e, line, symmap) for e in _elts(node.args[2])]
-            return SymTensor(base.base, base.key, _add(base.off, _compile(wc, node.args[3], line, symmap)), sizes,
-                             strides)
-    raise ValueError("%s is not a tensor the wrapper allocates, views or takes" % ast.unparse(node)[:120])
+def sym_tensor(wc, node, line, symmap):
+    """The SymTensor that node names at line: the chain of names and views
+    (reinterpret_tensor) followed back to its base, iteratively. A model
+    of many layers chains hundreds of them (Inductor reuses a buffer under
+    a new name, layer after layer: a Llama-3-8B prefill passes 64); each
+    name steps to an assignment on an earlier line and each view into its
+    own argument, so the walk ends within the wrapper's statements and
+    their nesting."""
+    offs, view = [], None  # each view's offset, the outermost first; the outermost view's sizes and strides
+    for _ in range(2 * len(wc.stmts) + 64):
+        if isinstance(node, ast.Name):
+            if node.id in wc.inputs and wc.value_of(node.id, line) is None:
+                return SymTensor("input", node.id, _sum_offsets(offs), *(view or (None, None)))
+            v = wc.value_of(node.id, line)
+            if v is None:
+                raise ValueError("%s is not assigned before line %d" % (node.id, line))
+            line, node = v  # an allocation's key: the line that assigns it
+            continue
+        if isinstance(node, ast.Call):
+            f = _fname(node)
+            if f in _ALLOCATORS and len(node.args) >= 2:
+                if view is None:
+                    view = ([_compile(wc, e, line, symmap) for e in _elts(node.args[0])],
+                            [_compile(wc, e, line, symmap) for e in _elts(node.args[1])])
+                return SymTensor("alloc", line, _sum_offsets(offs), *view)
+            if f == "reinterpret_tensor" and len(node.args) == 4:
+                if view is None:
+                    view = ([_compile(wc, e, line, symmap) for e in _elts(node.args[1])],
+                            [_compile(wc, e, line, symmap) for e in _elts(node.args[2])])
+                offs.append(_compile(wc, node.args[3], line, symmap))
+                node = node.args[0]
+                continue
+        raise ValueError("%s is not a tensor the wrapper allocates, views or takes" % ast.unparse(node)[:120])
+    raise ValueError("a chain of names and views longer than the wrapper's statements")
+
+
+def _sum_offsets(offs):
+    """The views' offsets added from the innermost out (the order the ops
+    were always folded in)."""
+    out = [(CONST, 0, 0)]
+    for o in reversed(offs):
+        out = _add(out, o)
+    return out
 
 
 def _fname(call):
