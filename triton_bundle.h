@@ -1264,6 +1264,18 @@ typedef struct tb_operand {
 #define TB_STEP_LAUNCH 1u        /* record's config, grid, one operand per argument code */
 #define TB_STEP_MEMSET 2u        /* count elements of width bytes = value; operand: destination */
 #define TB_STEP_COPY 3u          /* count bytes; operands: destination, source */
+/* The step kinds: one row each, numbered 1.. in row order (the code, its
+   name as messages and the Python companion's STEP_NAMES spell it, its
+   operand count (-1: one per argument code of the record's config), what
+   it writes). Every switch or test over kinds in the implementation sits
+   beside a TB__STEP_KINDS_HANDLED(n) check of TB__STEP_KIND_COUNT: a new
+   row fails the build at each place that must learn the new kind. */
+#define TB__STEP_KINDS(X)                                             \
+    X(TB_STEP_LAUNCH, "launch", -1, "the kernel's pointer arguments") \
+    X(TB_STEP_MEMSET, "memset", 1, "operand 0")                       \
+    X(TB_STEP_COPY, "copy", 2, "operand 0")
+#define TB__STEP_KIND_ONE(code, name, operands, writes) + 1u
+#define TB__STEP_KIND_COUNT (0u TB__STEP_KINDS(TB__STEP_KIND_ONE))
 typedef struct tb_program_step {
     uint32_t kind;
     uint32_t record, config;     /* launch: tb_bundle_launch_record index and its config */
@@ -9054,21 +9066,55 @@ static int tb__writes_constant(const tb_program *p, const tb_operand *dst) {
            !(p->constants[dst->index].flags & TB_CONSTANT_STATE);
 }
 
+/* The step kinds' table (TB__STEP_KINDS, beside TB_STEP_*) as rows, and
+   its lookup: the name and operand count of a kind, NULL for a number
+   that is no kind. */
+typedef struct tb__step_kind_row {
+    uint32_t kind;
+    int operands;                /* -1: one per argument code of the record's config */
+    const char *name, *writes;
+} tb__step_kind_row;
+#define TB__STEP_KIND_ROW(code, name, operands, writes) {code, operands, name, writes},
+static const tb__step_kind_row tb__step_kinds[] = {TB__STEP_KINDS(TB__STEP_KIND_ROW)};
+#undef TB__STEP_KIND_ROW
+/* the lookup indexes: the rows are numbered 1.. in order, or the build fails */
+#define TB__STEP_KIND_AT(code, name, operands, writes) tb__step_row_##code,
+enum { TB__STEP_KINDS(TB__STEP_KIND_AT) tb__step_row_end };
+#undef TB__STEP_KIND_AT
+#define TB__STEP_KIND_NUMBERED(code, name, operands, writes) && (code) == tb__step_row_##code + 1u
+typedef char tb__step_kinds_numbered_in_order[(1 TB__STEP_KINDS(TB__STEP_KIND_NUMBERED)) ? 1 : -1];
+#undef TB__STEP_KIND_NUMBERED
+static const tb__step_kind_row *tb__step_kind(uint32_t kind) {
+    return kind >= 1 && kind <= TB__STEP_KIND_COUNT ? &tb__step_kinds[kind - 1] : NULL;
+}
+/* A place that switches or tests over step kinds says how many it
+   handles (n), at file scope beside it: when a row is added to
+   TB__STEP_KINDS, the build fails there (an array of size -1 named
+   tb__step_kinds_handled_<where>) until that place learns the new kind
+   and says so. */
+#define TB__STEP_KINDS_HANDLED(n, where) typedef char tb__step_kinds_handled_##where[TB__STEP_KIND_COUNT == (n) ? 1 : -1]
+
 /* Step s: its fields in file order, then its operands (FORMAT.md's
    section 5; the reader checks each step as it reads it). */
+TB__STEP_KINDS_HANDLED(3, check_step);
 static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_t s, tb_error *err) {
     const tb_program_step *st = &p->steps[s];
-    uint32_t want = 0;
+    const tb__step_kind_row *sk = tb__step_kind(st->kind);
+    uint32_t want;
     uint64_t touch;
     tb_result r;
-    if (st->kind < TB_STEP_LAUNCH || st->kind > TB_STEP_COPY)
+    if (!sk)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s, st->kind);
     if (st->operand_count > TB_MAX_ARGS)
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program step %u: %u operands, over TB_MAX_ARGS", s,
                         st->operand_count);
     if (st->operand_count && !st->operands)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program step %u: operands is NULL", s);
-    if (st->kind == TB_STEP_LAUNCH) {
+    if (st->kind != TB_STEP_LAUNCH && (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2]))
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a %s's record, config or grid is not 0",
+                        s, sk->name);
+    switch (st->kind) {
+    case TB_STEP_LAUNCH:
         if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist",
                             s, st->record, st->config);
@@ -9078,22 +9124,22 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
                             s, st->grid[0], st->grid[1], st->grid[2]);
         if (st->width || st->value)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's width or value is not 0", s);
-        want = (uint32_t)strlen(b->records[st->record].configs[st->config].arg_types);
-    } else {
-        if (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2])
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a %s's record, config or grid is not 0",
-                            s, st->kind == TB_STEP_MEMSET ? "memset" : "copy");
-        if (st->kind == TB_STEP_MEMSET && ((st->width != 1 && st->width != 2 && st->width != 4) ||
-                                           (st->width < 4 && st->value >> (8 * st->width))))
+        if (st->count)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's count is not 0", s);
+        break;
+    case TB_STEP_MEMSET:
+        if ((st->width != 1 && st->width != 2 && st->width != 4) || (st->width < 4 && st->value >> (8 * st->width)))
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
                             "program step %u: a memset of width %u (1, 2 or 4) and value %u (which must fit it)", s,
                             st->width, st->value);
-        if (st->kind == TB_STEP_COPY && (st->width || st->value))
+        break;
+    case TB_STEP_COPY:
+        if (st->width || st->value)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy's width or value is not 0", s);
-        want = st->kind == TB_STEP_MEMSET ? 1 : 2;
+        break;
     }
-    if (st->kind == TB_STEP_LAUNCH && st->count)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's count is not 0", s);
+    /* the table's count; -1 (a launch): one per argument code of its record's config, which exists (above) */
+    want = sk->operands >= 0 ? (uint32_t)sk->operands : (uint32_t)strlen(b->records[st->record].configs[st->config].arg_types);
     if (st->operand_count != want)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: %u operands, it takes %u", s,
                         st->operand_count, want);
@@ -9319,6 +9365,7 @@ static const char *const tb__field_names[] = {"", "input size", "input stride", 
                                               "buffer size", "grid", "count", "operand"};
 /* The field an expression gives: *slot its stored value (the program at
    every maximum); 0 where (field, index, sub) names nothing that may vary. */
+TB__STEP_KINDS_HANDLED(3, expr_slot); /* a launch has a grid and integer literals; a memset or copy a count */
 static int tb__expr_slot(const tb_bundle *b, const tb_program *p, const tb_program_expr *x, int64_t *now) {
     const tb_tensor_spec *t = NULL;
     const tb_program_step *st;
@@ -14265,6 +14312,7 @@ static TB__COLD tb_result tb__at_step(tb_error *err, tb_result r, const tb_progr
    against), argument slots (literals now, pointers listed), scratch and
    graph number; and checks what a launch would check of each grid, so
    that a program that loads never stops partway through a run. */
+TB__STEP_KINDS_HANDLED(3, model_steps); /* a launch resolves; a memset or copy runs from its step's fields */
 static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err) {
     const tb_program *p = mp->p;
     uint32_t s, i, launches = 0;
@@ -14360,6 +14408,7 @@ static uint64_t tb__model_addr(const tb_model *m, const tb__model_prog *mp, cons
    launch's pointer tb__arg_may_write says the kernel may write), and
    every output: what no other tensor may share a byte with, and what a
    static-io replay copies back. */
+TB__STEP_KINDS_HANDLED(3, model_written); /* the table's writes: a launch's pointers, a memset's or copy's operand 0 */
 static tb_result tb__model_written(tb_model *m, tb__model_prog *mp, tb_error *err) {
     const tb_program *p = mp->p;
     uint32_t s, i, n = p->input_count + p->output_count;
@@ -14378,6 +14427,7 @@ static tb_result tb__model_written(tb_model *m, tb__model_prog *mp, tb_error *er
 }
 
 /* Does any step other than an updatable launch touch an input or output? */
+TB__STEP_KINDS_HANDLED(3, model_needs_static_io); /* a launch's node may be updatable; a memset's or copy's is not */
 static int tb__model_needs_static_io(const tb__model_prog *mp) {
     uint32_t s, i;
     for (s = 0; s < mp->p->step_count; s++) {
@@ -14836,6 +14886,7 @@ static void tb__model_params(const tb_model *m, const tb__model_prog *mp, const 
 }
 
 /* Every step, in order, on stream. */
+TB__STEP_KINDS_HANDLED(3, model_steps_run);
 static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
                                      uint64_t ws, void *stream, tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
@@ -14846,26 +14897,29 @@ static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp
     for (s = 0; s < mp->p->step_count; s++) {
         const tb__model_step *ms = &mp->steps[s];
         const tb_program_step *st = ms->st;
+        uint64_t dst;
         if (st->kind == TB_STEP_LAUNCH) {
             if (ms->skip) continue;
             tb__model_params(m, mp, ms, in, out, ws, stream, args, &lp);
             if ((r = tb_launch(ms->k, &lp, err)) != tb_ok) return tb__at_step(err, r, mp->p, s);
             continue;
         }
-        {
-            uint64_t dst = tb__model_addr(m, mp, &st->operands[0], in, out, ws);
-            if (!st->count) /* a copy or memset of nothing (a size 0, common with symbols): no driver call, whose
-                               destination may be address 0; the same in a graph's capture */
-                cr = 0;
-            else if (st->kind == TB_STEP_COPY)
-                cr = tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws), (size_t)st->count,
-                                               stream);
-            else if (st->width == 1)
+        if (!st->count) /* a copy or memset of nothing (a size 0, common with symbols): no driver call, whose
+                           destination may be address 0; the same in a graph's capture */
+            continue;
+        dst = tb__model_addr(m, mp, &st->operands[0], in, out, ws);
+        switch (st->kind) {
+        case TB_STEP_COPY:
+            cr = tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws), (size_t)st->count, stream);
+            break;
+        case TB_STEP_MEMSET:
+            if (st->width == 1)
                 cr = tb__drv.cuMemsetD8Async(dst, (unsigned char)st->value, (size_t)st->count, stream);
             else if (st->width == 2)
                 cr = tb__drv.cuMemsetD16Async(dst, (unsigned short)st->value, (size_t)st->count, stream);
             else
                 cr = tb__drv.cuMemsetD32Async(dst, st->value, (size_t)st->count, stream);
+            break;
         }
         if (cr)
             return tb__at_step(err, tb__cufail(err, cr, tb_err_cuda, NULL, st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync",
@@ -14901,6 +14955,7 @@ static tb_result tb__model_capture(tb_model *m, tb__model_prog *mp, const tb_ten
 
 /* Points the graph's launches at new inputs and outputs: only those
    launches that read a tensor whose pointer changed. */
+TB__STEP_KINDS_HANDLED(3, model_update); /* launches only: a memset or copy that touches io makes its program static-io */
 static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, void *stream,
                                   tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
