@@ -275,6 +275,73 @@ TEST(test_program_rules) {
     tb_bundle_free(b);
 }
 
+/* Is e's message want, byte for byte? */
+static int message_is(const tb_error *e, const char *want) {
+    if (!strcmp(e->message, want)) return 1;
+    printf("    message \"%s\", not \"%s\"\n", e->message, want);
+    return 0;
+}
+
+/* The step kinds' table (TB__STEP_KINDS) agrees with TB_STEP_* and with
+   the checker: its rows are the kinds 1.. in order, with the names
+   Python's STEP_NAMES spells; a step of each kind takes the operands its
+   row says (-1: one per argument code of the record's config), one more
+   or one fewer refused; a memset's or copy's message names it; and a
+   number that is no kind (0, one past the last) is refused. */
+TEST(test_program_step_kinds) {
+    static const struct { uint32_t kind; const char *name; int operands; } rows[] = {
+#define ROW(code, name, operands, writes) {code, name, operands},
+        TB__STEP_KINDS(ROW)
+#undef ROW
+    };
+    static const char *const names[] = {"launch", "memset", "copy"};
+    static const uint32_t no_kind[2] = {0, TB__STEP_KIND_COUNT + 1};
+    const uint32_t n = (uint32_t)(sizeof rows / sizeof rows[0]);
+    tb_bundle *b;
+    tb_error e;
+    prog q;
+    char msg[256];
+    uint32_t k, s, want, wrong[2], i;
+    REQUIRE((b = bundle_with_record(&e)) != NULL);
+    CHECK(n == TB__STEP_KIND_COUNT && n == sizeof names / sizeof names[0]);
+    CHECK(TB_STEP_LAUNCH == 1 && TB_STEP_MEMSET == 2 && TB_STEP_COPY == 3);
+    CHECK(!tb__step_kind(0) && !tb__step_kind(n + 1) && !tb__step_kind(UINT32_MAX));
+    for (k = 0; k < n && k < sizeof names / sizeof names[0]; k++) {
+        const tb__step_kind_row *sk = tb__step_kind(rows[k].kind);
+        CHECK(rows[k].kind == k + 1 && !strcmp(rows[k].name, names[k]));
+        CHECK(sk == &tb__step_kinds[k] && sk->kind == rows[k].kind && sk->operands == rows[k].operands &&
+              !strcmp(sk->name, rows[k].name));
+        make(&q);
+        for (s = 0; s < q.p.step_count && q.steps[s].kind != rows[k].kind; s++) {}
+        REQUIRE(s < q.p.step_count); /* make() has a step of every kind */
+        want = rows[k].operands >= 0 ? (uint32_t)rows[k].operands : (uint32_t)strlen("OOi"); /* the record's codes */
+        CHECK(q.steps[s].operand_count == want);
+        CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
+        wrong[0] = want - 1, wrong[1] = want + 1;
+        for (i = 0; i < 2; i++) {
+            make(&q);
+            q.steps[s].operand_count = wrong[i];
+            snprintf(msg, sizeof msg, "malformed input: program step %u: %u operands, it takes %u [program \"forward\"]", s,
+                     wrong[i], want);
+            CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && message_is(&e, msg));
+        }
+        if (rows[k].operands < 0) continue; /* a launch has a record, a config and a grid */
+        make(&q);
+        q.steps[s].config = 1;
+        snprintf(msg, sizeof msg, "malformed input: program step %u: a %s's record, config or grid is not 0 [program \"forward\"]",
+                 s, names[k]);
+        CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && message_is(&e, msg));
+    }
+    for (i = 0; i < 2; i++) {
+        make(&q);
+        q.steps[4].kind = no_kind[i];
+        snprintf(msg, sizeof msg, "malformed input: program step 4: kind %u is not a step [program \"forward\"]",
+                 no_kind[i]);
+        CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && message_is(&e, msg));
+    }
+    tb_bundle_free(b);
+}
+
 /* Every prefix of a program bundle, and every byte of its program
    section changed, read without the checksum: an error or a bundle,
    never a crash (ASan watches); a prefix is always refused. */
