@@ -178,7 +178,9 @@
                  several programs: tb_model_program_count, tb_model_program,
                  tb_model_find_program, tb_model_run_program,
                  tb_model_run_program_workspace, tb_model_output_specs (2.6:
-                 the outputs at the inputs' sizes); device memory and streams in
+                 the outputs at the inputs' sizes); tb_model_execute (2.7:
+                 one run described by a tb_run_desc, which the four
+                 tb_model_run* calls wrap); device memory and streams in
                  the model's context (no cuda.h): tb_model_device_alloc,
                  tb_model_device_free, tb_model_copy_to_device,
                  tb_model_copy_to_host, tb_model_copy_on_device,
@@ -1800,6 +1802,26 @@ TBDEF tb_result tb_model_run_program(tb_model *model, uint32_t program, const tb
 TBDEF tb_result tb_model_run_program_workspace(tb_model *model, uint32_t program, const tb_tensor *inputs,
                                                uint32_t input_count, const tb_tensor *outputs, uint32_t output_count,
                                                void *workspace, void *stream, tb_error *err);
+/* (2.7) One run, described: the entry point the four calls above wrap.
+   Zero is the default for every field: program 0, no tensors, the model's
+   own workspace (and, with TB_MODEL_GRAPH, its graph), the legacy NULL
+   stream, no flags. A workspace (the caller's, as tb_model_run_workspace
+   takes it) never runs the graph; neither does TB_RUN_NO_GRAPH, which runs
+   the steps one by one in the model's own workspace (a warm-up, or a check
+   of the graph against them). A flag this version does not know is
+   refused (tb_err_invalid_argument). */
+#define TB_RUN_NO_GRAPH 1u       /* run the steps, not the graph, in the model's workspace */
+typedef struct tb_run_desc {
+    uint32_t program;            /* tb_model_find_program's index; 0: the first */
+    const tb_tensor *inputs;     /* one per input, in order (tb_model_run's rules) */
+    uint32_t input_count;
+    const tb_tensor *outputs;    /* one per output, in order */
+    uint32_t output_count;
+    void *workspace;             /* NULL: the model's own; else tb_model_workspace_size bytes of the caller's */
+    void *stream;                /* the model's context's; NULL: the legacy stream (never with the graph) */
+    unsigned flags;              /* TB_RUN_NO_GRAPH */
+} tb_run_desc;
+TBDEF tb_result tb_model_execute(tb_model *model, const tb_run_desc *desc, tb_error *err);
 /* Loads the state constants' bytes from the bundle again: waits for the
    work queued on stream (which may use the state), then copies, and
    returns once the bytes are on the device. */
@@ -15201,19 +15223,33 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
     return r;
 }
 
+TBDEF tb_result tb_model_execute(tb_model *m, const tb_run_desc *d, tb_error *err) {
+    int shared;
+    if (!d) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc is NULL");
+    if (d->flags & ~TB_RUN_NO_GRAPH)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "run flags 0x%x: unknown bits 0x%x (TB_RUN_NO_GRAPH is 0x%x)",
+                        d->flags, d->flags & ~TB_RUN_NO_GRAPH, TB_RUN_NO_GRAPH);
+    shared = d->workspace != NULL;
+    return tb__model_run(m, d->program, d->inputs, d->input_count, d->outputs, d->output_count,
+                         shared ? (uint64_t)(uintptr_t)d->workspace : m ? m->ws : 0, d->stream,
+                         !shared && !(d->flags & TB_RUN_NO_GRAPH) && m && (m->flags & TB_MODEL_GRAPH), shared, err);
+}
+/* the calls of 2.3 to 2.6, one line each (a NULL workspace, which the
+   tb_run_desc means as the model's own, is refused here as it always was) */
 TBDEF tb_result tb_model_run(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out, uint32_t nout,
                              void *stream, tb_error *err) {
-    return tb__model_run(m, 0, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
+    return tb_model_run_program(m, 0, in, nin, out, nout, stream, err);
 }
 TBDEF tb_result tb_model_run_program(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                      uint32_t nout, void *stream, tb_error *err) {
-    return tb__model_run(m, program, in, nin, out, nout, m ? m->ws : 0, stream, m && (m->flags & TB_MODEL_GRAPH), 0, err);
+    tb_run_desc d = {program, in, nin, out, nout, NULL, stream, 0};
+    return tb_model_execute(m, &d, err);
 }
-
 TBDEF tb_result tb_model_run_program_workspace(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin,
                                                const tb_tensor *out, uint32_t nout, void *workspace, void *stream,
                                                tb_error *err) {
-    return tb__model_run(m, program, in, nin, out, nout, (uint64_t)(uintptr_t)workspace, stream, 0, 1, err);
+    tb_run_desc d = {program, in, nin, out, nout, workspace, stream, 0};
+    return workspace ? tb_model_execute(m, &d, err) : tb__model_run(m, program, in, nin, out, nout, 0, stream, 0, 1, err);
 }
 TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                        uint32_t nout, void *workspace, void *stream, tb_error *err) {

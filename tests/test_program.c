@@ -537,6 +537,24 @@ TEST(test_model_graph) {
     REQUIRE((m = load_model(b, TB_MODEL_GRAPH, &e)) != NULL);
     in[0] = tb_tensor_for(tb_model_input(m, 0), x);
     out[0] = tb_tensor_for(tb_model_output(m, 0), y);
+    {   /* tb_model_execute (2.7): TB_RUN_NO_GRAPH runs the steps, even on the
+           legacy stream, and captures nothing; an unknown flag is refused */
+        tb_run_desc d;
+        int graphs = fake.graphs_live();
+        memset(&d, 0, sizeof d);
+        d.inputs = in, d.input_count = 1, d.outputs = out, d.output_count = 1, d.flags = TB_RUN_NO_GRAPH;
+        before = fake.launches();
+        CHECK_OK(tb_model_execute(m, &d, &e), &e);
+        CHECK(fake.launches() == before + 2 && fake.graphs_live() == graphs);
+        d.flags = 6u;
+        CHECK(tb_model_execute(m, &d, &e) == tb_err_invalid_argument && strstr(e.message, "unknown bits 0x6"));
+        CHECK(tb_model_execute(m, NULL, &e) == tb_err_invalid_argument && strstr(e.message, "desc is NULL"));
+        d.flags = 0; /* the graph: it needs a stream */
+        CHECK(tb_model_execute(m, &d, &e) == tb_err_invalid_argument && strstr(e.message, "needs a stream"));
+        d.program = 1;
+        CHECK(tb_model_execute(m, &d, &e) == tb_err_invalid_argument && strstr(e.message, "program 1 does not exist"));
+        CHECK(fake.launches() == before + 2 && fake.graphs_live() == graphs); /* nothing more ran */
+    }
     before = fake.launches();
     CHECK_OK(tb_model_run(m, in, 1, out, 1, STREAM, &e), &e); /* captured, then replayed */
     CHECK(fake.launches() == before + 2);
@@ -832,6 +850,14 @@ TEST(test_model_caller_memory) {
     /* the caller's workspace */
     ws = (char *)dev((size_t)tb_model_workspace_size(m));
     CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
+    {   /* the same through tb_model_execute's workspace field */
+        tb_run_desc d;
+        memset(&d, 0, sizeof d);
+        d.inputs = in, d.input_count = 1, d.outputs = out, d.output_count = 3, d.workspace = ws, d.stream = STREAM;
+        CHECK_OK(tb_model_execute(m, &d, &e), &e);
+        d.workspace = (void *)(uintptr_t)0xBAD000;
+        CHECK(tb_model_execute(m, &d, &e) == tb_err_invalid_argument && strstr(e.message, "not memory of CUDA device"));
+    }
     fake.set_current(NULL);
     CHECK_OK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e), &e);
     CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument);
