@@ -28,9 +28,12 @@ all: $(B)/tbundle $(B)/launch $(B)/run_model $(B)/generate
 $(B):
 	mkdir -p $(B)
 
-# tbundle generate is examples/generate.c (included)
-$(B)/tbundle: examples/tbundle.c examples/generate.c $(HDR) | $(B)
-	$(CC) -std=c99 $(WARN) $(OPT) -I. -o $@ $< $(LIBS)
+# tbundle: tbundle.c (main, pack, list, unpack, verify, clean; the one file
+# that defines TRITON_BUNDLE_IMPLEMENTATION), tbundle_run.c (run) and
+# generate.c (generate, without its main), sharing examples/tbundle_cli.h
+TBUNDLE_SRC := examples/tbundle.c examples/tbundle_run.c examples/generate.c
+$(B)/tbundle: $(TBUNDLE_SRC) examples/tbundle_cli.h $(HDR) | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -I. -DGENERATE_NO_MAIN -o $@ $(TBUNDLE_SRC) $(LIBS)
 
 # the examples: C99, and as C++ (the header and a program of the README's
 # are both languages'), -Werror; -I. as a user's -I or pkg-config's cflags
@@ -65,8 +68,9 @@ $(B)/test_autotune_nomemo: tests/test_autotune.c $(HDR) $(TESTHDR) $(B)/libfakec
 # tbundle run without a GPU (tests/test_tbundle.sh): tbundle against the
 # stand-in driver, whose device memory is host memory, and a bundle whose
 # program is memset and copy steps (tests/mkprogram.c)
-$(B)/tbundle_fake: examples/tbundle.c examples/generate.c $(HDR) $(B)/libfakecuda.so | $(B)
-	$(CC) -std=c99 $(WARN) $(OPT) -I. -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda.so"' -o $@ $< $(LIBS)
+$(B)/tbundle_fake: $(TBUNDLE_SRC) examples/tbundle_cli.h $(HDR) $(B)/libfakecuda.so | $(B)
+	$(CC) -std=c99 $(WARN) $(OPT) -I. -DGENERATE_NO_MAIN -DTB_LIBCUDA_NAME='"$(CURDIR)/$(B)/libfakecuda.so"' -o $@ \
+	  $(TBUNDLE_SRC) $(LIBS)
 
 # run_model (the README's C program) against the stand-in driver
 $(B)/run_model_fake: examples/run_model.c $(HDR) $(B)/libfakecuda.so | $(B)

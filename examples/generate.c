@@ -38,11 +38,15 @@
    (with no end-of-sequence id, one chunk: the mean over the steps).
 
    Build: cc -std=c99 -o generate generate.c -ldl -lpthread
-   (tbundle generate is this program: examples/tbundle.c includes it.) */
-#ifndef GENERATE_NO_MAIN
+   (tbundle generate is this program: built with -DGENERATE_NO_MAIN, it is
+   a translation unit of tbundle, which links it with tbundle.c, the file
+   that holds the header's implementation.) */
+#ifdef GENERATE_NO_MAIN
+#include "tbundle_cli.h" /* generate_main and gen_usage_line, as tbundle.c calls them */
+#else
 #define TRITON_BUNDLE_IMPLEMENTATION
-#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 #endif
+#include "triton_bundle.h" /* -I the repository root, or the installed header (pkg-config --cflags triton_bundle) */
 
 #include <errno.h>
 #include <math.h>
@@ -95,7 +99,7 @@ static int gen_input(const tb_program *p, const char *name, uint32_t fallback) {
     return fallback < p->input_count ? (int)fallback : -1;
 }
 
-static const char gen_usage_line[] = "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
+const char gen_usage_line[] = "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
 static int gen_usage(const char *prog, int status) {
     fprintf(status ? stderr : stdout,
             "usage: %s %s\n"
@@ -131,7 +135,7 @@ typedef struct gen_buf {
     uint64_t bytes;
 } gen_buf;
 
-static int generate_main(int argc, char **argv, const char *prog, double t_start) {
+int generate_main(int argc, char **argv, const char *prog, double t_start) {
     const char *path = NULL, *ids_text = NULL, *eos_text = NULL, *weights = NULL;
     char weights_path[4096];
     int64_t *prompt = NULL, max_new = -1, eos = 0, max_seq = 0, tok, *out = NULL;
