@@ -15,10 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef TB_LIBCUDA_NAME
-#define TB_LIBCUDA_NAME "libcuda.so.1" /* the header's default, for CU_SYM's message */
-#endif
-
 const char *const usage_run =
     "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--weights FILE] [--graph] [--bench N] [--device N] [-v]\n"
     "  Runs the program MODEL holds (a whole compiled model, as the Python companion's\n"
@@ -429,8 +425,8 @@ static const char *index_text(const tb_tensor_spec *t, uint64_t i, char *buf) {
 typedef struct {
     unsigned char *host;
     uint64_t extent;
-    unsigned long long raw;      /* the allocation (0: none) */
-    unsigned long long dev;      /* raw rounded up to the spec's align */
+    void *raw;                   /* the allocation (tb_model_device_alloc; NULL: none) */
+    void *dev;                   /* raw rounded up to the spec's align */
 } run_tensor;
 
 /* bfloat16 and float8: no NumPy type, their bit patterns in .npy files */
@@ -448,30 +444,47 @@ static const char *spec_text(const tb_tensor_spec *t, char *buf, size_t cap) {
     return buf;
 }
 
-/* Input i (spec t) from the .npy at path into rt->host: 0, or 1 with the
-   cause printed. */
-static int read_input(const char *path, uint32_t i, const tb_tensor_spec *t, run_tensor *rt) {
-    struct stat st;
+/* An input's .npy file, open, its header read: each file is opened and
+   read once (npy_open, then read_input). */
+typedef struct {
+    int fd;                      /* -1: not open */
+    uint64_t size;
     npy_header h;
-    char why[400], want[300], d1[DIMS_TEXT];
+} npy_file;
+
+/* Opens the .npy at path for input i (spec t: its name) and reads its
+   header into f: 0, or 1 with the cause printed (f->fd -1, or open for
+   the caller to close). */
+static int npy_open(const char *path, uint32_t i, const tb_tensor_spec *t, npy_file *f) {
+    struct stat st;
+    char why[400];
+    if ((f->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(path), i, E(t->name), strerror(errno));
+        return 1;
+    }
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "%s: %s (input %u '%s'): not a regular file\n", prog, E(path), i, E(t->name));
+        return 1;
+    }
+    f->size = (uint64_t)st.st_size;
+    if (!npy_header_read(f->fd, f->size, &f->h, why, sizeof why)) {
+        fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(path), i, E(t->name), why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Input i (spec t) from the .npy at path (f: open, its header read) into
+   rt->host: 0, or 1 with the cause printed. */
+static int read_input(const char *path, uint32_t i, const tb_tensor_spec *t, const npy_file *f, run_tensor *rt) {
+    const npy_header h = f->h;
+    char want[300], d1[DIMS_TEXT];
     const char *npy = tb_dtype_npy(t->dtype);
     uint32_t es = tb_dtype_size(t->dtype), d, long_dims = 0;
     uint64_t n, bytes, clash = 0;
     unsigned char *data = NULL;
-    int fd, r, st_ = 1, shape_ok;
+    int fd = f->fd, r, st_ = 1, shape_ok;
     memset(rt, 0, sizeof *rt);
-    if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
-        fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(path), i, E(t->name), strerror(errno));
-        return 1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "%s: %s (input %u '%s'): not a regular file\n", prog, E(path), i, E(t->name));
-        goto done;
-    }
-    if (!npy_header_read(fd, (uint64_t)st.st_size, &h, why, sizeof why)) {
-        fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(path), i, E(t->name), why);
-        goto done;
-    }
     if (!npy || !es) { /* a reader refuses such a dtype */
         fprintf(stderr, "%s: input %u '%s': the program's dtype %u has no .npy type\n", prog, i, E(t->name), t->dtype);
         goto done;
@@ -494,9 +507,9 @@ static int read_input(const char *path, uint32_t i, const tb_tensor_spec *t, run
                 dims_text(t->shape, t->rank, d1));
         goto done;
     }
-    if ((uint64_t)st.st_size - h.data != bytes) {
+    if (f->size - h.data != bytes) {
         fprintf(stderr, "%s: %s (input %u '%s'): holds %llu bytes of data; '%s' %s is %llu bytes\n", prog, E(path), i,
-                E(t->name), (unsigned long long)((uint64_t)st.st_size - h.data), E(h.descr), dims_text(h.shape, h.rank, d1),
+                E(t->name), (unsigned long long)(f->size - h.data), E(h.descr), dims_text(h.shape, h.rank, d1),
                 (unsigned long long)bytes);
         goto done;
     }
@@ -543,7 +556,6 @@ done:
         free(rt->host);
         rt->host = NULL;
     }
-    close(fd);
     return st_;
 }
 
@@ -622,79 +634,36 @@ done:
     return st;
 }
 
-/* ---- the driver: the few entry points run needs beyond the library's,
-   through tb_driver_symbol (no CUDA header: CUdeviceptr is unsigned long
-   long, CUresult int, contexts and streams pointers) ---- */
-typedef struct {
-    int (*cuDeviceGet)(int *, int);
-    int (*cuDevicePrimaryCtxRetain)(void **, int);
-    int (*cuDevicePrimaryCtxRelease)(int);
-    int (*cuCtxPushCurrent)(void *);
-    int (*cuCtxPopCurrent)(void **);
-    int (*cuCtxSynchronize)(void);
-    int (*cuMemAlloc)(unsigned long long *, size_t);
-    int (*cuMemFree)(unsigned long long);
-    int (*cuMemcpyHtoD)(unsigned long long, const void *, size_t);
-    int (*cuMemcpyDtoH)(void *, unsigned long long, size_t);
-    int (*cuStreamCreate)(void **, unsigned);
-    int (*cuStreamDestroy)(void *);
-    int (*cuStreamSynchronize)(void *);
-    int (*cuGetErrorName)(int, const char **);
-} cuda_api;
+/* ---- the device: through the header's model calls (tb_model_device_alloc,
+   tb_model_copy_to_device, tb_model_stream_create, tb_model_synchronize...),
+   each of which makes the model's context (the primary context of
+   --device) current for itself: no driver entry point of run's own ---- */
 
-/* memcpy turns dlsym's object pointer into a function pointer without the
-   cast ISO C forbids */
-#define CU_SYM(field, name)                                                   \
-    do {                                                                      \
-        void *s_ = tb_driver_symbol(name);                                    \
-        if (!s_) {                                                            \
-            fprintf(stderr, "%s: %s has no entry point %s\n", prog, TB_LIBCUDA_NAME, name); \
-            return 0;                                                         \
-        }                                                                     \
-        memcpy(&cu->field, &s_, sizeof s_);                                   \
-    } while (0)
-
-static int cuda_resolve(cuda_api *cu) {
-    CU_SYM(cuDeviceGet, "cuDeviceGet");
-    CU_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    CU_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-    CU_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
-    CU_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
-    CU_SYM(cuCtxSynchronize, "cuCtxSynchronize");
-    CU_SYM(cuMemAlloc, "cuMemAlloc_v2");
-    CU_SYM(cuMemFree, "cuMemFree_v2");
-    CU_SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-    CU_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    CU_SYM(cuStreamCreate, "cuStreamCreate");
-    CU_SYM(cuStreamDestroy, "cuStreamDestroy_v2");
-    CU_SYM(cuStreamSynchronize, "cuStreamSynchronize");
-    CU_SYM(cuGetErrorName, "cuGetErrorName");
-    return 1;
-}
-
-/* A driver call that failed: 1, the call and its error printed. */
-static int cu_failed(const cuda_api *cu, int cr, const char *call, const char *what) {
-    const char *nm = NULL;
-    if (cr == 0) return 0;
-    if (cu->cuGetErrorName(cr, &nm) != 0 || !nm) nm = "?";
-    fprintf(stderr, "%s: %s: %s returned %s (%d)\n", prog, what, call, nm, cr);
+/* A model call that failed (r): 1, what it was for and the library's
+   message printed. */
+static int model_failed(tb_result r, const char *what, const tb_error *e) {
+    if (r == tb_ok) return 0;
+    fprintf(stderr, "%s: %s: %s\n", prog, what, e->message);
     return 1;
 }
 
 /* Device memory for a tensor of spec t: its extent, the start rounded up
    to the spec's align (at least one byte, so that every tensor has an
    address of its own); with host, the bytes copied in. */
-static int device_tensor(const cuda_api *cu, run_tensor *rt, const tb_tensor_spec *t, const char *what, uint32_t i,
+static int device_tensor(tb_model *model, run_tensor *rt, const tb_tensor_spec *t, const char *what, uint32_t i,
                          int upload) {
     char ctx[300];
     uint64_t align = t->align > 1 ? t->align : 1;
+    tb_error e;
     snprintf(ctx, sizeof ctx, "%s %u '%s' (%llu bytes)", what, i, E(t->name), (unsigned long long)rt->extent);
-    if (cu_failed(cu, cu->cuMemAlloc(&rt->raw, (size_t)(rt->extent + align - 1 + (rt->extent == 0))), "cuMemAlloc_v2", ctx)) {
-        rt->raw = 0;
+    if (model_failed(tb_model_device_alloc(model, (size_t)(rt->extent + align - 1 + (rt->extent == 0)), &rt->raw, &e), ctx,
+                     &e)) {
+        rt->raw = NULL;
         return 0;
     }
-    rt->dev = (rt->raw + align - 1) & ~(unsigned long long)(align - 1);
-    if (upload && rt->extent && cu_failed(cu, cu->cuMemcpyHtoD(rt->dev, rt->host, (size_t)rt->extent), "cuMemcpyHtoD_v2", ctx))
+    rt->dev = (void *)(((uintptr_t)rt->raw + (uintptr_t)(align - 1)) & ~(uintptr_t)(align - 1));
+    if (upload && rt->extent &&
+        model_failed(tb_model_copy_to_device(model, rt->dev, rt->host, (size_t)rt->extent, NULL, &e), ctx, &e))
         return 0;
     return 1;
 }
@@ -712,13 +681,13 @@ static void run_logger(void *user, tb_log_level level, const char *message) {
 }
 static const tb_options run_log = {{NULL, NULL, NULL, NULL}, run_logger, NULL};
 
-static int bench_upload(cuda_api *cu, const tb_bundle *b, const char *path, const tb_model_desc *base, uint64_t bytes) {
+static int bench_upload(tb_model *model, const tb_bundle *b, const char *path, const tb_model_desc *base, uint64_t bytes) {
     double t[6], h[6], t0;
     tb_kernel_table *table = NULL;
     tb_model_desc d = *base;
     tb_model *m = NULL;
     tb_error e;
-    unsigned long long dev = 0;
+    void *dev = NULL;
     unsigned char *host = NULL;
     int k, st = 1;
     if (tb_kernel_table_create(b, NULL, NULL, TB_TABLE_LAZY, &table, &e) != tb_ok) return fail(&e);
@@ -733,12 +702,12 @@ static int bench_upload(cuda_api *cu, const tb_bundle *b, const char *path, cons
         tb_model_free(m);
     }
     if (bytes && (!(host = (unsigned char *)malloc((size_t)bytes)) ||
-                  cu_failed(cu, cu->cuMemAlloc(&dev, (size_t)bytes), "cuMemAlloc_v2", "the upload baseline")))
+                  model_failed(tb_model_device_alloc(model, (size_t)bytes, &dev, &e), "the upload baseline", &e)))
         goto done;
     if (host) memset(host, 1, (size_t)bytes); /* pages touched, as a model's host weights are */
     for (k = 0; k < 6; k++) {
         t0 = now();
-        if (bytes && cu_failed(cu, cu->cuMemcpyHtoD(dev, host, (size_t)bytes), "cuMemcpyHtoD_v2", "the upload baseline"))
+        if (bytes && model_failed(tb_model_copy_to_device(model, dev, host, (size_t)bytes, NULL, &e), "the upload baseline", &e))
             goto done;
         h[k] = (now() - t0) * 1e3;
     }
@@ -780,19 +749,18 @@ static int bench_upload(cuda_api *cu, const tb_bundle *b, const char *path, cons
     }
     st = 0;
 done:
-    if (dev) cu->cuMemFree(dev);
+    tb_model_device_free(model, dev);
     free(host);
     tb_kernel_table_free(table);
     return st;
 }
 
 static uint32_t run_index; /* the program run_once runs (run_opts.index) */
-static int run_once(tb_model *model, const tb_program *p, const tb_tensor *in, const tb_tensor *out, void *stream,
-                    const cuda_api *cu) {
+static int run_once(tb_model *model, const tb_program *p, const tb_tensor *in, const tb_tensor *out, void *stream) {
     tb_error e;
     if (tb_model_run_program(model, run_index, in, p->input_count, out, p->output_count, stream, &e) != tb_ok)
         return fail(&e);
-    return cu_failed(cu, cu->cuStreamSynchronize(stream), "cuStreamSynchronize", "the run");
+    return model_failed(tb_model_synchronize(model, stream, &e), "the run", &e);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -841,32 +809,27 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
     return 0;
 }
 
-/* The inputs read (host), on the device: load, run, write the outputs,
-   and --bench. */
-static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program *p, run_tensor *in, run_tensor *out) {
-    cuda_api cu;
+/* The inputs read (host; ins: their specs at the run's sizes), on the
+   device: load (the model retains --device's primary context), run, write
+   the outputs, and --bench. */
+static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program *p, const tb_tensor_spec *ins,
+                         run_tensor *in, run_tensor *out) {
     tb_error e;
     tb_model_desc desc;
     tb_model *model = NULL;
     tb_tensor *tin = NULL, *tout = NULL;
-    void *ctx = NULL, *stream = NULL, *popped;
+    tb_tensor_spec *outs = NULL;
+    void *stream = NULL;
     double t0, load_ms = 0, *times = NULL, median;
-    int dev = 0, count = 0, pushed = 0, retained = 0, st = 1;
+    int count = 0, st = 1;
     uint32_t i;
     long k;
     if (tb_driver_load(&e) != tb_ok) return fail(&e);
-    if (!cuda_resolve(&cu)) return 1;
     if (tb_driver_device_count(&count, &e) != tb_ok) return fail(&e);
     if (o->device >= count) {
         fprintf(stderr, "%s: --device %d: this machine has %d CUDA device%s\n", prog, o->device, count, count == 1 ? "" : "s");
         return 1;
     }
-    if (cu_failed(&cu, cu.cuDeviceGet(&dev, o->device), "cuDeviceGet", "--device") ||
-        cu_failed(&cu, cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "--device"))
-        return 1;
-    retained = 1;
-    if (cu_failed(&cu, cu.cuCtxPushCurrent(ctx), "cuCtxPushCurrent_v2", "--device")) goto done;
-    pushed = 1;
     memset(&desc, 0, sizeof desc);
     desc.bundle = b;
     desc.device = o->device;
@@ -882,41 +845,48 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
     load_ms = (now() - t0) * 1e3;
     tin = (tb_tensor *)calloc((size_t)p->input_count + 1, sizeof *tin);
     tout = (tb_tensor *)calloc((size_t)p->output_count + 1, sizeof *tout);
-    if (!tin || !tout) {
+    outs = (tb_tensor_spec *)calloc((size_t)p->output_count + 1, sizeof *outs);
+    if (!tin || !tout || !outs) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto done;
     }
     for (i = 0; i < p->input_count; i++) {
-        if (!device_tensor(&cu, &in[i], &p->inputs[i], "input", i, 1)) goto done;
-        tin[i] = tb_tensor_for(&p->inputs[i], (void *)(uintptr_t)in[i].dev);
+        if (!device_tensor(model, &in[i], &ins[i], "input", i, 1)) goto done;
+        tin[i] = tb_tensor_for(&ins[i], in[i].dev);
+    }
+    /* the outputs' specs on these inputs: the program's own, or (2.6) at
+       the sizes the inputs bind, refused as the run would refuse them */
+    if (tb_model_output_specs(model, run_index, tin, p->input_count, outs, p->output_count, &e) != tb_ok) {
+        fprintf(stderr, "%s: program '%s': %s\n", prog, E(p->name), e.message);
+        goto done;
     }
     for (i = 0; i < p->output_count; i++) {
-        out[i].extent = tb_tensor_spec_extent(&p->outputs[i]);
+        out[i].extent = tb_tensor_spec_extent(&outs[i]);
         if (out[i].extent == UINT64_MAX || out[i].extent > (uint64_t)SIZE_MAX - 4096) {
-            fprintf(stderr, "%s: output %u '%s': its extent is out of range\n", prog, i, E(p->outputs[i].name));
+            fprintf(stderr, "%s: output %u '%s': its extent is out of range\n", prog, i, E(outs[i].name));
             goto done;
         }
-        if (!device_tensor(&cu, &out[i], &p->outputs[i], "output", i, 0)) goto done;
-        tout[i] = tb_tensor_for(&p->outputs[i], (void *)(uintptr_t)out[i].dev);
+        if (!device_tensor(model, &out[i], &outs[i], "output", i, 0)) goto done;
+        tout[i] = tb_tensor_for(&outs[i], out[i].dev);
     }
     /* the copies from pageable memory may still be on their way */
-    if (cu_failed(&cu, cu.cuCtxSynchronize(), "cuCtxSynchronize", "the inputs' copies") ||
-        cu_failed(&cu, cu.cuStreamCreate(&stream, 0), "cuStreamCreate", "the run's stream"))
+    if (model_failed(tb_model_synchronize(model, NULL, &e), "the inputs' copies", &e) ||
+        model_failed(tb_model_stream_create(model, &stream, &e), "the run's stream", &e))
         goto done;
-    if (run_once(model, p, tin, tout, stream, &cu)) goto done;
+    if (run_once(model, p, tin, tout, stream)) goto done;
     if (o->make_out && mkdirs(o->out) != 0) {
         fprintf(stderr, "%s: --out %s: %s\n", prog, E(o->out), strerror(errno));
         goto done;
     }
     for (i = 0; i < p->output_count; i++) {
         if (!(out[i].host = (unsigned char *)malloc((size_t)out[i].extent + 1))) {
-            fprintf(stderr, "%s: output %u '%s': cannot allocate %llu bytes\n", prog, i, E(p->outputs[i].name),
+            fprintf(stderr, "%s: output %u '%s': cannot allocate %llu bytes\n", prog, i, E(outs[i].name),
                     (unsigned long long)out[i].extent);
             goto done;
         }
-        if ((out[i].extent && cu_failed(&cu, cu.cuMemcpyDtoH(out[i].host, out[i].dev, (size_t)out[i].extent),
-                                        "cuMemcpyDtoH_v2", "the outputs")) ||
-            write_output(o->out, i, &p->outputs[i], out[i].host, out[i].extent))
+        if ((out[i].extent && model_failed(tb_model_copy_to_host(model, out[i].host, out[i].dev, (size_t)out[i].extent,
+                                                                 NULL, &e), "the outputs", &e)) ||
+            write_output(o->out, i, &outs[i], out[i].host, out[i].extent))
             goto done;
         free(out[i].host);
         out[i].host = NULL;
@@ -927,89 +897,123 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
             goto done;
         }
         for (k = 0; k < BENCH_WARMUP; k++)
-            if (run_once(model, p, tin, tout, stream, &cu)) goto done;
+            if (run_once(model, p, tin, tout, stream)) goto done;
         for (k = 0; k < o->bench; k++) {
             t0 = now();
-            if (run_once(model, p, tin, tout, stream, &cu)) goto done;
+            if (run_once(model, p, tin, tout, stream)) goto done;
             times[k] = (now() - t0) * 1e6;
         }
         qsort(times, (size_t)o->bench, sizeof *times, cmp_double);
         median = o->bench % 2 ? times[o->bench / 2] : (times[o->bench / 2 - 1] + times[o->bench / 2]) / 2;
         printf("load %.3f ms\nmedian %.3f us\nmin %.3f us\nmax %.3f us\nruns %ld\n", load_ms, median, times[0],
                times[o->bench - 1], o->bench);
-        if (bench_upload(&cu, b, o->model, &desc, tb_model_constant_bytes(model))) goto done;
+        if (bench_upload(model, b, o->model, &desc, tb_model_constant_bytes(model))) goto done;
     }
     st = 0;
 done:
-    if (stream) cu.cuStreamSynchronize(stream); /* nothing in flight when the memory goes */
-    if (model) tb_model_free(model);
-    for (i = 0; i < p->input_count; i++)
-        if (in[i].raw) cu.cuMemFree(in[i].raw);
+    if (stream) tb_model_synchronize(model, stream, &e); /* nothing in flight when the memory goes */
+    for (i = 0; i < p->input_count; i++) /* (no model: nothing was allocated) */
+        tb_model_device_free(model, in[i].raw);
     for (i = 0; i < p->output_count; i++) {
-        if (out[i].raw) cu.cuMemFree(out[i].raw);
+        tb_model_device_free(model, out[i].raw);
         free(out[i].host);
         out[i].host = NULL;
     }
-    if (stream) cu.cuStreamDestroy(stream);
-    if (pushed) cu.cuCtxPopCurrent(&popped);
-    if (retained) cu.cuDevicePrimaryCtxRelease(dev);
+    tb_model_stream_free(model, stream);
+    tb_model_free(model);
     free(tin);
     free(tout);
+    free(outs);
     free(times);
     return st;
 }
 
-/* MODEL's program, its inputs from the .npy files: all checked, then run. */
-/* (2.6) A program with symbols at the sizes of the .npy inputs: the
-   symbols bound from their shapes as a run binds them (a size outside its
-   range refused with the runner's message), then the program at those
-   values, whose specs read_input checks each file against. NULL with the
-   cause printed. */
-static const tb_program *at_input_sizes(const tb_bundle *b, const tb_program *p, const char **files, tb_program **inst) {
+/* (2.6) The input specs of a program with symbols at the sizes of the
+   .npy files (f: their headers read): the symbols bound from the files'
+   shapes as a run binds them (tb_program_bind: a size outside its range
+   refused with the runner's message), then each input's size and stride
+   expressions evaluated at those values (tb_expr_eval), as the run's
+   instance holds them; read_input checks each file against them. (The
+   outputs' specs come from the model: tb_model_output_specs.) 0, or 1
+   with the cause printed. */
+static int at_input_sizes(const tb_program *p, const npy_file *f, tb_tensor_spec *specs) {
     tb_tensor *t = (tb_tensor *)calloc((size_t)p->input_count + 1, sizeof *t);
     int64_t values[TB_MAX_PROGRAM_SYMBOLS];
     tb_error e;
     uint32_t i, d;
-    const tb_program *r = NULL;
+    int st = 1;
     if (!t) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        return NULL;
+        return 1;
     }
     for (i = 0; i < p->input_count; i++) {
-        struct stat st;
-        npy_header h;
-        char why[400];
-        int fd = open(files[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC), ok;
-        if (fd < 0) {
-            fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(files[i]), i, E(p->inputs[i].name), strerror(errno));
-            goto done;
-        }
-        ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && npy_header_read(fd, (uint64_t)st.st_size, &h, why, sizeof why);
-        if (!ok && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) snprintf(why, sizeof why, "not a regular file");
-        close(fd);
-        if (!ok) {
-            fprintf(stderr, "%s: %s (input %u '%s'): %s\n", prog, E(files[i]), i, E(p->inputs[i].name), why);
-            goto done;
-        }
-        t[i].dtype = p->inputs[i].dtype, t[i].rank = h.rank;
-        for (d = 0; d < h.rank && d < TB_MAX_TENSOR_DIMS; d++) t[i].shape[d] = h.shape[d];
+        t[i].dtype = p->inputs[i].dtype, t[i].rank = f[i].h.rank;
+        for (d = 0; d < f[i].h.rank && d < TB_MAX_TENSOR_DIMS; d++) t[i].shape[d] = f[i].h.shape[d];
     }
-    if (tb_program_bind(p, t, p->input_count, values, &e) != tb_ok ||
-        tb_program_specialize(b, p, values, inst, &e) != tb_ok) {
+    if (tb_program_bind(p, t, p->input_count, values, &e) != tb_ok) {
         fprintf(stderr, "%s: program '%s': %s\n", prog, E(p->name), e.message);
         goto done;
     }
-    r = *inst;
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int size = x->field == TB_FIELD_INPUT_SIZE;
+        int64_t v;
+        if ((!size && x->field != TB_FIELD_INPUT_STRIDE) || x->index >= p->input_count || x->sub >= TB_MAX_TENSOR_DIMS)
+            continue; /* (a reader refuses the last two) */
+        if (tb_expr_eval(x->ops, x->op_count, values, p->symbol_count, &v, &e) != tb_ok) {
+            fprintf(stderr, "%s: program '%s': input %u '%s' %s %u: %s\n", prog, E(p->name), x->index,
+                    E(p->inputs[x->index].name), size ? "dimension" : "stride", x->sub, e.message);
+            goto done;
+        }
+        if (size) specs[x->index].shape[x->sub] = v;
+        else specs[x->index].strides[x->sub] = v;
+    }
+    st = 0;
 done:
     free(t);
-    return r;
+    return st;
 }
 
+/* The inputs from the .npy files into in, each file opened and read once;
+   specs: the inputs' specs the run uses, the program's own or (2.6) at
+   the files' sizes. Without symbols each file is checked against its
+   input as it is read; with them every header is read first, the sizes
+   bound (at_input_sizes), then each file checked and read. 0, or 1 with
+   the cause printed. */
+static int read_inputs(const tb_program *p, const char **files, tb_tensor_spec *specs, run_tensor *in) {
+    npy_file *f = (npy_file *)calloc((size_t)p->input_count + 1, sizeof *f);
+    uint32_t i;
+    int st = 1;
+    if (!f) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    for (i = 0; i < p->input_count; i++) f[i].fd = -1;
+    for (i = 0; i < p->input_count; i++) {
+        specs[i] = p->inputs[i];
+        if (npy_open(files[i], i, &p->inputs[i], &f[i])) goto done;
+        if (p->symbol_count) continue; /* read once every size is known */
+        if (read_input(files[i], i, &specs[i], &f[i], &in[i])) goto done;
+        close(f[i].fd);
+        f[i].fd = -1;
+    }
+    if (p->symbol_count && at_input_sizes(p, f, specs)) goto done;
+    for (i = 0; p->symbol_count && i < p->input_count; i++)
+        if (read_input(files[i], i, &specs[i], &f[i], &in[i])) goto done;
+    st = 0;
+done:
+    for (i = 0; i < p->input_count; i++)
+        if (f[i].fd >= 0) close(f[i].fd);
+    free(f);
+    return st;
+}
+
+/* MODEL's program, its inputs from the .npy files: all checked, then run. */
 static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
     tb_bundle *b;
     const tb_program *p;
-    tb_program *inst = NULL;
     run_tensor *in = NULL, *out = NULL;
+    tb_tensor_spec *specs = NULL;
     struct stat st;
     char want[300];
     uint32_t i;
@@ -1061,24 +1065,19 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
     }
     in = (run_tensor *)calloc((size_t)p->input_count + 1, sizeof *in);
     out = (run_tensor *)calloc((size_t)p->output_count + 1, sizeof *out);
-    if (!in || !out) {
+    specs = (tb_tensor_spec *)calloc((size_t)p->input_count + 1, sizeof *specs);
+    if (!in || !out || !specs) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto done;
     }
-    if (p->symbol_count) { /* (2.6) the program at the inputs' sizes */
-        const tb_program *at = at_input_sizes(b, p, files, &inst);
-        if (!at) goto done;
-        p = at;
-    }
-    for (i = 0; i < p->input_count; i++)
-        if (read_input(files[i], i, &p->inputs[i], &in[i])) goto done;
-    status = run_on_device(o, b, p, in, out);
+    if (read_inputs(p, files, specs, in)) goto done;
+    status = run_on_device(o, b, p, specs, in, out);
 done:
     if (in)
         for (i = 0; i < p->input_count; i++) free(in[i].host);
     free(in);
     free(out);
-    tb_program_free(inst);
+    free(specs);
     tb_bundle_free(b);
     return status;
 }
