@@ -89,7 +89,7 @@
 
    CONTENTS (grep the tag: each section's banner carries it, with the same
    title, in the declarations and again in the implementation)
-     >>core      results, errors, options; allocation, logging, strings, threads
+     >>core      results, errors, options; allocation, logging, strings, sorting, threads
      >>arena     (implementation only) a bundle's strings and copied bytes
      >>model     bundles, kernels, records, names: the data model and its arrays
      >>format    the binary format: the block checksum, the one writer, the reader
@@ -2010,7 +2010,7 @@ static int tb__code_kind(char c) {
 
 /* ---------------------------------------------------------------------- */
 /* >>core  Core: results, errors, options */
-/* Allocation, errors and logging, strings and threads. The context every */
+/* Allocation, errors and logging, strings, sorting and threads. The context every */
 /* object carries: its allocator and logger, copied from the caller's */
 /* tb_options so that frees use what allocated. */
 /* ---------------------------------------------------------------------- */
@@ -2216,6 +2216,134 @@ static const void *tb__memmem(const void *hay, size_t n, const char *needle) {
 static int tb__has_suffix(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && memcmp(s + n - m, suf, m) == 0;
+}
+
+/* ---- sorting ----
+   One sort for the library's arrays, with the context pointer qsort lacks
+   (the memory plan's and the weights file's orders once passed theirs
+   through a global under a process-wide lock): a bottom-up merge sort,
+   O(n log n) comparisons on any input and no recursion, since a bundle
+   or a weights file can hand it millions of hostile entries. A merge
+   sort rather than an in-place heapsort because it is stable: entries
+   the comparator calls equal keep their order, which is the order the
+   callers had from glibc's qsort (a merge sort in most of its versions;
+   a weights file's zero-byte tensors at one offset stay in header
+   order), now on every libc. Runs of TB__SORT_RUN are insertion-sorted,
+   then merged a block of TB__SORT_BLOCK at a time before the blocks are:
+   the strings a block's comparisons read stay in cache through its
+   merges. Scratch: n * size bytes, on the stack up to TB__SORT_STACK,
+   else from the caller's allocator; when that fails the array is left as
+   it was and the result is tb_err_out_of_memory. */
+typedef int (*tb__cmp_fn)(const void *a, const void *b, void *ctx);
+#define TB__SORT_RUN 16u       /* elements insertion-sorted in place before the merges */
+#define TB__SORT_BLOCK 1024u   /* elements merged into one run before any larger merge */
+#define TB__SORT_STACK 1024u   /* scratch bytes that need no allocation */
+
+/* a[0..n) by insertion, stable: an element goes after those equal to it
+   (one comparison when it is in order already, else a binary search) */
+static void tb__sort_insert(unsigned char *a, size_t n, size_t size, tb__cmp_fn cmp, void *ctx) {
+    unsigned char t[128];
+    size_t i, lo, hi, k, m;
+    for (i = 1; i < n; i++) {
+        if (cmp(a + (i - 1) * size, a + i * size, ctx) <= 0) continue;
+        for (lo = 0, hi = i - 1; lo < hi;) { /* the first of a[0..i-1) that is greater */
+            size_t mid = lo + (hi - lo) / 2;
+            if (cmp(a + mid * size, a + i * size, ctx) <= 0) lo = mid + 1;
+            else hi = mid;
+        }
+        if (size <= sizeof t) {
+            memcpy(t, a + i * size, size);
+            memmove(a + (lo + 1) * size, a + lo * size, (i - lo) * size);
+            memcpy(a + lo * size, t, size);
+        } else { /* a large element: swapped down a piece at a time */
+            for (k = i; k > lo; k--)
+                for (m = 0; m < size; m += sizeof t) {
+                    size_t piece = size - m < sizeof t ? size - m : sizeof t;
+                    unsigned char *x = a + (k - 1) * size + m, *y = a + k * size + m;
+                    memcpy(t, x, piece), memcpy(x, y, piece), memcpy(y, t, piece);
+                }
+        }
+    }
+}
+
+/* one merge step's loop, for an element size sz (a constant where it can be) */
+#define TB__MERGE(sz)                                                                                  \
+    while (l < le && r < re) {                                                                         \
+        if (cmp(l, r, ctx) <= 0) memcpy(o, l, sz), l += sz;                                            \
+        else memcpy(o, r, sz), r += sz;                                                                \
+        o += sz;                                                                                       \
+    }
+
+/* The sorted runs of w in a[0..n) merged pairwise until one is left,
+   through s (n elements) and back: a ends sorted. Stable: of two equal
+   elements the left run's goes first. */
+static void tb__sort_merges(unsigned char *a, unsigned char *s, size_t n, size_t w, size_t size, tb__cmp_fn cmp,
+                            void *ctx) {
+    unsigned char *src = a, *dst = s, *t;
+    for (; w < n; w = w <= n / 2 ? 2 * w : n) {
+        size_t lo;
+        for (lo = 0; lo < n;) {
+            size_t mid = w < n - lo ? lo + w : n, hi = mid < n && w < n - mid ? mid + w : n;
+            const unsigned char *l = src + lo * size, *le = src + mid * size, *r = le, *re = src + hi * size;
+            unsigned char *o = dst + lo * size;
+            if (r < re && cmp(le - size, r, ctx) > 0) { /* (else the two are in order already) */
+                /* a pointer's or an index's size: copies the compiler inlines */
+                if (size == 8) TB__MERGE(8)
+                else if (size == 4) TB__MERGE(4)
+                else TB__MERGE(size)
+            }
+            memcpy(o, l, (size_t)(le - l));
+            memcpy(o + (le - l), r, (size_t)(re - r));
+            lo = hi;
+        }
+        t = src, src = dst, dst = t;
+    }
+    if (src != a) memcpy(a, src, n * size);
+}
+#undef TB__MERGE
+
+static tb_result tb__sort(const tb__ctx *c, void *base, size_t n, size_t size, tb__cmp_fn cmp, void *ctx) {
+    union { void *p; uint64_t u; double d; long double ld; unsigned char b[TB__SORT_STACK]; } stack; /* aligned */
+    unsigned char *a = (unsigned char *)base, *s;
+    size_t bytes, i, j, m;
+    if (!size) return tb_ok;
+    if (n <= TB__SORT_RUN) {
+        tb__sort_insert(a, n, size, cmp, ctx);
+        return tb_ok;
+    }
+    if (!tb__mul(n, size, &bytes)) return tb_err_out_of_memory;
+    if (!(s = bytes <= sizeof stack ? stack.b : (unsigned char *)tb__alloc(c, bytes))) return tb_err_out_of_memory;
+    for (i = 0; i < n; i += m) {
+        m = n - i < TB__SORT_BLOCK ? n - i : TB__SORT_BLOCK;
+        for (j = 0; j < m; j += TB__SORT_RUN)
+            tb__sort_insert(a + (i + j) * size, m - j < TB__SORT_RUN ? m - j : TB__SORT_RUN, size, cmp, ctx);
+        tb__sort_merges(a + i * size, s + i * size, m, TB__SORT_RUN, size, cmp, ctx);
+    }
+    tb__sort_merges(a, s, n, TB__SORT_BLOCK, size, cmp, ctx);
+    if (s != stack.b) tb__free(c, s);
+    return tb_ok;
+}
+
+/* The element of base[0..n) (sorted by cmp) that cmp calls equal to
+   *key, or NULL: bsearch with the context. */
+static const void *tb__search(const void *key, const void *base, size_t n, size_t size, tb__cmp_fn cmp, void *ctx) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const void *e = (const unsigned char *)base + mid * size;
+        int d = cmp(key, e, ctx);
+        if (!d) return e;
+        if (d < 0) hi = mid;
+        else lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* The order of an array of strings (const char *): the one comparator
+   for them, the listing's names, hashes, a program's tensor names. */
+static int tb__cmp_str(const void *a, const void *b, void *ctx) {
+    (void)ctx;
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* ---- threads ----
@@ -5669,8 +5797,6 @@ static void tb__replace_into(unsigned char *dst, const unsigned char *src, size_
 }
 
 
-static int tb__cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
 /* A directory opened for listing: its entries' names, sorted, and the open
    DIR whose descriptor then serves the openat calls on those entries. */
 typedef struct tb__listing {
@@ -5754,8 +5880,8 @@ static tb_result tb__list_open_flags(const tb__ctx *c, int parent, const char *n
     l->names = (char **)tb__alloc(c, (l->count ? l->count : 1) * sizeof(char *));
     if (!l->names) goto oom;
     for (i = 0; i < l->count; i++) l->names[i] = l->pool + offs[i] + 1;
+    if (tb__sort(c, l->names, l->count, sizeof(char *), tb__cmp_str, NULL) != tb_ok) goto oom;
     tb__free(c, offs);
-    if (l->count) qsort(l->names, l->count, sizeof(char *), tb__cmp_names);
     return tb_ok;
 oom:
     tb__free(c, offs);
@@ -7938,8 +8064,6 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     return tb_ok;
 }
 
-static int tb__cmp_strp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
 TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
     uint32_t i, j, q, n = 0;
     size_t configs = 1;
@@ -7958,10 +8082,14 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
     }
     for (q = 0; q < b->record_count; q++)
         for (j = 0; j < b->records[q].config_count; j++) have[n++] = b->records[q].configs[j].kernel_hash;
-    if (n) qsort(have, n, sizeof *have, tb__cmp_strp);
+    if (tb__sort(&b->ctx, have, n, sizeof *have, tb__cmp_str, NULL) != tb_ok) {
+        tb__free(&b->ctx, have);
+        tb__free(&b->ctx, d);
+        return TB__OOM(err);
+    }
     for (i = 0; i < b->kernel_count && r == tb_ok; i++) {
         const tb_kernel *k = &b->kernels[i];
-        if (n && bsearch(&k->hash, have, n, sizeof *have, tb__cmp_strp)) continue;
+        if (tb__search(&k->hash, have, n, sizeof *have, tb__cmp_str, NULL)) continue;
         int first = 1;
         for (j = 0; j < k->artifact_count && r == tb_ok; j++) {
             const char *name = k->artifacts[j].name;
@@ -9211,10 +9339,6 @@ static tb_result tb__check_tensor(const tb_tensor_spec *t, const char *what, uin
     return tb_ok;
 }
 
-static int tb__cmp_name(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* Names unique within one list (sorted copies of the pointers). */
 static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *t, uint32_t n, const char *what,
                                         tb_error *err) {
@@ -9224,7 +9348,10 @@ static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *
     if (n < 2) return tb_ok;
     if (!(v = (const char **)tb__alloc(c, (size_t)n * sizeof *v))) return TB__OOM(err);
     for (i = 0; i < n; i++) v[i] = t[i].name;
-    qsort(v, n, sizeof *v, tb__cmp_name);
+    if (tb__sort(c, v, n, sizeof *v, tb__cmp_str, NULL) != tb_ok) {
+        tb__free(c, v);
+        return TB__OOM(err);
+    }
     for (i = 1; i < n && r == tb_ok; i++)
         if (!strcmp(v[i - 1], v[i]))
             r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: two %ss named \"%.80s\"", what, v[i]);
@@ -9238,23 +9365,22 @@ static tb_result tb__check_unique_names(const tb__ctx *c, const tb_tensor_spec *
    of the buffers sorted by offset); live buffers are disjoint, so a
    buffer that comes alive overlaps one of them exactly when it overlaps
    its neighbour below or above: O(n log n) whatever the input. */
-static const tb_program_buffer *tb__plan_buffers; /* qsort's context: the caller holds tb__plan_mu */
-static pthread_mutex_t tb__plan_mu = PTHREAD_MUTEX_INITIALIZER;
-static int tb__cmp_by_offset(const void *a, const void *b) {
+/* (the orders of buffer indexes; ctx: the buffers) */
+static int tb__cmp_by_offset(const void *a, const void *b, void *ctx) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const tb_program_buffer *p = tb__plan_buffers;
+    const tb_program_buffer *p = (const tb_program_buffer *)ctx;
     if (p[x].offset != p[y].offset) return p[x].offset < p[y].offset ? -1 : 1;
     return x < y ? -1 : x > y;
 }
-static int tb__cmp_by_first(const void *a, const void *b) {
+static int tb__cmp_by_first(const void *a, const void *b, void *ctx) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const tb_program_buffer *p = tb__plan_buffers;
+    const tb_program_buffer *p = (const tb_program_buffer *)ctx;
     if (p[x].first_step != p[y].first_step) return p[x].first_step < p[y].first_step ? -1 : 1;
     return x < y ? -1 : x > y;
 }
-static int tb__cmp_by_last(const void *a, const void *b) {
+static int tb__cmp_by_last(const void *a, const void *b, void *ctx) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const tb_program_buffer *p = tb__plan_buffers;
+    const tb_program_buffer *p = (const tb_program_buffer *)ctx;
     if (p[x].last_step != p[y].last_step) return p[x].last_step < p[y].last_step ? -1 : 1;
     return x < y ? -1 : x > y;
 }
@@ -9294,12 +9420,12 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
     if (!by_off) return TB__OOM(err);
     by_first = by_off + n, by_last = by_first + n, rank = by_last + n, fen = rank + n; /* fen: n + 1 */
     for (i = 0; i < n; i++) by_off[i] = by_first[i] = by_last[i] = i;
-    pthread_mutex_lock(&tb__plan_mu);
-    tb__plan_buffers = p->buffers;
-    qsort(by_off, n, 4, tb__cmp_by_offset);
-    qsort(by_first, n, 4, tb__cmp_by_first);
-    qsort(by_last, n, 4, tb__cmp_by_last);
-    pthread_mutex_unlock(&tb__plan_mu);
+    if (tb__sort(c, by_off, n, 4, tb__cmp_by_offset, (void *)p->buffers) != tb_ok ||
+        tb__sort(c, by_first, n, 4, tb__cmp_by_first, (void *)p->buffers) != tb_ok ||
+        tb__sort(c, by_last, n, 4, tb__cmp_by_last, (void *)p->buffers) != tb_ok) {
+        tb__free(c, by_off);
+        return TB__OOM(err);
+    }
     for (i = 0; i < n; i++) rank[by_off[i]] = i + 1;
     memset(fen, 0, ((size_t)n + 1) * 4);
     for (t = 0; t < p->step_count && a < n && r == tb_ok; t++) {
@@ -10934,14 +11060,14 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
     return tb_ok;
 }
 
-static const tb_weights *tb__wsort_w; /* qsort has no user pointer: the comparators run under tb__wsort_mu */
-static pthread_mutex_t tb__wsort_mu = PTHREAD_MUTEX_INITIALIZER;
-static int tb__wcmp_offset(const void *a, const void *b) {
+static int tb__wcmp_offset(const void *a, const void *b, void *ctx) {
     const tb_weights_tensor *x = (const tb_weights_tensor *)a, *y = (const tb_weights_tensor *)b;
+    (void)ctx;
     return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : (x->size > y->size) - (x->size < y->size);
 }
-static int tb__wcmp_name(const void *a, const void *b) {
-    return strcmp(tb__wsort_w->tensors[*(const uint32_t *)a].name, tb__wsort_w->tensors[*(const uint32_t *)b].name);
+static int tb__wcmp_name(const void *a, const void *b, void *ctx) { /* tensor indexes; ctx: the weights */
+    const tb_weights *w = (const tb_weights *)ctx;
+    return strcmp(w->tensors[*(const uint32_t *)a].name, w->tensors[*(const uint32_t *)b].name);
 }
 
 /* The length of the longest prefix of p that is UTF-8 (n when all is):
@@ -11063,7 +11189,10 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
     }
     for (i = 0; i < w->count; i++) w->tensors[i].name = w->names + (uintptr_t)w->tensors[i].name;
     /* the bytes: covered exactly, in offset order */
-    if (w->count) qsort(w->tensors, w->count, sizeof *w->tensors, tb__wcmp_offset);
+    if (tb__sort(&w->ctx, w->tensors, w->count, sizeof *w->tensors, tb__wcmp_offset, NULL) != tb_ok) {
+        r = TB__OOM(err);
+        goto done;
+    }
     for (at = w->data_start, i = 0; i < w->count; i++) {
         if (w->tensors[i].offset != at) {
             r = tb__fail(err, tb_err_malformed, NULL, w->path, (long long)w->tensors[i].offset, 0,
@@ -11085,10 +11214,10 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
         goto done;
     }
     for (i = 0; i < w->count; i++) w->by_name[i] = i;
-    pthread_mutex_lock(&tb__wsort_mu);
-    tb__wsort_w = w;
-    if (w->count) qsort(w->by_name, w->count, sizeof *w->by_name, tb__wcmp_name);
-    pthread_mutex_unlock(&tb__wsort_mu);
+    if (tb__sort(&w->ctx, w->by_name, w->count, sizeof *w->by_name, tb__wcmp_name, w) != tb_ok) {
+        r = TB__OOM(err);
+        goto done;
+    }
     for (i = 1; i < w->count; i++)
         if (!strcmp(w->tensors[w->by_name[i]].name, w->tensors[w->by_name[i - 1]].name)) {
             r = tb__fail(err, tb_err_malformed, NULL, w->path, -1, 0, "safetensors: two tensors named \"%.120s\"",

@@ -117,6 +117,201 @@ TEST(test_result_strings) {
     CHECK(tb_ok == 0);
 }
 
+/* ---------------------------------------------------------------- sorting */
+/* tb__sort's comparator context: the keys the sorted indexes stand for,
+   and a count of the comparisons */
+typedef struct { const uint32_t *keys; size_t calls; } sort_ctx;
+static int sort_cmp_key(const void *a, const void *b, void *ctx) {
+    sort_ctx *s = (sort_ctx *)ctx;
+    uint32_t x = s->keys[*(const uint32_t *)a], y = s->keys[*(const uint32_t *)b];
+    s->calls++;
+    return x < y ? -1 : x > y;
+}
+/* an element larger than the insertion's buffer: the swapped path */
+typedef struct { uint32_t key, seq; unsigned char pad[192]; } sort_big;
+static int sort_cmp_big(const void *a, const void *b, void *ctx) {
+    uint32_t x = ((const sort_big *)a)->key, y = ((const sort_big *)b)->key;
+    (void)ctx;
+    return x < y ? -1 : x > y;
+}
+
+/* idx[0..n) sorted by keys[] and, where keys are equal, by index: the
+   input held the indexes in order, so a stable sort leaves ties so */
+static int sort_stable_order(const uint32_t *idx, const uint32_t *keys, size_t n) {
+    size_t i;
+    for (i = 1; i < n; i++)
+        if (keys[idx[i - 1]] > keys[idx[i]] || (keys[idx[i - 1]] == keys[idx[i]] && idx[i - 1] > idx[i])) return 0;
+    return 1;
+}
+
+/* One sort with a context (no lock, no global): the order, equal keys in
+   their input order (deterministic, as the weights file's zero-byte
+   tensors need), O(n log n) comparisons on sorted, reversed, few-valued
+   and sawtooth input, no allocation for small arrays, and an allocation
+   failure that leaves the array as it was. */
+TEST(test_sort_with_context) {
+    enum { N = 100000 };
+    static const size_t sizes[] = {0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 100, 256, 257, 1023, 1024, 1025, 2049, 4097, 25000, N};
+    uint32_t *keys = (uint32_t *)malloc(N * sizeof *keys), *idx = (uint32_t *)malloc(N * sizeof *idx);
+    tb__ctx c;
+    size_t n, i, k, pattern, bound;
+    memset(&c, 0, sizeof c);
+    REQUIRE(keys && idx);
+    for (pattern = 0; pattern < 6; pattern++)
+        for (k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            sort_ctx s;
+            size_t lg = 1;
+            uint64_t x = 88172645463325252ULL;
+            n = sizes[k];
+            for (i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                keys[i] = pattern == 0 ? (uint32_t)i                      /* sorted */
+                        : pattern == 1 ? (uint32_t)(n - i)                /* reversed */
+                        : pattern == 2 ? (uint32_t)(x % 3)                /* three values */
+                        : pattern == 3 ? 7u                               /* all equal */
+                        : pattern == 4 ? (uint32_t)(i % 1000)             /* sawtooth */
+                                       : (uint32_t)x;                     /* random */
+                idx[i] = (uint32_t)i;
+            }
+            s.keys = keys, s.calls = 0;
+            CHECK(tb__sort(&c, idx, n, sizeof *idx, sort_cmp_key, &s) == tb_ok);
+            if (!sort_stable_order(idx, keys, n)) {
+                printf("    pattern %zu, %zu elements: out of order\n", pattern, n);
+                CHECK(!"sorted, ties in input order");
+            }
+            while (((size_t)1 << lg) < n) lg++;
+            bound = n * (lg + TB__SORT_RUN);
+            if (s.calls > bound) {
+                printf("    pattern %zu, %zu elements: %zu comparisons, over %zu\n", pattern, n, s.calls, bound);
+                CHECK(!"O(n log n) comparisons");
+            }
+        }
+    /* strings: the one comparator, and the search */
+    {
+        const char *v[] = {"pear", "apple", "fig", "apple", "kiwi", "banana", "cherry", "date", "elder", "grape",
+                           "lime", "mango", "nut", "olive", "plum", "quince", "rhubarb", "sloe", "tangerine"};
+        const char *key = "mango", *absent = "zucchini";
+        size_t nv = sizeof v / sizeof *v;
+        const char *const *hit;
+        CHECK(tb__sort(&c, v, nv, sizeof *v, tb__cmp_str, NULL) == tb_ok);
+        for (i = 1; i < nv; i++) CHECK(strcmp(v[i - 1], v[i]) <= 0);
+        hit = (const char *const *)tb__search(&key, v, nv, sizeof *v, tb__cmp_str, NULL);
+        CHECK(hit && !strcmp(*hit, "mango"));
+        CHECK(!tb__search(&absent, v, nv, sizeof *v, tb__cmp_str, NULL));
+        CHECK(!tb__search(&key, v, 0, sizeof *v, tb__cmp_str, NULL));
+    }
+    /* large elements, stable, past the runs */
+    {
+        static sort_big big[300];
+        for (i = 0; i < 300; i++) big[i].key = (uint32_t)(299 - i) / 10, big[i].seq = (uint32_t)i, big[i].pad[0] = (unsigned char)i;
+        CHECK(tb__sort(&c, big, 300, sizeof *big, sort_cmp_big, NULL) == tb_ok);
+        for (i = 1; i < 300; i++)
+            CHECK(big[i - 1].key < big[i].key || (big[i - 1].key == big[i].key && big[i - 1].seq < big[i].seq));
+        for (i = 0; i < 300; i++) CHECK(big[i].pad[0] == (unsigned char)big[i].seq);
+    }
+    /* the scratch: none up to TB__SORT_STACK bytes, else the caller's
+       allocator, whose failure leaves the array untouched */
+    {
+        tb_options o = ca_options();
+        tb__ctx cc = tb__ctx_from(&o);
+        sort_ctx s;
+        s.keys = keys, s.calls = 0;
+        for (i = 0; i < N; i++) keys[i] = (uint32_t)(N - i), idx[i] = (uint32_t)i;
+        ca_allocs = 0, ca_fail_at = 0;
+        CHECK(tb__sort(&cc, idx, TB__SORT_STACK / sizeof *idx, sizeof *idx, sort_cmp_key, &s) == tb_ok);
+        CHECK(ca_allocs == 0 && sort_stable_order(idx, keys, TB__SORT_STACK / sizeof *idx));
+        for (i = 0; i < N; i++) idx[i] = (uint32_t)i;
+        CHECK(tb__sort(&cc, idx, N, sizeof *idx, sort_cmp_key, &s) == tb_err_out_of_memory);
+        for (i = 0; i < N; i++)
+            if (idx[i] != (uint32_t)i) break;
+        CHECK(i == N);
+        ca_fail_at = -1;
+        CHECK(tb__sort(&cc, idx, N, sizeof *idx, sort_cmp_key, &s) == tb_ok);
+        CHECK(ca_allocs == 1 && ca_live == 0 && sort_stable_order(idx, keys, N));
+    }
+    free(keys);
+    free(idx);
+}
+
+/* The sorts' callers under failing allocations, past the sort's stack
+   scratch: a directory listing of 300 entries and a weights file of 302
+   tensors each fail cleanly or succeed, leaking nothing; the listing in
+   name order, the tensors in offset order with the two zero-byte ones at
+   one offset in header order. */
+TEST(test_sort_callers_out_of_memory) {
+    char *dir = u_tempdir("sortoom"), path[700], *json = (char *)malloc(40000);
+    unsigned char *file = NULL;
+    tb_options o = ca_options();
+    tb__ctx c = tb__ctx_from(&o);
+    tb_error e;
+    size_t i, jn = 0, size;
+    long n;
+    int listed = 0, opened = 0;
+    REQUIRE(dir && json);
+    for (i = 0; i < 300; i++) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/f%03u", dir, (unsigned)(299 - i));
+        REQUIRE((f = fopen(path, "w")) != NULL);
+        fclose(f);
+    }
+    for (n = 0; n < 50 && !listed; n++) {
+        tb__listing l;
+        tb_result r;
+        ca_allocs = 0, ca_fail_at = n;
+        r = tb__list_open_top(&c, dir, &l, &e);
+        CHECK(r == tb_ok || r == tb_err_out_of_memory);
+        if (r == tb_ok) {
+            listed = 1;
+            CHECK(l.count == 300);
+            for (i = 0; i < l.count; i++) {
+                snprintf(path, sizeof path, "f%03u", (unsigned)i);
+                CHECK(!strcmp(l.names[i], path));
+            }
+            tb__list_close(&c, &l);
+        }
+        CHECK(ca_live == 0);
+    }
+    CHECK(listed);
+    /* t000 .. t299, four bytes each, the last first in the header; then
+       two zero-byte tensors at data byte 0, zb before za */
+    jn += (size_t)snprintf(json + jn, 40000 - jn, "{");
+    for (i = 0; i < 300; i++)
+        jn += (size_t)snprintf(json + jn, 40000 - jn, "\"t%03u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%u,%u]},",
+                               (unsigned)(299 - i), (unsigned)(4 * (299 - i)), (unsigned)(4 * (299 - i) + 4));
+    jn += (size_t)snprintf(json + jn, 40000 - jn, "\"zb\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                                                  "\"za\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
+    size = 8 + jn + 1200;
+    REQUIRE((file = (unsigned char *)calloc(1, size)) != NULL);
+    u_put64(file, jn);
+    memcpy(file + 8, json, jn);
+    for (n = 0; n < 50 && !opened; n++) {
+        tb_weights *w = NULL;
+        tb_result r;
+        ca_allocs = 0, ca_fail_at = n;
+        r = tb_weights_open_memory(file, size, &o, &w, &e);
+        if (r != tb_ok && r != tb_err_out_of_memory) printf("    %s\n", e.message);
+        CHECK(r == tb_ok || r == tb_err_out_of_memory);
+        if (r == tb_ok) {
+            opened = 1;
+            CHECK(tb_weights_count(w) == 302);
+            CHECK(!strcmp(tb_weights_at(w, 0)->name, "zb") && !strcmp(tb_weights_at(w, 1)->name, "za"));
+            for (i = 0; i < 300; i++) {
+                snprintf(path, sizeof path, "t%03u", (unsigned)i);
+                CHECK(!strcmp(tb_weights_at(w, (uint32_t)i + 2)->name, path));
+            }
+            CHECK(tb_weights_find(w, "t123") == tb_weights_at(w, 125) && tb_weights_find(w, "za") == tb_weights_at(w, 1));
+            tb_weights_free(w);
+        }
+        CHECK(ca_live == 0);
+    }
+    CHECK(opened);
+    ca_fail_at = -1;
+    u_rmtree(dir);
+    free(dir);
+    free(json);
+    free(file);
+}
+
 /* XXH3_64bits values from the xxHash library (xxhsum -H3 prints the same) */
 TEST(test_xxh3_vectors) {
     static const struct { size_t len; unsigned long long h; } v[] = {
