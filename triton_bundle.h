@@ -89,7 +89,8 @@
 
    CONTENTS (grep the tag: each section's banner carries it, with the same
    title, in the declarations and again in the implementation)
-     >>core      results, errors, options; allocation, logging, strings, sorting, threads
+     >>core      results, errors, options; allocation, logging, strings, sorting,
+                 threads, atomics
      >>arena     (implementation only) a bundle's strings and copied bytes
      >>model     bundles, kernels, records, names: the data model and its arrays
      >>format    the binary format: the block checksum, the one writer, the reader
@@ -2010,9 +2011,9 @@ static int tb__code_kind(char c) {
 
 /* ---------------------------------------------------------------------- */
 /* >>core  Core: results, errors, options */
-/* Allocation, errors and logging, strings, sorting and threads. The context every */
-/* object carries: its allocator and logger, copied from the caller's */
-/* tb_options so that frees use what allocated. */
+/* Allocation, errors and logging, strings, sorting, threads and */
+/* atomics. The context every object carries: its allocator and logger, */
+/* copied from the caller's tb_options so that frees use what allocated. */
 /* ---------------------------------------------------------------------- */
 typedef struct tb__ctx {
     tb_allocator a;
@@ -2392,6 +2393,28 @@ static void tb__join(tb__team *t) {
     for (i = 0; i < t->n; i++)
         if (t->started[i]) pthread_join(t->tids[i], NULL);
 }
+
+/* ---- atomics ----
+   The one set of atomic accesses the lock-free readers use (the kernel
+   table's loaded slots, the autotune choices, the launch memo's epoch,
+   the count of running captures): GCC's and Clang's __atomic builtins.
+   Without them TB__ATOMICS is 0, the accesses are plain ones, and each
+   reader takes its lock instead of reading without it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TB__ATOMICS 1
+#define TB__LOAD_ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
+#define TB__STORE_REL(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
+#define TB__LOAD_RELAXED(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
+#define TB__ADD_RELAXED(p, v) ((void)__atomic_add_fetch(&(p), (v), __ATOMIC_RELAXED))
+#define TB__SUB_RELAXED(p, v) ((void)__atomic_sub_fetch(&(p), (v), __ATOMIC_RELAXED))
+#else
+#define TB__ATOMICS 0
+#define TB__LOAD_ACQ(p) (p)
+#define TB__STORE_REL(p, v) ((p) = (v))
+#define TB__LOAD_RELAXED(p) (p)
+#define TB__ADD_RELAXED(p, v) ((void)((p) += (v)))
+#define TB__SUB_RELAXED(p, v) ((void)((p) -= (v)))
+#endif
 
 /* ---------------------------------------------------------------------- */
 /* >>arena  Arena (implementation only) */
@@ -12497,14 +12520,6 @@ struct tb_kernel_table {
     pthread_mutex_t mu;
 };
 
-#if defined(__GNUC__) || defined(__clang__)
-#define TB__LOAD_ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
-#define TB__STORE_REL(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
-#else
-#define TB__LOAD_ACQ(p) ((tb_loaded_kernel *)NULL) /* always take the lock */
-#define TB__STORE_REL(p, v) ((p) = (v))
-#endif
-
 TBDEF void tb_kernel_table_free(tb_kernel_table *t) {
     uint32_t i;
     tb__ctx c;
@@ -12760,7 +12775,8 @@ TBDEF tb_result tb_kernel_table_find(const tb_kernel_table *t, const char *key, 
 
 static TB__HOT tb_result tb__table_kernel(tb_kernel_table *t, uint32_t rec, uint32_t cfg, const tb_loaded_kernel **out,
                                   tb_error *err) {
-    tb_loaded_kernel *k = TB__LOAD_ACQ(t->slots[t->spec[rec].first + cfg]);
+    /* (without atomics no read outside the lock: the load takes it) */
+    tb_loaded_kernel *k = TB__ATOMICS ? TB__LOAD_ACQ(t->slots[t->spec[rec].first + cfg]) : NULL;
     tb_result r;
     if (TB__UNLIKELY(!k)) {
         if ((r = tb__table_load(t, rec, cfg, err)) != tb_ok) return r;
@@ -12816,10 +12832,10 @@ static tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, const tb_
    compared by pointer and bytes. GCC and Clang (__thread) only. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(TB_NO_LAUNCH_MEMO)
 #define TB__MEMO 1
-static uint32_t tb__memo_epoch(const tb_kernel_table *t) { return __atomic_load_n(&t->memo_epoch, __ATOMIC_ACQUIRE); }
+static uint32_t tb__memo_epoch(const tb_kernel_table *t) { return TB__LOAD_ACQ(t->memo_epoch); }
 /* Autotune tells the table (under its lock) when it replaced kept choices. */
 static void tb__table_choices_replaced(tb_kernel_table *t) {
-    __atomic_store_n(&t->memo_epoch, t->memo_epoch + 1, __ATOMIC_RELEASE);
+    TB__STORE_REL(t->memo_epoch, t->memo_epoch + 1);
 }
 #define TB__MEMO_WAYS 8u
 #define TB__MEMO_KEY 4u
@@ -13084,15 +13100,6 @@ static TB__HOT uint32_t tb__size_key(const tb__autotune *at, uint32_t rec, const
 }
 
 #define TB__CHOICE_FAILED 3u     /* the tune failed: the next launch tries again */
-#if defined(__GNUC__) || defined(__clang__)
-#define TB__ACQ(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
-#define TB__REL(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
-#define TB__LOCK_FREE_CHOICES 1
-#else
-#define TB__ACQ(p) (p)
-#define TB__REL(p, v) ((p) = (v))
-#define TB__LOCK_FREE_CHOICES 0 /* every lookup takes at->mu */
-#endif
 
 #if TB__MEMO
 /* For the launch memo: record rec's size key for args, its arguments and
@@ -13121,7 +13128,7 @@ static TB__HOT tb__choice *tb__cmap_find(tb__cmap *m, uint32_t rec, const int64_
     at = (uint32_t)tb__choice_hash(rec, key, n) & (m->cap - 1);
     for (;; at = (at + 1) & (m->cap - 1)) {
         tb__choice *c = &m->slots[at];
-        if (TB__ACQ(c->state) == TB__CHOICE_EMPTY) {
+        if (TB__LOAD_ACQ(c->state) == TB__CHOICE_EMPTY) {
             if (slot) *slot = c;
             return NULL;
         }
@@ -13140,7 +13147,7 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     tb__choice *slot, *c = tb__cmap_find(m, rec, key, n, &slot);
     *fresh = 0;
     if (c) {
-        if (c->state == TB__CHOICE_FAILED) TB__REL(c->state, TB__CHOICE_TUNING), *fresh = 1;
+        if (c->state == TB__CHOICE_FAILED) TB__STORE_REL(c->state, TB__CHOICE_TUNING), *fresh = 1;
         return c;
     }
     if (!m || 2 * (t->at->choice_count + 1) > m->cap) { /* grow: a copy, published whole */
@@ -13160,7 +13167,7 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
                 tb__cmap_find(nm, m->slots[i].rec, m->slots[i].key, m->slots[i].nkey, &s2);
                 *s2 = m->slots[i];
             }
-        TB__REL(t->at->cmap, nm);
+        TB__STORE_REL(t->at->cmap, nm);
         m = nm;
         tb__cmap_find(m, rec, key, n, &slot);
     }
@@ -13168,7 +13175,7 @@ static tb__choice *tb__choice_get(tb_kernel_table *t, uint32_t rec, const int64_
     if (n && !(slot->key = (int64_t *)tb__alloc(&t->ctx, (size_t)n * sizeof *key))) return NULL;
     if (n) memcpy(slot->key, key, (size_t)n * sizeof *key);
     slot->rec = rec, slot->nkey = n, slot->cfg = 0, slot->ms = 0;
-    TB__REL(slot->state, TB__CHOICE_TUNING);
+    TB__STORE_REL(slot->state, TB__CHOICE_TUNING);
     t->at->choice_count++;
     *fresh = 1;
     return slot;
@@ -13449,10 +13456,10 @@ static TB__COLD tb_result tb__autotune_wait_or_tune(tb_kernel_table *t, uint32_t
     c = tb__cmap_find(t->at->cmap, rec, key, n, NULL); /* the map may have grown meanwhile */
     if (r == tb_ok) {
         c->cfg = result.cfg, c->ms = result.ms;
-        TB__REL(c->state, TB__CHOICE_DONE);
+        TB__STORE_REL(c->state, TB__CHOICE_DONE);
         *cfg = result.cfg;
     } else {
-        TB__REL(c->state, TB__CHOICE_FAILED);
+        TB__STORE_REL(c->state, TB__CHOICE_FAILED);
     }
     pthread_cond_broadcast(&t->at->cv);
     pthread_mutex_unlock(&t->at->mu);
@@ -13470,10 +13477,10 @@ static TB__HOT tb_result tb__autotune_config(tb_kernel_table *t, uint32_t rec, c
         return tb_ok;
     }
     n = tb__size_key(t->at, rec, p->args, key);
-    if (TB__LOCK_FREE_CHOICES) {
-        const tb__choice *c = tb__cmap_find((tb__cmap *)TB__ACQ(t->at->cmap), rec, key, n, NULL);
-        if (c && TB__ACQ(c->state) == TB__CHOICE_DONE) {
-            *cfg = TB__ACQ(c->cfg); /* load_choices may replace it */
+    if (TB__ATOMICS) { /* (without atomics every lookup takes at->mu) */
+        const tb__choice *c = tb__cmap_find((tb__cmap *)TB__LOAD_ACQ(t->at->cmap), rec, key, n, NULL);
+        if (c && TB__LOAD_ACQ(c->state) == TB__CHOICE_DONE) {
+            *cfg = TB__LOAD_ACQ(c->cfg); /* load_choices may replace it */
             return tb_ok;
         }
     }
@@ -13660,9 +13667,9 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
                 break;
             }
             if (c->state == TB__CHOICE_TUNING && !fresh) continue; /* being tuned now: that result wins */
-            TB__REL(c->cfg, s.pc[i].cfg); /* a lock-free reader may read it now */
+            TB__STORE_REL(c->cfg, s.pc[i].cfg); /* a lock-free reader may read it now */
             c->ms = s.pc[i].ms;
-            TB__REL(c->state, TB__CHOICE_DONE);
+            TB__STORE_REL(c->state, TB__CHOICE_DONE);
         }
         tb__table_choices_replaced(t); /* launch memos of the replaced choices miss */
         pthread_cond_broadcast(&t->at->cv);
@@ -13725,11 +13732,7 @@ static int tb__capture_count;
 static pthread_mutex_t tb__captures_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The launch path's hook: is any capture running? One relaxed load. */
 static int tb__capturing(void) {
-#if defined(__GNUC__) || defined(__clang__)
-    return __atomic_load_n(&tb__capture_count, __ATOMIC_RELAXED);
-#else
-    return 1; /* always look */
-#endif
+    return TB__ATOMICS ? TB__LOAD_RELAXED(tb__capture_count) : 1; /* (without atomics: always look) */
 }
 
 static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream) {
@@ -13769,9 +13772,7 @@ static int tb__capture_register(tb_graph *g) {
         for (i = 0; i < TB__MAX_CAPTURES; i++)
             if (!tb__captures[i]) {
                 tb__captures[i] = g;
-#if defined(__GNUC__) || defined(__clang__)
-                __atomic_add_fetch(&tb__capture_count, 1, __ATOMIC_RELAXED);
-#endif
+                TB__ADD_RELAXED(tb__capture_count, 1);
                 ok = 1;
                 break;
             }
@@ -13784,9 +13785,7 @@ static void tb__capture_unregister(tb_graph *g) {
     for (i = 0; i < TB__MAX_CAPTURES; i++)
         if (tb__captures[i] == g) {
             tb__captures[i] = NULL;
-#if defined(__GNUC__) || defined(__clang__)
-            __atomic_sub_fetch(&tb__capture_count, 1, __ATOMIC_RELAXED);
-#endif
+            TB__SUB_RELAXED(tb__capture_count, 1);
         }
     g->capturing = 0;
     pthread_mutex_unlock(&tb__captures_mu);
