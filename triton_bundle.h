@@ -11512,71 +11512,86 @@ typedef struct tb__cu_config {
 #define TB__STATIC_SHARED_LIMIT 49152u
 #define TB__MAX_CLUSTER_BLOCKS 16u
 
+/* The driver's entry points, written once: the struct's fields and their
+   resolution in tb__driver_init both expand this table. A row: the field;
+   the symbol dlsym resolves, with the _v2 suffix where the field's
+   parameters are the _v2 ones; 1 when required (without it the driver
+   does not load, and the error names it) or 0 when optional (the feature
+   that calls it says so when it is missing); the parameter types (each
+   returns CUresult). */
+#define TB__DRIVER_FUNCS(X)                                                                                            \
+    X(cuInit, "cuInit", 1, (unsigned))                                                                                 \
+    X(cuDeviceGetCount, "cuDeviceGetCount", 1, (int *))                                                                \
+    X(cuDeviceGet, "cuDeviceGet", 1, (tb__CUdevice *, int))                                                            \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 1, (int *, int, tb__CUdevice))                                     \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", 1, (tb__CUctx *))                                                            \
+    X(cuCtxGetDevice, "cuCtxGetDevice", 1, (tb__CUdevice *))                                                           \
+    X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 1, (tb__CUctx))                                                         \
+    X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 1, (tb__CUctx *))                                                         \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1, (tb__CUctx *, tb__CUdevice))                            \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 1, (tb__CUdevice))                                    \
+    X(cuModuleLoadData, "cuModuleLoadData", 1, (void **, const void *))                                                \
+    X(cuModuleUnload, "cuModuleUnload", 1, (void *))                                                                   \
+    X(cuModuleGetFunction, "cuModuleGetFunction", 1, (void **, void *, const char *))                                  \
+    X(cuFuncGetAttribute, "cuFuncGetAttribute", 1, (int *, int, void *))                                               \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", 1, (void *, int, int))                                                 \
+    X(cuLaunchKernel, "cuLaunchKernel", 1, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,        \
+      unsigned, void *, void **, void **))                                                                             \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 0, (const tb__cu_config *, void *, void **, void **))                      \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 0, (void *, size_t, size_t *, size_t *))                               \
+    /* (map, dtype, rank, base, dims, strides, box, element strides,                                                   \
+       interleave, swizzle, L2 promotion, out-of-bounds fill) */                                                       \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 0, (void *, int, uint32_t, void *, const uint64_t *,           \
+      const uint64_t *, const uint32_t *, const uint32_t *, int, int, int, int))                                       \
+    X(cuGetErrorName, "cuGetErrorName", 1, (tb__CUresult, const char **))                                              \
+    X(cuGetErrorString, "cuGetErrorString", 1, (tb__CUresult, const char **))                                          \
+    /* autotune and graphs (optional: those features say so when missing) */                                          \
+    X(cuEventCreate, "cuEventCreate", 0, (void **, unsigned))                                                          \
+    X(cuEventRecord, "cuEventRecord", 0, (void *, void *))                                                             \
+    X(cuEventSynchronize, "cuEventSynchronize", 0, (void *))                                                           \
+    X(cuEventElapsedTime, "cuEventElapsedTime", 0, (float *, void *, void *))                                          \
+    X(cuEventDestroy, "cuEventDestroy_v2", 0, (void *))                                                                \
+    X(cuMemAlloc, "cuMemAlloc_v2", 0, (uint64_t *, size_t))                                                            \
+    X(cuMemFree, "cuMemFree_v2", 0, (uint64_t))                                                                        \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 0, (uint64_t, uint64_t, size_t, void *))                              \
+    X(cuMemsetD8Async, "cuMemsetD8Async", 0, (uint64_t, unsigned char, size_t, void *))                                \
+    X(cuMemsetD32Async, "cuMemsetD32Async", 0, (uint64_t, unsigned, size_t, void *))                                   \
+    /* the runner: constants' upload, memset steps, input checks */                                                    \
+    X(cuMemsetD16Async, "cuMemsetD16Async", 0, (uint64_t, unsigned short, size_t, void *))                             \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 0, (uint64_t, const void *, size_t))                                            \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 0, (uint64_t, const void *, size_t, void *))                          \
+    X(cuMemAllocHost, "cuMemAllocHost_v2", 0, (void **, size_t))                                                       \
+    X(cuMemFreeHost, "cuMemFreeHost", 0, (void *))                                                                     \
+    X(cuStreamCreate, "cuStreamCreate", 0, (void **, unsigned))                                                        \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", 0, (void *))                                                              \
+    X(cuPointerGetAttribute, "cuPointerGetAttribute", 0, (void *, int, uint64_t))                                      \
+    X(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 0, (uint64_t *, size_t *, uint64_t))                            \
+    /* the model's device memory calls (tb_model_device_alloc...) */                                                   \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 0, (void *, uint64_t, size_t))                                                  \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 0, (void *, uint64_t, size_t, void *))                                \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 0, (void))                                                                 \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 0, (void *))                                                         \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 0, (void *, int *))                                                  \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0, (void *, int))                                               \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 0, (void *, void **))                                                  \
+    X(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2", 0, (void *, int *, unsigned long long *, void **,           \
+      void *const **, size_t *))                                                                                       \
+    X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", 0, (void **, void *, unsigned long long))                     \
+    X(cuGraphLaunch, "cuGraphLaunch", 0, (void *, void *))                                                             \
+    /* the _v2 node parameters extend the first version's, and NULL kern                                               \
+       and ctx in them mean "use func" (the first version where it is absent) */                                       \
+    X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", 0, (void *, void *, const void *))          \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 0, (void *))                                                           \
+    X(cuGraphDestroy, "cuGraphDestroy", 0, (void *))
+
 typedef struct tb__driver {
     void *lib;
     tb_result status;
     int cuda_result;
     char message[320];
-    tb__CUresult (*cuInit)(unsigned);
-    tb__CUresult (*cuDeviceGetCount)(int *);
-    tb__CUresult (*cuDeviceGet)(tb__CUdevice *, int);
-    tb__CUresult (*cuDeviceGetAttribute)(int *, int, tb__CUdevice);
-    tb__CUresult (*cuCtxGetCurrent)(tb__CUctx *);
-    tb__CUresult (*cuCtxGetDevice)(tb__CUdevice *);
-    tb__CUresult (*cuCtxPushCurrent)(tb__CUctx);
-    tb__CUresult (*cuCtxPopCurrent)(tb__CUctx *);
-    tb__CUresult (*cuDevicePrimaryCtxRetain)(tb__CUctx *, tb__CUdevice);
-    tb__CUresult (*cuDevicePrimaryCtxRelease)(tb__CUdevice);
-    tb__CUresult (*cuModuleLoadData)(void **, const void *);
-    tb__CUresult (*cuModuleUnload)(void *);
-    tb__CUresult (*cuModuleGetFunction)(void **, void *, const char *);
-    tb__CUresult (*cuFuncGetAttribute)(int *, int, void *);
-    tb__CUresult (*cuFuncSetAttribute)(void *, int, int);
-    tb__CUresult (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
-                                   void **, void **);
-    tb__CUresult (*cuLaunchKernelEx)(const tb__cu_config *, void *, void **, void **);
-    tb__CUresult (*cuFuncGetParamInfo)(void *, size_t, size_t *, size_t *);
-    /* (map, dtype, rank, base, dims, strides, box, element strides,
-       interleave, swizzle, L2 promotion, out-of-bounds fill) */
-    tb__CUresult (*cuTensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
-                                           const uint32_t *, const uint32_t *, int, int, int, int);
-    tb__CUresult (*cuGetErrorName)(tb__CUresult, const char **);
-    tb__CUresult (*cuGetErrorString)(tb__CUresult, const char **);
-    /* autotune and graphs (optional: those features say so when missing) */
-    tb__CUresult (*cuEventCreate)(void **, unsigned);
-    tb__CUresult (*cuEventRecord)(void *, void *);
-    tb__CUresult (*cuEventSynchronize)(void *);
-    tb__CUresult (*cuEventElapsedTime)(float *, void *, void *);
-    tb__CUresult (*cuEventDestroy)(void *);
-    tb__CUresult (*cuMemAlloc)(uint64_t *, size_t);
-    tb__CUresult (*cuMemFree)(uint64_t);
-    tb__CUresult (*cuMemcpyDtoDAsync)(uint64_t, uint64_t, size_t, void *);
-    tb__CUresult (*cuMemsetD8Async)(uint64_t, unsigned char, size_t, void *);
-    tb__CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
-    /* the runner: constants' upload, memset steps, input checks */
-    tb__CUresult (*cuMemsetD16Async)(uint64_t, unsigned short, size_t, void *);
-    tb__CUresult (*cuMemcpyHtoD)(uint64_t, const void *, size_t);
-    tb__CUresult (*cuMemcpyHtoDAsync)(uint64_t, const void *, size_t, void *);
-    tb__CUresult (*cuMemAllocHost)(void **, size_t);
-    tb__CUresult (*cuMemFreeHost)(void *);
-    tb__CUresult (*cuStreamCreate)(void **, unsigned);
-    tb__CUresult (*cuStreamDestroy)(void *);
-    tb__CUresult (*cuPointerGetAttribute)(void *, int, uint64_t);
-    tb__CUresult (*cuMemGetAddressRange)(uint64_t *, size_t *, uint64_t);
-    /* the model's device memory calls (tb_model_device_alloc...) */
-    tb__CUresult (*cuMemcpyDtoH)(void *, uint64_t, size_t);
-    tb__CUresult (*cuMemcpyDtoHAsync)(void *, uint64_t, size_t, void *);
-    tb__CUresult (*cuCtxSynchronize)(void);
-    tb__CUresult (*cuStreamSynchronize)(void *);
-    tb__CUresult (*cuStreamIsCapturing)(void *, int *);
-    tb__CUresult (*cuStreamBeginCapture)(void *, int);
-    tb__CUresult (*cuStreamEndCapture)(void *, void **);
-    tb__CUresult (*cuStreamGetCaptureInfo)(void *, int *, unsigned long long *, void **, void *const **, size_t *);
-    tb__CUresult (*cuGraphInstantiate)(void **, void *, unsigned long long);
-    tb__CUresult (*cuGraphLaunch)(void *, void *);
-    tb__CUresult (*cuGraphExecKernelNodeSetParams)(void *, void *, const void *);
-    tb__CUresult (*cuGraphExecDestroy)(void *);
-    tb__CUresult (*cuGraphDestroy)(void *);
+#define TB__X(field, symbol, required, params) tb__CUresult (*field) params;
+    TB__DRIVER_FUNCS(TB__X)
+#undef TB__X
 } tb__driver;
 
 static tb__driver tb__drv;
@@ -11605,63 +11620,11 @@ static void tb__driver_init(void) {
                  TB_LIBCUDA_NAME, e ? e : "no reason given");
         return;
     }
-    TB__SYM(cuInit, "cuInit", 1);
-    TB__SYM(cuDeviceGetCount, "cuDeviceGetCount", 1);
-    TB__SYM(cuDeviceGet, "cuDeviceGet", 1);
-    TB__SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute", 1);
-    TB__SYM(cuCtxGetCurrent, "cuCtxGetCurrent", 1);
-    TB__SYM(cuCtxGetDevice, "cuCtxGetDevice", 1);
-    TB__SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 1);
-    TB__SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 1);
-    TB__SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1);
-    TB__SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 1);
-    TB__SYM(cuModuleLoadData, "cuModuleLoadData", 1);
-    TB__SYM(cuModuleUnload, "cuModuleUnload", 1);
-    TB__SYM(cuModuleGetFunction, "cuModuleGetFunction", 1);
-    TB__SYM(cuFuncGetAttribute, "cuFuncGetAttribute", 1);
-    TB__SYM(cuFuncSetAttribute, "cuFuncSetAttribute", 1);
-    TB__SYM(cuLaunchKernel, "cuLaunchKernel", 1);
-    TB__SYM(cuLaunchKernelEx, "cuLaunchKernelEx", 0);
-    TB__SYM(cuFuncGetParamInfo, "cuFuncGetParamInfo", 0);
-    TB__SYM(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 0);
-    TB__SYM(cuGetErrorName, "cuGetErrorName", 1);
-    TB__SYM(cuGetErrorString, "cuGetErrorString", 1);
-    TB__SYM(cuEventCreate, "cuEventCreate", 0);
-    TB__SYM(cuEventRecord, "cuEventRecord", 0);
-    TB__SYM(cuEventSynchronize, "cuEventSynchronize", 0);
-    TB__SYM(cuEventElapsedTime, "cuEventElapsedTime", 0);
-    TB__SYM(cuEventDestroy, "cuEventDestroy_v2", 0);
-    TB__SYM(cuMemAlloc, "cuMemAlloc_v2", 0);
-    TB__SYM(cuMemFree, "cuMemFree_v2", 0);
-    TB__SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 0);
-    TB__SYM(cuMemsetD8Async, "cuMemsetD8Async", 0);
-    TB__SYM(cuMemsetD32Async, "cuMemsetD32Async", 0);
-    TB__SYM(cuMemsetD16Async, "cuMemsetD16Async", 0);
-    TB__SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 0);
-    TB__SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 0);
-    TB__SYM(cuMemAllocHost, "cuMemAllocHost_v2", 0);
-    TB__SYM(cuMemFreeHost, "cuMemFreeHost", 0);
-    TB__SYM(cuStreamCreate, "cuStreamCreate", 0);
-    TB__SYM(cuStreamDestroy, "cuStreamDestroy_v2", 0);
-    TB__SYM(cuPointerGetAttribute, "cuPointerGetAttribute", 0);
-    TB__SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 0);
-    TB__SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 0);
-    TB__SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 0);
-    TB__SYM(cuCtxSynchronize, "cuCtxSynchronize", 0);
-    TB__SYM(cuStreamSynchronize, "cuStreamSynchronize", 0);
-    TB__SYM(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
-    TB__SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
-    TB__SYM(cuStreamEndCapture, "cuStreamEndCapture", 0);
-    TB__SYM(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2", 0);
-    TB__SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", 0);
-    TB__SYM(cuGraphLaunch, "cuGraphLaunch", 0);
-    /* the _v2 node parameters extend the first version's, and NULL kern
-       and ctx in them mean "use func" */
-    TB__SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", 0);
-    if (!tb__drv.cuGraphExecKernelNodeSetParams)
+#define TB__X(field, symbol, required, params) TB__SYM(field, symbol, required);
+    TB__DRIVER_FUNCS(TB__X)
+#undef TB__X
+    if (!tb__drv.cuGraphExecKernelNodeSetParams) /* without _v2, the first version (its row says why) */
         TB__SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 0);
-    TB__SYM(cuGraphExecDestroy, "cuGraphExecDestroy", 0);
-    TB__SYM(cuGraphDestroy, "cuGraphDestroy", 0);
     cr = tb__drv.cuInit(0);
     if (cr != 0) {
         const char *nm = "?";
