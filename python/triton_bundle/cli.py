@@ -6,7 +6,8 @@ import sys
 
 from . import __doc__ as PACKAGE_DOC, __version__
 from .export import export_triton
-from .format import COPY, LAUNCH, MEMSET, BundleError, read_file, write_file
+from .format import read_file, write_file
+from .spec import COPY, LAUNCH, MEMSET, BundleError
 
 
 def _list(path, out=sys.stdout):

@@ -5,10 +5,9 @@ and a config derived from its metadata JSON and the caller's exact types."""
 import json
 import os
 
-from .format import (CONFIG_COOPERATIVE, CONFIG_PDL, I64_MAX, I64_MIN, MAX_SENTINELS, TRITON_CODES, Artifact,
-                     BundleError, Config, Kernel, TensorDesc, _enc, valid_name)
-
-SENTINEL = b"[REPLACE]"
+from .format import Artifact, Config, Kernel, TensorDesc, _enc, valid_name
+from .spec import (CONFIG_COOPERATIVE, CONFIG_PDL, I64_MAX, I64_MIN, MAX_SENTINELS, SENTINEL, TRITON_CODES,  # noqa: F401
+                   BundleError)
 
 
 def collect_kernel(cache_dir, hash, recorded_cache_dir=None, device=0):

@@ -6,7 +6,8 @@ import ast
 import os
 
 from .collect import _code, _int_params, _metadata_config, collect_kernel, file_stem
-from .format import BundleError, Bundle, CallInfo, Record
+from .format import Bundle, CallInfo, Record
+from .spec import BundleError
 from .grid import grid_rule
 
 

@@ -1,144 +1,32 @@
-"""The bundle format (docs/FORMAT.md, 2.4), as the header's >>model and
->>format sections: the format's constants and limits, the argument codes,
-BundleError, XXH3-64 and the checksum, the data model (Bundle, Kernel,
-Artifact, Record, Config, TensorDesc, CallInfo, GridRule; the program:
-TensorSpec, Constant, Buffer, Step, Program), validation, and
+"""The bundle format (docs/FORMAT.md, 2.6), as the header's >>model and
+>>format sections: XXH3-64 and the checksum, the data model (Bundle,
+Kernel, Artifact, Record, Config, TensorDesc, CallInfo, GridRule; the
+program: TensorSpec, Constant, Buffer, Step, Program), validation, and
 the writer and the reader: the same bytes as the C library for the same
-bundle, and the same refusals of damaged or hostile input."""
+bundle, and the same refusals of damaged or hostile input. The format's
+numbers, the argument codes and BundleError are spec.py's, imported here
+too."""
 
 import collections
 import os
 import struct
 
-FORMAT_MAJOR = 2
-FORMAT_MINOR = 6
-MAGIC = b"\x89TBUND\r\n"
-
-# Limits: docs/FORMAT.md's table (a reader may lower them).
-MAX_KERNELS = 1000000
-MAX_ARTIFACTS_PER_KERNEL = 4096
-MAX_ARTIFACT_SIZE = 1 << 32
-MAX_NAME_LENGTH = 255
-MAX_STRING_LENGTH = 65536
-MAX_RECORDS = 1000000
-MAX_CONFIGS_PER_RECORD = 4096
-MAX_PARAMS_PER_CONFIG = 256
-MAX_ARGS = 512
-MAX_TENSORDESCS = 16
-MAX_TENSOR_RANK = 5
-MAX_SECTIONS = 1024
-MAX_SENTINELS = 4096
-MAX_GRID_OPS = 64
-GRID_STACK = 16
-MAX_GRID_EXTRA = 8
-MAX_PROGRAM_TENSORS = 65536
-MAX_PROGRAM_CONSTANTS = 1000000
-MAX_PROGRAM_BUFFERS = 1000000
-MAX_PROGRAM_STEPS = 1000000
-MAX_PROGRAMS = 1024
-MAX_PROGRAM_SYMBOLS = 16  # (2.6)
-MAX_EXPR_OPS = 256
-MAX_PROGRAM_EXPRS = 4000000
-SYMBOL_MAX = (1 << 31) - 1
-# (2.6) what an expression gives: (field, index, sub)
-FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE = 1, 2, 3, 4
-FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND = 5, 6, 7, 8
-FIELD_NAMES = {1: "input size", 2: "input stride", 3: "output size", 4: "output stride", 5: "buffer size", 6: "grid",
-               7: "count", 8: "operand"}
-MAX_PROPERTIES = 4096
-MAX_TENSOR_DIMS = 8
-
-CONFIG_COOPERATIVE = 1
-CONFIG_PDL = 2
-CONFIG_TYPES_FROM_IR = 4
-
-# Grid operations (FORMAT.md, section 4).
-CONST, ARG, PARAM, EXTRA = 1, 2, 3, 4
-SYM = 5  # (2.6) a program's symbol: program expressions only, never a grid rule
-ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG = 16, 17, 18, 19, 20, 21, 22, 23, 24
-OP_NAMES = {CONST: "CONST", ARG: "ARG", PARAM: "PARAM", EXTRA: "EXTRA", ADD: "ADD", SUB: "SUB", MUL: "MUL",
-            FLOORDIV: "FLOORDIV", CEILDIV: "CEILDIV", MOD: "MOD", MIN: "MIN", MAX: "MAX", NEG: "NEG"}
-
-# The argument codes: one row each, the header's TB__ARG_CODES row for row
-# (tests/test_codes.py checks it): the code, the bytes it occupies as a
-# kernel parameter, its kind, Triton's signature name (and another it also
-# writes), and the MLIR type of the tt.func line ("" where the IR cannot say:
-# it has no unsigned types). 'O' and 'T' are matched by prefix ("*fp32",
-# "tensordesc<...>"). The maps below are derived from it.
-KIND_PTR, KIND_BOOL, KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DESC = 1, 2, 3, 4, 5, 6
-ArgCode = collections.namedtuple("ArgCode", "code bytes kind triton triton2 mlir")
-ARG_CODES = (
-    ArgCode("O", 8, KIND_PTR, "*", "", "!tt.ptr<"),
-    ArgCode("?", 1, KIND_BOOL, "i1", "u1", "i1"),
-    ArgCode("b", 1, KIND_SINT, "i8", "", "i8"),
-    ArgCode("h", 2, KIND_SINT, "i16", "", "i16"),
-    ArgCode("i", 4, KIND_SINT, "i32", "", "i32"),
-    ArgCode("l", 8, KIND_SINT, "i64", "", "i64"),
-    ArgCode("B", 1, KIND_UINT, "u8", "", ""),
-    ArgCode("H", 2, KIND_UINT, "u16", "", ""),
-    ArgCode("I", 4, KIND_UINT, "u32", "", ""),
-    ArgCode("K", 8, KIND_UINT, "u64", "", ""),
-    ArgCode("e", 2, KIND_FLOAT, "fp16", "", "f16"),
-    ArgCode("y", 2, KIND_FLOAT, "bf16", "", "bf16"),
-    ArgCode("f", 4, KIND_FLOAT, "fp32", "f32", "f32"),
-    ArgCode("d", 8, KIND_FLOAT, "fp64", "", "f64"),
-    ArgCode("T", 8, KIND_DESC, "tensordesc<", "", "!tt.tensordesc<"),
-)
-# bytes by code (tb_arg_code_size)
-CODE_SIZES = {r.code: r.bytes for r in ARG_CODES}
-# the codes a grid rule may read: bools and integers
-INT_CODES = {r.code for r in ARG_CODES if r.kind in (KIND_BOOL, KIND_SINT, KIND_UINT)}
-# Triton 3.6 signature types of scalars to argument codes (FORMAT.md's table)
-TRITON_CODES = {name: r.code for r in ARG_CODES if r.kind not in (KIND_PTR, KIND_DESC)
-                for name in (r.triton, r.triton2) if name}
-
-I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
-
-# The program (FORMAT.md, section 5): dtypes, one row each, the header's
-# TB__DTYPES row for row (tests/test_codes.py checks it): the number, the
-# name (PyTorch's), the bytes of one element, and the .npy descr that
-# tbundle run reads and writes (bf16 and fp8 as their bit patterns), and the
-# safetensors dtype ("" for none).
-DType = collections.namedtuple("DType", "number name bytes npy safetensors")
-DTYPES = (
-    DType(1, "float32", 4, "<f4", "F32"),
-    DType(2, "float16", 2, "<f2", "F16"),
-    DType(3, "bfloat16", 2, "<u2", "BF16"),
-    DType(4, "float64", 8, "<f8", "F64"),
-    DType(5, "int8", 1, "|i1", "I8"),
-    DType(6, "int16", 2, "<i2", "I16"),
-    DType(7, "int32", 4, "<i4", "I32"),
-    DType(8, "int64", 8, "<i8", "I64"),
-    DType(9, "uint8", 1, "|u1", "U8"),
-    DType(10, "bool", 1, "|b1", "BOOL"),
-    DType(11, "float8_e4m3fn", 1, "|u1", "F8_E4M3"),
-    DType(12, "float8_e5m2", 1, "|u1", "F8_E5M2"),
-    DType(13, "uint16", 2, "<u2", "U16"),
-    DType(14, "uint32", 4, "<u4", "U32"),
-    DType(15, "uint64", 8, "<u8", "U64"),
-    DType(16, "float8_e4m3fnuz", 1, "|u1", ""),
-    DType(17, "float8_e5m2fnuz", 1, "|u1", ""),
-)
-DTYPE_BY_NAME = {d.name: d for d in DTYPES}
-DTYPE_BY_NUMBER = {d.number: d for d in DTYPES}
-# operand spaces and step kinds
-LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER = 0, 1, 2, 3, 4
-LAUNCH, MEMSET, COPY = 1, 2, 3
-CONSTANT_STATE = 1
-CONSTANT_SHARED = 2  # (2.4, with state) shared by the programs that use it
-CONSTANT_EXTERNAL = 4  # (2.5, never with state) its bytes are a tensor of a weights file (safetensors)
-DEFAULT_PROGRAM = "forward"  # the name of a program section 5 holds
-
-
-class BundleError(Exception):
-    """A refused input or call. .code is the C library's tb_result name
-    without its prefix ("truncated", "malformed", "limit", ...)."""
-
-    def __init__(self, code, message, offset=-1):
-        Exception.__init__(self, "%s: %s%s" % (code, message, " [offset %d]" % offset if offset >= 0 else ""))
-        self.code = code
-        self.message = message
-        self.offset = offset
+from .spec import (  # noqa: F401 - the format's numbers, here too for `from triton_bundle.format import X`
+    ADD, ARG, ARG_CODES, BUFFER, CEILDIV, CODE_SIZES, CONFIG_COOPERATIVE, CONFIG_PDL, CONFIG_TYPES_FROM_IR, CONST,
+    CONSTANT, CONSTANT_ALIGN, CONSTANT_EXTERNAL, CONSTANT_SHARED, CONSTANT_STATE, COPY, DEFAULT_PROGRAM, DTYPES,
+    DTYPE_BY_NAME, DTYPE_BY_NUMBER, EXTRA, FIELD_BUFFER_SIZE, FIELD_COUNT, FIELD_GRID, FIELD_INPUT_SIZE,
+    FIELD_INPUT_STRIDE, FIELD_NAMES, FIELD_OPERAND, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE, FLOORDIV, FORMAT_MAJOR,
+    FORMAT_MINOR, GRID_STACK, GRID_X_MAX, GRID_YZ_MAX, HEADER_SIZE, I32_MAX, I32_MIN, I64_MAX, I64_MIN, INPUT,
+    INT_CODES, KIND_BOOL, KIND_DESC, KIND_FLOAT, KIND_PTR, KIND_SINT, KIND_UINT, LAUNCH, LITERAL, MAGIC, MAX,
+    MAX_ARGS, MAX_ARTIFACTS_PER_KERNEL, MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD, MAX_EXPR_OPS, MAX_GRID_EXTRA,
+    MAX_GRID_OPS, MAX_KERNELS, MAX_NAME_LENGTH, MAX_PARAMS_PER_CONFIG, MAX_PROGRAMS, MAX_PROGRAM_BUFFERS,
+    MAX_PROGRAM_CONSTANTS, MAX_PROGRAM_EXPRS, MAX_PROGRAM_STEPS, MAX_PROGRAM_SYMBOLS, MAX_PROGRAM_TENSORS,
+    MAX_PROPERTIES, MAX_RECORDS, MAX_SECTIONS, MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS, MAX_TENSOR_DIMS,
+    MAX_TENSOR_RANK, MEMSET, MIN, MOD, MUL, NEG, OP_NAMES, OUTPUT, PARAM, PROGRAM6_HEADER, PROGRAMS_HEADER,
+    PROGRAM_BUFFER, PROGRAM_CONSTANT_MIN, PROGRAM_HEADER, PROGRAM_OPERAND, PROGRAM_STEP, PROGRAM_TENSOR_MIN,
+    SECTION_HEADER_SIZE, SECTION_REQUIRED, SEC_CALLS, SEC_KERNELS, SEC_PROGRAM, SEC_PROGRAMS, SEC_RECORDS,
+    SEC_TENSORDESCS, SPACE_NAMES, STEP_NAMES, STEP_OPERANDS, SUB, SYM, SYMBOL_MAX, TRAILER_SIZE, TRITON_CODES,
+    U32_MAX, U64_MAX, ArgCode, BundleError, DType)
 
 
 # ---------------------------------------------------------------- XXH3-64
@@ -846,13 +734,8 @@ def check_record(r):
 #   memset or copy of count 0 is taken; an input and an output may share a
 #   name, and a section 5 program's constants' names need not be unique
 #   (section 6's must).
-U32_MAX, U64_MAX = (1 << 32) - 1, (1 << 64) - 1
-I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
-GRID_X_MAX, GRID_YZ_MAX = (1 << 31) - 1, 65535
 MAX_ALIGN = 4096
 MEMSET_WIDTHS = (1, 2, 4)
-SPACE_NAMES = {LITERAL: "LITERAL", INPUT: "INPUT", OUTPUT: "OUTPUT", CONSTANT: "CONSTANT", BUFFER: "BUFFER"}
-STEP_NAMES = {LAUNCH: "launch", MEMSET: "memset", COPY: "copy"}
 _FLOAT_CODES = {r.code for r in ARG_CODES if r.kind == KIND_FLOAT}
 
 
@@ -1092,7 +975,7 @@ def _check_step(pv, st, s, reserved=0):
             _bad(what, "a copy's width or value is not 0")
     if not _is_int(st.count) or (kind == LAUNCH and st.count):
         _bad(what, "count %r (a launch's is 0)" % (st.count,))
-    want = len(cf.arg_types) if kind == LAUNCH else 1 if kind == MEMSET else 2
+    want = len(cf.arg_types) if STEP_OPERANDS[kind] < 0 else STEP_OPERANDS[kind]
     if len(ops) != want:
         _bad(what, "%d operands where the %s takes %d" % (len(ops), STEP_NAMES[kind], want))
     if kind == LAUNCH:
@@ -1712,10 +1595,6 @@ def _wr_calls(bundle, o):
                             o.u64(value)
 
 
-PROGRAM_HEADER = 40
-PROGRAMS_HEADER, PROGRAM6_HEADER = 16, 32  # section 6's head; a program's counts and workspace after its name
-PROGRAM_TENSOR_MIN, PROGRAM_CONSTANT_MIN, PROGRAM_BUFFER, PROGRAM_STEP, PROGRAM_OPERAND = 24, 32, 24, 48, 16
-CONSTANT_ALIGN = 64
 
 
 def _table(bundle):
@@ -2386,9 +2265,6 @@ def _rd_programs(b, c):
 
 
 # --------------------------------------------------------------- sections
-SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM, SEC_PROGRAMS = 1, 2, 3, 4, 5, 6
-SECTION_REQUIRED = 1  # a section flag: a reader that does not know the type refuses the file
-HEADER_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE = 32, 16, 8
 
 Section = collections.namedtuple("Section", "type name flags after always size write read")
 Section.__doc__ = """One section of the format (the header's tb__sections[] row).

@@ -5,8 +5,9 @@ Triton's grid expressions compiled into the format's small postfix language
 
 import ast
 
-from .format import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL,
-                     KIND_SINT, MAX, MIN, MOD, MUL, NEG, PARAM, SUB, SYM, BundleError, GridRule)
+from .format import GridRule
+from .spec import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL, KIND_SINT,
+                   MAX, MIN, MOD, MUL, NEG, PARAM, SUB, SYM, BundleError)
 
 
 def _floordiv(a, b):

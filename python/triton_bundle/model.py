@@ -75,9 +75,9 @@ import time
 
 from . import format as _format
 from .export import TorchCapture
-from .format import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC, KIND_FLOAT,
-                     KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, Buffer,
-                     BundleError, Constant, Program, Step, TensorSpec, write_file)
+from .format import Buffer, Constant, Program, Step, TensorSpec, write_file
+from .spec import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC, KIND_FLOAT, KIND_PTR,
+                   KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, BundleError)
 
 # Inductor's options that make every GPU operation of a forward a Triton
 # kernel: matrix products and convolutions as Triton templates, and no CUDA

@@ -2,14 +2,8 @@
 
 import os
 
-from .format import _M, BundleError
-
-
-RESULTS = ["ok", "invalid_argument", "out_of_memory", "io", "truncated", "bad_magic", "unsupported_version", "checksum",
-           "malformed", "limit", "bad_name", "not_found", "sentinel", "unsupported_type", "parse", "no_driver",
-           "no_device", "cuda", "arg_mismatch", "arg_range", "misaligned", "shared_memory", "scratch", "shape"]
-LAUNCH_CHECKED, LAUNCH_GRID_AUTO = 1, 2
-CONFIG_AUTOTUNE = 0xFFFFFFFF
+from .spec import (CONFIG_AUTOTUNE, DTYPE_BY_NAME, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, MODEL_GRAPH,  # noqa: F401
+                   MODEL_STATIC_IO, RESULTS, U64_MAX, BundleError)
 
 
 _STRUCTS = None
@@ -189,7 +183,7 @@ class CLibrary:
             if isinstance(v, float):
                 a[i].f = v
             else:
-                a[i].u = int(v) & _M
+                a[i].u = int(v) & U64_MAX
         return a
 
     def grid(self, b, record, config, args, grid_args=()):
@@ -261,9 +255,6 @@ class CLibrary:
         return Model(self, b, graph, static_io, device, weights, instance_cache)
 
 
-MODEL_GRAPH, MODEL_STATIC_IO = 1, 2
-
-
 class Model:
     """A bundle's programs loaded by the C runner (tb_model_*), run on
     torch tensors (or anything with data_ptr(), dtype, shape and stride())
@@ -321,7 +312,6 @@ class Model:
         self.state_count = L.tb_model_state_count(m)
 
     def _tensors(self, ts):
-        from .format import DTYPE_BY_NAME
         arr = (self.Tensor * max(1, len(ts)))()
         for i, t in enumerate(ts):
             arr[i].data = t.data_ptr()
@@ -338,7 +328,6 @@ class Model:
         program: an index, or a name of programs."""
         if isinstance(program, str):
             if program not in self.programs:
-                from .format import BundleError
                 raise BundleError("not_found", "no program %r; the model has %s" % (program, sorted(self.programs)))
             program = self.programs[program]["index"]
         i, o, e = self._tensors(inputs), self._tensors(outputs), self.lib.Error()

@@ -18,12 +18,11 @@ import struct
 import tempfile
 import zlib
 
-from .format import DTYPES, MAX_STRING_LENGTH, MAX_TENSOR_DIMS, BundleError
+from .spec import DTYPES, MAX_JSON_DEPTH, MAX_STRING_LENGTH, MAX_TENSOR_DIMS, MAX_WEIGHTS_HEADER, BundleError
 
 BY_ST = {d.safetensors: d for d in DTYPES if d.safetensors}
 ST_OF = {d.name: d.safetensors for d in DTYPES if d.safetensors}
-MAX_HEADER = 100000000  # safetensors' own limit, and the C library's TB_MAX_WEIGHTS_HEADER
-MAX_JSON_DEPTH = 64  # the C library's TB_MAX_JSON_DEPTH
+MAX_HEADER = MAX_WEIGHTS_HEADER  # safetensors' own limit, and the C library's TB_MAX_WEIGHTS_HEADER
 
 Tensor = collections.namedtuple("Tensor", "name dtype shape offset size")  # offset: from the file's start
 
