@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The Python companion as a package: its __version__ is the header's
 TB_VERSION_STRING, pyproject.toml installs it as one package with the
-triton-bundle command, --version and the program name, and CLibrary's
-lookup order (a path, then TRITON_BUNDLE_LIB, then the system loader).
+triton-bundle command, --version and the program name, its modules import
+one another without a circle (lazy imports inside functions counted) and
+import alone or in any order, and CLibrary's lookup order (a path, then
+TRITON_BUNDLE_LIB, then the system loader).
 tests/test_install.sh installs it with pip; this test needs no pip.
 usage: tests/test_package.py [build/libtriton_bundle.so]  (from the repository root)"""
 
+import ast
 import ctypes
 import os
 import re
@@ -84,6 +87,62 @@ def versions_agree(version):
     return 0
 
 
+def package_imports():
+    """{module: the package's modules it imports}, from each module's source:
+    every relative import, at the top or inside a function (a lazy import
+    is still a dependency). The package itself (its __init__) is left out:
+    it imports every module, and cli reads its __doc__ and __version__."""
+    mods = sorted(f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f not in ("__init__.py", "__main__.py"))
+    graph = {}
+    for m in mods:
+        tree = ast.parse(open(os.path.join(PACKAGE, m + ".py"), encoding="utf-8").read())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                deps.update(n.split(".")[0] for n in names if n.split(".")[0] in mods)
+        graph[m] = deps
+    return graph
+
+
+def import_order():
+    """The package's modules import one another without a circle, lazy
+    imports counted: spec first (it imports none of them), grid on spec
+    alone, format never from inside a function; and each imports alone, and
+    all of them in order and in reverse, in a fresh interpreter."""
+    graph = package_imports()
+    check(graph.get("spec") == set(), "spec imports no module of the package (%s)" % sorted(graph.get("spec", ())))
+    check(graph.get("grid") == {"spec"}, "grid imports spec alone (%s)" % sorted(graph.get("grid", ())))
+    circle, state = [], {}
+
+    def visit(m, path):
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1 and not circle:
+                circle.extend(path[path.index(d):] + [m, d] if d in path else [m, d])
+            elif d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    check(not circle, "no import circle among the package's modules%s" % (
+        ": " + " -> ".join(circle) if circle else " (%d modules)" % len(graph)))
+    text = open(os.path.join(PACKAGE, "format.py"), encoding="utf-8").read()
+    local = [line.strip() for line in text.splitlines() if line.startswith(" ") and re.match(r"\s+from \.grid ", line)]
+    check(not local, "format.py imports grid at its top, never inside a function%s" % (": %r" % local if local else ""))
+    env = env_with(PYTHONPATH=os.path.join(ROOT, "python"))
+    mods = sorted(graph)
+    bad = []
+    for order in [[m] for m in mods] + [mods, mods[::-1]]:
+        code = "".join("import triton_bundle.%s\n" % m for m in order)
+        r = run([sys.executable, "-c", code], env=env)
+        if r.returncode:
+            bad.append("%s: %s" % (", ".join(order), r.stderr.strip().splitlines()[-1:]))
+    check(not bad, "each module imports alone in a fresh interpreter, and all of them in order and reversed%s" % (
+        ": " + "; ".join(bad) if bad else " (%s)" % ", ".join(mods)))
+
+
 def main():
     so = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "libtriton_bundle.so"))
     skipped = 0
@@ -95,6 +154,7 @@ def main():
     check(string == macros, "TB_VERSION_STRING %r agrees with TB_VERSION_MAJOR/MINOR/PATCH %s" % (string, macros))
     check(re.match(r"^\d+\.\d+\.\d+$", tb.__version__) is not None, "__version__ is MAJOR.MINOR.PATCH")
     skipped += versions_agree(string)
+    import_order()
 
     # pyproject.toml
     try:

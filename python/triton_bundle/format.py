@@ -27,6 +27,7 @@ from .spec import (  # noqa: F401 - the format's numbers, here too for `from tri
     SECTION_HEADER_SIZE, SECTION_REQUIRED, SEC_CALLS, SEC_KERNELS, SEC_PROGRAM, SEC_PROGRAMS, SEC_RECORDS,
     SEC_TENSORDESCS, SPACE_NAMES, STEP_NAMES, STEP_OPERANDS, SUB, SYM, SYMBOL_MAX, TRAILER_SIZE, TRITON_CODES,
     U32_MAX, U64_MAX, ArgCode, BundleError, DType)
+from .grid import GridRule, check_expr_ops, check_grid, eval_expr, eval_grid  # noqa: F401 - grid.py's, here too
 
 
 # ---------------------------------------------------------------- XXH3-64
@@ -223,40 +224,6 @@ class TensorDesc:
 
     def __eq__(self, o):
         return all(getattr(self, f) == getattr(o, f) for f in self.FIELDS)
-
-
-class GridRule:
-    """Three postfix programs (x, y, z), each a list of (op, index, value)."""
-
-    def __init__(self, x, y, z):
-        self.dims = [list(x), list(y), list(z)]
-
-    def __eq__(self, o):
-        return isinstance(o, GridRule) and self.dims == o.dims
-
-    def text(self, arg_names=None, params=None):
-        """The rule as infix text, for people."""
-        out = []
-        for prog in self.dims:
-            st = []
-            for op, index, value in prog:
-                if op == CONST:
-                    st.append(str(value))
-                elif op == ARG:
-                    st.append(arg_names[index] if arg_names and index < len(arg_names) else "arg%d" % index)
-                elif op == PARAM:
-                    st.append(params[index][0] if params and index < len(params) else "param%d" % index)
-                elif op == EXTRA:
-                    st.append("grid_args[%d]" % index)
-                elif op == NEG:
-                    st.append("-(%s)" % st.pop())
-                else:
-                    b, a = st.pop(), st.pop()
-                    sym = {ADD: "+", SUB: "-", MUL: "*", FLOORDIV: "//", MOD: "%"}.get(op)
-                    st.append("(%s %s %s)" % (a, sym, b) if sym else "%s(%s, %s)" % (
-                        {CEILDIV: "cdiv", MIN: "min", MAX: "max"}.get(op, "op%d" % op), a, b))
-            out.append(st[-1] if st else "?")
-        return "(%s)" % ", ".join(out)
 
 
 class CallInfo:
@@ -625,36 +592,6 @@ def _check_descs(c):
                 raise BundleError("malformed", "tensor descriptor %d: a value TMA does not take" % i)
             if any(not 1 <= m.block[d] <= 256 for d in range(m.rank)):
                 raise BundleError("malformed", "tensor descriptor %d: a block dimension not in 1..256" % i)
-
-
-def check_grid(g, c):
-    """FORMAT.md [R-grid-program]: a rule that runs."""
-    for d, prog in enumerate(g.dims):
-        if not prog or len(prog) > MAX_GRID_OPS:
-            raise BundleError("limit" if len(prog) > MAX_GRID_OPS else "malformed",
-                              "grid rule dimension %d has %d operations" % (d, len(prog)))
-        depth = 0
-        for i, (op, index, value) in enumerate(prog):
-            operand = CONST <= op <= EXTRA
-            if op == SYM:
-                raise BundleError("malformed", "grid rule dimension %d, operation %d: SYM (a program's symbol) in a "
-                                  "grid rule" % (d, i))
-            if not operand and not ADD <= op <= NEG:
-                raise BundleError("unsupported_version", "grid rule operation %d is unknown" % op)
-            if ((op != CONST and value) or ((not operand or op == CONST) and index) or
-                    (op == ARG and (index >= len(c.arg_types) or c.arg_types[index] not in INT_CODES)) or
-                    (op == PARAM and index >= len(c.params)) or (op == EXTRA and index >= MAX_GRID_EXTRA)):
-                raise BundleError("malformed", "grid rule dimension %d, operation %d: a bad operand" % (d, i))
-            if operand:
-                depth += 1
-            elif depth < (1 if op == NEG else 2):
-                raise BundleError("malformed", "grid rule dimension %d, operation %d: too few values" % (d, i))
-            elif op != NEG:
-                depth -= 1
-            if depth > GRID_STACK:
-                raise BundleError("limit", "grid rule dimension %d needs more than %d stack entries" % (d, GRID_STACK))
-        if depth != 1:
-            raise BundleError("malformed", "grid rule dimension %d leaves %d values" % (d, depth))
 
 
 def _check_call(ci, rec):
@@ -1072,7 +1009,6 @@ def rule_grid(cf, st):
     carries none); BundleError where the rule refuses them."""
     if cf.grid is None or any(op == EXTRA for prog in cf.grid.dims for op, _, _ in prog):
         return None
-    from .grid import eval_grid
     return tuple(eval_grid(cf, [v if sp == LITERAL else 0 for sp, _, v in st.operands]))
 
 
@@ -1206,33 +1142,6 @@ def _check_symbol(y, i, seen):
              "of both, at least 1)" % (y.min, y.max, y.divisor))
 
 
-def check_expr_ops(ops, nsyms, e=0):
-    """An expression must run: CONST, SYM and the operators, one value left."""
-    if not ops or len(ops) > MAX_EXPR_OPS:
-        raise BundleError("limit" if len(ops) > MAX_EXPR_OPS else "malformed",
-                          "program expression %d has %d operations (1..%d)" % (e, len(ops), MAX_EXPR_OPS))
-    depth = 0
-    for i, (op, index, value) in enumerate(ops):
-        operand = op in (CONST, SYM)
-        if not operand and not ADD <= op <= NEG:
-            raise BundleError("malformed" if CONST <= op <= EXTRA else "unsupported_version",
-                              "program expression %d, operation %d: op %d is %s" % (
-                                  e, i, op, "a grid rule's operand" if CONST <= op <= EXTRA else "unknown"))
-        if (op != CONST and value) or (op != SYM and index) or (op == SYM and index >= nsyms):
-            _bad("program expression %d, operation %d" % (e, i), "symbol %d of %d, or an unused field not zero"
-                 % (index, nsyms))
-        if operand:
-            depth += 1
-        elif depth < (1 if op == NEG else 2):
-            _bad("program expression %d, operation %d" % (e, i), "too few values on the stack")
-        elif op != NEG:
-            depth -= 1
-        if depth > GRID_STACK:
-            raise BundleError("limit", "program expression %d needs more than %d stack entries" % (e, GRID_STACK))
-    if depth != 1:
-        _bad("program expression %d" % e, "leaves %d values, not one" % depth)
-
-
 def expr_slot(records, p, x):
     """The value program p holds in the field expression x gives, or None
     where (field, index, sub) names nothing that may vary."""
@@ -1267,7 +1176,6 @@ def check_dynamic(records, p):
     """(2.6) FORMAT.md [R-symbols]: the symbols in their ranges, each bound
     by an input size; the expressions sorted, each naming a field that may
     vary and giving at every maximum the value the program holds."""
-    from .grid import eval_expr
     if len(p.symbols) > MAX_PROGRAM_SYMBOLS:
         raise BundleError("limit", "program: %d symbols (at most %d)" % (len(p.symbols), MAX_PROGRAM_SYMBOLS))
     if getattr(p, "values", None) is not None:  # specialize's: its expressions evaluated into its fields
@@ -1311,7 +1219,6 @@ def specialize(records, p, values):
     every expression evaluated into its field, then checked as the C
     library's tb_program_specialize checks it; the copy has no symbols."""
     import copy
-    from .grid import eval_expr
     check_dynamic(records, p)
     if len(values) != len(p.symbols):
         raise BundleError("invalid_argument", "%d values for %d symbols" % (len(values), len(p.symbols)))

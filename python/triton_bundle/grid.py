@@ -1,13 +1,123 @@
-"""Grid rules, as the header's >>grid section: a rule evaluated exactly as
-the C library evaluates it (eval_grid, tb_grid_compute), and Inductor's and
-Triton's grid expressions compiled into the format's small postfix language
-(GridCompiler, grid_rule)."""
+"""The grid language, as the header's >>grid section: the small postfix
+language of grid rules and (2.6) program expressions, with its one home
+here. GridRule (a rule's three programs) and its text for people
+(ops_text); the checkers (check_grid for a rule, check_expr_ops for a
+program expression), which take each operator's arity from spec.GRID_OPS;
+a rule evaluated exactly as the C library evaluates it (eval_grid,
+tb_grid_compute) and an expression as tb_expr_eval does (eval_expr); and
+Inductor's and Triton's grid expressions compiled into the language
+(GridCompiler, grid_rule). It imports nothing of the package but spec."""
 
 import ast
 
-from .format import GridRule
-from .spec import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL, KIND_SINT,
-                   MAX, MIN, MOD, MUL, NEG, PARAM, SUB, SYM, BundleError)
+from .spec import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, GRID_OP, GRID_STACK, GRID_X_MAX, GRID_YZ_MAX,
+                   I64_MAX, I64_MIN, INT_CODES, KIND_BOOL, KIND_SINT, MAX, MAX_EXPR_OPS, MAX_GRID_EXTRA, MAX_GRID_OPS,
+                   MIN, MOD, MUL, NEG, OP_ARITY, OPERANDS, PARAM, SUB, SYM, BundleError)
+
+
+class GridRule:
+    """Three postfix programs (x, y, z), each a list of (op, index, value)."""
+
+    def __init__(self, x, y, z):
+        self.dims = [list(x), list(y), list(z)]
+
+    def __eq__(self, o):
+        return isinstance(o, GridRule) and self.dims == o.dims
+
+    def text(self, arg_names=None, params=None):
+        """The rule as infix text, for people."""
+        return "(%s)" % ", ".join(ops_text(prog, arg_names, params) for prog in self.dims)
+
+
+def ops_text(ops, arg_names=None, params=None):
+    """One program of the language as infix text, for people: arguments by
+    their names where arg_names has them (else arg0...), params by theirs
+    (params: a config's (name, value) pairs), the operators as GRID_OPS
+    writes them (the grid language's own syntax: a + b, cdiv(a, b), -(a)),
+    an operation it does not know as opN(a, b); "?" for an empty program."""
+    st = []
+    for op, index, value in ops:
+        if op == CONST:
+            st.append(str(value))
+        elif op == ARG:
+            st.append(arg_names[index] if arg_names and index < len(arg_names) else "arg%d" % index)
+        elif op == PARAM:
+            st.append(params[index][0] if params and index < len(params) else "param%d" % index)
+        elif op == EXTRA:
+            st.append("grid_args[%d]" % index)
+        elif OP_ARITY.get(op) == 1:
+            st.append("%s(%s)" % (GRID_OP[op].text, st.pop()))
+        else:
+            b, a = st.pop(), st.pop()
+            text = GRID_OP[op].text if OP_ARITY.get(op) == 2 else "op%d" % op
+            st.append("%s(%s, %s)" % (text, a, b) if text[0].isalpha() else "(%s %s %s)" % (a, text, b))
+    return st[-1] if st else "?"
+
+
+def check_grid(g, c):
+    """FORMAT.md [R-grid-program]: a rule that runs."""
+    for d, prog in enumerate(g.dims):
+        if not prog or len(prog) > MAX_GRID_OPS:
+            raise BundleError("limit" if len(prog) > MAX_GRID_OPS else "malformed",
+                              "grid rule dimension %d has %d operations" % (d, len(prog)))
+        depth = 0
+        for i, (op, index, value) in enumerate(prog):
+            if op == SYM:
+                raise BundleError("malformed", "grid rule dimension %d, operation %d: SYM (a program's symbol) in a "
+                                  "grid rule" % (d, i))
+            operand = op in OPERANDS
+            if not operand and op not in OP_ARITY:
+                raise BundleError("unsupported_version", "grid rule operation %d is unknown" % op)
+            if ((op != CONST and value) or ((not operand or op == CONST) and index) or
+                    (op == ARG and (index >= len(c.arg_types) or c.arg_types[index] not in INT_CODES)) or
+                    (op == PARAM and index >= len(c.params)) or (op == EXTRA and index >= MAX_GRID_EXTRA)):
+                raise BundleError("malformed", "grid rule dimension %d, operation %d: a bad operand" % (d, i))
+            depth = _stack_step(depth, op, operand)
+            if depth is None:
+                raise BundleError("malformed", "grid rule dimension %d, operation %d: too few values" % (d, i))
+            if depth > GRID_STACK:
+                raise BundleError("limit", "grid rule dimension %d needs more than %d stack entries" % (d, GRID_STACK))
+        if depth != 1:
+            raise BundleError("malformed", "grid rule dimension %d leaves %d values" % (d, depth))
+
+
+def check_expr_ops(ops, nsyms, e=0):
+    """An expression must run: CONST, SYM and the operators, one value left."""
+    if not ops or len(ops) > MAX_EXPR_OPS:
+        raise BundleError("limit" if len(ops) > MAX_EXPR_OPS else "malformed",
+                          "program expression %d has %d operations (1..%d)" % (e, len(ops), MAX_EXPR_OPS))
+    depth = 0
+    for i, (op, index, value) in enumerate(ops):
+        operand = op in (CONST, SYM)
+        if not operand and op not in OP_ARITY:
+            raise BundleError("malformed" if op in OPERANDS else "unsupported_version",
+                              "program expression %d, operation %d: op %d is %s" % (
+                                  e, i, op, "a grid rule's operand" if op in OPERANDS else "unknown"))
+        if (op != CONST and value) or (op != SYM and index) or (op == SYM and index >= nsyms):
+            _bad_expr("program expression %d, operation %d" % (e, i), "symbol %d of %d, or an unused field not zero"
+                      % (index, nsyms))
+        depth = _stack_step(depth, op, operand)
+        if depth is None:
+            _bad_expr("program expression %d, operation %d" % (e, i), "too few values on the stack")
+        if depth > GRID_STACK:
+            raise BundleError("limit", "program expression %d needs more than %d stack entries" % (e, GRID_STACK))
+    if depth != 1:
+        _bad_expr("program expression %d" % e, "leaves %d values, not one" % depth)
+
+
+def _stack_step(depth, op, operand):
+    """The stack's depth after op (an operand pushes one value, an operator
+    pops its arity and pushes one), or None where it pops more than there
+    are: the stack discipline both checkers share."""
+    if operand:
+        return depth + 1
+    if depth < OP_ARITY[op]:
+        return None
+    return depth - OP_ARITY[op] + 1
+
+
+def _bad_expr(what, why):
+    raise BundleError("malformed", "%s: %s" % (what, why))
 
 
 def _floordiv(a, b):
@@ -58,7 +168,7 @@ def eval_grid(config, args, grid_args=()):
     out = []
     for d, prog in enumerate(g.dims):
         v = _run(prog, operand, "grid %s: the rule overflows" % "xyz"[d])
-        most = (1 << 31) - 1 if d == 0 else 65535
+        most = GRID_X_MAX if d == 0 else GRID_YZ_MAX
         if not 0 <= v <= most:
             raise BundleError("arg_range", "grid %s is %d, outside 0..%d" % ("xyz"[d], v, most))
         out.append(v)
@@ -70,7 +180,6 @@ def eval_expr(ops, values, checked=False):
     SYM and the operators), exactly as the C library's tb_expr_eval: the
     program checked first (check_expr_ops) unless checked says it was."""
     if not checked:
-        from .format import check_expr_ops
         check_expr_ops(ops, len(values))
 
     def operand(op, index, value):

@@ -168,7 +168,8 @@ MAX_GRID_EXTRA = 8
 # language writes it with (the header's tb_grid_parse and grid.py's
 # GridCompiler read it: an infix operator, a function name, or "-" for NEG,
 # which is unary; "" for an operand) and its arity (the values it pops; 0
-# for an operand, which pushes one).
+# for an operand, which pushes one). grid.py's checkers take each
+# operator's arity from here, and its ops_text each operator's text.
 GridOp = collections.namedtuple("GridOp", "code name text arity")
 GRID_OPS = (
     GridOp(CONST, "CONST", "", 0),
