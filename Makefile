@@ -119,6 +119,7 @@ test: check-compile $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu $(B)/tbun
 	tests/run.sh $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
+	  "tests/python.sh tests/test_spec.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_model.py" \
 	  tests/test_install.sh
 

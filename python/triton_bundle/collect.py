@@ -6,8 +6,8 @@ import json
 import os
 
 from .format import Artifact, Config, Kernel, TensorDesc, _enc, valid_name
-from .spec import (CONFIG_COOPERATIVE, CONFIG_PDL, I64_MAX, I64_MIN, MAX_SENTINELS, SENTINEL, TRITON_CODES,  # noqa: F401
-                   BundleError)
+from .spec import (CONFIG_COOPERATIVE, CONFIG_PDL, I64_MAX, I64_MIN, MAX_SENTINELS, SENTINEL,  # noqa: F401
+                   TRITON_CODES, BundleError)
 
 
 def collect_kernel(cache_dir, hash, recorded_cache_dir=None, device=0):

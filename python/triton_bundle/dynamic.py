@@ -49,9 +49,10 @@ import re
 import sys
 
 from .format import Expr, Symbol, specialize
-from .spec import (ADD, ARG, BUFFER, CONST, COPY, EXTRA, FIELD_BUFFER_SIZE, FIELD_COUNT, FIELD_GRID, FIELD_INPUT_SIZE,
-                   FIELD_INPUT_STRIDE, FIELD_OPERAND, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE, INT_CODES, LAUNCH, LITERAL,
-                   MAX_EXPR_OPS, MEMSET, MUL, OUTPUT, PARAM, SUB, SYM, SYMBOL_MAX, BundleError)
+from .spec import (ADD, ARG, BUFFER, CONST, COPY, EXTRA, FIELD_BUFFER_SIZE, FIELD_COUNT, FIELD_GRID,
+                   FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_OPERAND, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE,
+                   INT_CODES, LAUNCH, LITERAL, MAX_EXPR_OPS, MEMSET, MUL, OUTPUT, PARAM, SUB, SYM, SYMBOL_MAX,
+                   BundleError)
 from .grid import GridCompiler, _fold_ops, _grid_arg, eval_expr
 
 _ALLOCATORS = ("empty_strided_cuda", "empty_strided", "empty_strided_xpu")

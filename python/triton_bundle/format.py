@@ -12,21 +12,21 @@ import os
 import struct
 
 from .spec import (  # noqa: F401 - the format's numbers, here too for `from triton_bundle.format import X`
-    ADD, ARG, ARG_CODES, BUFFER, CEILDIV, CODE_SIZES, CONFIG_COOPERATIVE, CONFIG_PDL, CONFIG_TYPES_FROM_IR, CONST,
-    CONSTANT, CONSTANT_ALIGN, CONSTANT_EXTERNAL, CONSTANT_SHARED, CONSTANT_STATE, COPY, DEFAULT_PROGRAM, DTYPES,
-    DTYPE_BY_NAME, DTYPE_BY_NUMBER, EXTRA, FIELD_BUFFER_SIZE, FIELD_COUNT, FIELD_GRID, FIELD_INPUT_SIZE,
-    FIELD_INPUT_STRIDE, FIELD_NAMES, FIELD_OPERAND, FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE, FLOORDIV, FORMAT_MAJOR,
-    FORMAT_MINOR, GRID_STACK, GRID_X_MAX, GRID_YZ_MAX, HEADER_SIZE, I32_MAX, I32_MIN, I64_MAX, I64_MIN, INPUT,
-    INT_CODES, KIND_BOOL, KIND_DESC, KIND_FLOAT, KIND_PTR, KIND_SINT, KIND_UINT, LAUNCH, LITERAL, MAGIC, MAX,
-    MAX_ARGS, MAX_ARTIFACTS_PER_KERNEL, MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD, MAX_EXPR_OPS, MAX_GRID_EXTRA,
-    MAX_GRID_OPS, MAX_KERNELS, MAX_NAME_LENGTH, MAX_PARAMS_PER_CONFIG, MAX_PROGRAMS, MAX_PROGRAM_BUFFERS,
-    MAX_PROGRAM_CONSTANTS, MAX_PROGRAM_EXPRS, MAX_PROGRAM_STEPS, MAX_PROGRAM_SYMBOLS, MAX_PROGRAM_TENSORS,
-    MAX_PROPERTIES, MAX_RECORDS, MAX_SECTIONS, MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS, MAX_TENSOR_DIMS,
-    MAX_TENSOR_RANK, MEMSET, MIN, MOD, MUL, NEG, OP_NAMES, OUTPUT, PARAM, PROGRAM6_HEADER, PROGRAMS_HEADER,
-    PROGRAM_BUFFER, PROGRAM_CONSTANT_MIN, PROGRAM_HEADER, PROGRAM_OPERAND, PROGRAM_STEP, PROGRAM_TENSOR_MIN,
-    SECTION_HEADER_SIZE, SECTION_REQUIRED, SEC_CALLS, SEC_KERNELS, SEC_PROGRAM, SEC_PROGRAMS, SEC_RECORDS,
-    SEC_TENSORDESCS, SPACE_NAMES, STEP_NAMES, STEP_OPERANDS, SUB, SYM, SYMBOL_MAX, TRAILER_SIZE, TRITON_CODES,
-    U32_MAX, U64_MAX, ArgCode, BundleError, DType)
+    ADD, ARG, ARG_CODES, BUFFER, CALL_ENTRY, CEILDIV, CODE_SIZES, CONFIG_COOPERATIVE, CONFIG_PDL,
+    CONFIG_TYPES_FROM_IR, CONST, CONSTANT, CONSTANT_ALIGN, CONSTANT_EXTERNAL, CONSTANT_SHARED, CONSTANT_STATE, COPY,
+    DEFAULT_PROGRAM, DESC_ENTRY, DTYPES, DTYPE_BY_NAME, DTYPE_BY_NUMBER, EXTRA, FIELD_BUFFER_SIZE, FIELD_COUNT,
+    FIELD_GRID, FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_NAMES, FIELD_OPERAND, FIELD_OUTPUT_SIZE,
+    FIELD_OUTPUT_STRIDE, FLOORDIV, FORMAT_MAJOR, FORMAT_MINOR, GRID_HEAD, GRID_OP, GRID_STACK, GRID_X_MAX,
+    GRID_YZ_MAX, HEADER_SIZE, I32_MAX, I32_MIN, I64_MAX, I64_MIN, INPUT, INT_CODES, KIND_BOOL, KIND_DESC,
+    KIND_FLOAT, KIND_PTR, KIND_SINT, KIND_UINT, LAUNCH, LITERAL, MAGIC, MAX, MAX_ARGS, MAX_ARTIFACTS_PER_KERNEL,
+    MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD, MAX_EXPR_OPS, MAX_GRID_EXTRA, MAX_GRID_OPS, MAX_KERNELS,
+    MAX_NAME_LENGTH, MAX_PARAMS_PER_CONFIG, MAX_PROGRAMS, MAX_PROGRAM_BUFFERS, MAX_PROGRAM_CONSTANTS,
+    MAX_PROGRAM_EXPRS, MAX_PROGRAM_STEPS, MAX_PROGRAM_SYMBOLS, MAX_PROGRAM_TENSORS, MAX_PROPERTIES, MAX_RECORDS,
+    MAX_SECTIONS, MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS, MAX_TENSOR_DIMS, MAX_TENSOR_RANK, MEMSET, MIN,
+    MOD, MUL, NEG, OP_NAMES, OUTPUT, PARAM, PROGRAM6_HEADER, PROGRAMS_HEADER, PROGRAM_BUFFER, PROGRAM_CONSTANT_MIN,
+    PROGRAM_HEADER, PROGRAM_OPERAND, PROGRAM_STEP, PROGRAM_TENSOR_MIN, SECTION_HEADER_SIZE, SECTION_REQUIRED,
+    SEC_CALLS, SEC_KERNELS, SEC_PROGRAM, SEC_PROGRAMS, SEC_RECORDS, SEC_TENSORDESCS, SPACE_NAMES, STEP_NAMES,
+    STEP_OPERANDS, SUB, SYM, SYMBOL_MAX, TRAILER_SIZE, TRITON_CODES, U32_MAX, U64_MAX, ArgCode, BundleError, DType)
 from .grid import GridRule, check_expr_ops, check_grid, eval_expr, eval_grid  # noqa: F401 - grid.py's, here too
 
 
@@ -1434,7 +1434,7 @@ def _desc_entries(bundle):
 
 def _descs_size(bundle, at=0):
     n = len(_desc_entries(bundle))
-    return 8 + 64 * n if n else 0
+    return 8 + DESC_ENTRY * n if n else 0
 
 
 def _wr_descs(bundle, o):
@@ -1462,13 +1462,13 @@ def _calls_size(bundle, at=0):
     n = 8
     for _, r in entries:
         ci = r.call
-        n += 32
+        n += CALL_ENTRY
         if ci:
             n += sum(_str_size(name) for name in ci.arg_names)
             lists = 4 * (len(ci.mutated) + len(ci.reset) + len(ci.key))
             n += lists + _pad(lists, 8)
         if any(c.grid for c in r.configs):
-            n += sum(16 + (16 * sum(len(p) for p in c.grid.dims) if c.grid else 0) for c in r.configs)
+            n += sum(GRID_HEAD + (GRID_OP * sum(len(p) for p in c.grid.dims) if c.grid else 0) for c in r.configs)
     return n
 
 
@@ -1816,7 +1816,7 @@ def _rd_records(b, c):
 
 
 def _rd_descs(b, c):
-    n = c.count(0xFFFFFFFF, 64, "tensor descriptor count")
+    n = c.count(0xFFFFFFFF, DESC_ENTRY, "tensor descriptor count")
     if c.u32("reserved"):
         raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
     slots = [(g, i, cf) for g, cf in enumerate(cf for r in b.records for cf in r.configs)
@@ -1841,7 +1841,7 @@ def _rd_descs(b, c):
 
 
 def _rd_calls(b, c):
-    n = c.count(MAX_RECORDS, 32, "call info count")
+    n = c.count(MAX_RECORDS, CALL_ENTRY, "call info count")
     if c.u32("reserved"):
         raise BundleError("malformed", "a reserved field is not zero", c.pos - 4)
     prev = -1
@@ -1880,14 +1880,14 @@ def _rd_calls(b, c):
                     if h[d] == 0 or h[d] > MAX_GRID_OPS:
                         raise BundleError("limit" if h[d] else "malformed", "config %d: grid rule dimension %d has %d "
                                           "operations" % (j, d, h[d]), gat)
-                if sum(h[:3]) * 16 > c.end - c.pos:
+                if sum(h[:3]) * GRID_OP > c.end - c.pos:
                     raise BundleError("truncated", "config %d: grid operations cannot fit in the bytes that remain" % j, gat)
                 dims = []
                 for d in range(3):
                     prog = []
                     for _ in range(h[d]):
                         op, index, value = struct.unpack_from("<IIq", c.d, c.pos)
-                        c.pos += 16
+                        c.pos += GRID_OP
                         prog.append((op, index, value))
                     dims.append(prog)
                 g = GridRule(*dims)

@@ -10,9 +10,9 @@ Inductor's and Triton's grid expressions compiled into the language
 
 import ast
 
-from .spec import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, GRID_OP, GRID_STACK, GRID_X_MAX, GRID_YZ_MAX,
-                   I64_MAX, I64_MIN, INT_CODES, KIND_BOOL, KIND_SINT, MAX, MAX_EXPR_OPS, MAX_GRID_EXTRA, MAX_GRID_OPS,
-                   MIN, MOD, MUL, NEG, OP_ARITY, OPERANDS, PARAM, SUB, SYM, BundleError)
+from .spec import (ADD, ARG, ARG_CODES, CEILDIV, CONST, EXTRA, FLOORDIV, GRID_OP_BY_CODE, GRID_STACK, GRID_X_MAX,
+                   GRID_YZ_MAX, I64_MAX, I64_MIN, INT_CODES, KIND_BOOL, KIND_SINT, MAX, MAX_EXPR_OPS, MAX_GRID_EXTRA,
+                   MAX_GRID_OPS, MIN, MOD, MUL, NEG, OP_ARITY, OPERANDS, PARAM, SUB, SYM, BundleError)
 
 
 class GridRule:
@@ -46,10 +46,10 @@ def ops_text(ops, arg_names=None, params=None):
         elif op == EXTRA:
             st.append("grid_args[%d]" % index)
         elif OP_ARITY.get(op) == 1:
-            st.append("%s(%s)" % (GRID_OP[op].text, st.pop()))
+            st.append("%s(%s)" % (GRID_OP_BY_CODE[op].text, st.pop()))
         else:
             b, a = st.pop(), st.pop()
-            text = GRID_OP[op].text if OP_ARITY.get(op) == 2 else "op%d" % op
+            text = GRID_OP_BY_CODE[op].text if OP_ARITY.get(op) == 2 else "op%d" % op
             st.append("%s(%s, %s)" % (text, a, b) if text[0].isalpha() else "(%s %s %s)" % (a, text, b))
     return st[-1] if st else "?"
 

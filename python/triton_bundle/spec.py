@@ -106,11 +106,14 @@ CONFIG_TYPES_FROM_IR = 4
 SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM, SEC_PROGRAMS = 1, 2, 3, 4, 5, 6
 SECTION_REQUIRED = 1  # a section flag: a reader that does not know the type refuses the file
 # Fixed sizes of the layout (FORMAT.md): the file's header, a section's
-# header, the trailer; section 5's head, section 6's head and a section 6
-# program's counts and workspace after its name; the least a program's
-# tensor and constant take, a buffer, a step and an operand; the alignment
-# of a constant's bytes in the file.
+# header, the trailer; a tensor descriptor's entry (section 3); a call info
+# entry, a grid rule's head and one operation (section 4); section 5's
+# head, section 6's head and a section 6 program's counts and workspace
+# after its name; the least a program's tensor and constant take, a buffer,
+# a step and an operand; the alignment of a constant's bytes in the file.
 HEADER_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE = 32, 16, 8
+DESC_ENTRY = 64
+CALL_ENTRY, GRID_HEAD, GRID_OP = 32, 16, 16
 PROGRAM_HEADER = 40
 PROGRAMS_HEADER, PROGRAM6_HEADER = 16, 32  # section 6's head; a program's counts and workspace after its name
 PROGRAM_TENSOR_MIN, PROGRAM_CONSTANT_MIN, PROGRAM_BUFFER, PROGRAM_STEP, PROGRAM_OPERAND = 24, 32, 24, 48, 16
@@ -187,7 +190,7 @@ GRID_OPS = (
     GridOp(MAX, "MAX", "max", 2),
     GridOp(NEG, "NEG", "-", 1),
 )
-GRID_OP = {r.code: r for r in GRID_OPS}
+GRID_OP_BY_CODE = {r.code: r for r in GRID_OPS}
 # the operations of a grid rule by name (SYM is a program expression's only)
 OP_NAMES = {r.code: r.name for r in GRID_OPS if r.code != SYM}
 # the operands, and the operators with their arity
