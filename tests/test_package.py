@@ -3,7 +3,7 @@
 TB_VERSION_STRING, pyproject.toml installs it as one package with the
 triton-bundle command, --version and the program name, its modules import
 one another without a circle (lazy imports inside functions counted) and
-import alone or in any order, and CLibrary's lookup order (a path, then
+import alone or in any order, it exports no private name, and CLibrary's lookup order (a path, then
 TRITON_BUNDLE_LIB, then the system loader).
 tests/test_install.sh installs it with pip; this test needs no pip.
 usage: tests/test_package.py [build/libtriton_bundle.so]  (from the repository root)"""
@@ -155,6 +155,9 @@ def main():
     check(re.match(r"^\d+\.\d+\.\d+$", tb.__version__) is not None, "__version__ is MAJOR.MINOR.PATCH")
     skipped += versions_agree(string)
     import_order()
+    private = sorted(n for n in vars(tb) if n.startswith("_") and not n.startswith("__"))
+    check(not private, "the package exports its public names only, no private one%s" % (
+        ": %s" % ", ".join(private) if private else ""))
 
     # pyproject.toml
     try:

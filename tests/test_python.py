@@ -17,6 +17,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import triton_bundle as tb  # noqa: E402
+from triton_bundle import grid as tbg  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from pycheck import check, summary  # noqa: E402
@@ -95,7 +96,7 @@ def py_grid_parse(expr):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             raw = tb.GridCompiler(gp_resolve).compile(expr)
-            ops = tb._fold_ops(raw)
+            ops = tbg._fold_ops(raw)
     except (SyntaxError, ValueError, RecursionError):
         return None
     for i, (op, _, v) in enumerate(raw):

@@ -32,15 +32,25 @@ Standard library only, Python 3.9 or later, MIT No Attribution licence
 
 Installed with `pip install .` from the repository root (pyproject.toml).
 The package's modules mirror the header's sections; this one re-exports
-them all (import triton_bundle as tb; tb.read, tb.write, tb.CLibrary...):
-    format    constants and limits, the argument codes, XXH3-64, the data
-              model, validation, the writer and the reader (>>model,
-              >>format)
-    grid      grid rules: evaluation and the compiler (>>grid)
+their public names (import triton_bundle as tb; tb.read, tb.write,
+tb.CLibrary...), no private one (a test or a tool that needs one imports
+it from its module):
+    spec      every number and table that mirrors the header: the limits,
+              the flags, the section ids, the argument codes, the dtypes,
+              the grid operations, the step kinds, the results and
+              BundleError (tests/test_spec.py checks them by name)
+    format    XXH3-64, the data model, validation, the writer and the
+              reader (>>model, >>format, >>program)
+    grid      the grid language: GridRule, its checkers and text,
+              evaluation and the compiler (>>grid)
     collect   Triton cache directories and metadata configs (>>fs,
               >>derive)
     export    export_triton and TorchCapture
-    model     export_model (a whole model as a program) and its report
+    model     export_model and export_programs (a whole model as
+              programs) and their reports
+    dynamic   (2.6) the shapes that vary: export_model's dynamic_shapes
+              (imported when used)
+    weights   safetensors weights files (>>weights)
     native    CLibrary, the C library through ctypes
     cli       the command line (main; __main__ runs it)
 
@@ -55,39 +65,38 @@ IR) instead, and no grid rules.
 # Defined before the modules are imported: the command line prints it.
 __version__ = "2.6.0"
 
-from .format import (  # noqa: E402
-    # constants and limits
+from .spec import (  # noqa: E402
+    # limits and the format's numbers
     FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_ARGS, MAX_ARTIFACTS_PER_KERNEL, MAX_ARTIFACT_SIZE, MAX_CONFIGS_PER_RECORD,
     MAX_GRID_EXTRA, MAX_GRID_OPS, MAX_KERNELS, MAX_NAME_LENGTH, MAX_PARAMS_PER_CONFIG, MAX_RECORDS, MAX_SECTIONS,
     MAX_SENTINELS, MAX_STRING_LENGTH, MAX_TENSORDESCS, MAX_TENSOR_RANK, GRID_STACK, I64_MAX, I64_MIN,
-    CONFIG_COOPERATIVE, CONFIG_PDL, CONFIG_TYPES_FROM_IR,
+    CONFIG_COOPERATIVE, CONFIG_PDL, CONFIG_TYPES_FROM_IR, SENTINEL,
     # grid operations
-    CONST, ARG, PARAM, EXTRA, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG, OP_NAMES,
+    CONST, ARG, PARAM, EXTRA, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, NEG, OP_NAMES, GRID_OPS, GridOp,
     # argument codes
     ARG_CODES, ArgCode, KIND_PTR, KIND_BOOL, KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DESC, CODE_SIZES, INT_CODES,
     TRITON_CODES,
     # sections
-    SECTIONS, Section, SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SECTION_REQUIRED,
-    # the data model, the checksum, validation, the writer and the reader
-    Artifact, Bundle, BundleError, CallInfo, Config, GridRule, Kernel, Record, TensorDesc,
-    bundle_checksum, check_grid, check_record, read, read_file, valid_name, write, write_file, xxh3_64,
-    _Cur, _Out, _check_call, _check_config, _check_descs, _check_string, _check_unique, _enc, _pad,
-    _rd_calls, _rd_descs, _rd_kernels, _rd_records)
-from .format import (  # noqa: E402
+    SEC_KERNELS, SEC_RECORDS, SEC_TENSORDESCS, SEC_CALLS, SEC_PROGRAM, SEC_PROGRAMS, SECTION_REQUIRED,
     # the program (section 5)
     DTYPES, DType, DTYPE_BY_NAME, DTYPE_BY_NUMBER, LITERAL, INPUT, OUTPUT, CONSTANT, BUFFER, LAUNCH, MEMSET, COPY,
-    CONSTANT_STATE, CONSTANT_SHARED, CONSTANT_EXTERNAL, External, MAX_PROGRAM_TENSORS, MAX_PROGRAM_CONSTANTS,
-    MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS,
-    MAX_TENSOR_DIMS, SEC_PROGRAM, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits,
+    STEP_KINDS, StepKind, CONSTANT_STATE, CONSTANT_SHARED, CONSTANT_EXTERNAL, MAX_PROGRAM_TENSORS,
+    MAX_PROGRAM_CONSTANTS, MAX_PROGRAM_BUFFERS, MAX_PROGRAM_STEPS, MAX_TENSOR_DIMS,
     # shapes that vary (2.6)
-    SYM, Symbol, Expr, MAX_PROGRAM_SYMBOLS, MAX_EXPR_OPS, MAX_PROGRAM_EXPRS, FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE,
-    FIELD_OUTPUT_SIZE, FIELD_OUTPUT_STRIDE, FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND, FIELD_NAMES,
+    SYM, MAX_PROGRAM_SYMBOLS, MAX_EXPR_OPS, MAX_PROGRAM_EXPRS, FIELD_INPUT_SIZE, FIELD_INPUT_STRIDE, FIELD_OUTPUT_SIZE,
+    FIELD_OUTPUT_STRIDE, FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND, FIELD_NAMES,
+    # the C library's flags and results
+    CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, RESULT_CODES, BundleError)
+from .format import (  # noqa: E402
+    # the data model, the checksum, validation, the writer and the reader
+    SECTIONS, Section, Artifact, Bundle, CallInfo, Config, Kernel, Record, TensorDesc, bundle_checksum,
+    check_record, read, read_file, valid_name, write, write_file, xxh3_64,
+    # the program (sections 5 and 6)
+    External, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits, Symbol, Expr,
     check_dynamic, specialize)
-from .grid import GridCompiler, eval_expr, eval_grid, grid_rule, _floordiv, _fold_ops, _grid_arg  # noqa: E402
-from .collect import SENTINEL, collect_kernel, _code, _int_params, _metadata_config  # noqa: E402
-from .export import (  # noqa: E402
-    TorchCapture, export_triton, _LauncherResult, _autotuner_record, _compile_result_kernel, _compiled_kernels,
-    _config_dict, _grid_names, _kernel_dir, _lambda_grid)
+from .grid import GridCompiler, GridRule, check_grid, eval_expr, eval_grid, grid_rule  # noqa: E402
+from .collect import collect_kernel  # noqa: E402
+from .export import TorchCapture, export_triton  # noqa: E402
 from .model import (  # noqa: E402
     TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ExportStageError, ProgramsReport, export_model, export_programs,
     named_tensors, check_written, merged_tensors,
@@ -96,5 +105,5 @@ from .model import (  # noqa: E402
     element_bytes, is_dense,
     plan_workspace, match_gpu_events, gpu_event_hint)
 from . import weights  # noqa: E402
-from .native import CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, CLibrary, c_structs  # noqa: E402
-from .cli import PROG, main, _export_cli, _list  # noqa: E402
+from .native import CLibrary, c_structs  # noqa: E402
+from .cli import PROG, main  # noqa: E402
