@@ -432,11 +432,28 @@ def find_wrappers(torch, call):
 
 
 # --------------------------------------------------------- the expressions
+class BuildState:
+    """What Derive reads of the capture at every maximum: export_model's
+    build of it and the sites of its run. raw: each step's launch or
+    operation as captured, in step order (with its "site"); buffer_ptrs:
+    each workspace buffer's storage pointer; storages: the storages by
+    pointer; outs: the output tensors; allocs: Sites.allocs, {storage
+    pointer: (wrapper file, line)} of what the wrapper allocated; alloc_at:
+    the same, inverted; files: the wrapper files whose lines launched;
+    values: the symbols' values of the capture."""
+
+    __slots__ = ("raw", "buffer_ptrs", "storages", "outs", "allocs", "alloc_at", "files", "values")
+
+    def __init__(self, raw, buffer_ptrs, storages, outs, allocs, alloc_at, files, values):
+        self.raw, self.buffer_ptrs, self.storages, self.outs = raw, buffer_ptrs, storages, outs
+        self.allocs, self.alloc_at, self.files, self.values = allocs, alloc_at, files, values
+
+
 class Derive:
     """The expressions of a captured program (the one at every maximum),
-    from the wrapper code of each operation's line. cap: what the build
-    kept (its raw steps with their sites, storages, spaces); symbols; values:
-    the capture's symbol values; symmap: {Inductor symbol: symbol index}."""
+    from the wrapper code of each operation's line. cap: a BuildState (its
+    raw steps with their sites, storages, spaces); symbols; values: the
+    capture's symbol values; symmap: {Inductor symbol: symbol index}."""
 
     def __init__(self, cap, program, bundle, symbols, dims, symmap, code):
         self.cap, self.p, self.bundle = cap, program, bundle
@@ -465,7 +482,7 @@ class Derive:
         self.buffers()
         opexpr = {}
         for s, st in enumerate(p.steps):
-            raw = cap["raw"][s]
+            raw = cap.raw[s]
             what = "step %d (%s)" % (s, raw.get("name", ""))
             try:
                 if st.kind == LAUNCH:
@@ -492,7 +509,7 @@ class Derive:
     def _match_return(self, k, t):
         """The wrapper's returned tensor that output k is: its SymTensor."""
         cap = self.cap
-        for site_file in cap["files"]:
+        for site_file in cap.files:
             wc = self.code(site_file)
             if wc.ret is None or not isinstance(wc.ret.value, (ast.Tuple, ast.List)):
                 continue
@@ -503,8 +520,8 @@ class Derive:
                     continue
                 if st.base != "alloc" or st.sizes is None:
                     continue
-                ptr = cap["alloc_at"].get((site_file, st.key))
-                vals = cap["values"]
+                ptr = cap.alloc_at.get((site_file, st.key))
+                vals = cap.values
                 try:
                     off = eval_expr(st.off, vals) * t.element_size()
                     sizes = [eval_expr(x, vals) for x in st.sizes]
@@ -519,7 +536,7 @@ class Derive:
 
     def outputs(self):
         self.out_sym = []
-        for k, (spec, t) in enumerate(zip(self.p.outputs, self.cap["outs"])):
+        for k, (spec, t) in enumerate(zip(self.p.outputs, self.cap.outs)):
             st = self._match_return(k, t)
             if st is None:
                 raise BundleError("unsupported", "dynamic shapes: output %d (%s) is none of the tensors Inductor's "
@@ -532,8 +549,8 @@ class Derive:
 
     def buffers(self):
         cap = self.cap
-        for b, (buf, sptr) in enumerate(zip(self.p.buffers, cap["buffer_ptrs"])):
-            where = cap["allocs"].get(sptr)
+        for b, (buf, sptr) in enumerate(zip(self.p.buffers, cap.buffer_ptrs)):
+            where = cap.allocs.get(sptr)
             what = "buffer %d (first used by step %d)" % (b, buf.first)
             if where is None:
                 raise BundleError("unsupported", "dynamic shapes: %s was not allocated by Inductor's wrapper code: "
@@ -548,7 +565,7 @@ class Derive:
                 st = sym_tensor(wc, call, where[1], self.symmap)
             except ValueError as e:
                 raise BundleError("unsupported", "dynamic shapes: %s: %s" % (what, e)) from None
-            elem = cap["storages"][sptr].element_size()
+            elem = cap.storages[sptr].element_size()
             self.put(FIELD_BUFFER_SIZE, b, 0, _extent(st.sizes, st.strides, elem), buf.size, what)
 
     def _pointer(self, wc, node, line, site, op, tensor):
@@ -631,7 +648,7 @@ class Derive:
         if raw.get("output") is not None:  # the copy of an output that is a view, added at the end
             k = raw["output"]
             spec, sym = self.p.outputs[k], self.out_sym[k]
-            elem = self.cap["outs"][k].element_size()
+            elem = self.cap.outs[k].element_size()
             self.put(FIELD_COUNT, s, 0, _extent(sym.sizes, sym.strides, elem), st.count, "%s count" % what)
             self.put(FIELD_OPERAND, s, 1, _mul(sym.off, [(CONST, 0, elem)]), st.operands[1][2], "%s source" % what)
             return
@@ -647,13 +664,13 @@ class Derive:
         elif isinstance(call, ast.Call) and _fname(call) == "run":
             # a kernel's arguments that its launcher zeroes first: the
             # argument of the next launch of this line with this pointer
-            nxt = next((q for q in range(s + 1, len(self.p.steps)) if self.cap["raw"][q].get("site") and
-                        self.cap["raw"][q]["site"]["line"] == site["line"]), None)
+            nxt = next((q for q in range(s + 1, len(self.p.steps)) if self.cap.raw[q].get("site") and
+                        self.cap.raw[q]["site"]["line"] == site["line"]), None)
             if nxt is not None:
                 rec = self.bundle.records[self.p.steps[nxt].record]
                 for j, op in enumerate(self.p.steps[nxt].operands):
                     if tuple(op) == tuple(st.operands[0]):
-                        nodes = [call.args[self.cap["raw"][nxt]["site"]["names"].index(rec.call.arg_names[j])]]
+                        nodes = [call.args[self.cap.raw[nxt]["site"]["names"].index(rec.call.arg_names[j])]]
                         break
         if not nodes:
             raise ValueError("line %d of the wrapper (%s) names no tensor it writes" % (
@@ -668,7 +685,7 @@ class Derive:
                 numel = _product(sym.sizes)
                 t = raw["tensors"][0]
                 if st.kind == MEMSET:
-                    n = eval_expr(numel, self.cap["values"])
+                    n = eval_expr(numel, self.cap.values)
                     if n <= 0 or st.count % n:
                         raise ValueError("a memset of %d elements of a %d-element tensor" % (st.count, n))
                     counts = _mul(numel, [(CONST, 0, st.count // n)])

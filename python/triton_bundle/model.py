@@ -1064,6 +1064,19 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
     return backend
 
 
+class _Built:
+    """What a build kept (_Export.build): the raw steps as captured, each
+    buffer's storage pointer, the storages by pointer, the output tensors,
+    the program and its bundle, the constants' tensors, and the weights
+    file's note (None without one)."""
+
+    __slots__ = ("raw", "buffer_ptrs", "storages", "outs", "program", "bundle", "tensors", "weights")
+
+    def __init__(self, raw, buffer_ptrs, storages, outs, program, bundle, tensors, weights):
+        self.raw, self.buffer_ptrs, self.storages, self.outs = raw, buffer_ptrs, storages, outs
+        self.program, self.bundle, self.tensors, self.weights = program, bundle, tensors, weights
+
+
 class _Export:
     def __init__(self, model, example_inputs, path, options):
         self.model, self.example_inputs, self.path = model, example_inputs, path
@@ -1213,25 +1226,25 @@ class _Export:
         seen = []
         for values, built, sites, _ in captures:
             syms = {}
-            for site in list(sites.launch.values()) + [r.get("site") for r in built["raw"]]:
+            for site in list(sites.launch.values()) + [r.get("site") for r in built.raw]:
                 if site:
                     syms.update(site["syms"])
             seen.append((values, syms))
         symmap = _dyn.match_symbols(symbols, seen)
         values, built, sites, report = captures[-1]
-        program, bundle = built["program"], built["bundle"]
-        cap = {"raw": built["raw"], "buffer_ptrs": built["buffer_ptrs"], "storages": built["storages"],
-               "outs": built["outs"], "allocs": sites.allocs, "alloc_at": {v: k for k, v in sites.allocs.items()},
-               "files": sorted({s["file"] for s in sites.launch.values() if s}), "values": values}
+        program, bundle = built.program, built.bundle
+        cap = _dyn.BuildState(built.raw, built.buffer_ptrs, built.storages, built.outs, sites.allocs,
+                              {v: k for k, v in sites.allocs.items()},
+                              sorted({s["file"] for s in sites.launch.values() if s}), values)
         exprs = _dyn.Derive(cap, program, bundle, symbols, dims, symmap, wrapper).run()
         program.symbols, program.exprs = list(symbols), exprs
         check_dynamic(bundle.records, program)
         _dyn.check_monotone(symbols, exprs, program.buffers)
         for vals, b, _, _ in captures:
-            keys = [r.cache_key for r in b["bundle"].records]
+            keys = [r.cache_key for r in b.bundle.records]
             if keys[:len(bundle.records)] != [r.cache_key for r in bundle.records][:len(keys)]:
                 raise BundleError("unsupported", "dynamic shapes: the capture at %s launched other kernels" % vals)
-            _dyn.compare(bundle.records, program, b["program"], vals, symbols)
+            _dyn.compare(bundle.records, program, b.program, vals, symbols)
         self.timings["dynamic_s"] = time.perf_counter() - t0
         if self.opts["write"]:
             self.write(bundle)
@@ -1608,8 +1621,7 @@ class _Export:
 
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
         bundle.program = program
-        self.built = {"raw": raw, "buffer_ptrs": buffer_ptrs, "storages": storages, "outs": outs, "program": program,
-                      "bundle": bundle, "tensors": [c[1] for c in const_list], "weights": weights_note}
+        self.built = _Built(raw, buffer_ptrs, storages, outs, program, bundle, [c[1] for c in const_list], weights_note)
         self.warnings += drop_wrong_rules(bundle)
         atomic = _atomic_configs(bundle, tuners)  # (reads the kernels' IR: before it may be left out)
         if not self.opts["keep_ir"]:
@@ -1650,8 +1662,8 @@ class _Export:
         t0 = time.perf_counter()
         write_file(bundle, self.path)
         self.timings["write_s"] = time.perf_counter() - t0
-        note = self.built.get("weights")
-        write_checked(self.torch, bundle, self.path, self.built["tensors"], note["file"] if note else None,
+        note = self.built.weights
+        write_checked(self.torch, bundle, self.path, self.built.tensors, note["file"] if note else None,
                       "program %r" % self.opts["program_name"], self.timings)
 
     def external_weights(self, constants, const_list, bundle):
