@@ -1598,12 +1598,12 @@ def main():
     check(all(tb.xxh3_64(d, native=False) == lib.L.tb_xxh3_64(d, len(d)) for d in datas),
           "XXH3-64 equals the C library's at %d lengths (every path of the algorithm)" % len(datas))
     os.environ["TRITON_BUNDLE_LIB"] = lib.path  # the opt-in fast path: the C library's, for long inputs
-    from triton_bundle import format as tbf
-    tbf._NATIVE_XXH3 = None
-    check(tbf._native_xxh3() is not None and all(tb.xxh3_64(d) == tb.xxh3_64(d, native=False) for d in datas[-2:]),
+    from triton_bundle import xxh3 as tbx
+    tbx._NATIVE_XXH3 = None
+    check(tbx._native_xxh3() is not None and all(tb.xxh3_64(d) == tb.xxh3_64(d, native=False) for d in datas[-2:]),
           "with TRITON_BUNDLE_LIB, long inputs hash in the C library, to the same values")
     del os.environ["TRITON_BUNDLE_LIB"]
-    tbf._NATIVE_XXH3 = None
+    tbx._NATIVE_XXH3 = None
 
     # C to Python to C: the fixtures packed by tbundle
     tmp = tempfile.mkdtemp(prefix="tbpy-")

@@ -39,10 +39,16 @@ it from its module):
               the flags, the section ids, the argument codes, the dtypes,
               the grid operations, the step kinds, the results and
               BundleError (tests/test_spec.py checks them by name)
-    format    XXH3-64, the data model, validation, the writer and the
-              reader (>>model, >>format, >>program)
     grid      the grid language: GridRule, its checkers and text,
               evaluation and the compiler (>>grid)
+    xxh3      XXH3-64 and the format's block checksum (>>format)
+    checks    what every section's checks share: names, strings,
+              integers of a width, byte views
+    program   the program (sections 5 and 6): its data model, its checks
+              and specialize (>>program)
+    format    the data model of sections 1 to 4, its checks, the
+              sections' table, the writer and the reader (>>model,
+              >>format); it holds its neighbours' names too
     collect   Triton cache directories and metadata configs (>>fs,
               >>derive)
     export    export_triton and TorchCapture
@@ -87,10 +93,13 @@ from .spec import (  # noqa: E402
     FIELD_OUTPUT_STRIDE, FIELD_BUFFER_SIZE, FIELD_GRID, FIELD_COUNT, FIELD_OPERAND, FIELD_NAMES,
     # the C library's flags and results
     CONFIG_AUTOTUNE, LAUNCH_CHECKED, LAUNCH_GRID_AUTO, RESULTS, RESULT_CODES, BundleError)
+from .xxh3 import bundle_checksum, xxh3_64  # noqa: E402
+from .checks import valid_name  # noqa: E402
 from .format import (  # noqa: E402
-    # the data model, the checksum, validation, the writer and the reader
-    SECTIONS, Section, Artifact, Bundle, CallInfo, Config, Kernel, Record, TensorDesc, bundle_checksum,
-    check_record, read, read_file, valid_name, write, write_file, xxh3_64,
+    # the data model, validation, the writer and the reader
+    SECTIONS, Section, Artifact, Bundle, CallInfo, Config, Kernel, Record, TensorDesc, check_record, read, read_file,
+    write, write_file)
+from .program import (  # noqa: E402
     # the program (sections 5 and 6)
     External, TensorSpec, Constant, Buffer, Step, Program, check_program, literal_fits, Symbol, Expr,
     check_dynamic, specialize)

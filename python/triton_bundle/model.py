@@ -75,7 +75,8 @@ import time
 
 from . import format as _format
 from .export import TorchCapture
-from .format import Buffer, Constant, Program, Step, TensorSpec, write_file
+from .format import Bundle, Record, read, write_file
+from .program import Buffer, Constant, External, Program, Step, TensorSpec, check_dynamic, rule_grid
 from .spec import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC, KIND_FLOAT, KIND_PTR,
                    KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, BundleError)
 
@@ -1215,7 +1216,6 @@ class _Export:
 
     def finish_dynamic(self, symbols, dims, captures):
         from . import dynamic as _dyn
-        from .format import check_dynamic
         t0 = time.perf_counter()
         code = {}
 
@@ -1757,7 +1757,7 @@ def externalize(torch, constants, tensors, opts, module, warnings):
         crcs = _weights.write_file(w, [(c.name, c.dtype, shapes[c.name], c.data) for c in movable],
                                    {"format": "pt", "writer": "triton_bundle"})
         for c in movable:
-            c.external = _format.External(c.name, shapes[c.name], crcs[c.name])
+            c.external = External(c.name, shapes[c.name], crcs[c.name])
             c.data = b""
         path = w
     else:
@@ -1785,7 +1785,7 @@ def externalize(torch, constants, tensors, opts, module, warnings):
                                 "bundle" % (c.name, tn, wf))
                 left.append(c.name)
                 continue
-            c.external = _format.External(tn, ft.shape, crc)
+            c.external = External(tn, ft.shape, crc)
             c.data = b""
         path = wf
     ext = [c for c in constants if c.external is not None]
@@ -1830,7 +1830,6 @@ def check_written(path, expected, weights_file=None, what="the export"):
     import os
     import zlib
     from . import weights as _weights
-    from .format import read
     # (no second pass of the pure-Python XXH3 over a bundle the writer has
     # just summed: the structure and every constant are what is checked)
     with open(path, "rb") as f:
@@ -1968,7 +1967,7 @@ def drop_wrong_rules(bundle):
                 continue
             cf = bundle.records[st.record].configs[st.config]
             try:
-                got = _format.rule_grid(cf, st)
+                got = rule_grid(cf, st)
             except BundleError as e:
                 got = str(e)
             if got is not None and got != tuple(st.grid):
@@ -2007,7 +2006,7 @@ def merge_programs(reports, properties=None):
             g = rindex.get(r.cache_key)
             if g is None:  # copies: configs may be added to it, and rules dropped from them, later
                 g = rindex[r.cache_key] = len(records)
-                records.append(_format.Record(r.cache_key, r.kernel_name, [copy.copy(c) for c in r.configs], r.call))
+                records.append(Record(r.cache_key, r.kernel_name, [copy.copy(c) for c in r.configs], r.call))
             m = records[g]
             if m.call != r.call:
                 raise BundleError("unsupported", "kernel %s (%s): program %r calls it with other arguments than %s" % (
@@ -2065,7 +2064,7 @@ def merge_programs(reports, properties=None):
         if k.state and len(users[g]) > 1:
             k.shared = True
             shared.append(k.name)
-    return _format.Bundle(kernels, records, programs=merged, properties=properties), shared
+    return Bundle(kernels, records, programs=merged, properties=properties), shared
 
 
 def export_programs(programs, path, options=None, module=None, properties=None):
