@@ -52,8 +52,14 @@ it from its module):
     collect   Triton cache directories and metadata configs (>>fs,
               >>derive)
     export    export_triton and TorchCapture
+    steps     what turns a run into steps, without torch: literals,
+              memset patterns, the workspace plan, the GPU events matched
+    tensors   what an export reads of torch's tensors and modules
+    capture   the capture run's recorder and its aten hooks
+    inductor  Inductor's options for an export (TRITON_ONLY) and
+              conv_as_mm_backend
     model     export_model and export_programs (a whole model as
-              programs) and their reports
+              programs) and their reports; it runs the four above
     dynamic   (2.6) the shapes that vary: export_model's dynamic_shapes
               (imported when used)
     weights   safetensors weights files (>>weights)
@@ -106,13 +112,12 @@ from .program import (  # noqa: E402
 from .grid import GridCompiler, GridRule, check_grid, eval_expr, eval_grid, grid_rule  # noqa: E402
 from .collect import collect_kernel  # noqa: E402
 from .export import TorchCapture, export_triton  # noqa: E402
+from .inductor import TRITON_ONLY, conv_as_mm_backend  # noqa: E402
+from .steps import literal_bits, memset_pattern, is_dense, plan_workspace, match_gpu_events, gpu_event_hint  # noqa
+from .tensors import named_tensors, unique_names, output_tensors, element_bytes  # noqa: E402
 from .model import (  # noqa: E402
-    TRITON_ONLY, EXPORT_OPTIONS, ExportReport, ExportStageError, ProgramsReport, export_model, export_programs,
-    named_tensors, check_written, merged_tensors,
-    conv_as_mm_backend,
-    unique_names, output_tensors, literal_bits, memset_pattern,
-    element_bytes, is_dense,
-    plan_workspace, match_gpu_events, gpu_event_hint)
+    EXPORT_OPTIONS, ExportReport, ExportStageError, ProgramsReport, export_model, export_programs, check_written,
+    merged_tensors)
 from . import weights  # noqa: E402
 from .native import CLibrary, c_structs  # noqa: E402
 from .cli import PROG, main  # noqa: E402
