@@ -264,8 +264,10 @@ $(B)/mkcache: bench/mkcache.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 $(B)/bench_launch: bench/bench_launch.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -rdynamic -o $@ $< $(LIBS)
 
+# UPLOAD_DEFS: the upload's numbers to try (-DTB_UPLOAD_PIECE=4194304; rebuild with -B)
+UPLOAD_DEFS ?=
 $(B)/bench_upload: bench/bench_upload.c bench/bench_util.h $(HDR) tests/util.h | $(B)
-	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 $(UPLOAD_DEFS) -o $@ $< $(LIBS)
 
 bench: $(B)/tbundle $(B)/bench_format $(B)/mkcache $(B)/bench_launch $(B)/bench_upload $(B)/libtriton_bundle.so
 	bench/run.sh

@@ -173,7 +173,8 @@
      >>runner    tb_model_load(&desc, &model, &err), tb_model_input_count,
                  tb_model_output_count, tb_model_input, tb_model_output,
                  tb_tensor_for, tb_model_workspace_size,
-                 tb_model_constant_bytes, tb_model_upload_ms, tb_model_state_count, tb_model_run,
+                 tb_model_constant_bytes, tb_model_upload_ms, tb_model_load_times
+                 (2.7: each phase of a load, and its upload), tb_model_state_count, tb_model_run,
                  tb_model_run_workspace (the caller's workspace: several
                  threads), tb_model_reset_state, tb_model_free;
                  several programs: tb_model_program_count, tb_model_program,
@@ -334,9 +335,15 @@
                            (GCC and Clang builds keep, per thread, 8 entries of
                            192 bytes; each holds while its table lives and no
                            choice is replaced)
+     TB_UPLOAD_PIECE       a model's pinned upload: a staging slot's bytes (2 MiB)
+     TB_UPLOAD_STAGING     the default of tb_model_desc.pinned_staging_bytes,
+                           the most host memory an upload pins (64 MiB)
+     TB_UPLOAD_THREADS     the most reader threads an upload starts by default
+                           (16; one per core but one)
+     TB_UPLOAD_PINNED_MIN  the default of tb_model_desc.pinned_upload_min (64 MiB)
    Runtime options are structs in which zero means "default": tb_options
    (allocator, logger), tb_collect_options, tb_pack_options, tb_emit_options,
-   tb_load_options, tb_launch_params.
+   tb_load_options, tb_launch_params, tb_model_desc.
 
    ERROR CONTRACT
    Every fallible call returns tb_result (tb_ok == 0) and, when given a
@@ -1735,16 +1742,30 @@ typedef struct tb_model_desc {
        CRC-32s (TB_MODEL_VERIFY_WEIGHTS) over the bytes as uploaded */
     const char *weights;
     /* an upload from files of at least this many bytes goes through
-       pinned staging buffers that upload_threads threads fill with pread
+       pinned staging slots that upload_threads threads fill with pread
        while the copies run (0: 64 MiB; UINT64_MAX: never); a smaller one
        through two pageable buffers, which cost less to set up */
     uint64_t pinned_upload_min;
-    uint32_t upload_threads;     /* 0: one per core but one, 2 to 12 */
+    uint32_t upload_threads;     /* 0: one per core but one, 2 to 16; at most 64 (and one per slot) */
     /* (2.6) a program with symbols keeps its steps resolved (and with
        TB_MODEL_GRAPH its graph) for this many tuples of symbol values, the
        least recently used replaced (0: 8; more than TB_MAX_INSTANCE_CACHE,
        4096, is refused by tb_model_load with tb_err_limit) */
     uint32_t instance_cache;
+    /* (2.7) the most host memory a pinned upload pins (0: 64 MiB): slots
+       of 2 MiB (under 4 MiB: of half this, in whole pages; under two
+       pages: nothing pinned, the pageable way), no more slots than the
+       upload has pieces. The slots lie in one staging area a
+       process, pinned by the first pinned upload, reused by the next ones
+       and freed with the last model whose upload used it (its context
+       frees it otherwise): loads that follow while a model stays loaded
+       pin nothing. Two loads at once in one context take turns with it;
+       a load in another context while the area is held there pins slots
+       of its own for its upload, within its own bound. So the pinned
+       uploads hold at most the largest bound given, plus one for each
+       other context uploading at the time. tb_model_load_times says how
+       an upload went; when pinning fails, it goes the pageable way. */
+    uint64_t pinned_staging_bytes;
 } tb_model_desc;
 
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err);
@@ -1762,6 +1783,26 @@ TBDEF uint64_t tb_model_workspace_size(const tb_model *model);
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *model);
 /* Milliseconds the load spent uploading the constants (reads included). */
 TBDEF double tb_model_upload_ms(const tb_model *model);
+/* (2.7) Where a load's time went, phase by phase, and how its upload went:
+   the parts of a first token's wait (tbundle run -v prints them). */
+typedef struct tb_model_times {
+    double total_ms;             /* tb_model_load, from its call to its return */
+    double driver_ms;            /* libcuda opened and initialized (the process's first load; then about 0) */
+    double weights_ms;           /* the weights file opened and its header checked (0: none) */
+    double context_ms;           /* the current context found, or desc.device's primary context retained (made, when none is) */
+    double kernels_ms;           /* the steps resolved: every kernel's module loaded */
+    double memory_ms;            /* device memory allocated */
+    double upload_ms;            /* the constants read and copied (tb_model_upload_ms); pin_ms and wait_ms in it */
+    double pin_ms;               /* pinning staging memory (0: pinned by an earlier load, or the pageable way) */
+    double wait_ms;              /* waiting for another load's upload to be done with the staging area */
+    uint64_t upload_bytes;       /* bytes read from files (the bundle's mapped file, the weights file) */
+    uint64_t staging_bytes;      /* pinned staging the upload used (0: the pageable way) */
+    uint32_t threads;            /* reader threads that ran */
+    uint32_t pinned;             /* 1: the pinned way; 0: the pageable way, or nothing read from files */
+    uint32_t reused;             /* 1: the staging area was pinned already (by an earlier load; pin_ms 0) */
+} tb_model_times;
+/* The load's times and upload (all zero for a NULL model). */
+TBDEF void tb_model_load_times(const tb_model *model, tb_model_times *out);
 TBDEF uint32_t tb_model_state_count(const tb_model *model);
 /* Runs the program once on stream (asynchronous, as a kernel launch is).
    inputs and outputs: one tensor each, in order, with exactly the dtype,
@@ -13963,10 +14004,10 @@ struct tb_model {
     tb__model_prog *progs;
     size_t upload_chunk;
     uint64_t pinned_min;         /* file bytes from which the upload goes the pinned way */
+    uint64_t staging_bound;      /* pinned bytes an upload uses at most */
     uint32_t upload_threads;
-    double upload_ms;            /* the load's upload */
-    const char *upload_way;      /* how it went, for the log line */
-    double upload_pin_ms;        /* of which pinning the staging slots */
+    int staged;                  /* holds the staging area (tb__staging_drop lets go) */
+    tb_model_times times;        /* the load's phases */
     tb_options options;          /* the caller's, for the graph */
     uint32_t inst_cap;           /* (2.6) instances kept per program with symbols */
     uint64_t runs;
@@ -13982,7 +14023,12 @@ TBDEF const tb_tensor_spec *tb_model_output(const tb_model *m, uint32_t i) {
 }
 TBDEF uint64_t tb_model_workspace_size(const tb_model *m) { return m ? m->ws_bytes : 0; }
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *m) { return m ? m->const_bytes : 0; }
-TBDEF double tb_model_upload_ms(const tb_model *m) { return m ? m->upload_ms : 0; }
+TBDEF double tb_model_upload_ms(const tb_model *m) { return m ? m->times.upload_ms : 0; }
+TBDEF void tb_model_load_times(const tb_model *m, tb_model_times *out) {
+    if (!out) return;
+    if (m) *out = m->times;
+    else memset(out, 0, sizeof *out);
+}
 TBDEF uint32_t tb_model_state_count(const tb_model *m) { return m ? m->state_count : 0; }
 TBDEF uint32_t tb_model_program_count(const tb_model *m) { return m ? m->prog_count : 0; }
 TBDEF const tb_program *tb_model_program(const tb_model *m, uint32_t program) {
@@ -14035,15 +14081,16 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
      heap buffers in turn while this thread copies the other one
      (cuMemcpyHtoD, which returns once the bytes are staged), so reads and
      copies overlap; nothing to set up, the best way for small models.
-   - pinned (tb__pinned_run): TB__PIN_SLOTS page-locked slots of
-     TB__PIN_PIECE bytes, which several reader threads fill with pread
+   - pinned (tb__pinned_run): a ring of page-locked slots (the staging
+     area, below), which several reader threads fill with pread
      (page-cache reads run at a few GB/s per core, so one thread cannot
      keep up with the bus) while this thread queues an asynchronous copy
      of each filled one, in order, on a stream of its own and records an
      event; a slot is read into again once its copy's event has passed.
      The copy engine reads pinned memory at the bus's speed, pageable
-     memory at a fraction of it; the buffers cost milliseconds to pin,
-     paid back from some tens of megabytes on. */
+     memory at a fraction of it; pinning costs about 1 ms a call and
+     0.5 ms a MiB (an H100 host), which the staging area pays once for
+     the loads that follow while a model holds it. */
 typedef struct tb__piece {
     uint64_t at, dev;
     size_t n;
@@ -14158,15 +14205,153 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
     return r;
 }
 
+/* ---- the upload's numbers ----
+   In one place, each to be chosen by measurement (bench/bench_upload.c,
+   whose --sweep times rings and readers against one pinned cuMemcpyHtoD
+   of the same bytes), and each may be defined before the implementation.
+   The pinned way's ring is slots of TB_UPLOAD_PIECE bytes, as many as the
+   model's bound on pinned bytes holds (desc.pinned_staging_bytes, 0:
+   TB_UPLOAD_STAGING) and the upload fills. */
 #ifndef TB_UPLOAD_PIECE
-#define TB_UPLOAD_PIECE ((size_t)1 << 20) /* bytes of one pinned staging slot */
+#define TB_UPLOAD_PIECE ((size_t)2 << 20)      /* a slot's bytes: one pread, one copy */
 #endif
-#ifndef TB_UPLOAD_SLOTS
-#define TB_UPLOAD_SLOTS 12u               /* slots, pinned as one allocation */
+#ifndef TB_UPLOAD_STAGING
+#define TB_UPLOAD_STAGING ((uint64_t)64 << 20) /* the bound's default: 32 slots, two a reader at 16 readers */
 #endif
-#define TB__PIN_PIECE TB_UPLOAD_PIECE
-#define TB__PIN_SLOTS TB_UPLOAD_SLOTS
-#define TB__PIN_THREADS_MAX 16u
+#ifndef TB_UPLOAD_THREADS
+#define TB_UPLOAD_THREADS 16u                  /* readers by default: one per core but one, 2 to this many */
+#endif
+#ifndef TB_UPLOAD_PINNED_MIN
+#define TB_UPLOAD_PINNED_MIN ((uint64_t)64 << 20) /* desc.pinned_upload_min 0: from here on, the pinned way */
+#endif
+#define TB__UPLOAD_CHUNK ((size_t)1 << 20)     /* desc.upload_chunk 0: the pageable way's pieces */
+#define TB__UPLOAD_THREADS_MOST 64u            /* desc.upload_threads over this: this many */
+#define TB__RING_MOST 65536u                   /* slots at most, whatever the bound */
+/* a small bound's slots: multiples of a page (of TB_UPLOAD_PIECE where it is smaller) */
+#define TB__PIECE_ALIGN (TB_UPLOAD_PIECE < 4096 ? TB_UPLOAD_PIECE : (size_t)4096)
+typedef char tb__TB_UPLOAD_PIECE_is_positive[(TB_UPLOAD_PIECE) > 0 ? 1 : -1];
+typedef char tb__TB_UPLOAD_THREADS_is_1_to_64[(TB_UPLOAD_THREADS) >= 1 && (TB_UPLOAD_THREADS) <= TB__UPLOAD_THREADS_MOST ? 1 : -1];
+
+/* The ring for an upload of `bytes` from files under `bound` pinned
+   bytes: its slot count, each slot *piece bytes. TB_UPLOAD_PIECE, or for a
+   bound under two of them half the bound (a multiple of TB__PIECE_ALIGN);
+   as many slots as the bound holds, no more than the upload has pieces.
+   0: the bound holds no two slots (the pageable way, which pins nothing). */
+static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece) {
+    uint64_t p = TB_UPLOAD_PIECE, n;
+    if (bound / 2 < p) p = bound / 2 / TB__PIECE_ALIGN * TB__PIECE_ALIGN;
+    *piece = 0;
+    if (!p || !bytes) return 0;
+    n = bound / p;
+    if (n > bytes / p + (bytes % p != 0)) n = bytes / p + (bytes % p != 0);
+    if (n > TB__RING_MOST) n = TB__RING_MOST;
+    *piece = (size_t)p;
+    return (uint32_t)n;
+}
+
+/* ---- the staging area ----
+   The pinned way's host memory: one area a process, pinned by the first
+   pinned upload and reused by the ones after it, so that pinning is paid
+   once while models stay loaded, not at every load. Its rules:
+   - Bounded: an upload uses at most its model's desc.pinned_staging_bytes
+     of it. The area is the largest ring an upload has needed since it was
+     pinned (pinned again, larger, when one needs more; never smaller).
+   - Held by the models whose uploads used it (tb_model.staged), all of
+     the context it was pinned in, and freed with the last of them
+     (tb_model_free, or the load that fails), its context still current.
+     Not kept until the process exits: the driver frees pinned memory with
+     its context, which a model's release may end (a primary context that
+     the model retained is reset when its last user releases it), so an
+     area kept past its models could be freed under the next upload.
+     A process that loads and frees one model at a time pins at each load.
+   - One upload at a time: another upload in the same context waits for it
+     (both would share one bus: waiting costs no bandwidth and pins nothing
+     more); an upload in another context while the area is held there pins
+     a ring of its own, within its own bound, and frees it when done.
+   So pinned uploads hold at most the largest bound that a load gave, and
+   one bound more for each other context uploading at that moment. */
+typedef struct tb__staging {
+    tb__CUctx ctx;               /* the context it was pinned in (while it has users) */
+    unsigned char *block;        /* NULL: nothing pinned */
+    size_t bytes;
+    uint32_t users;              /* models holding it (a load's included) */
+    int busy;                    /* an upload is using it */
+} tb__staging;
+static pthread_mutex_t tb__staging_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tb__staging_cv = PTHREAD_COND_INITIALIZER;
+static tb__staging tb__stage;    /* under tb__staging_mu */
+
+/* An upload's ring: slots x piece bytes of the staging area, or of a
+   block pinned for this upload alone. */
+typedef struct tb__ring {
+    unsigned char *block;        /* NULL: pinning failed (the pageable way then) */
+    size_t piece;
+    uint32_t slots;
+    int area;                    /* the staging area's: given back after the upload */
+    int reused;                  /* the area held enough already: nothing pinned */
+    double pin_ms, wait_ms;      /* pinning; waiting for another upload to be done with the area */
+} tb__ring;
+
+/* Takes ring->slots x ring->piece pinned bytes for m's upload: the staging
+   area, once no other upload of m's context uses it, pinned (again) if it
+   is smaller; while another context holds it, a block of m's own. Returns
+   cuMemAllocHost's failure (ring->block NULL then). */
+static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
+    size_t want = (size_t)ring->slots * ring->piece;
+    unsigned char *old = NULL, *block = NULL;
+    tb__CUresult cr;
+    double t0 = tb__now(), t1;
+    pthread_mutex_lock(&tb__staging_mu);
+    while (tb__stage.busy && !(tb__stage.users && tb__stage.ctx != m->cu_ctx))
+        pthread_cond_wait(&tb__staging_cv, &tb__staging_mu);
+    if (!tb__stage.users || tb__stage.ctx == m->cu_ctx) {
+        tb__stage.busy = 1, tb__stage.ctx = m->cu_ctx;
+        if (!m->staged) tb__stage.users++, m->staged = 1;
+        ring->area = 1;
+        if (tb__stage.bytes >= want) ring->block = tb__stage.block, ring->reused = 1;
+        else old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
+    }
+    pthread_mutex_unlock(&tb__staging_mu);
+    t1 = tb__now();
+    ring->wait_ms = (t1 - t0) * 1e3;
+    if (ring->block) return 0;
+    if (old) tb__drv.cuMemFreeHost(old);
+    if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
+    ring->block = block;
+    ring->pin_ms = (tb__now() - t1) * 1e3;
+    if (ring->area) { /* the area is this upload's (busy): no other thread reads these meanwhile */
+        pthread_mutex_lock(&tb__staging_mu);
+        tb__stage.block = block, tb__stage.bytes = block ? want : 0;
+        pthread_mutex_unlock(&tb__staging_mu);
+    }
+    return cr;
+}
+/* After the upload (its copies done): the area to the next upload, or
+   the block of m's own unpinned. */
+static void tb__ring_give(tb__ring *ring) {
+    if (!ring->area) {
+        if (ring->block) tb__drv.cuMemFreeHost(ring->block);
+    } else {
+        pthread_mutex_lock(&tb__staging_mu);
+        tb__stage.busy = 0;
+        pthread_cond_broadcast(&tb__staging_cv);
+        pthread_mutex_unlock(&tb__staging_mu);
+    }
+    ring->block = NULL, ring->area = 0;
+}
+/* m lets go of the staging area; the last user frees it (with m's
+   context, the area's, current). */
+static void tb__staging_drop(tb_model *m) {
+    if (!m->staged) return;
+    m->staged = 0;
+    pthread_mutex_lock(&tb__staging_mu);
+    if (!--tb__stage.users) {
+        if (tb__stage.block) tb__drv.cuMemFreeHost(tb__stage.block);
+        tb__stage.block = NULL, tb__stage.bytes = 0, tb__stage.ctx = NULL;
+    }
+    pthread_mutex_unlock(&tb__staging_mu);
+}
+
 /* A pinned-path reader: takes the next piece, waits for its slot's last
    copy to be done, reads into it. */
 static void *tb__pinned_reader(void *arg) {
@@ -14207,41 +14392,49 @@ static tb__CUresult tb__pinned_retire(tb__pipe *q, void *const *ev, uint32_t *do
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
-/* The pinned way; tb_err_* for what failed before a copy (*cr for a copy).
-   The slots are one pinned allocation: pinning costs about 1 ms a call
-   and 0.5 ms a MiB (measured on an H100 host), so few small slots, made
-   at once. The copier queues each piece's copy as soon as it is read, in
-   order; while it waits for a piece it retires the oldest copy, so that a
-   slot goes back to the readers as soon as its bytes have left it. */
-static tb_result tb__pinned_run(tb__pipe *q, uint32_t threads, double *pin_ms, tb__CUresult *cr, tb_error *err) {
-    void *stream = NULL, *ev[TB__PIN_SLOTS];
-    unsigned char *buf[TB__PIN_SLOTS], *block = NULL;
-    uint32_t ready[TB__PIN_SLOTS];
-    pthread_t tid[TB__PIN_THREADS_MAX];
-    uint32_t k, started = 0, done = 0, i;
+/* The pinned way through ring (pinned already), with up to `threads`
+   readers (*started: how many ran); tb_err_* for what failed before a
+   copy (*cr for a copy). The copier queues each piece's copy as soon as
+   it is read, in order; while it waits for a piece it retires the oldest
+   copy, so that a slot goes back to the readers as soon as its bytes
+   have left it. */
+static tb_result tb__pinned_run(tb__pipe *q, const tb__ring *ring, uint32_t threads, uint32_t *started_out,
+                                tb__CUresult *cr, tb_error *err) {
+    void *stream = NULL, **ev;
+    unsigned char **buf;
+    uint32_t *ready;
+    pthread_t *tid;
+    uint32_t k, started = 0, done = 0, i, slots = ring->slots;
     const char *call = NULL;
-    double t0 = tb__now();
     tb_result r = tb_ok;
-    memset(ev, 0, sizeof ev), memset(buf, 0, sizeof buf), memset(ready, 0, sizeof ready);
-    q->slots = q->count < TB__PIN_SLOTS ? q->count : TB__PIN_SLOTS; /* no more slots pinned than pieces */
-    q->buf = buf, q->ready = ready;
+    tb__ctx c = q->m->ctx;
+    *started_out = 0;
+    if (threads > slots) threads = slots; /* a reader needs a slot */
+    ev = (void **)tb__alloc(&c, slots * sizeof *ev);
+    buf = (unsigned char **)tb__alloc(&c, slots * sizeof *buf);
+    ready = (uint32_t *)tb__alloc(&c, slots * sizeof *ready);
+    tid = (pthread_t *)tb__alloc(&c, (threads ? threads : 1) * sizeof *tid);
+    if (!ev || !buf || !ready || !tid) {
+        tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
+        return TB__OOM(err);
+    }
+    memset(ev, 0, slots * sizeof *ev), memset(buf, 0, slots * sizeof *buf), memset(ready, 0, slots * sizeof *ready);
+    q->slots = slots, q->buf = buf, q->ready = ready;
     if ((*cr = tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) call = "cuStreamCreate";
-    else if ((*cr = tb__drv.cuMemAllocHost((void **)&block, (size_t)q->slots * TB__PIN_PIECE)) != 0) call = "cuMemAllocHost";
-    for (i = 0; i < q->slots && !call; i++)
+    for (i = 0; i < slots && !call; i++)
         if ((*cr = tb__drv.cuEventCreate(&ev[i], 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) call = "cuEventCreate";
-        else buf[i] = block + (size_t)i * TB__PIN_PIECE;
-    *pin_ms = (tb__now() - t0) * 1e3;
+        else buf[i] = ring->block + (size_t)i * ring->piece;
     if (call) goto out;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
-    if (threads > q->slots) threads = q->slots; /* a reader needs a slot */
-    for (i = 0; i < threads && i < TB__PIN_THREADS_MAX; i++)
+    for (i = 0; i < threads; i++)
         if (pthread_create(&tid[started], NULL, tb__pinned_reader, q) == 0) started++;
+    *started_out = started;
     for (k = 0; k < q->count && !*cr; k++) {
-        uint32_t s = k % q->slots;
+        uint32_t s = k % slots;
         int io = 0, have;
         if (!started) { /* no thread to be had: read here */
-            if (k >= q->slots && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
+            if (k >= slots && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
             if (tb__piece_read(q, &q->pieces[k], buf[s]) != 0) {
                 q->io = errno ? errno : EIO;
                 break;
@@ -14263,7 +14456,7 @@ static tb_result tb__pinned_run(tb__pipe *q, uint32_t threads, double *pin_ms, t
             break;
         if (!started) continue;
         /* a reader waiting on this slot's ring: retire what is done already */
-        while (done + q->slots <= k + 1 && !*cr) *cr = tb__pinned_retire(q, ev, &done);
+        while (done + slots <= k + 1 && !*cr) *cr = tb__pinned_retire(q, ev, &done);
     }
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
@@ -14273,14 +14466,14 @@ static tb_result tb__pinned_run(tb__pipe *q, uint32_t threads, double *pin_ms, t
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     if (!*cr) *cr = tb__drv.cuStreamSynchronize(stream);
-    else tb__drv.cuStreamSynchronize(stream); /* the slots are freed below: no copy may still read them */
+    else tb__drv.cuStreamSynchronize(stream); /* the ring goes back after this: no copy may still read it */
     if (q->io) r = tb__pipe_io(q, err);
 out:
-    if (block) tb__drv.cuMemFreeHost(block);
-    for (i = 0; i < q->slots; i++)
+    for (i = 0; i < slots; i++)
         if (ev[i]) tb__drv.cuEventDestroy(ev[i]);
     if (stream) tb__drv.cuStreamDestroy(stream);
     if (call && r == tb_ok) r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
+    tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
     return r;
 }
 
@@ -14330,20 +14523,23 @@ static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w,
    are; a group in a mapped file, and each EXTERNAL constant, is read in
    pieces through the checked path (pread, which a truncated file turns
    into an error where a mapping would raise SIGBUS), the pinned way from
-   pinned_min bytes on, else the pageable way. */
-static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_error *err) {
+   pinned_min bytes on (the model's bound allowing two slots), else the
+   pageable way; the pageable way too when pinning fails (the host's
+   locked-memory limit). tm (NULL: none) receives how it went. */
+static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err) {
     const tb_program_constant *k = m->constants;
     const tb_bundle *b = m->bundle;
     tb__piece *pieces = NULL;
-    uint32_t count = 0, cap = 0;
+    uint32_t count = 0, cap = 0, slots = 0;
     uintptr_t base = (uintptr_t)b->map_base;
     uint32_t i = 0, j;
     uint64_t total = 0;
-    size_t chunk;
-    int pinned;
+    size_t chunk, piece = 0;
+    int pinned, pin_failed = 0;
     tb__CUresult cr = 0;
     tb_result r = tb_ok;
     tb__pipe q;
+    tb__ring ring;
     /* the bytes from files first, to choose the way (and its piece size) */
     for (j = 0; j < m->constant_count; j++) {
         uintptr_t src = (uintptr_t)k[j].data;
@@ -14352,8 +14548,9 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
             (b->read_at && src >= base && src - base <= b->map_size && k[j].size <= b->map_size - (src - base)))
             total += k[j].size;
     }
-    pinned = total >= m->pinned_min;
-    chunk = pinned ? TB__PIN_PIECE : m->upload_chunk;
+    if (total >= m->pinned_min) slots = tb__ring_shape(m->staging_bound, total, &piece);
+    pinned = slots != 0;
+    chunk = pinned ? piece : m->upload_chunk;
     while (i < m->constant_count && r == tb_ok && !cr) {
         uintptr_t src = (uintptr_t)k[i].data;
         uint64_t dev = m->const_addr[i], len, off, at;
@@ -14395,10 +14592,24 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
     if (r == tb_ok && w && (m->flags & TB_MODEL_VERIFY_WEIGHTS) &&
         !(q.crc = (uint32_t *)tb__alloc(&m->ctx, (size_t)(count ? count : 1) * sizeof *q.crc)))
         r = TB__OOM(err);
-    m->upload_way = !count ? "copied from the bundle's memory" : pinned ? "read with pread by reader threads into pinned buffers, "
-        "copied asynchronously" : "read with pread into two pageable buffers, copied";
-    if (r == tb_ok && !cr && count)
-        r = pinned ? tb__pinned_run(&q, m->upload_threads, &m->upload_pin_ms, &cr, err) : tb__pipe_run(&q, &cr, err);
+    memset(&ring, 0, sizeof ring);
+    ring.slots = slots, ring.piece = piece;
+    if (tm) tm->upload_bytes = total;
+    if (r == tb_ok && !cr && count && pinned) pin_failed = tb__ring_take(m, &ring) != 0;
+    if (r == tb_ok && !cr && count) {
+        uint32_t started = 1;
+        if (ring.block) r = tb__pinned_run(&q, &ring, m->upload_threads, &started, &cr, err);
+        else r = tb__pipe_run(&q, &cr, err);
+        if (tm) {
+            tm->threads = started, tm->pin_ms = ring.pin_ms, tm->wait_ms = ring.wait_ms;
+            tm->pinned = ring.block != NULL, tm->reused = ring.reused;
+            tm->staging_bytes = ring.block ? (uint64_t)ring.slots * ring.piece : 0;
+        }
+    }
+    tb__ring_give(&ring);
+    if (pin_failed) /* (the logger is the caller's: called once the area is given back) */
+        tb__log(&m->ctx, TB_LOG_WARN, "model: pinning %llu bytes of staging failed; the upload went the pageable way",
+                (unsigned long long)slots * piece);
     if (r == tb_ok && !cr && q.crc) r = tb__model_verify_upload(m, w, pieces, q.crc, count, err);
     tb__free(&m->ctx, q.crc);
     tb__free(&m->ctx, pieces);
@@ -14580,8 +14791,10 @@ static void tb__model_release(tb_model *m) {
             if (m->progs[j].io_dev)
                 for (i = 0; i < m->progs[j].p->input_count + m->progs[j].p->output_count; i++)
                     if (m->progs[j].io_dev[i]) tb__drv.cuMemFree(m->progs[j].io_dev[i]);
+        tb__staging_drop(m); /* its context current, and before a retained one is released below */
         tb__leave(pushed);
     }
+    tb__staging_drop(m); /* (the context could not be entered: the count, at least) */
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
         for (i = 0; i < mp->inst_count; i++) tb__model_prog_free(m, &mp->inst[i]);
@@ -14671,10 +14884,12 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
 
 /* Reader threads for a pinned upload: one per core but one (a pread from
    the page cache runs at about 7 GB/s on one core of an H100 host, 12
-   threads at 50: the bus's speed), 2 to one per slot. */
-static uint32_t tb__upload_threads(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1, most = TB__PIN_SLOTS < TB__PIN_THREADS_MAX ? TB__PIN_SLOTS : TB__PIN_THREADS_MAX;
-    return n < 2 ? 2u : n > most ? (uint32_t)most : (uint32_t)n;
+   threads at 50: the bus's speed), 2 to TB_UPLOAD_THREADS; asked: at most
+   TB__UPLOAD_THREADS_MOST. An upload runs no more than its ring's slots. */
+static uint32_t tb__upload_threads(uint32_t asked) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    if (asked) return asked < TB__UPLOAD_THREADS_MOST ? asked : TB__UPLOAD_THREADS_MOST;
+    return n < 2 ? 2u : n > (long)TB_UPLOAD_THREADS ? (uint32_t)TB_UPLOAD_THREADS : (uint32_t)n;
 }
 
 /* The weights file of a bundle with EXTERNAL constants, opened and
@@ -14714,7 +14929,7 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
     tb_model *m;
     tb__ctx c;
-    double t[4];
+    double t[8];
     tb_result r;
     uint32_t j;
     int pushed = 0;
@@ -14735,11 +14950,14 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if (desc->instance_cache > TB_MAX_INSTANCE_CACHE)
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "desc.instance_cache is %u, over TB_MAX_INSTANCE_CACHE (%u)",
                         desc->instance_cache, (unsigned)TB_MAX_INSTANCE_CACHE);
+    t[0] = tb__now();
     if ((r = tb__model_weights(desc, &w, err)) != tb_ok) return r;
+    t[1] = tb__now();
     if ((r = tb_driver_load(err)) != tb_ok) {
         tb_weights_free(w);
         return r;
     }
+    t[2] = tb__now();
     if (!tb__drv.cuMemAlloc || !tb__drv.cuMemFree || !tb__drv.cuMemcpyHtoD || !tb__drv.cuMemcpyDtoDAsync ||
         !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute ||
         !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize || !tb__drv.cuMemAllocHost || !tb__drv.cuMemFreeHost ||
@@ -14756,9 +14974,11 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     memset(m, 0, sizeof *m);
     m->ctx = c, m->bundle = desc->bundle, m->flags = desc->flags;
     m->constants = desc->bundle->programs[0]->constants, m->constant_count = desc->bundle->programs[0]->constant_count;
-    m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : (size_t)1 << 20;
-    m->pinned_min = desc->pinned_upload_min ? desc->pinned_upload_min : (uint64_t)64 << 20;
-    m->upload_threads = desc->upload_threads ? desc->upload_threads : tb__upload_threads();
+    m->upload_chunk = desc->upload_chunk ? desc->upload_chunk : TB__UPLOAD_CHUNK;
+    m->pinned_min = desc->pinned_upload_min ? desc->pinned_upload_min : TB_UPLOAD_PINNED_MIN;
+    m->staging_bound = desc->pinned_staging_bytes ? desc->pinned_staging_bytes : TB_UPLOAD_STAGING;
+    m->upload_threads = tb__upload_threads(desc->upload_threads);
+    m->times.weights_ms = w ? (t[1] - t[0]) * 1e3 : 0, m->times.driver_ms = (t[2] - t[1]) * 1e3;
     m->inst_cap = desc->instance_cache ? desc->instance_cache : 8;
     if (desc->options) m->options = *desc->options;
     if (!(m->progs = (tb__model_prog *)tb__alloc(&c, desc->bundle->program_count * sizeof *m->progs))) {
@@ -14769,7 +14989,9 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     memset(m->progs, 0, desc->bundle->program_count * sizeof *m->progs);
     m->prog_count = desc->bundle->program_count;
     for (j = 0; j < m->prog_count; j++) m->progs[j].p = desc->bundle->programs[j];
+    t[3] = tb__now();
     if ((r = tb__model_context(m, desc->device, &pushed, err)) != tb_ok) goto fail;
+    t[4] = tb__now();
     if (desc->table) {
         if (desc->table->bundle != desc->bundle) {
             r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc->table was made from another bundle");
@@ -14783,25 +15005,38 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
         if ((r = tb_kernel_table_create(desc->bundle, desc->options, &lo, TB_TABLE_LAZY, &m->table, err)) != tb_ok) goto fail;
         m->own_table = 1;
     }
-    t[0] = tb__now();
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
         if ((r = tb__model_steps(m, mp, err)) != tb_ok || (r = tb__model_written(m, mp, err)) != tb_ok) goto fail;
         if (mp->ws_bytes > m->ws_bytes) m->ws_bytes = mp->ws_bytes;
         mp->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(mp));
     }
-    t[1] = tb__now();
+    t[5] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
-    t[2] = tb__now();
-    if ((r = tb__model_upload(m, w, 0, err)) != tb_ok) goto fail;
-    t[3] = tb__now();
-    tb__log(&m->ctx, TB_LOG_INFO,
-            "model: %u program%s, steps resolved (kernels loaded) in %.3f ms; %llu bytes of device memory allocated in %.3f ms; "
-            "%u constants (%llu bytes) uploaded in %.3f ms (%s; pinning %.3f ms%s%s)", m->prog_count, m->prog_count == 1 ? "" : "s",
-            (t[1] - t[0]) * 1e3, (unsigned long long)(m->const_bytes + m->ws_bytes), (t[2] - t[1]) * 1e3, m->constant_count,
-            (unsigned long long)m->const_bytes, (t[3] - t[2]) * 1e3, m->upload_way, m->upload_pin_ms,
-            w ? "; weights from " : "", w ? desc->weights : "");
-    m->upload_ms = (t[3] - t[2]) * 1e3;
+    t[6] = tb__now();
+    if ((r = tb__model_upload(m, w, 0, &m->times, err)) != tb_ok) goto fail;
+    t[7] = tb__now();
+    {
+        tb_model_times *tm = &m->times;
+        char way[160];
+        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = (t[5] - t[4]) * 1e3, tm->memory_ms = (t[6] - t[5]) * 1e3;
+        tm->upload_ms = (t[7] - t[6]) * 1e3, tm->total_ms = (t[7] - t[0]) * 1e3;
+        if (!tm->upload_bytes) snprintf(way, sizeof way, "copied from the bundle's memory");
+        else if (!tm->pinned) snprintf(way, sizeof way, "read by one thread into two pageable buffers");
+        else
+            snprintf(way, sizeof way, "read by %u threads into %llu pinned bytes of staging, %s", tm->threads,
+                     (unsigned long long)tm->staging_bytes,
+                     tm->reused ? "pinned by an earlier load" : m->staged ? "pinned now (kept while a model holds it)" :
+                     "pinned for this upload (another context holds the staging area)");
+        tb__log(&m->ctx, TB_LOG_INFO,
+                "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u program%s resolved "
+                "(kernels loaded) %.3f, %llu bytes of device memory allocated %.3f, %u constants (%llu bytes) uploaded %.3f "
+                "(%s; pinning %.3f, waiting %.3f)%s%s", tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms,
+                m->prog_count, m->prog_count == 1 ? "" : "s", tm->kernels_ms,
+                (unsigned long long)(m->const_bytes + m->ws_bytes), tm->memory_ms, m->constant_count,
+                (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms, tm->wait_ms,
+                w ? "; weights from " : "", w ? desc->weights : "");
+    }
     tb_weights_free(w);
     if (pushed) tb__leave(pushed);
     *out = m;
@@ -15359,7 +15594,7 @@ TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
         tb__leave(pushed);
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamSynchronize", "%s", "");
     }
-    r = tb__model_upload(m, NULL, 1, err); /* state is never external */
+    r = tb__model_upload(m, NULL, 1, NULL, err); /* state is never external */
     tb__leave(pushed);
     return r;
 }

@@ -53,7 +53,7 @@ const char *const usage_run =
     "                 from the bundle read into memory), the medians of 5\n"
     "  --device N     the CUDA device, 0 or more (default 0); its primary context is\n"
     "                 used\n"
-    "  -v             say how long the load's phases took (kernels, memory, constants)\n";
+    "  -v             print each phase of the load (driver, context, kernels, memory, upload)\n";
 
 static int verbose; /* -v: the load's phases */
 

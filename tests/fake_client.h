@@ -24,6 +24,10 @@ static struct {
     int (*ctx_depth)(void);              /* contexts pushed and not popped, and extra pops: 0 */
     int (*memsets)(void);                /* cuMemsetD*Async calls, done or captured */
     void (*on_alloc)(void (*)(void *), void *); /* the next cuMemAlloc calls fn(arg) first, once */
+    /* device and pinned bytes outstanding, the most pinned at once and the
+       cuMemAllocHost calls since the last call (which starts both again) */
+    void (*memory)(uint64_t *, uint64_t *, uint64_t *, uint64_t *);
+    void (*pin_limit)(uint64_t);         /* cuMemAllocHost refuses past this many bytes outstanding */
 } fake;
 
 static inline int fake_ready(void) {
@@ -50,9 +54,11 @@ static inline int fake_ready(void) {
     *(void **)&fake.ctx_depth = dlsym(h, "fake_ctx_depth");
     *(void **)&fake.memsets = dlsym(h, "fake_memsets");
     *(void **)&fake.on_alloc = dlsym(h, "fake_on_alloc");
+    *(void **)&fake.memory = dlsym(h, "fake_memory");
+    *(void **)&fake.pin_limit = dlsym(h, "fake_pin_limit");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
            fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth &&
-           fake.memsets && fake.on_alloc;
+           fake.memsets && fake.on_alloc && fake.memory && fake.pin_limit;
 }
 
 #define NEED_FAKE() \

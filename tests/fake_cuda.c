@@ -7,6 +7,7 @@
    the library makes with fixed values and records what a launch and a
    tensor map encoding were given, for the test to read back through the
    fake_* functions. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,10 @@
 #include "fake_cuda.h"
 
 #define FAKE_MAX 1100
+
+/* the record that models loading on several threads at once share
+   (modules, events, allocations, pinned memory) */
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t param_sizes[FAKE_MAX];
 static int param_count;
@@ -96,9 +101,12 @@ int cuDevicePrimaryCtxRelease_v2(int d) { UNUSED(d); return 0; }
 int cuModuleLoadData(void **m, const void *image);
 int cuModuleLoadData(void **m, const void *image) {
     const char *s = (const char *)image;
-    ++modules;
-    if (modules < FAKE_MAX) module_ms[modules] = strncmp(s, "fakeT", 5) == 0 ? s[5] - '0' : 1;
-    *m = (void *)((uintptr_t)0x10000 * (uintptr_t)modules); /* no int wrap: module numbers stay unique */
+    int n;
+    pthread_mutex_lock(&fake_mu);
+    n = ++modules;
+    if (n < FAKE_MAX) module_ms[n] = strncmp(s, "fakeT", 5) == 0 ? s[5] - '0' : 1;
+    pthread_mutex_unlock(&fake_mu);
+    *m = (void *)((uintptr_t)0x10000 * (uintptr_t)n); /* no int wrap: module numbers stay unique */
     return 0;
 }
 /* modules unloaded, by number: a launch, replay or node update of a
@@ -196,7 +204,13 @@ int cuGetErrorString(int e, const char **s) { UNUSED(e); *s = "an error of the f
 /* events, memory and streams, for autotuning: host memory stands for
    device memory */
 int cuEventCreate(void **e, unsigned flags);
-int cuEventCreate(void **e, unsigned flags) { UNUSED(flags); *e = (void *)(uintptr_t)(++events & 0xffff); return 0; }
+int cuEventCreate(void **e, unsigned flags) {
+    UNUSED(flags);
+    pthread_mutex_lock(&fake_mu);
+    *e = (void *)(uintptr_t)(++events & 0xffff);
+    pthread_mutex_unlock(&fake_mu);
+    return 0;
+}
 int cuEventRecord(void *e, void *s);
 int cuEventRecord(void *e, void *s) { UNUSED(s); event_at[(uintptr_t)e & 0xffff] = fake_clock; return 0; }
 int cuEventSynchronize(void *e);
@@ -215,34 +229,48 @@ static struct { uint64_t base; size_t size; } allocs[FAKE_ALLOCS];
 static int alloc_count;
 static void track(uint64_t p, size_t n) {
     int i;
+    pthread_mutex_lock(&fake_mu);
     for (i = 0; i < alloc_count; i++)
         if (allocs[i].base == p) break;
-    if (i == alloc_count) {
-        if (alloc_count == FAKE_ALLOCS) return;
-        alloc_count++;
-    }
-    allocs[i].base = p, allocs[i].size = n;
+    if (i == alloc_count && alloc_count < FAKE_ALLOCS) alloc_count++;
+    if (i < alloc_count) allocs[i].base = p, allocs[i].size = n;
+    pthread_mutex_unlock(&fake_mu);
 }
 void fake_track(const void *p, size_t n);
 void fake_track(const void *p, size_t n) { track((uint64_t)(uintptr_t)p, n); }
 static void untrack(uint64_t p) {
     int i;
+    pthread_mutex_lock(&fake_mu);
     for (i = 0; i < alloc_count; i++)
         if (allocs[i].base == p) {
             allocs[i] = allocs[--alloc_count];
-            return;
+            break;
         }
+    pthread_mutex_unlock(&fake_mu);
 }
 int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p);
 int cuMemGetAddressRange_v2(uint64_t *base, size_t *size, uint64_t p) {
-    int i;
+    int i, r = 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
     if (!ctx_stack[ctx_top]) return 201; /* the driver answers only in a current context */
+    pthread_mutex_lock(&fake_mu);
     for (i = 0; i < alloc_count; i++)
         if (p >= allocs[i].base && p - allocs[i].base < (allocs[i].size ? allocs[i].size : 1)) {
-            *base = allocs[i].base, *size = allocs[i].size;
-            return 0;
+            *base = allocs[i].base, *size = allocs[i].size, r = 0;
+            break;
         }
-    return 1; /* CUDA_ERROR_INVALID_VALUE: not device memory */
+    pthread_mutex_unlock(&fake_mu);
+    return r;
+}
+/* what cuMemAlloc gave and cuMemFree took back, and cuMemAllocHost's
+   pinned memory: outstanding bytes, the most outstanding at once since
+   the last reset, and calls (a test of what a load holds after its free) */
+static uint64_t dev_now, pin_now, pin_peak, pin_calls;
+void fake_memory(uint64_t *device_bytes, uint64_t *pinned_bytes, uint64_t *pinned_peak, uint64_t *pinned_calls);
+void fake_memory(uint64_t *device_bytes, uint64_t *pinned_bytes, uint64_t *pinned_peak, uint64_t *pinned_calls) {
+    pthread_mutex_lock(&fake_mu);
+    *device_bytes = dev_now, *pinned_bytes = pin_now, *pinned_peak = pin_peak, *pinned_calls = pin_calls;
+    pin_peak = pin_now, pin_calls = 0; /* read: counted again from here */
+    pthread_mutex_unlock(&fake_mu);
 }
 /* a function the next cuMemAlloc calls first, once (a test's way in
    between a model load's checks and its upload) */
@@ -259,21 +287,63 @@ int cuMemAlloc_v2(uint64_t *p, size_t n) {
     }
     if (n > ((size_t)1 << 30)) return 2; /* CUDA_ERROR_OUT_OF_MEMORY: more than this "device" holds */
     *p = (uint64_t)(uintptr_t)malloc(n);
-    if (*p) track(*p, n);
-    return *p ? 0 : 2;
+    if (!*p) return 2;
+    track(*p, n);
+    pthread_mutex_lock(&fake_mu);
+    dev_now += n;
+    pthread_mutex_unlock(&fake_mu);
+    return 0;
 }
 int cuMemFree_v2(uint64_t p);
-int cuMemFree_v2(uint64_t p) { untrack(p); free((void *)(uintptr_t)p); return 0; }
+int cuMemFree_v2(uint64_t p) {
+    int i;
+    pthread_mutex_lock(&fake_mu);
+    for (i = 0; i < alloc_count; i++)
+        if (allocs[i].base == p) dev_now -= allocs[i].size;
+    pthread_mutex_unlock(&fake_mu);
+    untrack(p);
+    free((void *)(uintptr_t)p);
+    return 0;
+}
 /* (device copies and memsets: below, with the graphs, which capture them) */
 /* the runner's upload: pinned host memory is plain memory here */
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
 int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st);
 int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { UNUSED(st); memcpy((void *)(uintptr_t)d, s, n); return 0; }
+/* pinned memory: its size in the 16 bytes before it; more than
+   fake_pin_limit bytes outstanding is refused, as a host's locked-memory
+   limit refuses it (CUDA_ERROR_OUT_OF_MEMORY) */
+static uint64_t pin_limit = UINT64_MAX;
+void fake_pin_limit(uint64_t bytes);
+void fake_pin_limit(uint64_t bytes) { pin_limit = bytes; }
 int cuMemAllocHost_v2(void **p, size_t n);
-int cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n); return *p ? 0 : 2; }
+int cuMemAllocHost_v2(void **p, size_t n) {
+    unsigned char *b;
+    int refuse;
+    pthread_mutex_lock(&fake_mu);
+    refuse = n > pin_limit || pin_now > pin_limit - n;
+    pthread_mutex_unlock(&fake_mu);
+    if (refuse || !(b = (unsigned char *)malloc(n + 16))) return 2;
+    memcpy(b, &n, sizeof n);
+    *p = b + 16;
+    pthread_mutex_lock(&fake_mu);
+    pin_now += n, pin_calls++;
+    if (pin_now > pin_peak) pin_peak = pin_now;
+    pthread_mutex_unlock(&fake_mu);
+    return 0;
+}
 int cuMemFreeHost(void *p);
-int cuMemFreeHost(void *p) { free(p); return 0; }
+int cuMemFreeHost(void *p) {
+    size_t n;
+    if (!p) return 1;
+    memcpy(&n, (unsigned char *)p - 16, sizeof n);
+    pthread_mutex_lock(&fake_mu);
+    pin_now -= n;
+    pthread_mutex_unlock(&fake_mu);
+    free((unsigned char *)p - 16);
+    return 0;
+}
 int cuStreamCreate(void **s, unsigned flags);
 int cuStreamCreate(void **s, unsigned flags) { UNUSED(flags); *s = (void *)0x5150; return 0; }
 int cuStreamDestroy_v2(void *s);

@@ -138,6 +138,7 @@ int main(void) {
     FIELD(tb_model_desc, pinned_upload_min);
     FIELD(tb_model_desc, upload_threads);
     FIELD(tb_model_desc, instance_cache);
+    FIELD(tb_model_desc, pinned_staging_bytes);
     end();
 
     printf("\n}\n");

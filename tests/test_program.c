@@ -10,6 +10,7 @@
    build/test_program [name-filter] */
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
 #define TB_UPLOAD_PIECE 64 /* pinned uploads in pieces of 64 bytes: the ring of staging buffers turns */
+#define TB_UPLOAD_STAGING 768 /* 12 slots of them by default */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "harness.h"
@@ -1874,6 +1875,181 @@ TEST(test_weights_past_4gib) {
     unlink(path);
     tb_bundle_free(b);
     free(x), free(y), free(z), free(s);
+}
+
+/* ---- the staging area: pinned once, reused, freed with its last model ---- */
+/* A bundle whose one constant is the weights file's tensor "w" (uint8
+   [n], external) and whose program copies 16 bytes of it out: its
+   upload is n bytes of pieces of 64 (TB_UPLOAD_PIECE here). */
+typedef struct staged {
+    tb_tensor_spec out;
+    tb_program_constant k;
+    tb_operand ops[2];
+    tb_program_step st;
+    tb_program p;
+} staged;
+static tb_bundle *staged_bundle(staged *q, const unsigned char *bytes, uint64_t n, tb_error *e) {
+    tb_bundle *b = NULL;
+    memset(q, 0, sizeof *q);
+    spec(&q->out, "out", TB_DTYPE_UINT8, 16);
+    q->k.name = "w", q->k.dtype = TB_DTYPE_UINT8, q->k.flags = TB_CONSTANT_EXTERNAL, q->k.size = n, q->k.tensor = "w";
+    q->k.rank = 1, q->k.shape[0] = (int64_t)n, q->k.crc32 = tb_crc32(0, bytes, (size_t)n);
+    q->ops[0] = op(TB_SPACE_OUTPUT, 0, 0), q->ops[1] = op(TB_SPACE_CONSTANT, 0, 0);
+    q->st.kind = TB_STEP_COPY, q->st.count = 16, q->st.operand_count = 2, q->st.operands = q->ops;
+    q->p.output_count = 1, q->p.outputs = &q->out, q->p.constant_count = 1, q->p.constants = &q->k;
+    q->p.step_count = 1, q->p.steps = &q->st;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return NULL;
+    if (tb_bundle_set_program(b, &q->p, e) != tb_ok) {
+        tb_bundle_free(b);
+        return NULL;
+    }
+    return b;
+}
+/* Loads d, checks the bytes on the "device" against the file's (each
+   load verifies its CRC-32 too), frees; 1 when all went well. */
+static int staged_load(const tb_model_desc *d, const unsigned char *bytes, size_t n, tb_model_times *t, tb_error *e) {
+    tb_model *m = NULL;
+    unsigned char *back = (unsigned char *)malloc(n);
+    int ok = back && tb_model_load(d, &m, e) == tb_ok && m &&
+             tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], n, NULL, e) == tb_ok && !memcmp(back, bytes, n);
+    if (m && t) tb_model_load_times(m, t);
+    tb_model_free(m);
+    free(back);
+    return ok;
+}
+typedef struct staged_job {
+    tb_model_desc d;
+    const unsigned char *bytes;
+    size_t n;
+    void *ctx;                   /* NULL: the thread's own current context */
+    int rounds, ok;
+    tb_model_times last;
+} staged_job;
+static void *staged_thread(void *arg) {
+    staged_job *j = (staged_job *)arg;
+    tb_error e;
+    int r;
+    if (j->ctx) fake.set_current(j->ctx);
+    j->ok = 1;
+    for (r = 0; r < j->rounds && j->ok; r++) j->ok = staged_load(&j->d, j->bytes, j->n, &j->last, &e);
+    if (!j->ok) printf("    a load on a thread: %s\n", e.message);
+    return NULL;
+}
+/* Issue 40: 20 loads and frees leave no device or pinned memory; while a
+   model holds the staging area the loads after it pin nothing; a bound
+   holds (slots of half of it; under two slots, nothing pinned); pinning
+   that fails goes the pageable way; two loads at once in one context
+   take turns with the area (never more pinned than one bound), in two
+   contexts each pins within its own; the bytes uploaded are the file's. */
+TEST(test_model_staging_area) {
+    staged q;
+    tb_bundle *b;
+    tb_model *holder = NULL;
+    tb_model_desc d;
+    tb_model_times t;
+    tb_error e;
+    char path[256], json[256];
+    unsigned char bytes[4000];
+    uint64_t dev0, pin, peak, calls;
+    size_t piece = 0;
+    int i, ok, reused;
+    NEED_FAKE();
+    for (i = 0; i < (int)sizeof bytes; i++) bytes[i] = (unsigned char)(i * 131 + (i >> 8));
+    snprintf(path, sizeof path, "build/test_staging.%d.safetensors", (int)getpid());
+    snprintf(json, sizeof json, "{\"w\": {\"dtype\": \"U8\", \"shape\": [4000], \"data_offsets\": [0, 4000]}}");
+    REQUIRE(st_write(path, json, bytes, sizeof bytes));
+    REQUIRE((b = staged_bundle(&q, bytes, sizeof bytes, &e)) != NULL);
+    /* the ring's shape: slots of 64 (TB_UPLOAD_PIECE here), no more than
+       the upload has pieces, none under two */
+    CHECK(tb__ring_shape(768, 4000, &piece) == 12 && piece == 64);
+    CHECK(tb__ring_shape(768, 100, &piece) == 2 && piece == 64);
+    CHECK(tb__ring_shape(200, 4000, &piece) == 3 && piece == 64);
+    CHECK(tb__ring_shape(127, 4000, &piece) == 0 && piece == 0);
+    CHECK(tb__ring_shape(768, 0, &piece) == 0);
+    tb_model_load_times(NULL, &t);
+    CHECK(t.total_ms == 0 && t.pinned == 0 && t.upload_bytes == 0);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 0);
+    memset(&d, 0, sizeof d);
+    d.bundle = b, d.weights = path, d.flags = TB_MODEL_VERIFY_WEIGHTS, d.pinned_upload_min = 1, d.upload_threads = 4;
+    /* 20 loads and frees: each pins the area (no model holds it between
+       them) and its free unpins it; no device memory stays */
+    for (i = 0, ok = 1; i < 20 && ok; i++) {
+        uint64_t dv;
+        ok = staged_load(&d, bytes, sizeof bytes, &t, &e);
+        fake.memory(&dv, &pin, &peak, &calls);
+        ok = ok && dv == dev0 && pin == 0 && peak == 768 && calls == 1 && t.pinned && !t.reused && t.staging_bytes == 768 &&
+             t.upload_bytes == sizeof bytes && t.threads >= 1 && t.threads <= 4 && t.upload_ms >= t.pin_ms;
+        if (!ok) printf("    load %d: %s; device %llu (%llu before), pinned %llu, peak %llu, %llu pins\n", i, e.message,
+                        (unsigned long long)dv, (unsigned long long)dev0, (unsigned long long)pin,
+                        (unsigned long long)peak, (unsigned long long)calls);
+    }
+    CHECK(ok);
+    CHECK(t.total_ms >= t.upload_ms && t.kernels_ms >= 0 && t.context_ms >= 0 && t.weights_ms > 0);
+    /* while a model holds it, 20 more loads pin nothing */
+    CHECK_OK(tb_model_load(&d, &holder, &e), &e);
+    REQUIRE(holder);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 768 && calls == 1);
+    for (i = 0, ok = 1, reused = 1; i < 20 && ok; i++) {
+        ok = staged_load(&d, bytes, sizeof bytes, &t, &e);
+        reused = reused && t.pinned && t.reused && t.pin_ms == 0 && t.staging_bytes == 768;
+    }
+    CHECK(ok && reused);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 768 && peak == 768 && calls == 0);
+    /* a smaller bound uses part of the held area; a larger one pins it again, larger */
+    d.pinned_staging_bytes = 200;
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.reused && t.staging_bytes == 192);
+    d.pinned_staging_bytes = 2048;
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.reused && t.staging_bytes == 2048);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 2048 && calls == 1 && peak <= 2048);
+    tb_model_free(holder);
+    holder = NULL;
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 0);
+    /* a bound of three slots pins three; one under two slots, nothing (the pageable way) */
+    d.pinned_staging_bytes = 200;
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.pinned && t.staging_bytes == 192);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 0 && peak == 192 && calls == 1);
+    d.pinned_staging_bytes = 100;
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.pinned && t.staging_bytes == 0 && t.pin_ms == 0);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 0 && peak == 0 && calls == 0);
+    d.pinned_staging_bytes = 0;
+    /* pinning refused (a host's locked-memory limit): the pageable way */
+    fake.pin_limit(100);
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.pinned && t.upload_bytes == sizeof bytes);
+    fake.pin_limit(UINT64_MAX);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 0 && calls == 0);
+    /* two loads at once, again and again. One context: they take turns
+       with the one area, never more than one bound pinned. Two contexts:
+       the second pins its own while the first holds the area, each
+       within its bound. */
+    {
+        staged_job j[2];
+        pthread_t tid[2];
+        int k, two;
+        for (two = 0; two < 2; two++) {
+            memset(j, 0, sizeof j);
+            for (k = 0; k < 2; k++) {
+                j[k].d = d, j[k].bytes = bytes, j[k].n = sizeof bytes, j[k].rounds = 25;
+                j[k].ctx = two && k ? (void *)0x2000 : NULL;
+            }
+            for (k = 0; k < 2; k++) REQUIRE(pthread_create(&tid[k], NULL, staged_thread, &j[k]) == 0);
+            for (k = 0; k < 2; k++) pthread_join(tid[k], NULL);
+            CHECK(j[0].ok && j[1].ok);
+            fake.memory(&dev0, &pin, &peak, &calls);
+            CHECK(pin == 0 && peak <= (two ? 2u : 1u) * 768 && calls >= 1);
+            if (peak > (two ? 2u : 1u) * 768) printf("    %s: peak %llu pinned bytes\n", two ? "two contexts" : "one context",
+                                                     (unsigned long long)peak);
+        }
+    }
+    unlink(path);
+    tb_bundle_free(b);
 }
 
 

@@ -69,7 +69,7 @@ def c_structs():
         _fields_ = [("bundle", ct.c_void_p), ("table", ct.c_void_p), ("device", ct.c_int), ("flags", ct.c_uint),
                     ("options", ct.c_void_p), ("upload_chunk", ct.c_size_t), ("weights", ct.c_char_p),
                     ("pinned_upload_min", ct.c_uint64), ("upload_threads", ct.c_uint32),
-                    ("instance_cache", ct.c_uint32)]
+                    ("instance_cache", ct.c_uint32), ("pinned_staging_bytes", ct.c_uint64)]
 
     _STRUCTS = {"tb_error": Error, "tb_arg": Arg, "tb_scratch": Scratch, "tb_launch_config": Config,
                 "tb_launch_record": Record, "tb_launch_params": Params, "tb_tensor": Tensor,
