@@ -341,6 +341,7 @@
      TB_UPLOAD_THREADS     the most reader threads an upload starts by default
                            (16; one per core but one)
      TB_UPLOAD_PINNED_MIN  the default of tb_model_desc.pinned_upload_min (64 MiB)
+     TB_UPLOAD_PIN_SHARE   an upload pins at most its bytes / this (32)
    Runtime options are structs in which zero means "default": tb_options
    (allocator, logger), tb_collect_options, tb_pack_options, tb_emit_options,
    tb_load_options, tb_launch_params, tb_model_desc.
@@ -1752,14 +1753,16 @@ typedef struct tb_model_desc {
        least recently used replaced (0: 8; more than TB_MAX_INSTANCE_CACHE,
        4096, is refused by tb_model_load with tb_err_limit) */
     uint32_t instance_cache;
-    /* (2.7) the most host memory a pinned upload pins (0: 64 MiB): slots
+    /* (2.7) the most host memory a pinned upload uses (0: 64 MiB): slots
        of 2 MiB (under 4 MiB: of half this, in whole pages; under two
        pages: nothing pinned, the pageable way), no more slots than the
-       upload has pieces. The slots lie in one staging area a
-       process, pinned by the first pinned upload, reused by the next ones
-       and freed with the last model whose upload used it (its context
-       frees it otherwise): loads that follow while a model stays loaded
-       pin nothing. Two loads at once in one context take turns with it;
+       upload has pieces, of which it pins at most a 32nd of its bytes
+       (two slots at least: pinning costs about 0.5 ms a MiB). The slots
+       lie in one staging area a process, pinned by the first pinned
+       upload, reused (as far as this bound goes) by the next ones, pinned
+       again larger when one needs more, and freed with the last model
+       whose upload used it (its context frees it otherwise): loads that
+       follow while a model stays loaded pin nothing, or only more. Two loads at once in one context take turns with it;
        a load in another context while the area is held there pins slots
        of its own for its upload, within its own bound. So the pinned
        uploads hold at most the largest bound given, plus one for each
@@ -14224,6 +14227,14 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
 #ifndef TB_UPLOAD_PINNED_MIN
 #define TB_UPLOAD_PINNED_MIN ((uint64_t)64 << 20) /* desc.pinned_upload_min 0: from here on, the pinned way */
 #endif
+/* An upload that pins pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes (two
+   slots at least): at about 2 GB/s, pinning 1/32 takes some 75% of the
+   copies' time at 50 GB/s. So a first load's ring fits its upload (64 MiB:
+   two slots, 1 GiB: 16), and the area grows with the uploads that need
+   more; an area pinned already is used as far as the bound goes. */
+#ifndef TB_UPLOAD_PIN_SHARE
+#define TB_UPLOAD_PIN_SHARE 32u
+#endif
 #define TB__UPLOAD_CHUNK ((size_t)1 << 20)     /* desc.upload_chunk 0: the pageable way's pieces */
 #define TB__UPLOAD_THREADS_MOST 64u            /* desc.upload_threads over this: this many */
 #define TB__RING_MOST 65536u                   /* slots at most, whatever the bound */
@@ -14231,21 +14242,26 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
 #define TB__PIECE_ALIGN (TB_UPLOAD_PIECE < 4096 ? TB_UPLOAD_PIECE : (size_t)4096)
 typedef char tb__TB_UPLOAD_PIECE_is_positive[(TB_UPLOAD_PIECE) > 0 ? 1 : -1];
 typedef char tb__TB_UPLOAD_THREADS_is_1_to_64[(TB_UPLOAD_THREADS) >= 1 && (TB_UPLOAD_THREADS) <= TB__UPLOAD_THREADS_MOST ? 1 : -1];
+typedef char tb__TB_UPLOAD_PIN_SHARE_is_positive[(TB_UPLOAD_PIN_SHARE) > 0 ? 1 : -1];
 
 /* The ring for an upload of `bytes` from files under `bound` pinned
-   bytes: its slot count, each slot *piece bytes. TB_UPLOAD_PIECE, or for a
-   bound under two of them half the bound (a multiple of TB__PIECE_ALIGN);
-   as many slots as the bound holds, no more than the upload has pieces.
-   0: the bound holds no two slots (the pageable way, which pins nothing). */
-static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece) {
-    uint64_t p = TB_UPLOAD_PIECE, n;
+   bytes: the most slots it uses, each slot *piece bytes, and *pin, the
+   most it pins. TB_UPLOAD_PIECE, or for a bound under two of them half the
+   bound (a multiple of TB__PIECE_ALIGN); as many slots as the bound holds,
+   no more than the upload has pieces; pinned, 1/TB_UPLOAD_PIN_SHARE of
+   the bytes (two slots at least). 0: the bound holds no two slots (the
+   pageable way, which pins nothing). */
+static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, uint32_t *pin) {
+    uint64_t p = TB_UPLOAD_PIECE, n, share;
     if (bound / 2 < p) p = bound / 2 / TB__PIECE_ALIGN * TB__PIECE_ALIGN;
-    *piece = 0;
+    *piece = 0, *pin = 0;
     if (!p || !bytes) return 0;
     n = bound / p;
     if (n > bytes / p + (bytes % p != 0)) n = bytes / p + (bytes % p != 0);
     if (n > TB__RING_MOST) n = TB__RING_MOST;
-    *piece = (size_t)p;
+    share = bytes / TB_UPLOAD_PIN_SHARE / p + (bytes / TB_UPLOAD_PIN_SHARE % p != 0);
+    *piece = (size_t)p, *pin = (uint32_t)(share < 2 ? 2 : share < n ? share : n);
+    if (*pin > n) *pin = (uint32_t)n;
     return (uint32_t)n;
 }
 
@@ -14254,8 +14270,9 @@ static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece) {
    pinned upload and reused by the ones after it, so that pinning is paid
    once while models stay loaded, not at every load. Its rules:
    - Bounded: an upload uses at most its model's desc.pinned_staging_bytes
-     of it. The area is the largest ring an upload has needed since it was
-     pinned (pinned again, larger, when one needs more; never smaller).
+     of it, and pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes. The area
+     is the largest ring an upload has pinned since it was pinned (pinned
+     again, larger, when one needs more; never smaller).
    - Held by the models whose uploads used it (tb_model.staged), all of
      the context it was pinned in, and freed with the last of them
      (tb_model_free, or the load that fails), its context still current.
@@ -14286,18 +14303,20 @@ static tb__staging tb__stage;    /* under tb__staging_mu */
 typedef struct tb__ring {
     unsigned char *block;        /* NULL: pinning failed (the pageable way then) */
     size_t piece;
-    uint32_t slots;
+    uint32_t slots;              /* asked: the most it uses; taken: the slots it has */
+    uint32_t pin;                /* asked: the most it pins */
     int area;                    /* the staging area's: given back after the upload */
     int reused;                  /* the area held enough already: nothing pinned */
     double pin_ms, wait_ms;      /* pinning; waiting for another upload to be done with the area */
 } tb__ring;
 
-/* Takes ring->slots x ring->piece pinned bytes for m's upload: the staging
-   area, once no other upload of m's context uses it, pinned (again) if it
-   is smaller; while another context holds it, a block of m's own. Returns
+/* Takes pinned slots of ring->piece bytes for m's upload: of the staging
+   area, once no other upload of m's context uses it, up to ring->slots of
+   them, the area pinned again if it holds fewer than ring->pin; while
+   another context holds it, ring->pin slots of m's own. Returns
    cuMemAllocHost's failure (ring->block NULL then). */
 static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
-    size_t want = (size_t)ring->slots * ring->piece;
+    size_t want = (size_t)ring->pin * ring->piece;
     unsigned char *old = NULL, *block = NULL;
     tb__CUresult cr;
     double t0 = tb__now(), t1;
@@ -14308,8 +14327,12 @@ static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
         tb__stage.busy = 1, tb__stage.ctx = m->cu_ctx;
         if (!m->staged) tb__stage.users++, m->staged = 1;
         ring->area = 1;
-        if (tb__stage.bytes >= want) ring->block = tb__stage.block, ring->reused = 1;
-        else old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
+        if (tb__stage.bytes >= want) { /* as far as the bound goes */
+            size_t have = tb__stage.bytes / ring->piece;
+            ring->block = tb__stage.block, ring->reused = 1;
+            if (have < ring->slots) ring->slots = (uint32_t)have;
+        } else
+            old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
     }
     pthread_mutex_unlock(&tb__staging_mu);
     t1 = tb__now();
@@ -14317,7 +14340,7 @@ static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
     if (ring->block) return 0;
     if (old) tb__drv.cuMemFreeHost(old);
     if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
-    ring->block = block;
+    ring->block = block, ring->slots = ring->pin;
     ring->pin_ms = (tb__now() - t1) * 1e3;
     if (ring->area) { /* the area is this upload's (busy): no other thread reads these meanwhile */
         pthread_mutex_lock(&tb__staging_mu);
@@ -14530,7 +14553,7 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
     const tb_program_constant *k = m->constants;
     const tb_bundle *b = m->bundle;
     tb__piece *pieces = NULL;
-    uint32_t count = 0, cap = 0, slots = 0;
+    uint32_t count = 0, cap = 0, slots = 0, pin = 0;
     uintptr_t base = (uintptr_t)b->map_base;
     uint32_t i = 0, j;
     uint64_t total = 0;
@@ -14548,7 +14571,7 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
             (b->read_at && src >= base && src - base <= b->map_size && k[j].size <= b->map_size - (src - base)))
             total += k[j].size;
     }
-    if (total >= m->pinned_min) slots = tb__ring_shape(m->staging_bound, total, &piece);
+    if (total >= m->pinned_min) slots = tb__ring_shape(m->staging_bound, total, &piece, &pin);
     pinned = slots != 0;
     chunk = pinned ? piece : m->upload_chunk;
     while (i < m->constant_count && r == tb_ok && !cr) {
@@ -14593,7 +14616,7 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
         !(q.crc = (uint32_t *)tb__alloc(&m->ctx, (size_t)(count ? count : 1) * sizeof *q.crc)))
         r = TB__OOM(err);
     memset(&ring, 0, sizeof ring);
-    ring.slots = slots, ring.piece = piece;
+    ring.slots = slots, ring.pin = pin, ring.piece = piece;
     if (tm) tm->upload_bytes = total;
     if (r == tb_ok && !cr && count && pinned) pin_failed = tb__ring_take(m, &ring) != 0;
     if (r == tb_ok && !cr && count) {
@@ -14609,7 +14632,7 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
     tb__ring_give(&ring);
     if (pin_failed) /* (the logger is the caller's: called once the area is given back) */
         tb__log(&m->ctx, TB_LOG_WARN, "model: pinning %llu bytes of staging failed; the upload went the pageable way",
-                (unsigned long long)slots * piece);
+                (unsigned long long)pin * piece);
     if (r == tb_ok && !cr && q.crc) r = tb__model_verify_upload(m, w, pieces, q.crc, count, err);
     tb__free(&m->ctx, q.crc);
     tb__free(&m->ctx, pieces);

@@ -21,10 +21,13 @@
    and --threads N give desc.pinned_staging_bytes and desc.upload_threads;
    --sweep also times the reused pinned way for staging bounds of 16 to
    256 MiB and 4 to 16 readers (the numbers in the header's "the upload's
-   numbers" are to be chosen from it; the slot's bytes are TB_UPLOAD_PIECE,
-   2 MiB: build with make build/bench_upload UPLOAD_DEFS=-DTB_UPLOAD_PIECE=N
-   -B to try another); --probe first times the upload's parts (pinning,
-   registering huge pages, reads).
+   numbers" are to be chosen from it). The slot's bytes are
+   TB_UPLOAD_PIECE, 2 MiB, and an upload pins at most its bytes /
+   TB_UPLOAD_PIN_SHARE (32), which also bounds the rings the sweep sees:
+   build with make -B build/bench_upload UPLOAD_DEFS="-DTB_UPLOAD_PIECE=N
+   -DTB_UPLOAD_PIN_SHARE=1" to try other slots, or rings up to the bound;
+   --probe first times the upload's parts (pinning, registering huge
+   pages, reads).
 
        build/bench_upload [--dir DIR] [--keep] [--probe] [--sweep] [--staging MIB] [--threads N]
                           [SIZE_MIB...]   (default 256 1024 4096) */
@@ -261,8 +264,9 @@ static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
                 }
                 ms[r] = t.upload_ms;
             }
-            printf("    staging %3u MiB, %2u readers (%2u ran): %8.2f ms, %5.1f GB/s, %.2fx a pinned copy\n", mib[i], readers[j],
-                   t.threads, median(ms, 3), (double)n / 1e6 / median(ms, 3), pinned_copy_ms / median(ms, 3));
+            printf("    staging %3u MiB (%3llu MiB used), %2u readers (%2u ran): %8.2f ms, %5.1f GB/s, %.2fx a pinned copy\n",
+                   mib[i], (unsigned long long)(t.staging_bytes >> 20), readers[j], t.threads, median(ms, 3),
+                   (double)n / 1e6 / median(ms, 3), pinned_copy_ms / median(ms, 3));
         }
     tb_model_free(holder);
     return 1;
@@ -319,9 +323,9 @@ int main(int argc, char **argv) {
         SYM(name, "cuDeviceGetName");
         if (name) name(gpu, (int)sizeof gpu, 0);
         if (threads) snprintf(readers, sizeof readers, "%u", threads);
-        printf("device 0: %s; %ld cores; slots of %zu bytes, staging bound %llu MiB, readers: %s\n", gpu,
-               sysconf(_SC_NPROCESSORS_ONLN), (size_t)TB_UPLOAD_PIECE,
-               (unsigned long long)((staging ? staging : TB_UPLOAD_STAGING) >> 20), readers);
+        printf("device 0: %s; %ld cores; slots of %zu bytes, staging bound %llu MiB, pinned at most 1/%u of an upload, "
+               "readers: %s\n", gpu, sysconf(_SC_NPROCESSORS_ONLN), (size_t)TB_UPLOAD_PIECE,
+               (unsigned long long)((staging ? staging : TB_UPLOAD_STAGING) >> 20), (unsigned)TB_UPLOAD_PIN_SHARE, readers);
     }
     /* the context, held by the bench: each load finds it current and keeps
        it (made once, outside every timing) */

@@ -11,6 +11,7 @@
 #define TB_LIBCUDA_NAME "build/libfakecuda.so"
 #define TB_UPLOAD_PIECE 64 /* pinned uploads in pieces of 64 bytes: the ring of staging buffers turns */
 #define TB_UPLOAD_STAGING 768 /* 12 slots of them by default */
+#define TB_UPLOAD_PIN_SHARE 4 /* pinned: a quarter of an upload's bytes at most */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 #include "harness.h"
@@ -1952,6 +1953,7 @@ TEST(test_model_staging_area) {
     unsigned char bytes[4000];
     uint64_t dev0, pin, peak, calls;
     size_t piece = 0;
+    uint32_t pin_slots = 0;
     int i, ok, reused;
     NEED_FAKE();
     for (i = 0; i < (int)sizeof bytes; i++) bytes[i] = (unsigned char)(i * 131 + (i >> 8));
@@ -1960,12 +1962,15 @@ TEST(test_model_staging_area) {
     REQUIRE(st_write(path, json, bytes, sizeof bytes));
     REQUIRE((b = staged_bundle(&q, bytes, sizeof bytes, &e)) != NULL);
     /* the ring's shape: slots of 64 (TB_UPLOAD_PIECE here), no more than
-       the upload has pieces, none under two */
-    CHECK(tb__ring_shape(768, 4000, &piece) == 12 && piece == 64);
-    CHECK(tb__ring_shape(768, 100, &piece) == 2 && piece == 64);
-    CHECK(tb__ring_shape(200, 4000, &piece) == 3 && piece == 64);
-    CHECK(tb__ring_shape(127, 4000, &piece) == 0 && piece == 0);
-    CHECK(tb__ring_shape(768, 0, &piece) == 0);
+       the upload has pieces, none under two; pinned, a quarter of the
+       bytes (TB_UPLOAD_PIN_SHARE here), two slots at least */
+    CHECK(tb__ring_shape(768, 4000, &piece, &pin_slots) == 12 && piece == 64 && pin_slots == 12);
+    CHECK(tb__ring_shape(2048, 4000, &piece, &pin_slots) == 32 && pin_slots == 16); /* 1000 bytes */
+    CHECK(tb__ring_shape(768, 100, &piece, &pin_slots) == 2 && piece == 64 && pin_slots == 2);
+    CHECK(tb__ring_shape(768, 600, &piece, &pin_slots) == 10 && pin_slots == 3);
+    CHECK(tb__ring_shape(200, 4000, &piece, &pin_slots) == 3 && piece == 64 && pin_slots == 3);
+    CHECK(tb__ring_shape(127, 4000, &piece, &pin_slots) == 0 && piece == 0 && pin_slots == 0);
+    CHECK(tb__ring_shape(768, 0, &piece, &pin_slots) == 0);
     tb_model_load_times(NULL, &t);
     CHECK(t.total_ms == 0 && t.pinned == 0 && t.upload_bytes == 0);
     fake.memory(&dev0, &pin, &peak, &calls);
@@ -1998,13 +2003,16 @@ TEST(test_model_staging_area) {
     CHECK(ok && reused);
     fake.memory(&dev0, &pin, &peak, &calls);
     CHECK(pin == 768 && peak == 768 && calls == 0);
-    /* a smaller bound uses part of the held area; a larger one pins it again, larger */
+    /* a smaller bound uses part of the held area; a larger one pins it
+       again, larger (a quarter of the upload: 16 slots), and the next
+       one uses all of it */
     d.pinned_staging_bytes = 200;
     CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.reused && t.staging_bytes == 192);
     d.pinned_staging_bytes = 2048;
-    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.reused && t.staging_bytes == 2048);
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.reused && t.staging_bytes == 1024);
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.reused && t.staging_bytes == 1024);
     fake.memory(&dev0, &pin, &peak, &calls);
-    CHECK(pin == 2048 && calls == 1 && peak <= 2048);
+    CHECK(pin == 1024 && calls == 1 && peak <= 1024);
     tb_model_free(holder);
     holder = NULL;
     fake.memory(&dev0, &pin, &peak, &calls);
