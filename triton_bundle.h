@@ -14227,11 +14227,12 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
 #ifndef TB_UPLOAD_PINNED_MIN
 #define TB_UPLOAD_PINNED_MIN ((uint64_t)64 << 20) /* desc.pinned_upload_min 0: from here on, the pinned way */
 #endif
-/* An upload that pins pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes (two
-   slots at least): at about 2 GB/s, pinning 1/32 takes some 75% of the
-   copies' time at 50 GB/s. So a first load's ring fits its upload (64 MiB:
-   two slots, 1 GiB: 16), and the area grows with the uploads that need
-   more; an area pinned already is used as far as the bound goes. */
+/* An upload pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes (two slots
+   at least): pinning runs at about 2 GB/s, so a 32nd of the bytes takes
+   about four fifths of their copies' time at 50 GB/s. A first load's ring
+   fits its upload (64 MiB: two slots, 1 GiB: 16), the area grows with the
+   uploads that need more, and an area pinned already is used as far as
+   the bound goes. */
 #ifndef TB_UPLOAD_PIN_SHARE
 #define TB_UPLOAD_PIN_SHARE 32u
 #endif
@@ -14618,7 +14619,8 @@ static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_on
     memset(&ring, 0, sizeof ring);
     ring.slots = slots, ring.pin = pin, ring.piece = piece;
     if (tm) tm->upload_bytes = total;
-    if (r == tb_ok && !cr && count && pinned) pin_failed = tb__ring_take(m, &ring) != 0;
+    if (r == tb_ok && !cr && count && pinned && (pin_failed = tb__ring_take(m, &ring) != 0) != 0)
+        tb__ring_give(&ring); /* the area to the next upload at once: this one goes the pageable way */
     if (r == tb_ok && !cr && count) {
         uint32_t started = 1;
         if (ring.block) r = tb__pinned_run(&q, &ring, m->upload_threads, &started, &cr, err);
