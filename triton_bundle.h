@@ -108,6 +108,9 @@
      >>autotune  choices per record and size key, the benchmark, the choices file
      >>graphs    CUDA graph capture, replay and update
      >>runner    a program on the GPU: load, run, graph replay, state
+     >>upload    (implementation only) file bytes to the device: the reader
+                 threads, the pinned staging area, the copies
+     >>device    device memory, copies and streams in a model's context
 
    API AT A GLANCE (every fallible call returns tb_result, tb_ok == 0)
      >>core      tb_result_string, tb_version; tb_error (code, message, kernel,
@@ -182,9 +185,9 @@
                  tb_model_run_program_workspace, tb_model_output_specs (2.6:
                  the outputs at the inputs' sizes); tb_model_execute (2.7:
                  one run described by a tb_run_desc, which the four
-                 tb_model_run* calls wrap); device memory and streams in
-                 the model's context (no cuda.h): tb_model_device_alloc,
-                 tb_model_device_free, tb_model_copy_to_device,
+                 tb_model_run* calls wrap)
+     >>device    device memory and streams in the model's context (no
+                 cuda.h): tb_model_device_alloc, tb_model_device_free, tb_model_copy_to_device,
                  tb_model_copy_to_host, tb_model_copy_on_device,
                  tb_model_stream_create, tb_model_stream_free,
                  tb_model_synchronize, tb_model_context, tb_model_device
@@ -339,7 +342,7 @@
      TB_UPLOAD_STAGING     the default of tb_model_desc.pinned_staging_bytes,
                            the most host memory an upload pins (64 MiB)
      TB_UPLOAD_THREADS     the most reader threads an upload starts by default
-                           (16; one per core but one)
+                           (12; one per core but one)
      TB_UPLOAD_PINNED_MIN  the default of tb_model_desc.pinned_upload_min (64 MiB)
      TB_UPLOAD_PIN_SHARE   an upload pins at most its bytes / this (32)
    Runtime options are structs in which zero means "default": tb_options
@@ -1747,7 +1750,7 @@ typedef struct tb_model_desc {
        while the copies run (0: 64 MiB; UINT64_MAX: never); a smaller one
        through two pageable buffers, which cost less to set up */
     uint64_t pinned_upload_min;
-    uint32_t upload_threads;     /* 0: one per core but one, 2 to 16; at most 64 (and one per slot) */
+    uint32_t upload_threads;     /* 0: one per core but one, 2 to 12; at most 64 (and one per slot) */
     /* (2.6) a program with symbols keeps its steps resolved (and with
        TB_MODEL_GRAPH its graph) for this many tuples of symbol values, the
        least recently used replaced (0: 8; more than TB_MAX_INSTANCE_CACHE,
@@ -1882,6 +1885,9 @@ TBDEF tb_result tb_model_output_specs(tb_model *model, uint32_t program, const t
                                       tb_tensor_spec *outputs, uint32_t output_count, tb_error *err);
 TBDEF void tb_model_free(tb_model *model);
 
+/* ======================================================================
+   >>device  Device: memory, copies and streams in a model's context
+   ====================================================================== */
 /* Device memory and streams in the model's context, so that a program
    runs a model with this header alone (no cuda.h, no driver prototypes of
    its own). THE CONTEXT RULE: every tb_model_* call runs in the model's
@@ -14077,138 +14083,7 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
     return cr;
 }
 
-/* Constants read from files (a mapped bundle's, through its checked
-   read path; a weights file's) go to the device in pieces: a file offset,
-   a device address, a length, the file. Two ways, chosen by the bytes:
-   - pageable (tb__pipe_run): one reader thread reads with pread into two
-     heap buffers in turn while this thread copies the other one
-     (cuMemcpyHtoD, which returns once the bytes are staged), so reads and
-     copies overlap; nothing to set up, the best way for small models.
-   - pinned (tb__pinned_run): a ring of page-locked slots (the staging
-     area, below), which several reader threads fill with pread
-     (page-cache reads run at a few GB/s per core, so one thread cannot
-     keep up with the bus) while this thread queues an asynchronous copy
-     of each filled one, in order, on a stream of its own and records an
-     event; a slot is read into again once its copy's event has passed.
-     The copy engine reads pinned memory at the bus's speed, pageable
-     memory at a fraction of it; pinning costs about 1 ms a call and
-     0.5 ms a MiB (an H100 host), which the staging area pays once for
-     the loads that follow while a model holds it. */
-typedef struct tb__piece {
-    uint64_t at, dev;
-    size_t n;
-    int weights;                 /* from the weights file, else from the bundle */
-    uint32_t konst;              /* the constant (of a group: its first), for TB_MODEL_VERIFY_WEIGHTS */
-} tb__piece;
-typedef struct tb__pipe {
-    const tb_model *m;
-    const tb_weights *w;
-    const tb__piece *pieces;
-    uint32_t count, slots;
-    unsigned char **buf;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint32_t filled;             /* pageable: pieces read so far */
-    uint32_t *ready;             /* pinned: per slot, 1 + the piece read into it */
-    uint32_t next;               /* pinned: the next piece a reader takes */
-    uint32_t copied;             /* pieces whose copy is done with their buffer */
-    int stop, io;                /* the copier gave up; a read failed (errno) */
-    uint32_t *crc;               /* TB_MODEL_VERIFY_WEIGHTS: per piece, the CRC-32 of the bytes read for its copy */
-} tb__pipe;
-/* Reads a piece into dst; with q->crc, a weights piece's CRC-32 over the
-   bytes read there, which are the bytes its copy takes (each entry written
-   by the one thread that read the piece, read once every reader is joined). */
-static int tb__piece_read(const tb__pipe *q, const tb__piece *pc, void *dst) {
-    if (!pc->weights) return q->m->bundle->read_at(q->m->bundle, (size_t)pc->at, dst, pc->n);
-    if (tb__weights_read_raw(q->w, pc->at, dst, pc->n) != 0) return -1;
-    if (q->crc) q->crc[pc - q->pieces] = tb_crc32(0, dst, pc->n);
-    return 0;
-}
-static void *tb__pipe_reader(void *arg) {
-    tb__pipe *q = (tb__pipe *)arg;
-    uint32_t k;
-    for (k = 0; k < q->count; k++) {
-        int e = 0;
-        pthread_mutex_lock(&q->mu);
-        while (!q->stop && k >= q->copied + 2) pthread_cond_wait(&q->cv, &q->mu); /* its buffer still being copied */
-        if (q->stop) {
-            pthread_mutex_unlock(&q->mu);
-            break;
-        }
-        pthread_mutex_unlock(&q->mu);
-        if (tb__piece_read(q, &q->pieces[k], q->buf[k & 1]) != 0) e = errno ? errno : EIO;
-        pthread_mutex_lock(&q->mu);
-        if (e) q->io = e, q->stop = 1;
-        else q->filled = k + 1;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-        if (e) break;
-    }
-    return NULL;
-}
-static TB__COLD tb_result tb__pipe_io(const tb__pipe *q, tb_error *err) {
-    return tb__fail(err, tb_err_io, NULL, NULL, -1, q->io,
-                    "the %s no longer holds its constants' bytes (truncated or replaced since it was read?)",
-                    q->w ? "bundle file or the weights file" : "bundle file");
-}
-/* Reads and copies the pieces; tb_ok, tb_err_io (the file lost its bytes)
-   or the failed driver call's result in *cr. */
-static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
-    pthread_t tid;
-    uint32_t k, count = q->count;
-    int threaded, io = 0;
-    size_t piece = 0;
-    unsigned char *buf[2] = {NULL, NULL};
-    tb_result r = tb_ok;
-    tb__ctx c = q->m->ctx;
-    for (k = 0; k < count; k++)
-        if (q->pieces[k].n > piece) piece = q->pieces[k].n;
-    if (!(buf[0] = (unsigned char *)tb__alloc(&c, piece)) || (count > 1 && !(buf[1] = (unsigned char *)tb__alloc(&c, piece)))) {
-        tb__free(&c, buf[0]);
-        return TB__OOM(err);
-    }
-    q->buf = buf;
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
-    threaded = count > 1 && pthread_create(&tid, NULL, tb__pipe_reader, q) == 0;
-    for (k = 0; k < count && !*cr; k++) {
-        const tb__piece *pc = &q->pieces[k];
-        if (!threaded) { /* one piece, or no thread to be had: in turn */
-            if (tb__piece_read(q, pc, buf[0]) != 0) {
-                q->io = errno ? errno : EIO;
-                break;
-            }
-            *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[0], pc->n);
-            continue;
-        }
-        pthread_mutex_lock(&q->mu);
-        while (!q->stop && q->filled <= k) pthread_cond_wait(&q->cv, &q->mu);
-        io = q->io;
-        pthread_mutex_unlock(&q->mu);
-        if (io) break;
-        *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[k & 1], pc->n); /* pageable: done with the buffer on return */
-        pthread_mutex_lock(&q->mu);
-        q->copied = k + 1;
-        if (*cr) q->stop = 1;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-    }
-    if (threaded) {
-        pthread_mutex_lock(&q->mu);
-        q->stop = 1;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-        pthread_join(tid, NULL);
-    }
-    if (q->io) r = tb__pipe_io(q, err);
-    pthread_cond_destroy(&q->cv);
-    pthread_mutex_destroy(&q->mu);
-    tb__free(&c, buf[0]);
-    tb__free(&c, buf[1]);
-    return r;
-}
-
-/* ---- the upload's numbers ----
+/* ---- the upload's numbers (>>upload's; here, where the load resolves a desc's defaults) ----
    In one place, each to be chosen by measurement (bench/bench_upload.c,
    whose --sweep times rings and readers against one pinned cuMemcpyHtoD
    of the same bytes), and each may be defined before the implementation.
@@ -14219,10 +14094,10 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
 #define TB_UPLOAD_PIECE ((size_t)2 << 20)      /* a slot's bytes: one pread, one copy */
 #endif
 #ifndef TB_UPLOAD_STAGING
-#define TB_UPLOAD_STAGING ((uint64_t)64 << 20) /* the bound's default: 32 slots, two a reader at 16 readers */
+#define TB_UPLOAD_STAGING ((uint64_t)64 << 20) /* the bound's default: 32 slots, two or more a reader */
 #endif
 #ifndef TB_UPLOAD_THREADS
-#define TB_UPLOAD_THREADS 16u                  /* readers by default: one per core but one, 2 to this many */
+#define TB_UPLOAD_THREADS 12u                  /* readers by default: one per core but one, 2 to this many */
 #endif
 #ifndef TB_UPLOAD_PINNED_MIN
 #define TB_UPLOAD_PINNED_MIN ((uint64_t)64 << 20) /* desc.pinned_upload_min 0: from here on, the pinned way */
@@ -14245,405 +14120,10 @@ typedef char tb__TB_UPLOAD_PIECE_is_positive[(TB_UPLOAD_PIECE) > 0 ? 1 : -1];
 typedef char tb__TB_UPLOAD_THREADS_is_1_to_64[(TB_UPLOAD_THREADS) >= 1 && (TB_UPLOAD_THREADS) <= TB__UPLOAD_THREADS_MOST ? 1 : -1];
 typedef char tb__TB_UPLOAD_PIN_SHARE_is_positive[(TB_UPLOAD_PIN_SHARE) > 0 ? 1 : -1];
 
-/* The ring for an upload of `bytes` from files under `bound` pinned
-   bytes: the most slots it uses, each slot *piece bytes, and *pin, the
-   most it pins. TB_UPLOAD_PIECE, or for a bound under two of them half the
-   bound (a multiple of TB__PIECE_ALIGN); as many slots as the bound holds,
-   no more than the upload has pieces; pinned, 1/TB_UPLOAD_PIN_SHARE of
-   the bytes (two slots at least). 0: the bound holds no two slots (the
-   pageable way, which pins nothing). */
-static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, uint32_t *pin) {
-    uint64_t p = TB_UPLOAD_PIECE, n, share;
-    if (bound / 2 < p) p = bound / 2 / TB__PIECE_ALIGN * TB__PIECE_ALIGN;
-    *piece = 0, *pin = 0;
-    if (!p || !bytes) return 0;
-    n = bound / p;
-    if (n > bytes / p + (bytes % p != 0)) n = bytes / p + (bytes % p != 0);
-    if (n > TB__RING_MOST) n = TB__RING_MOST;
-    share = bytes / TB_UPLOAD_PIN_SHARE / p + (bytes / TB_UPLOAD_PIN_SHARE % p != 0);
-    *piece = (size_t)p, *pin = (uint32_t)(share < 2 ? 2 : share < n ? share : n);
-    if (*pin > n) *pin = (uint32_t)n;
-    return (uint32_t)n;
-}
-
-/* ---- the staging area ----
-   The pinned way's host memory: one area a process, pinned by the first
-   pinned upload and reused by the ones after it, so that pinning is paid
-   once while models stay loaded, not at every load. Its rules:
-   - Bounded: an upload uses at most its model's desc.pinned_staging_bytes
-     of it, and pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes. The area
-     is the largest ring an upload has pinned since it was pinned (pinned
-     again, larger, when one needs more; never smaller).
-   - Held by the models whose uploads used it (tb_model.staged), all of
-     the context it was pinned in, and freed with the last of them
-     (tb_model_free, or the load that fails), its context still current.
-     Not kept until the process exits: the driver frees pinned memory with
-     its context, which a model's release may end (a primary context that
-     the model retained is reset when its last user releases it), so an
-     area kept past its models could be freed under the next upload.
-     A process that loads and frees one model at a time pins at each load.
-   - One upload at a time: another upload in the same context waits for it
-     (both would share one bus: waiting costs no bandwidth and pins nothing
-     more); an upload in another context while the area is held there pins
-     a ring of its own, within its own bound, and frees it when done.
-   So pinned uploads hold at most the largest bound that a load gave, and
-   one bound more for each other context uploading at that moment. */
-typedef struct tb__staging {
-    tb__CUctx ctx;               /* the context it was pinned in (while it has users) */
-    unsigned char *block;        /* NULL: nothing pinned */
-    size_t bytes;
-    uint32_t users;              /* models holding it (a load's included) */
-    int busy;                    /* an upload is using it */
-} tb__staging;
-static pthread_mutex_t tb__staging_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t tb__staging_cv = PTHREAD_COND_INITIALIZER;
-static tb__staging tb__stage;    /* under tb__staging_mu */
-
-/* An upload's ring: slots x piece bytes of the staging area, or of a
-   block pinned for this upload alone. */
-typedef struct tb__ring {
-    unsigned char *block;        /* NULL: pinning failed (the pageable way then) */
-    size_t piece;
-    uint32_t slots;              /* asked: the most it uses; taken: the slots it has */
-    uint32_t pin;                /* asked: the most it pins */
-    int area;                    /* the staging area's: given back after the upload */
-    int reused;                  /* the area held enough already: nothing pinned */
-    double pin_ms, wait_ms;      /* pinning; waiting for another upload to be done with the area */
-} tb__ring;
-
-/* Takes pinned slots of ring->piece bytes for m's upload: of the staging
-   area, once no other upload of m's context uses it, up to ring->slots of
-   them, the area pinned again if it holds fewer than ring->pin; while
-   another context holds it, ring->pin slots of m's own. Returns
-   cuMemAllocHost's failure (ring->block NULL then). */
-static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
-    size_t want = (size_t)ring->pin * ring->piece;
-    unsigned char *old = NULL, *block = NULL;
-    tb__CUresult cr;
-    double t0 = tb__now(), t1;
-    pthread_mutex_lock(&tb__staging_mu);
-    while (tb__stage.busy && !(tb__stage.users && tb__stage.ctx != m->cu_ctx))
-        pthread_cond_wait(&tb__staging_cv, &tb__staging_mu);
-    if (!tb__stage.users || tb__stage.ctx == m->cu_ctx) {
-        tb__stage.busy = 1, tb__stage.ctx = m->cu_ctx;
-        if (!m->staged) tb__stage.users++, m->staged = 1;
-        ring->area = 1;
-        if (tb__stage.bytes >= want) { /* as far as the bound goes */
-            size_t have = tb__stage.bytes / ring->piece;
-            ring->block = tb__stage.block, ring->reused = 1;
-            if (have < ring->slots) ring->slots = (uint32_t)have;
-        } else
-            old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
-    }
-    pthread_mutex_unlock(&tb__staging_mu);
-    t1 = tb__now();
-    ring->wait_ms = (t1 - t0) * 1e3;
-    if (ring->block) return 0;
-    if (old) tb__drv.cuMemFreeHost(old);
-    if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
-    ring->block = block, ring->slots = ring->pin;
-    ring->pin_ms = (tb__now() - t1) * 1e3;
-    if (ring->area) { /* the area is this upload's (busy): no other thread reads these meanwhile */
-        pthread_mutex_lock(&tb__staging_mu);
-        tb__stage.block = block, tb__stage.bytes = block ? want : 0;
-        pthread_mutex_unlock(&tb__staging_mu);
-    }
-    return cr;
-}
-/* After the upload (its copies done): the area to the next upload, or
-   the block of m's own unpinned. */
-static void tb__ring_give(tb__ring *ring) {
-    if (!ring->area) {
-        if (ring->block) tb__drv.cuMemFreeHost(ring->block);
-    } else {
-        pthread_mutex_lock(&tb__staging_mu);
-        tb__stage.busy = 0;
-        pthread_cond_broadcast(&tb__staging_cv);
-        pthread_mutex_unlock(&tb__staging_mu);
-    }
-    ring->block = NULL, ring->area = 0;
-}
-/* m lets go of the staging area; the last user frees it (with m's
-   context, the area's, current). */
-static void tb__staging_drop(tb_model *m) {
-    if (!m->staged) return;
-    m->staged = 0;
-    pthread_mutex_lock(&tb__staging_mu);
-    if (!--tb__stage.users) {
-        if (tb__stage.block) tb__drv.cuMemFreeHost(tb__stage.block);
-        tb__stage.block = NULL, tb__stage.bytes = 0, tb__stage.ctx = NULL;
-    }
-    pthread_mutex_unlock(&tb__staging_mu);
-}
-
-/* A pinned-path reader: takes the next piece, waits for its slot's last
-   copy to be done, reads into it. */
-static void *tb__pinned_reader(void *arg) {
-    tb__pipe *q = (tb__pipe *)arg;
-    for (;;) {
-        uint32_t k;
-        int e = 0;
-        pthread_mutex_lock(&q->mu);
-        for (;;) { /* the next piece, taken again after each wait: another reader may have taken it */
-            k = q->next;
-            if (q->stop || k >= q->count || k < q->copied + q->slots) break;
-            pthread_cond_wait(&q->cv, &q->mu);
-        }
-        if (q->stop || k >= q->count) {
-            pthread_mutex_unlock(&q->mu);
-            break;
-        }
-        q->next = k + 1;
-        pthread_mutex_unlock(&q->mu);
-        if (tb__piece_read(q, &q->pieces[k], q->buf[k % q->slots]) != 0) e = errno ? errno : EIO;
-        pthread_mutex_lock(&q->mu);
-        if (e) q->io = e, q->stop = 1;
-        else q->ready[k % q->slots] = k + 1;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-        if (e) break;
-    }
-    return NULL;
-}
-/* Hands the oldest copy's slot back to the readers once the copy is done. */
-static tb__CUresult tb__pinned_retire(tb__pipe *q, void *const *ev, uint32_t *done) {
-    tb__CUresult cr = tb__drv.cuEventSynchronize(ev[*done % q->slots]);
-    if (cr) return cr;
-    ++*done;
-    pthread_mutex_lock(&q->mu);
-    q->copied = *done;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    return 0;
-}
-/* The pinned way through ring (pinned already), with up to `threads`
-   readers (*started: how many ran); tb_err_* for what failed before a
-   copy (*cr for a copy). The copier queues each piece's copy as soon as
-   it is read, in order; while it waits for a piece it retires the oldest
-   copy, so that a slot goes back to the readers as soon as its bytes
-   have left it. */
-static tb_result tb__pinned_run(tb__pipe *q, const tb__ring *ring, uint32_t threads, uint32_t *started_out,
-                                tb__CUresult *cr, tb_error *err) {
-    void *stream = NULL, **ev;
-    unsigned char **buf;
-    uint32_t *ready;
-    pthread_t *tid;
-    uint32_t k, started = 0, done = 0, i, slots = ring->slots;
-    const char *call = NULL;
-    tb_result r = tb_ok;
-    tb__ctx c = q->m->ctx;
-    *started_out = 0;
-    if (threads > slots) threads = slots; /* a reader needs a slot */
-    ev = (void **)tb__alloc(&c, slots * sizeof *ev);
-    buf = (unsigned char **)tb__alloc(&c, slots * sizeof *buf);
-    ready = (uint32_t *)tb__alloc(&c, slots * sizeof *ready);
-    tid = (pthread_t *)tb__alloc(&c, (threads ? threads : 1) * sizeof *tid);
-    if (!ev || !buf || !ready || !tid) {
-        tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
-        return TB__OOM(err);
-    }
-    memset(ev, 0, slots * sizeof *ev), memset(buf, 0, slots * sizeof *buf), memset(ready, 0, slots * sizeof *ready);
-    q->slots = slots, q->buf = buf, q->ready = ready;
-    if ((*cr = tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) call = "cuStreamCreate";
-    for (i = 0; i < slots && !call; i++)
-        if ((*cr = tb__drv.cuEventCreate(&ev[i], 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) call = "cuEventCreate";
-        else buf[i] = ring->block + (size_t)i * ring->piece;
-    if (call) goto out;
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
-    for (i = 0; i < threads; i++)
-        if (pthread_create(&tid[started], NULL, tb__pinned_reader, q) == 0) started++;
-    *started_out = started;
-    for (k = 0; k < q->count && !*cr; k++) {
-        uint32_t s = k % slots;
-        int io = 0, have;
-        if (!started) { /* no thread to be had: read here */
-            if (k >= slots && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
-            if (tb__piece_read(q, &q->pieces[k], buf[s]) != 0) {
-                q->io = errno ? errno : EIO;
-                break;
-            }
-        } else
-            for (;;) {
-                pthread_mutex_lock(&q->mu);
-                have = ready[s] == k + 1;
-                io = q->io;
-                if (!have && !io && done == k) pthread_cond_wait(&q->cv, &q->mu); /* nothing in flight to retire */
-                have = ready[s] == k + 1, io = q->io;
-                pthread_mutex_unlock(&q->mu);
-                if (have || io) break;
-                if (done < k && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
-            }
-        if (io || *cr) break;
-        if ((*cr = tb__drv.cuMemcpyHtoDAsync(q->pieces[k].dev, buf[s], q->pieces[k].n, stream)) != 0 ||
-            (*cr = tb__drv.cuEventRecord(ev[s], stream)) != 0)
-            break;
-        if (!started) continue;
-        /* a reader waiting on this slot's ring: retire what is done already */
-        while (done + slots <= k + 1 && !*cr) *cr = tb__pinned_retire(q, ev, &done);
-    }
-    pthread_mutex_lock(&q->mu);
-    q->stop = 1;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    for (i = 0; i < started; i++) pthread_join(tid[i], NULL);
-    pthread_cond_destroy(&q->cv);
-    pthread_mutex_destroy(&q->mu);
-    if (!*cr) *cr = tb__drv.cuStreamSynchronize(stream);
-    else tb__drv.cuStreamSynchronize(stream); /* the ring goes back after this: no copy may still read it */
-    if (q->io) r = tb__pipe_io(q, err);
-out:
-    for (i = 0; i < slots; i++)
-        if (ev[i]) tb__drv.cuEventDestroy(ev[i]);
-    if (stream) tb__drv.cuStreamDestroy(stream);
-    if (call && r == tb_ok) r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
-    tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
-    return r;
-}
-
-/* zlib's crc32_combine: the CRC-32 of bytes A then B from A's, B's and B's
-   length (A's multiplied by x^(8 len_b) modulo the polynomial, bits
-   reflected: x^0 is bit 31). */
-static uint32_t tb__crc_mulmod(uint32_t a, uint32_t b) {
-    uint32_t m, p = 0;
-    for (m = (uint32_t)1 << 31; m; m >>= 1) {
-        if (a & m) p ^= b;
-        b = b & 1 ? (b >> 1) ^ 0xEDB88320u : b >> 1;
-    }
-    return p;
-}
-static uint32_t tb__crc32_combine(uint32_t a, uint32_t b, uint64_t len_b) {
-    uint32_t op = (uint32_t)1 << 31, sq = (uint32_t)1 << 23; /* x^0; x^8, a byte */
-    for (; len_b; len_b >>= 1, sq = tb__crc_mulmod(sq, sq))
-        if (len_b & 1) op = tb__crc_mulmod(sq, op);
-    return tb__crc_mulmod(op, a) ^ b;
-}
-
-/* TB_MODEL_VERIFY_WEIGHTS: each EXTERNAL constant's CRC-32, its pieces'
-   combined in order (none: 0, the CRC of no bytes), against the bundle's. */
-static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w, const tb__piece *pc, const uint32_t *crc,
-                                         uint32_t count, tb_error *err) {
-    uint32_t i, at = 0;
-    for (i = 0; i < m->constant_count; i++) {
-        const tb_program_constant *k = &m->constants[i];
-        uint32_t c = 0;
-        while (at < count && pc[at].konst < i) at++; /* the pieces are in the constants' order */
-        for (; at < count && pc[at].konst == i; at++)
-            if (pc[at].weights) c = tb__crc32_combine(c, crc[at], pc[at].n);
-        if ((k->flags & TB_CONSTANT_EXTERNAL) && c != k->crc32)
-            return tb__fail(err, tb_err_checksum, NULL, w->path, -1, 0,
-                            "constant %u \"%.100s\": the bytes of tensor \"%.100s\" read for its upload are other than at "
-                            "export (CRC-32 %08x, exported %08x): another checkpoint, or the file changed during the load", i,
-                            k->name, k->tensor, c, k->crc32);
-    }
-    return tb_ok;
-}
-
-/* The constants (state_only: the state ones) from the bundle and the
-   weights file to the device. Constants whose bytes lie in the bundle's
-   input as they lie on the device (the writer's layout: each at the next
-   multiple of 64) go as one group, padding and all. A group in memory (a
-   bundle read from a buffer, or copied) is copied from its bytes as they
-   are; a group in a mapped file, and each EXTERNAL constant, is read in
-   pieces through the checked path (pread, which a truncated file turns
-   into an error where a mapping would raise SIGBUS), the pinned way from
-   pinned_min bytes on (the model's bound allowing two slots), else the
-   pageable way; the pageable way too when pinning fails (the host's
-   locked-memory limit). tm (NULL: none) receives how it went. */
-static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err) {
-    const tb_program_constant *k = m->constants;
-    const tb_bundle *b = m->bundle;
-    tb__piece *pieces = NULL;
-    uint32_t count = 0, cap = 0, slots = 0, pin = 0;
-    uintptr_t base = (uintptr_t)b->map_base;
-    uint32_t i = 0, j;
-    uint64_t total = 0;
-    size_t chunk, piece = 0;
-    int pinned, pin_failed = 0;
-    tb__CUresult cr = 0;
-    tb_result r = tb_ok;
-    tb__pipe q;
-    tb__ring ring;
-    /* the bytes from files first, to choose the way (and its piece size) */
-    for (j = 0; j < m->constant_count; j++) {
-        uintptr_t src = (uintptr_t)k[j].data;
-        if (state_only && !(k[j].flags & TB_CONSTANT_STATE)) continue;
-        if ((k[j].flags & TB_CONSTANT_EXTERNAL) ||
-            (b->read_at && src >= base && src - base <= b->map_size && k[j].size <= b->map_size - (src - base)))
-            total += k[j].size;
-    }
-    if (total >= m->pinned_min) slots = tb__ring_shape(m->staging_bound, total, &piece, &pin);
-    pinned = slots != 0;
-    chunk = pinned ? piece : m->upload_chunk;
-    while (i < m->constant_count && r == tb_ok && !cr) {
-        uintptr_t src = (uintptr_t)k[i].data;
-        uint64_t dev = m->const_addr[i], len, off, at;
-        uint32_t i_first = i;
-        int ext = (k[i].flags & TB_CONSTANT_EXTERNAL) != 0;
-        if (state_only && !(k[i].flags & TB_CONSTANT_STATE)) {
-            i++;
-            continue;
-        }
-        if (ext) {
-            const tb_weights_tensor *t = tb_weights_find(w, k[i].tensor); /* checked at load */
-            at = t->offset, len = k[i].size, j = i + 1;
-        } else {
-            for (j = i + 1; !state_only && j < m->constant_count; j++)
-                if ((k[j].flags & TB_CONSTANT_EXTERNAL) || (uintptr_t)k[j].data - src != m->const_addr[j] - dev) break;
-            len = m->const_addr[j - 1] - dev + k[j - 1].size;
-            at = src - base;
-        }
-        i = j;
-        if (!len) continue;
-        if (!ext && (!b->read_at || src < base || src - base > b->map_size || len > b->map_size - (src - base))) {
-            cr = tb__drv.cuMemcpyHtoD(dev, (const void *)src, (size_t)len);
-            continue;
-        }
-        for (off = 0; off < len; off += chunk) {
-            if (count == cap && !tb__grow(&m->ctx, (void **)&pieces, &cap, count + 1, sizeof *pieces)) {
-                r = TB__OOM(err);
-                break;
-            }
-            pieces[count].at = at + off;
-            pieces[count].dev = dev + off;
-            pieces[count].weights = ext;
-            pieces[count].konst = i_first;
-            pieces[count++].n = len - off < chunk ? (size_t)(len - off) : chunk;
-        }
-    }
-    memset(&q, 0, sizeof q);
-    q.m = m, q.w = w, q.pieces = pieces, q.count = count;
-    if (r == tb_ok && w && (m->flags & TB_MODEL_VERIFY_WEIGHTS) &&
-        !(q.crc = (uint32_t *)tb__alloc(&m->ctx, (size_t)(count ? count : 1) * sizeof *q.crc)))
-        r = TB__OOM(err);
-    memset(&ring, 0, sizeof ring);
-    ring.slots = slots, ring.pin = pin, ring.piece = piece;
-    if (tm) tm->upload_bytes = total;
-    if (r == tb_ok && !cr && count && pinned && (pin_failed = tb__ring_take(m, &ring) != 0) != 0)
-        tb__ring_give(&ring); /* the area to the next upload at once: this one goes the pageable way */
-    if (r == tb_ok && !cr && count) {
-        uint32_t started = 1;
-        if (ring.block) r = tb__pinned_run(&q, &ring, m->upload_threads, &started, &cr, err);
-        else r = tb__pipe_run(&q, &cr, err);
-        if (tm) {
-            tm->threads = started, tm->pin_ms = ring.pin_ms, tm->wait_ms = ring.wait_ms;
-            tm->pinned = ring.block != NULL, tm->reused = ring.reused;
-            tm->staging_bytes = ring.block ? (uint64_t)ring.slots * ring.piece : 0;
-        }
-    }
-    tb__ring_give(&ring);
-    if (pin_failed) /* (the logger is the caller's: called once the area is given back) */
-        tb__log(&m->ctx, TB_LOG_WARN, "model: pinning %llu bytes of staging failed; the upload went the pageable way",
-                (unsigned long long)pin * piece);
-    if (r == tb_ok && !cr && q.crc) r = tb__model_verify_upload(m, w, pieces, q.crc, count, err);
-    tb__free(&m->ctx, q.crc);
-    tb__free(&m->ctx, pieces);
-    /* a pageable copy returns once its bytes are staged: wait for them to
-       land, so that a run on any stream sees them */
-    if (!cr && r == tb_ok) cr = tb__drv.cuStreamSynchronize(NULL);
-    if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants");
-    return r;
-}
+/* The upload (>>upload) and the device calls (>>device), defined after the runner. */
+static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err);
+static void tb__staging_drop(tb_model *m);
+static uint32_t tb__upload_threads(uint32_t asked);
 
 /* Appends " [program "NAME" step S]" to err's message: a run-time
    failure names the step it stopped at. */
@@ -14905,16 +14385,6 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
         }
     }
     return tb_ok;
-}
-
-/* Reader threads for a pinned upload: one per core but one (a pread from
-   the page cache runs at about 7 GB/s on one core of an H100 host, 12
-   threads at 50: the bus's speed), 2 to TB_UPLOAD_THREADS; asked: at most
-   TB__UPLOAD_THREADS_MOST. An upload runs no more than its ring's slots. */
-static uint32_t tb__upload_threads(uint32_t asked) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
-    if (asked) return asked < TB__UPLOAD_THREADS_MOST ? asked : TB__UPLOAD_THREADS_MOST;
-    return n < 2 ? 2u : n > (long)TB_UPLOAD_THREADS ? (uint32_t)TB_UPLOAD_THREADS : (uint32_t)n;
 }
 
 /* The weights file of a bundle with EXTERNAL constants, opened and
@@ -15624,7 +15094,553 @@ TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
     return r;
 }
 
-/* ---- device memory and streams in the model's context ---- */
+/* ---------------------------------------------------------------------- */
+/* >>upload  Upload (implementation only): file bytes to the device */
+/* Constants read from files (a mapped bundle's, through its checked
+   read path; a weights file's) go to the device in pieces: a file offset,
+   a device address, a length, the file. Two ways, chosen by the bytes:
+   - pageable (tb__pipe_run): one reader thread reads with pread into two
+     heap buffers in turn while this thread copies the other one
+     (cuMemcpyHtoD, which returns once the bytes are staged), so reads and
+     copies overlap; nothing to set up, the best way for small models.
+   - pinned (tb__pinned_run): a ring of page-locked slots (the staging
+     area, below), which several reader threads fill with pread
+     (page-cache reads run at a few GB/s per core, so one thread cannot
+     keep up with the bus) while this thread queues an asynchronous copy
+     of each filled one, in order, on a stream of its own and records an
+     event; a slot is read into again once its copy's event has passed.
+     The copy engine reads pinned memory at the bus's speed, pageable
+     memory at a fraction of it; pinning costs about 1 ms a call and
+     0.5 ms a MiB (an H100 host), which the staging area pays once for
+     the loads that follow while a model holds it. */
+typedef struct tb__piece {
+    uint64_t at, dev;
+    size_t n;
+    int weights;                 /* from the weights file, else from the bundle */
+    uint32_t konst;              /* the constant (of a group: its first), for TB_MODEL_VERIFY_WEIGHTS */
+} tb__piece;
+typedef struct tb__pipe {
+    const tb_model *m;
+    const tb_weights *w;
+    const tb__piece *pieces;
+    uint32_t count, slots;
+    unsigned char **buf;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t filled;             /* pageable: pieces read so far */
+    uint32_t *ready;             /* pinned: per slot, 1 + the piece read into it */
+    uint32_t next;               /* pinned: the next piece a reader takes */
+    uint32_t copied;             /* pieces whose copy is done with their buffer */
+    int stop, io;                /* the copier gave up; a read failed (errno) */
+    uint32_t *crc;               /* TB_MODEL_VERIFY_WEIGHTS: per piece, the CRC-32 of the bytes read for its copy */
+} tb__pipe;
+/* Reads a piece into dst; with q->crc, a weights piece's CRC-32 over the
+   bytes read there, which are the bytes its copy takes (each entry written
+   by the one thread that read the piece, read once every reader is joined). */
+static int tb__piece_read(const tb__pipe *q, const tb__piece *pc, void *dst) {
+    if (!pc->weights) return q->m->bundle->read_at(q->m->bundle, (size_t)pc->at, dst, pc->n);
+    if (tb__weights_read_raw(q->w, pc->at, dst, pc->n) != 0) return -1;
+    if (q->crc) q->crc[pc - q->pieces] = tb_crc32(0, dst, pc->n);
+    return 0;
+}
+static void *tb__pipe_reader(void *arg) {
+    tb__pipe *q = (tb__pipe *)arg;
+    uint32_t k;
+    for (k = 0; k < q->count; k++) {
+        int e = 0;
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && k >= q->copied + 2) pthread_cond_wait(&q->cv, &q->mu); /* its buffer still being copied */
+        if (q->stop) {
+            pthread_mutex_unlock(&q->mu);
+            break;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (tb__piece_read(q, &q->pieces[k], q->buf[k & 1]) != 0) e = errno ? errno : EIO;
+        pthread_mutex_lock(&q->mu);
+        if (e) q->io = e, q->stop = 1;
+        else q->filled = k + 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        if (e) break;
+    }
+    return NULL;
+}
+static TB__COLD tb_result tb__pipe_io(const tb__pipe *q, tb_error *err) {
+    return tb__fail(err, tb_err_io, NULL, NULL, -1, q->io,
+                    "the %s no longer holds its constants' bytes (truncated or replaced since it was read?)",
+                    q->w ? "bundle file or the weights file" : "bundle file");
+}
+/* Reads and copies the pieces; tb_ok, tb_err_io (the file lost its bytes)
+   or the failed driver call's result in *cr. */
+static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
+    pthread_t tid;
+    uint32_t k, count = q->count;
+    int threaded, io = 0;
+    size_t piece = 0;
+    unsigned char *buf[2] = {NULL, NULL};
+    tb_result r = tb_ok;
+    tb__ctx c = q->m->ctx;
+    for (k = 0; k < count; k++)
+        if (q->pieces[k].n > piece) piece = q->pieces[k].n;
+    if (!(buf[0] = (unsigned char *)tb__alloc(&c, piece)) || (count > 1 && !(buf[1] = (unsigned char *)tb__alloc(&c, piece)))) {
+        tb__free(&c, buf[0]);
+        return TB__OOM(err);
+    }
+    q->buf = buf;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    threaded = count > 1 && pthread_create(&tid, NULL, tb__pipe_reader, q) == 0;
+    for (k = 0; k < count && !*cr; k++) {
+        const tb__piece *pc = &q->pieces[k];
+        if (!threaded) { /* one piece, or no thread to be had: in turn */
+            if (tb__piece_read(q, pc, buf[0]) != 0) {
+                q->io = errno ? errno : EIO;
+                break;
+            }
+            *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[0], pc->n);
+            continue;
+        }
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && q->filled <= k) pthread_cond_wait(&q->cv, &q->mu);
+        io = q->io;
+        pthread_mutex_unlock(&q->mu);
+        if (io) break;
+        *cr = tb__drv.cuMemcpyHtoD(pc->dev, buf[k & 1], pc->n); /* pageable: done with the buffer on return */
+        pthread_mutex_lock(&q->mu);
+        q->copied = k + 1;
+        if (*cr) q->stop = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+    if (threaded) {
+        pthread_mutex_lock(&q->mu);
+        q->stop = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(tid, NULL);
+    }
+    if (q->io) r = tb__pipe_io(q, err);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    tb__free(&c, buf[0]);
+    tb__free(&c, buf[1]);
+    return r;
+}
+
+/* The ring for an upload of `bytes` from files under `bound` pinned
+   bytes: the most slots it uses, each slot *piece bytes, and *pin, the
+   most it pins. TB_UPLOAD_PIECE, or for a bound under two of them half the
+   bound (a multiple of TB__PIECE_ALIGN); as many slots as the bound holds,
+   no more than the upload has pieces; pinned, 1/TB_UPLOAD_PIN_SHARE of
+   the bytes (two slots at least). 0: the bound holds no two slots (the
+   pageable way, which pins nothing). */
+static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, uint32_t *pin) {
+    uint64_t p = TB_UPLOAD_PIECE, n, share;
+    if (bound / 2 < p) p = bound / 2 / TB__PIECE_ALIGN * TB__PIECE_ALIGN;
+    *piece = 0, *pin = 0;
+    if (!p || !bytes) return 0;
+    n = bound / p;
+    if (n > bytes / p + (bytes % p != 0)) n = bytes / p + (bytes % p != 0);
+    if (n > TB__RING_MOST) n = TB__RING_MOST;
+    share = bytes / TB_UPLOAD_PIN_SHARE / p + (bytes / TB_UPLOAD_PIN_SHARE % p != 0);
+    *piece = (size_t)p, *pin = (uint32_t)(share < 2 ? 2 : share < n ? share : n);
+    if (*pin > n) *pin = (uint32_t)n;
+    return (uint32_t)n;
+}
+
+/* ---- the staging area ----
+   The pinned way's host memory: one area a process, pinned by the first
+   pinned upload and reused by the ones after it, so that pinning is paid
+   once while models stay loaded, not at every load. Its rules:
+   - Bounded: an upload uses at most its model's desc.pinned_staging_bytes
+     of it, and pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes. The area
+     is the largest ring an upload has pinned since it was pinned (pinned
+     again, larger, when one needs more; never smaller).
+   - Held by the models whose uploads used it (tb_model.staged), all of
+     the context it was pinned in, and freed with the last of them
+     (tb_model_free, or the load that fails), its context still current.
+     Not kept until the process exits: the driver frees pinned memory with
+     its context, which a model's release may end (a primary context that
+     the model retained is reset when its last user releases it), so an
+     area kept past its models could be freed under the next upload.
+     A process that loads and frees one model at a time pins at each load.
+   - One upload at a time: another upload in the same context waits for it
+     (both would share one bus: waiting costs no bandwidth and pins nothing
+     more); an upload in another context while the area is held there pins
+     a ring of its own, within its own bound, and frees it when done.
+   So pinned uploads hold at most the largest bound that a load gave, and
+   one bound more for each other context uploading at that moment. */
+typedef struct tb__staging {
+    tb__CUctx ctx;               /* the context it was pinned in (while it has users) */
+    unsigned char *block;        /* NULL: nothing pinned */
+    size_t bytes;
+    uint32_t users;              /* models holding it (a load's included) */
+    int busy;                    /* an upload is using it */
+} tb__staging;
+static pthread_mutex_t tb__staging_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tb__staging_cv = PTHREAD_COND_INITIALIZER;
+static tb__staging tb__stage;    /* under tb__staging_mu */
+
+/* An upload's ring: slots x piece bytes of the staging area, or of a
+   block pinned for this upload alone. */
+typedef struct tb__ring {
+    unsigned char *block;        /* NULL: pinning failed (the pageable way then) */
+    size_t piece;
+    uint32_t slots;              /* asked: the most it uses; taken: the slots it has */
+    uint32_t pin;                /* asked: the most it pins */
+    int area;                    /* the staging area's: given back after the upload */
+    int reused;                  /* the area held enough already: nothing pinned */
+    double pin_ms, wait_ms;      /* pinning; waiting for another upload to be done with the area */
+} tb__ring;
+
+/* Takes pinned slots of ring->piece bytes for m's upload: of the staging
+   area, once no other upload of m's context uses it, up to ring->slots of
+   them, the area pinned again if it holds fewer than ring->pin; while
+   another context holds it, ring->pin slots of m's own. Returns
+   cuMemAllocHost's failure (ring->block NULL then). */
+static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
+    size_t want = (size_t)ring->pin * ring->piece;
+    unsigned char *old = NULL, *block = NULL;
+    tb__CUresult cr;
+    double t0 = tb__now(), t1;
+    pthread_mutex_lock(&tb__staging_mu);
+    while (tb__stage.busy && !(tb__stage.users && tb__stage.ctx != m->cu_ctx))
+        pthread_cond_wait(&tb__staging_cv, &tb__staging_mu);
+    if (!tb__stage.users || tb__stage.ctx == m->cu_ctx) {
+        tb__stage.busy = 1, tb__stage.ctx = m->cu_ctx;
+        if (!m->staged) tb__stage.users++, m->staged = 1;
+        ring->area = 1;
+        if (tb__stage.bytes >= want) { /* as far as the bound goes */
+            size_t have = tb__stage.bytes / ring->piece;
+            ring->block = tb__stage.block, ring->reused = 1;
+            if (have < ring->slots) ring->slots = (uint32_t)have;
+        } else
+            old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
+    }
+    pthread_mutex_unlock(&tb__staging_mu);
+    t1 = tb__now();
+    ring->wait_ms = (t1 - t0) * 1e3;
+    if (ring->block) return 0;
+    if (old) tb__drv.cuMemFreeHost(old);
+    if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
+    ring->block = block, ring->slots = ring->pin;
+    ring->pin_ms = (tb__now() - t1) * 1e3;
+    if (ring->area) { /* the area is this upload's (busy): no other thread reads these meanwhile */
+        pthread_mutex_lock(&tb__staging_mu);
+        tb__stage.block = block, tb__stage.bytes = block ? want : 0;
+        pthread_mutex_unlock(&tb__staging_mu);
+    }
+    return cr;
+}
+/* After the upload (its copies done): the area to the next upload, or
+   the block of m's own unpinned. */
+static void tb__ring_give(tb__ring *ring) {
+    if (!ring->area) {
+        if (ring->block) tb__drv.cuMemFreeHost(ring->block);
+    } else {
+        pthread_mutex_lock(&tb__staging_mu);
+        tb__stage.busy = 0;
+        pthread_cond_broadcast(&tb__staging_cv);
+        pthread_mutex_unlock(&tb__staging_mu);
+    }
+    ring->block = NULL, ring->area = 0;
+}
+/* m lets go of the staging area; the last user frees it (with m's
+   context, the area's, current). */
+static void tb__staging_drop(tb_model *m) {
+    if (!m->staged) return;
+    m->staged = 0;
+    pthread_mutex_lock(&tb__staging_mu);
+    if (!--tb__stage.users) {
+        if (tb__stage.block) tb__drv.cuMemFreeHost(tb__stage.block);
+        tb__stage.block = NULL, tb__stage.bytes = 0, tb__stage.ctx = NULL;
+    }
+    pthread_mutex_unlock(&tb__staging_mu);
+}
+
+/* A pinned-path reader: takes the next piece, waits for its slot's last
+   copy to be done, reads into it. */
+static void *tb__pinned_reader(void *arg) {
+    tb__pipe *q = (tb__pipe *)arg;
+    for (;;) {
+        uint32_t k;
+        int e = 0;
+        pthread_mutex_lock(&q->mu);
+        for (;;) { /* the next piece, taken again after each wait: another reader may have taken it */
+            k = q->next;
+            if (q->stop || k >= q->count || k < q->copied + q->slots) break;
+            pthread_cond_wait(&q->cv, &q->mu);
+        }
+        if (q->stop || k >= q->count) {
+            pthread_mutex_unlock(&q->mu);
+            break;
+        }
+        q->next = k + 1;
+        pthread_mutex_unlock(&q->mu);
+        if (tb__piece_read(q, &q->pieces[k], q->buf[k % q->slots]) != 0) e = errno ? errno : EIO;
+        pthread_mutex_lock(&q->mu);
+        if (e) q->io = e, q->stop = 1;
+        else q->ready[k % q->slots] = k + 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        if (e) break;
+    }
+    return NULL;
+}
+/* Hands the oldest copy's slot back to the readers once the copy is done. */
+static tb__CUresult tb__pinned_retire(tb__pipe *q, void *const *ev, uint32_t *done) {
+    tb__CUresult cr = tb__drv.cuEventSynchronize(ev[*done % q->slots]);
+    if (cr) return cr;
+    ++*done;
+    pthread_mutex_lock(&q->mu);
+    q->copied = *done;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+/* The pinned way through ring (pinned already), with up to `threads`
+   readers (*started: how many ran); tb_err_* for what failed before a
+   copy (*cr for a copy). The copier queues each piece's copy as soon as
+   it is read, in order; while it waits for a piece it retires the oldest
+   copy, so that a slot goes back to the readers as soon as its bytes
+   have left it. */
+static tb_result tb__pinned_run(tb__pipe *q, const tb__ring *ring, uint32_t threads, uint32_t *started_out,
+                                tb__CUresult *cr, tb_error *err) {
+    void *stream = NULL, **ev;
+    unsigned char **buf;
+    uint32_t *ready;
+    pthread_t *tid;
+    uint32_t k, started = 0, done = 0, i, slots = ring->slots;
+    const char *call = NULL;
+    tb_result r = tb_ok;
+    tb__ctx c = q->m->ctx;
+    *started_out = 0;
+    if (threads > slots) threads = slots; /* a reader needs a slot */
+    ev = (void **)tb__alloc(&c, slots * sizeof *ev);
+    buf = (unsigned char **)tb__alloc(&c, slots * sizeof *buf);
+    ready = (uint32_t *)tb__alloc(&c, slots * sizeof *ready);
+    tid = (pthread_t *)tb__alloc(&c, (threads ? threads : 1) * sizeof *tid);
+    if (!ev || !buf || !ready || !tid) {
+        tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
+        return TB__OOM(err);
+    }
+    memset(ev, 0, slots * sizeof *ev), memset(buf, 0, slots * sizeof *buf), memset(ready, 0, slots * sizeof *ready);
+    q->slots = slots, q->buf = buf, q->ready = ready;
+    if ((*cr = tb__drv.cuStreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) call = "cuStreamCreate";
+    for (i = 0; i < slots && !call; i++)
+        if ((*cr = tb__drv.cuEventCreate(&ev[i], 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) call = "cuEventCreate";
+        else buf[i] = ring->block + (size_t)i * ring->piece;
+    if (call) goto out;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    for (i = 0; i < threads; i++)
+        if (pthread_create(&tid[started], NULL, tb__pinned_reader, q) == 0) started++;
+    *started_out = started;
+    for (k = 0; k < q->count && !*cr; k++) {
+        uint32_t s = k % slots;
+        int io = 0, have;
+        if (!started) { /* no thread to be had: read here */
+            if (k >= slots && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
+            if (tb__piece_read(q, &q->pieces[k], buf[s]) != 0) {
+                q->io = errno ? errno : EIO;
+                break;
+            }
+        } else
+            for (;;) {
+                pthread_mutex_lock(&q->mu);
+                have = ready[s] == k + 1;
+                io = q->io;
+                if (!have && !io && done == k) pthread_cond_wait(&q->cv, &q->mu); /* nothing in flight to retire */
+                have = ready[s] == k + 1, io = q->io;
+                pthread_mutex_unlock(&q->mu);
+                if (have || io) break;
+                if (done < k && (*cr = tb__pinned_retire(q, ev, &done)) != 0) break;
+            }
+        if (io || *cr) break;
+        if ((*cr = tb__drv.cuMemcpyHtoDAsync(q->pieces[k].dev, buf[s], q->pieces[k].n, stream)) != 0 ||
+            (*cr = tb__drv.cuEventRecord(ev[s], stream)) != 0)
+            break;
+        if (!started) continue;
+        /* a reader waiting on this slot's ring: retire what is done already */
+        while (done + slots <= k + 1 && !*cr) *cr = tb__pinned_retire(q, ev, &done);
+    }
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    for (i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    if (!*cr) *cr = tb__drv.cuStreamSynchronize(stream);
+    else tb__drv.cuStreamSynchronize(stream); /* the ring goes back after this: no copy may still read it */
+    if (q->io) r = tb__pipe_io(q, err);
+out:
+    for (i = 0; i < slots; i++)
+        if (ev[i]) tb__drv.cuEventDestroy(ev[i]);
+    if (stream) tb__drv.cuStreamDestroy(stream);
+    if (call && r == tb_ok) r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
+    tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
+    return r;
+}
+
+/* zlib's crc32_combine: the CRC-32 of bytes A then B from A's, B's and B's
+   length (A's multiplied by x^(8 len_b) modulo the polynomial, bits
+   reflected: x^0 is bit 31). */
+static uint32_t tb__crc_mulmod(uint32_t a, uint32_t b) {
+    uint32_t m, p = 0;
+    for (m = (uint32_t)1 << 31; m; m >>= 1) {
+        if (a & m) p ^= b;
+        b = b & 1 ? (b >> 1) ^ 0xEDB88320u : b >> 1;
+    }
+    return p;
+}
+static uint32_t tb__crc32_combine(uint32_t a, uint32_t b, uint64_t len_b) {
+    uint32_t op = (uint32_t)1 << 31, sq = (uint32_t)1 << 23; /* x^0; x^8, a byte */
+    for (; len_b; len_b >>= 1, sq = tb__crc_mulmod(sq, sq))
+        if (len_b & 1) op = tb__crc_mulmod(sq, op);
+    return tb__crc_mulmod(op, a) ^ b;
+}
+
+/* TB_MODEL_VERIFY_WEIGHTS: each EXTERNAL constant's CRC-32, its pieces'
+   combined in order (none: 0, the CRC of no bytes), against the bundle's. */
+static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w, const tb__piece *pc, const uint32_t *crc,
+                                         uint32_t count, tb_error *err) {
+    uint32_t i, at = 0;
+    for (i = 0; i < m->constant_count; i++) {
+        const tb_program_constant *k = &m->constants[i];
+        uint32_t c = 0;
+        while (at < count && pc[at].konst < i) at++; /* the pieces are in the constants' order */
+        for (; at < count && pc[at].konst == i; at++)
+            if (pc[at].weights) c = tb__crc32_combine(c, crc[at], pc[at].n);
+        if ((k->flags & TB_CONSTANT_EXTERNAL) && c != k->crc32)
+            return tb__fail(err, tb_err_checksum, NULL, w->path, -1, 0,
+                            "constant %u \"%.100s\": the bytes of tensor \"%.100s\" read for its upload are other than at "
+                            "export (CRC-32 %08x, exported %08x): another checkpoint, or the file changed during the load", i,
+                            k->name, k->tensor, c, k->crc32);
+    }
+    return tb_ok;
+}
+
+/* The constants (state_only: the state ones) from the bundle and the
+   weights file to the device. Constants whose bytes lie in the bundle's
+   input as they lie on the device (the writer's layout: each at the next
+   multiple of 64) go as one group, padding and all. A group in memory (a
+   bundle read from a buffer, or copied) is copied from its bytes as they
+   are; a group in a mapped file, and each EXTERNAL constant, is read in
+   pieces through the checked path (pread, which a truncated file turns
+   into an error where a mapping would raise SIGBUS), the pinned way from
+   pinned_min bytes on (the model's bound allowing two slots), else the
+   pageable way; the pageable way too when pinning fails (the host's
+   locked-memory limit). tm (NULL: none) receives how it went. */
+static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err) {
+    const tb_program_constant *k = m->constants;
+    const tb_bundle *b = m->bundle;
+    tb__piece *pieces = NULL;
+    uint32_t count = 0, cap = 0, slots = 0, pin = 0;
+    uintptr_t base = (uintptr_t)b->map_base;
+    uint32_t i = 0, j;
+    uint64_t total = 0;
+    size_t chunk, piece = 0;
+    int pinned, pin_failed = 0;
+    tb__CUresult cr = 0;
+    tb_result r = tb_ok;
+    tb__pipe q;
+    tb__ring ring;
+    /* the bytes from files first, to choose the way (and its piece size) */
+    for (j = 0; j < m->constant_count; j++) {
+        uintptr_t src = (uintptr_t)k[j].data;
+        if (state_only && !(k[j].flags & TB_CONSTANT_STATE)) continue;
+        if ((k[j].flags & TB_CONSTANT_EXTERNAL) ||
+            (b->read_at && src >= base && src - base <= b->map_size && k[j].size <= b->map_size - (src - base)))
+            total += k[j].size;
+    }
+    if (total >= m->pinned_min) slots = tb__ring_shape(m->staging_bound, total, &piece, &pin);
+    pinned = slots != 0;
+    chunk = pinned ? piece : m->upload_chunk;
+    while (i < m->constant_count && r == tb_ok && !cr) {
+        uintptr_t src = (uintptr_t)k[i].data;
+        uint64_t dev = m->const_addr[i], len, off, at;
+        uint32_t i_first = i;
+        int ext = (k[i].flags & TB_CONSTANT_EXTERNAL) != 0;
+        if (state_only && !(k[i].flags & TB_CONSTANT_STATE)) {
+            i++;
+            continue;
+        }
+        if (ext) {
+            const tb_weights_tensor *t = tb_weights_find(w, k[i].tensor); /* checked at load */
+            at = t->offset, len = k[i].size, j = i + 1;
+        } else {
+            for (j = i + 1; !state_only && j < m->constant_count; j++)
+                if ((k[j].flags & TB_CONSTANT_EXTERNAL) || (uintptr_t)k[j].data - src != m->const_addr[j] - dev) break;
+            len = m->const_addr[j - 1] - dev + k[j - 1].size;
+            at = src - base;
+        }
+        i = j;
+        if (!len) continue;
+        if (!ext && (!b->read_at || src < base || src - base > b->map_size || len > b->map_size - (src - base))) {
+            cr = tb__drv.cuMemcpyHtoD(dev, (const void *)src, (size_t)len);
+            continue;
+        }
+        for (off = 0; off < len; off += chunk) {
+            if (count == cap && !tb__grow(&m->ctx, (void **)&pieces, &cap, count + 1, sizeof *pieces)) {
+                r = TB__OOM(err);
+                break;
+            }
+            pieces[count].at = at + off;
+            pieces[count].dev = dev + off;
+            pieces[count].weights = ext;
+            pieces[count].konst = i_first;
+            pieces[count++].n = len - off < chunk ? (size_t)(len - off) : chunk;
+        }
+    }
+    memset(&q, 0, sizeof q);
+    q.m = m, q.w = w, q.pieces = pieces, q.count = count;
+    if (r == tb_ok && w && (m->flags & TB_MODEL_VERIFY_WEIGHTS) &&
+        !(q.crc = (uint32_t *)tb__alloc(&m->ctx, (size_t)(count ? count : 1) * sizeof *q.crc)))
+        r = TB__OOM(err);
+    memset(&ring, 0, sizeof ring);
+    ring.slots = slots, ring.pin = pin, ring.piece = piece;
+    if (tm) tm->upload_bytes = total;
+    if (r == tb_ok && !cr && count && pinned && (pin_failed = tb__ring_take(m, &ring) != 0) != 0)
+        tb__ring_give(&ring); /* the area to the next upload at once: this one goes the pageable way */
+    if (r == tb_ok && !cr && count) {
+        uint32_t started = 1;
+        if (ring.block) r = tb__pinned_run(&q, &ring, m->upload_threads, &started, &cr, err);
+        else r = tb__pipe_run(&q, &cr, err);
+        if (tm) {
+            tm->threads = started, tm->pin_ms = ring.pin_ms, tm->wait_ms = ring.wait_ms;
+            tm->pinned = ring.block != NULL, tm->reused = ring.reused;
+            tm->staging_bytes = ring.block ? (uint64_t)ring.slots * ring.piece : 0;
+        }
+    }
+    tb__ring_give(&ring);
+    if (pin_failed) /* (the logger is the caller's: called once the area is given back) */
+        tb__log(&m->ctx, TB_LOG_WARN, "model: pinning %llu bytes of staging failed; the upload went the pageable way",
+                (unsigned long long)pin * piece);
+    if (r == tb_ok && !cr && q.crc) r = tb__model_verify_upload(m, w, pieces, q.crc, count, err);
+    tb__free(&m->ctx, q.crc);
+    tb__free(&m->ctx, pieces);
+    /* a pageable copy returns once its bytes are staged: wait for them to
+       land, so that a run on any stream sees them */
+    if (!cr && r == tb_ok) cr = tb__drv.cuStreamSynchronize(NULL);
+    if (r == tb_ok && cr) r = tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyHtoD", "uploading the constants");
+    return r;
+}
+
+/* Reader threads for a pinned upload: one per core but one (a pread from
+   the page cache runs at about 7 GB/s on one core of an H100 host, 12
+   threads at 50: the bus's speed), 2 to TB_UPLOAD_THREADS; asked: at most
+   TB__UPLOAD_THREADS_MOST. An upload runs no more than its ring's slots. */
+static uint32_t tb__upload_threads(uint32_t asked) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    if (asked) return asked < TB__UPLOAD_THREADS_MOST ? asked : TB__UPLOAD_THREADS_MOST;
+    return n < 2 ? 2u : n > (long)TB_UPLOAD_THREADS ? (uint32_t)TB_UPLOAD_THREADS : (uint32_t)n;
+}
+
+/* ---------------------------------------------------------------------- */
+/* >>device  Device: memory, copies and streams in a model's context */
+/* The calls a program makes instead of the driver's (>>device in the
+   declarations states the context rule they follow). */
 /* Enters the model's context for one call: tb_ok, or the failure in err. */
 static tb_result tb__model_call_enter(const tb_model *m, int *pushed, const char *what, tb_error *err) {
     tb__CUresult cr;
