@@ -120,7 +120,9 @@
                  tb_bundle_kernel_count, tb_bundle_kernel, tb_bundle_find_kernel,
                  tb_kernel_find_artifact, tb_kernel_name, tb_bundle_launch_record_count,
                  tb_bundle_launch_record, tb_bundle_storage, tb_bundle_names,
-                 tb_names_free
+                 tb_names_free; tb_bundle_property, tb_bundle_property_count,
+                 tb_bundle_property_at, tb_bundle_set_property (key/value
+                 strings, 2.4)
      >>format    tb_bundle_write_file, tb_bundle_write_memory,
                  tb_bundle_write_callback, tb_bundle_read_file (mapped, read with
                  pread), tb_bundle_read_memory (a view or a copy),
@@ -144,9 +146,7 @@
      >>program   tb_bundle_program, tb_bundle_program_count,
                  tb_bundle_program_at, tb_bundle_find_program,
                  tb_bundle_set_program, tb_bundle_add_program (checked,
-                 copied; constants matched by name), tb_bundle_property,
-                 tb_bundle_property_count, tb_bundle_property_at,
-                 tb_bundle_set_property (key/value strings, 2.4),
+                 copied; constants matched by name),
                  tb_program_read_constant
                  (the checked read path), tb_expr_eval, tb_program_bind,
                  tb_program_specialize, tb_program_free (2.6: symbols),
@@ -831,6 +831,21 @@ TBDEF size_t tb_kernel_name(const tb_kernel *kernel, char *out, size_t cap);
 TBDEF tb_result tb_bundle_names(const tb_bundle *bundle, tb_names **out, tb_error *err);
 TBDEF void tb_names_free(tb_names *names);
 
+/* Properties (2.4): key/value strings a bundle of programs carries for
+   its callers, such as "generate.max_seq" (the positions a KV cache
+   holds). Keys are 1 to 255 bytes and unique, values up to
+   TB_MAX_STRING_LENGTH bytes; a bundle with properties is written as
+   section 6. */
+#ifndef TB_MAX_PROPERTIES
+#define TB_MAX_PROPERTIES 4096u
+#endif
+TBDEF uint32_t tb_bundle_property_count(const tb_bundle *bundle);
+/* The value of key, or NULL; tb_bundle_property_at gives the key too. */
+TBDEF const char *tb_bundle_property(const tb_bundle *bundle, const char *key);
+TBDEF const char *tb_bundle_property_at(const tb_bundle *bundle, uint32_t index, const char **key);
+/* Sets key to value (a copy of each; value NULL removes the key). */
+TBDEF tb_result tb_bundle_set_property(tb_bundle *bundle, const char *key, const char *value, tb_error *err);
+
 
 /* ======================================================================
    >>format  Format: the checksum, the writer and the reader
@@ -1409,20 +1424,6 @@ TBDEF tb_result tb_bundle_set_program(tb_bundle *bundle, const tb_program *progr
    table, so the stored program's constant indexes may differ from those
    given. Refused: a name another program has, TB_MAX_PROGRAMS programs. */
 TBDEF tb_result tb_bundle_add_program(tb_bundle *bundle, const tb_program *program, tb_error *err);
-/* Properties (2.4): key/value strings a bundle of programs carries for
-   its callers, such as "generate.max_seq" (the positions a KV cache
-   holds). Keys are 1 to 255 bytes and unique, values up to
-   TB_MAX_STRING_LENGTH bytes; a bundle with properties is written as
-   section 6. */
-#ifndef TB_MAX_PROPERTIES
-#define TB_MAX_PROPERTIES 4096u
-#endif
-TBDEF uint32_t tb_bundle_property_count(const tb_bundle *bundle);
-/* The value of key, or NULL; tb_bundle_property_at gives the key too. */
-TBDEF const char *tb_bundle_property(const tb_bundle *bundle, const char *key);
-TBDEF const char *tb_bundle_property_at(const tb_bundle *bundle, uint32_t index, const char **key);
-/* Sets key to value (a copy of each; value NULL removes the key). */
-TBDEF tb_result tb_bundle_set_property(tb_bundle *bundle, const char *key, const char *value, tb_error *err);
 /* size bytes of constant `index` of the bundle's table from byte `offset`
    into dst: through the checked read path (pread for a mapped file, which
    a truncation turns into tb_err_io, never SIGBUS). */
@@ -3448,6 +3449,55 @@ TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t cou
         out[n++] = c;
     }
     out[n] = 0;
+    return tb_ok;
+}
+
+/* Properties (2.4): a bundle's key/value strings (section 6 carries them). */
+TBDEF uint32_t tb_bundle_property_count(const tb_bundle *b) { return b ? b->property_count : 0; }
+TBDEF const char *tb_bundle_property_at(const tb_bundle *b, uint32_t i, const char **key) {
+    if (key) *key = b && i < b->property_count ? b->properties[2 * i] : NULL;
+    return b && i < b->property_count ? b->properties[2 * i + 1] : NULL;
+}
+TBDEF const char *tb_bundle_property(const tb_bundle *b, const char *key) {
+    uint32_t i;
+    for (i = 0; b && key && i < b->property_count; i++)
+        if (!strcmp(b->properties[2 * i], key)) return b->properties[2 * i + 1];
+    return NULL;
+}
+TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char *value, tb_error *err) {
+    uint32_t i;
+    size_t kn = key ? strlen(key) : 0, vn = value ? strlen(value) : 0;
+    const char *k2, *v2;
+    if (!b || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or key is NULL");
+    if (!kn || kn > TB_MAX_NAME_LENGTH || vn > TB_MAX_STRING_LENGTH)
+        return tb__fail(err, kn ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
+                        "a property key of %zu bytes (1 to %u) or value of %zu (at most %u)", kn, (unsigned)TB_MAX_NAME_LENGTH,
+                        vn, (unsigned)TB_MAX_STRING_LENGTH);
+    for (i = 0; i < b->property_count && strcmp(b->properties[2 * i], key); i++) {}
+    if (!value) { /* removed: the last one in its place */
+        if (i < b->property_count) {
+            b->property_count--;
+            b->properties[2 * i] = b->properties[2 * b->property_count];
+            b->properties[2 * i + 1] = b->properties[2 * b->property_count + 1];
+        }
+        return tb_ok;
+    }
+    if (i == b->property_count && b->property_count >= TB_MAX_PROPERTIES)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "over TB_MAX_PROPERTIES (%u) properties", (unsigned)TB_MAX_PROPERTIES);
+    if (!(k2 = tb__arena_strdup(&b->ctx, &b->arena, key, kn)) || !(v2 = tb__arena_strdup(&b->ctx, &b->arena, value, vn)))
+        return TB__OOM(err);
+    if (i == b->property_count) {
+        if (b->property_count == b->property_cap) {
+            uint32_t cap = b->property_cap ? 2 * b->property_cap : 8;
+            const char **a = (const char **)tb__alloc(&b->ctx, (size_t)cap * 2 * sizeof *a);
+            if (!a) return TB__OOM(err);
+            if (b->property_count) memcpy(a, b->properties, (size_t)b->property_count * 2 * sizeof *a);
+            tb__free(&b->ctx, b->properties);
+            b->properties = a, b->property_cap = cap;
+        }
+        b->property_count++;
+    }
+    b->properties[2 * i] = k2, b->properties[2 * i + 1] = v2;
     return tb_ok;
 }
 
@@ -9063,54 +9113,6 @@ TBDEF const tb_program *tb_bundle_find_program(const tb_bundle *b, const char *n
     for (i = 0; b && name && i < b->program_count; i++)
         if (!strcmp(b->programs[i]->name, name)) return b->programs[i];
     return NULL;
-}
-
-TBDEF uint32_t tb_bundle_property_count(const tb_bundle *b) { return b ? b->property_count : 0; }
-TBDEF const char *tb_bundle_property_at(const tb_bundle *b, uint32_t i, const char **key) {
-    if (key) *key = b && i < b->property_count ? b->properties[2 * i] : NULL;
-    return b && i < b->property_count ? b->properties[2 * i + 1] : NULL;
-}
-TBDEF const char *tb_bundle_property(const tb_bundle *b, const char *key) {
-    uint32_t i;
-    for (i = 0; b && key && i < b->property_count; i++)
-        if (!strcmp(b->properties[2 * i], key)) return b->properties[2 * i + 1];
-    return NULL;
-}
-TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char *value, tb_error *err) {
-    uint32_t i;
-    size_t kn = key ? strlen(key) : 0, vn = value ? strlen(value) : 0;
-    const char *k2, *v2;
-    if (!b || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or key is NULL");
-    if (!kn || kn > TB_MAX_NAME_LENGTH || vn > TB_MAX_STRING_LENGTH)
-        return tb__fail(err, kn ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
-                        "a property key of %zu bytes (1 to %u) or value of %zu (at most %u)", kn, (unsigned)TB_MAX_NAME_LENGTH,
-                        vn, (unsigned)TB_MAX_STRING_LENGTH);
-    for (i = 0; i < b->property_count && strcmp(b->properties[2 * i], key); i++) {}
-    if (!value) { /* removed: the last one in its place */
-        if (i < b->property_count) {
-            b->property_count--;
-            b->properties[2 * i] = b->properties[2 * b->property_count];
-            b->properties[2 * i + 1] = b->properties[2 * b->property_count + 1];
-        }
-        return tb_ok;
-    }
-    if (i == b->property_count && b->property_count >= TB_MAX_PROPERTIES)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "over TB_MAX_PROPERTIES (%u) properties", (unsigned)TB_MAX_PROPERTIES);
-    if (!(k2 = tb__arena_strdup(&b->ctx, &b->arena, key, kn)) || !(v2 = tb__arena_strdup(&b->ctx, &b->arena, value, vn)))
-        return TB__OOM(err);
-    if (i == b->property_count) {
-        if (b->property_count == b->property_cap) {
-            uint32_t cap = b->property_cap ? 2 * b->property_cap : 8;
-            const char **a = (const char **)tb__alloc(&b->ctx, (size_t)cap * 2 * sizeof *a);
-            if (!a) return TB__OOM(err);
-            if (b->property_count) memcpy(a, b->properties, (size_t)b->property_count * 2 * sizeof *a);
-            tb__free(&b->ctx, b->properties);
-            b->properties = a, b->property_cap = cap;
-        }
-        b->property_count++;
-    }
-    b->properties[2 * i] = k2, b->properties[2 * i + 1] = v2;
-    return tb_ok;
 }
 
 /* Does record rec's kernel write its argument j? marks: the record says
