@@ -141,7 +141,8 @@
      >>derive    tb_bundle_derive_launch_records
      >>grid      tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count,
                  grid[3], &err), tb_grid_parse (a Python-syntax expression to a
-                 rule's program), tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
+                 rule's program), tb_grid_text (a program back to text),
+                 tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
                  ("KERNEL=EXPR,...")
      >>program   tb_bundle_program, tb_bundle_program_count,
                  tb_bundle_program_at, tb_bundle_find_program,
@@ -694,36 +695,11 @@ typedef struct tb_tensor_desc {
     int padding_nan;             /* 1: reads out of bounds give NaN (padding="nan"), 0: zero */
 } tb_tensor_desc;
 
-/* Grid rules (format 2.2): how a config's grid follows from a launch's
-   arguments, so that a runtime can launch a kernel by name with its
-   arguments alone (TB_LAUNCH_GRID_AUTO). One small program per dimension,
-   in postfix order over 64-bit signed integers: operands push a value,
-   operators pop two (NEG: one) and push one. Division and modulo are
-   Python's (floor), as Inductor's and Triton's grid expressions are
-   written; an overflow, a division by zero or a grid out of CUDA's range
-   is an error, never a wrong launch. Records that the Python companion
-   exports carry them; records derived from a bare cache do not. */
-#define TB_GRID_CONST 1u     /* push value */
-#define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
-#define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
-#define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
-#define TB_GRID_SYM 5u       /* (2.6) push the program's symbol `index`: program expressions only, never a grid rule */
-#define TB_GRID_ADD 16u
-#define TB_GRID_SUB 17u
-#define TB_GRID_MUL 18u
-#define TB_GRID_FLOORDIV 19u /* a // b, rounding toward minus infinity */
-#define TB_GRID_CEILDIV 20u  /* ceil(a / b): triton.cdiv, Inductor's -(a // -b) */
-#define TB_GRID_MOD 21u      /* a % b, the sign of b */
-#define TB_GRID_MIN 22u
-#define TB_GRID_MAX 23u
-#define TB_GRID_NEG 24u
-#ifndef TB_MAX_GRID_OPS
-#define TB_MAX_GRID_OPS 64u      /* per dimension */
-#endif
-#define TB_GRID_STACK 16u        /* deepest stack a program may reach */
-#define TB_MAX_GRID_EXTRA 8u     /* grid_args a rule may read */
+/* Grid rules (format 2.2): a config's grid from a launch's arguments, one
+   program per dimension in the grid language (the operations TB_GRID_*,
+   the limits and the language: >>grid). */
 typedef struct tb_grid_op {
-    uint32_t op;                 /* TB_GRID_* */
+    uint32_t op;                 /* TB_GRID_* (>>grid) */
     uint32_t index;              /* ARG, PARAM, EXTRA: which; else 0 */
     int64_t value;               /* CONST: the value; else 0 */
 } tb_grid_op;
@@ -1137,6 +1113,38 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *bundle, tb_error *err
 /* ======================================================================
    >>grid  Grid rules: the language, evaluation and expressions
    ====================================================================== */
+/* Grid rules (format 2.2): how a config's grid follows from a launch's
+   arguments, so that a runtime can launch a kernel by name with its
+   arguments alone (TB_LAUNCH_GRID_AUTO). One small program per dimension
+   (tb_grid_rule, tb_grid_op: >>model), in postfix order over 64-bit signed
+   integers: operands push a value, operators pop two (NEG: one) and push
+   one. Division and modulo are Python's (floor), as Inductor's and
+   Triton's grid expressions are written; an overflow, a division by zero
+   or a grid out of CUDA's range is an error, never a wrong launch. Records
+   that the Python companion exports carry them; records derived from a
+   bare cache do not. A program's expressions (2.6, >>program) are the
+   same language over CONST, SYM and the operators. The implementation's
+   TB__GRID_OPS table is the one list of the operations: each one's name,
+   its spelling in a grid expression and the values it pops. */
+#define TB_GRID_CONST 1u     /* push value */
+#define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
+#define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
+#define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
+#define TB_GRID_SYM 5u       /* (2.6) push the program's symbol `index`: program expressions only, never a grid rule */
+#define TB_GRID_ADD 16u
+#define TB_GRID_SUB 17u
+#define TB_GRID_MUL 18u
+#define TB_GRID_FLOORDIV 19u /* a // b, rounding toward minus infinity */
+#define TB_GRID_CEILDIV 20u  /* ceil(a / b): triton.cdiv, Inductor's -(a // -b) */
+#define TB_GRID_MOD 21u      /* a % b, the sign of b */
+#define TB_GRID_MIN 22u
+#define TB_GRID_MAX 23u
+#define TB_GRID_NEG 24u
+#ifndef TB_MAX_GRID_OPS
+#define TB_MAX_GRID_OPS 64u      /* per dimension */
+#endif
+#define TB_GRID_STACK 16u        /* deepest stack a program may reach */
+#define TB_MAX_GRID_EXTRA 8u     /* grid_args a rule may read */
 /* The grid config's rule gives for these launch arguments (arg_count =
    strlen(config->arg_types)) and grid_args (Inductor's fixed grids pass
    theirs: the EXTRA operands). tb_err_not_found: the config has no rule;
@@ -1159,6 +1167,21 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *ar
 TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
                               const tb_config_param *params, uint32_t param_count, tb_grid_op *ops,
                               uint32_t *op_count, tb_error *err);
+/* tb_grid_parse's inverse, for people and tools (tbundle list): a
+   program as one infix expression, written into buf (cap bytes, always
+   NUL-terminated when cap > 0, cut short if it does not fit; buf may be
+   NULL when cap is 0); returns the text's full length, as snprintf does.
+   Operands: CONST its value, ARG arg_names[index] ("argN" without one),
+   PARAM params[index].name ("paramN" without one), EXTRA grid_args[N],
+   SYM symN; operators as the grid language writes them: (a + b), (a - b),
+   (a * b), (a // b), (a % b), cdiv(a, b), min(a, b), max(a, b), -(a).
+   Given the names it was parsed with (identifiers), the text of a program
+   tb_grid_parse gave parses back to that program. ops that are no program
+   of the language (none, an op this version does not know, an operator
+   with an index or a value, a short stack or one past TB_GRID_STACK, other
+   than one value left) give "?". */
+TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t op_count, const char *const *arg_names, uint32_t arg_count,
+                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap);
 /* Gives config `config` of record `record` (TB_ALL_CONFIGS: every config)
    the grid rule, checked against each config and copied into the bundle
    (NULL removes it). */
@@ -3009,53 +3032,10 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     return tb_ok;
 }
 
-/* A grid rule must run: every operand in range, the stack never short or
-   past TB_GRID_STACK, one value left per dimension, unused fields zero. An
-   operator this version does not know was written by a newer one. */
-static int tb__grid_int_code(char c) {
-    int k = tb__code_kind(c);
-    return k == TB__KIND_BOOL || k == TB__KIND_SINT || k == TB__KIND_UINT;
-}
+/* A grid rule's check: the grid language's one checker with the rule's
+   operands (>>grid); the records' and the reader's checks call it. */
 static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
-                                tb_error *err) {
-    size_t nargs = strlen(cf->arg_types);
-    uint32_t d, i;
-    for (d = 0; d < 3; d++) {
-        uint32_t depth = 0;
-        if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
-            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
-        for (i = 0; i < g->op_count[d]; i++) {
-            const tb_grid_op *o = &g->ops[d][i];
-            int operand = o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA;
-            if (o->op == TB_GRID_SYM)
-                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                                "grid rule dimension %u, operation %u: SYM (a program's symbol) in a grid rule", d, i);
-            if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
-                return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
-                                "grid rule operation %u is unknown (written by a newer version?)", o->op);
-            if ((o->op != TB_GRID_CONST && o->value) || ((!operand || o->op == TB_GRID_CONST) && o->index) ||
-                (o->op == TB_GRID_ARG && (o->index >= nargs || !tb__grid_int_code(cf->arg_types[o->index]))) ||
-                (o->op == TB_GRID_PARAM && o->index >= cf->param_count) ||
-                (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
-                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                                "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
-                                "param or a grid_arg of this config, or an unused field is not zero", d, i, o->index);
-            if (operand) depth++;
-            else if (depth < (o->op == TB_GRID_NEG ? 1u : 2u))
-                return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                                "grid rule dimension %u, operation %u: too few values on the stack", d, i);
-            else if (o->op != TB_GRID_NEG) depth--;
-            if (depth > TB_GRID_STACK)
-                return tb__fail(err, tb_err_limit, key, NULL, offset, 0,
-                                "grid rule dimension %u needs more than %u stack entries", d, TB_GRID_STACK);
-        }
-        if (depth != 1)
-            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u leaves %u values, not one", d, depth);
-    }
-    return tb_ok;
-}
+                                tb_error *err);
 
 /* Call info: names for all of the record's arguments or none, indexes of
    arguments; every config of such a record takes the same arguments. */
@@ -8250,8 +8230,157 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
 
 /* ---------------------------------------------------------------------- */
 /* >>grid  Grid rules: the language, evaluation and expressions */
-/* A config's grid from a launch's arguments (format 2.2).               */
+/* The language's table of operations and its one checker; a config's   */
+/* grid from a launch's arguments (format 2.2); expressions parsed from  */
+/* Python's syntax and written back (tb_grid_text).                      */
 /* ---------------------------------------------------------------------- */
+/* The grid language's operations, one row each: the one list of them
+   (docs/FORMAT.md, section 4). A row: the code (TB_GRID_*), its name as
+   the Python companion's OP_NAMES spells it, its spelling in a grid
+   expression (what tb_grid_parse reads and tb_grid_text writes; "" for an
+   operand), and its arity, the values it pops (an operand pops none; every
+   operation pushes one). The checker takes each operation's arity from
+   here, so a new operator is a row here (numbered past the last, the
+   evaluator telling operands by code <= TB_GRID_SYM), its case in the
+   evaluator (tb__grid_binop), and its syntax in the parser. */
+#define TB__GRID_OPS(X)                          \
+    X(TB_GRID_CONST, "CONST", "", 0)             \
+    X(TB_GRID_ARG, "ARG", "", 0)                 \
+    X(TB_GRID_PARAM, "PARAM", "", 0)             \
+    X(TB_GRID_EXTRA, "EXTRA", "", 0)             \
+    X(TB_GRID_SYM, "SYM", "", 0)                 \
+    X(TB_GRID_ADD, "ADD", "+", 2)                \
+    X(TB_GRID_SUB, "SUB", "-", 2)                \
+    X(TB_GRID_MUL, "MUL", "*", 2)                \
+    X(TB_GRID_FLOORDIV, "FLOORDIV", "//", 2)     \
+    X(TB_GRID_CEILDIV, "CEILDIV", "cdiv", 2)     \
+    X(TB_GRID_MOD, "MOD", "%", 2)                \
+    X(TB_GRID_MIN, "MIN", "min", 2)              \
+    X(TB_GRID_MAX, "MAX", "max", 2)              \
+    X(TB_GRID_NEG, "NEG", "-", 1)
+
+/* What the code reading the table assumes, checked when it builds: the
+   evaluators tell an operand from an operator by code <= TB_GRID_SYM, and
+   tb_grid_text writes operators of one or two operands. */
+#define TB__GRID_OP_OK(code, name, text, arity) && (((arity) == 0) == ((code) <= TB_GRID_SYM)) && (arity) <= 2
+typedef char tb__grid_ops_ok[(1 TB__GRID_OPS(TB__GRID_OP_OK)) ? 1 : -1];
+#undef TB__GRID_OP_OK
+
+/* An operation's arity, -1 for one this version does not know: the table
+   as a switch. */
+static int tb__grid_arity(uint32_t op) {
+    switch (op) {
+#define TB__X(code, name, text, arity) case code: return arity;
+        TB__GRID_OPS(TB__X)
+#undef TB__X
+    default: return -1;
+    }
+}
+/* An operator's spelling in a grid expression ("" for an operand). */
+static const char *tb__grid_op_text(uint32_t op) {
+    switch (op) {
+#define TB__X(code, name, text, arity) case code: return text;
+        TB__GRID_OPS(TB__X)
+#undef TB__X
+    default: return "";
+    }
+}
+
+/* How a program fails the language (tb__grid_walk's result; 0: it runs). */
+#define TB__WALK_UNKNOWN 1       /* an op this version does not know: a newer one's */
+#define TB__WALK_FOREIGN 2       /* an operand the caller never takes: SYM in a rule; ARG, PARAM, EXTRA in an expression */
+#define TB__WALK_FIELD 3         /* an index or value out of the caller's range, or an unused field not zero */
+#define TB__WALK_SHORT 4         /* too few values on the stack for an operator */
+#define TB__WALK_DEEP 5          /* the stack past TB_GRID_STACK */
+#define TB__WALK_LEFT 6          /* other than one value left at the end */
+/* A caller's operands: 0 where it takes o, else TB__WALK_FOREIGN or
+   TB__WALK_FIELD. */
+typedef int (*tb__grid_operand_fn)(const tb_grid_op *o, const void *user);
+
+/* The grid language's one checker, for grid rules (tb__check_grid),
+   program expressions (tb__check_expr_ops) and tb_grid_text: each op one
+   the table knows, each operand one the caller takes (operand; NULL takes
+   every operand as it is), each operator's unused index and value zero,
+   the stack, at each operator's arity from the table, never short nor past
+   TB_GRID_STACK, and one value left. Returns 0 or the first fault in the
+   program's order, *at the operation (n for the end) and *depth the values
+   on the stack before it; the caller words the error. */
+static int tb__grid_walk(const tb_grid_op *ops, uint32_t n, tb__grid_operand_fn operand, const void *user, uint32_t *at,
+                         uint32_t *depth) {
+    uint32_t i, d = 0;
+    int a, f;
+    for (i = 0; i < n; i++) {
+        const tb_grid_op *o = &ops[i];
+        *at = i, *depth = d;
+        if ((a = tb__grid_arity(o->op)) < 0) return TB__WALK_UNKNOWN;
+        if (a == 0 && operand && (f = operand(o, user)) != 0) return f;
+        if (a > 0 && (o->index || o->value)) return TB__WALK_FIELD;
+        if (d < (uint32_t)a) return TB__WALK_SHORT;
+        d = d - (uint32_t)a + 1;
+        if (d > TB_GRID_STACK) return TB__WALK_DEEP;
+    }
+    *at = n, *depth = d;
+    return d == 1 ? 0 : TB__WALK_LEFT;
+}
+
+/* A grid rule must run: the language's checker over each dimension of
+   1..TB_MAX_GRID_OPS operations, with the rule's operands: CONST (index
+   zero), an integer or bool argument of the config, one of its params, a
+   grid_arg under TB_MAX_GRID_EXTRA (value zero), never SYM (a program's).
+   An operation this version does not know was written by a newer one. */
+static int tb__grid_int_code(char c) {
+    int k = tb__code_kind(c);
+    return k == TB__KIND_BOOL || k == TB__KIND_SINT || k == TB__KIND_UINT;
+}
+typedef struct tb__rule_operands {
+    const tb_launch_config *cf;
+    size_t nargs;
+} tb__rule_operands;
+static int tb__rule_operand(const tb_grid_op *o, const void *user) {
+    const tb__rule_operands *ro = (const tb__rule_operands *)user;
+    if (o->op == TB_GRID_SYM) return TB__WALK_FOREIGN;
+    if ((o->op != TB_GRID_CONST && o->value) || (o->op == TB_GRID_CONST && o->index) ||
+        (o->op == TB_GRID_ARG && (o->index >= ro->nargs || !tb__grid_int_code(ro->cf->arg_types[o->index]))) ||
+        (o->op == TB_GRID_PARAM && o->index >= ro->cf->param_count) ||
+        (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
+        return TB__WALK_FIELD;
+    return 0;
+}
+static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
+                                tb_error *err) {
+    tb__rule_operands ro;
+    uint32_t d, i, depth;
+    ro.cf = cf, ro.nargs = strlen(cf->arg_types);
+    for (d = 0; d < 3; d++) {
+        if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
+            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
+        switch (tb__grid_walk(g->ops[d], g->op_count[d], tb__rule_operand, &ro, &i, &depth)) {
+        case 0: break;
+        case TB__WALK_UNKNOWN:
+            return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
+                            "grid rule operation %u is unknown (written by a newer version?)", g->ops[d][i].op);
+        case TB__WALK_FOREIGN:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: SYM (a program's symbol) in a grid rule", d, i);
+        case TB__WALK_FIELD:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
+                            "param or a grid_arg of this config, or an unused field is not zero", d, i, g->ops[d][i].index);
+        case TB__WALK_SHORT:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: too few values on the stack", d, i);
+        case TB__WALK_DEEP:
+            return tb__fail(err, tb_err_limit, key, NULL, offset, 0,
+                            "grid rule dimension %u needs more than %u stack entries", d, TB_GRID_STACK);
+        default:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u leaves %u values, not one", d, depth);
+        }
+    }
+    return tb_ok;
+}
+
 /* The value launch argument i gives a rule: what the kernel reads, as a
    signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
 static int64_t tb__sext(uint64_t u, uint32_t bytes) { /* the low bytes, sign-extended */
@@ -8809,6 +8938,94 @@ TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, ui
     memcpy(ops, g.ops, g.n * sizeof *ops);
     *op_count = g.n;
     return tb_ok;
+}
+
+/* ---- grid text: a program back to an expression (tb_grid_parse's inverse) ----
+   A program that runs is a tree whose root is its last operation, and the
+   text is that tree written out: an operator opens ("(", "cdiv(", "-("),
+   writes its left operand, its spelling or ", ", its right operand, and
+   closes. The walk allocates nothing: it goes down each left spine in a
+   loop (an operator's left operand begins where its right one, found by
+   counting back, begins, less one), writes the operand at its foot, and
+   climbs back up, recursing only into right operands, each of which holds
+   a value on the stack: at most TB_GRID_STACK levels, however long the
+   program. */
+typedef struct tb__gt {
+    char *buf;
+    size_t room, len;            /* room: the bytes of text buf takes (cap - 1) */
+    const tb_grid_op *ops;
+    const char *const *arg_names;
+    uint32_t arg_count;
+    const tb_config_param *params;
+    uint32_t param_count;
+} tb__gt;
+static void tb__gt_put(tb__gt *t, const char *s, size_t n) {
+    if (t->len < t->room) memcpy(t->buf + t->len, s, n < t->room - t->len ? n : t->room - t->len);
+    t->len += n;
+}
+static void tb__gt_puts(tb__gt *t, const char *s) { tb__gt_put(t, s, strlen(s)); }
+static void tb__gt_operand(tb__gt *t, const tb_grid_op *o) {
+    char num[40];
+    const char *name = NULL;
+    if (o->op == TB_GRID_ARG && t->arg_names && o->index < t->arg_count) name = t->arg_names[o->index];
+    else if (o->op == TB_GRID_PARAM && t->params && o->index < t->param_count) name = t->params[o->index].name;
+    if (name) {
+        tb__gt_puts(t, name);
+        return;
+    }
+    switch (o->op) {
+    case TB_GRID_CONST: snprintf(num, sizeof num, "%lld", (long long)o->value); break;
+    case TB_GRID_ARG: snprintf(num, sizeof num, "arg%u", o->index); break;
+    case TB_GRID_PARAM: snprintf(num, sizeof num, "param%u", o->index); break;
+    case TB_GRID_EXTRA: snprintf(num, sizeof num, "grid_args[%u]", o->index); break;
+    default: snprintf(num, sizeof num, "sym%u", o->index); break; /* SYM */
+    }
+    tb__gt_puts(t, num);
+}
+/* an operator spelled with letters is called: cdiv(a, b); else infix: (a + b), -(a) */
+static int tb__gt_called(const char *text) { return (*text >= 'a' && *text <= 'z') || (*text >= 'A' && *text <= 'Z'); }
+/* The first operation of the value ops[i] pushes (its subtree's). */
+static uint32_t tb__gt_first(const tb_grid_op *ops, uint32_t i) {
+    uint32_t need = 1;
+    for (;; i--) {
+        need += (uint32_t)tb__grid_arity(ops[i].op);
+        if (--need == 0) return i;
+    }
+}
+/* The value ops[i] pushes, as text. */
+static void tb__gt_value(tb__gt *t, uint32_t i) {
+    const tb_grid_op *ops = t->ops;
+    uint32_t p = i, q, h;
+    int a;
+    while ((a = tb__grid_arity(ops[p].op)) > 0) { /* down the left spine: the openings, outermost first */
+        const char *text = tb__grid_op_text(ops[p].op);
+        if (a == 1 || tb__gt_called(text)) tb__gt_puts(t, text);
+        tb__gt_put(t, "(", 1);
+        p = a == 1 ? p - 1 : tb__gt_first(ops, p - 1) - 1;
+    }
+    tb__gt_operand(t, &ops[p]);
+    while (p < i) { /* up again: the operator that takes p's value as its left operand, innermost first */
+        for (q = p + 1, h = 0; (uint32_t)(a = tb__grid_arity(ops[q].op)) <= h; q++) h = h + 1 - (uint32_t)a;
+        if (a == 2) {
+            const char *text = tb__grid_op_text(ops[q].op);
+            if (tb__gt_called(text)) tb__gt_put(t, ", ", 2);
+            else tb__gt_put(t, " ", 1), tb__gt_puts(t, text), tb__gt_put(t, " ", 1);
+            tb__gt_value(t, q - 1);
+        }
+        tb__gt_put(t, ")", 1);
+        p = q;
+    }
+}
+TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t n, const char *const *arg_names, uint32_t arg_count,
+                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap) {
+    tb__gt t;
+    uint32_t at, depth;
+    t.buf = buf, t.room = buf && cap ? cap - 1 : 0, t.len = 0, t.ops = ops;
+    t.arg_names = arg_names, t.arg_count = arg_count, t.params = params, t.param_count = param_count;
+    if (!ops || tb__grid_walk(ops, n, NULL, NULL, &at, &depth) != 0) tb__gt_put(&t, "?", 1);
+    else tb__gt_value(&t, n - 1);
+    if (buf && cap) buf[t.len < t.room ? t.len : t.room] = 0;
+    return t.len;
 }
 
 /* The names a record's grid rules read: its call info's, else those the
@@ -9536,40 +9753,44 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
 }
 
 /* ---- (2.6) symbols and expressions ---- */
-/* An expression must run: CONST, SYM of a symbol the program has and the
-   operators, the stack never short or past TB_GRID_STACK, one value left,
-   unused fields zero; an operation this version does not know was written
-   by a newer one. */
+/* An expression must run: the grid language's checker (tb__grid_walk)
+   over 1..TB_MAX_EXPR_OPS operations, whose operands are CONST (index
+   zero) and SYM of a symbol the program has (value zero); an operation
+   this version does not know was written by a newer one. */
+static int tb__expr_operand(const tb_grid_op *o, const void *user) {
+    uint32_t nsyms = *(const uint32_t *)user;
+    if (o->op != TB_GRID_CONST && o->op != TB_GRID_SYM) return TB__WALK_FOREIGN;
+    if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||
+        (o->op == TB_GRID_SYM && o->index >= nsyms))
+        return TB__WALK_FIELD;
+    return 0;
+}
 static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t nsyms, uint32_t e, tb_error *err) {
-    uint32_t i, depth = 0;
+    uint32_t i, depth;
+    int fault;
     if (!n || n > TB_MAX_EXPR_OPS || !ops)
         return tb__fail(err, n > TB_MAX_EXPR_OPS ? tb_err_limit : tb_err_malformed, NULL, NULL, -1, 0,
                         "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n, (unsigned)TB_MAX_EXPR_OPS);
-    for (i = 0; i < n; i++) {
-        const tb_grid_op *o = &ops[i];
-        int operand = o->op == TB_GRID_CONST || o->op == TB_GRID_SYM;
-        if (!operand && (o->op < TB_GRID_ADD || o->op > TB_GRID_NEG))
-            return tb__fail(err, o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA ? tb_err_malformed : tb_err_unsupported_version,
-                            NULL, NULL, -1, 0, "program expression %u, operation %u: op %u is %s", e, i, o->op,
-                            o->op >= TB_GRID_CONST && o->op <= TB_GRID_EXTRA
-                                ? "a grid rule's operand (an expression reads constants and symbols)"
-                                : "unknown (written by a newer version?)");
-        if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||
-            (o->op == TB_GRID_SYM && o->index >= nsyms))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
-                            o->index, nsyms);
-        if (operand) depth++;
-        else if (depth < (o->op == TB_GRID_NEG ? 1u : 2u))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
-        else if (o->op != TB_GRID_NEG) depth--;
-        if (depth > TB_GRID_STACK)
-            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
-                            TB_GRID_STACK);
-    }
-    if (depth != 1)
+    switch ((fault = tb__grid_walk(ops, n, tb__expr_operand, &nsyms, &i, &depth))) {
+    case 0: return tb_ok;
+    case TB__WALK_UNKNOWN:
+    case TB__WALK_FOREIGN:
+        return tb__fail(err, fault == TB__WALK_FOREIGN ? tb_err_malformed : tb_err_unsupported_version, NULL, NULL, -1, 0,
+                        "program expression %u, operation %u: op %u is %s", e, i, ops[i].op,
+                        fault == TB__WALK_FOREIGN ? "a grid rule's operand (an expression reads constants and symbols)"
+                                                  : "unknown (written by a newer version?)");
+    case TB__WALK_FIELD:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
+                        ops[i].index, nsyms);
+    case TB__WALK_SHORT:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
+    case TB__WALK_DEEP:
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
+                        TB_GRID_STACK);
+    default:
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e, depth);
-    return tb_ok;
+    }
 }
 static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
     tb__grid_env env;

@@ -230,6 +230,206 @@ TEST(test_grid_rule_from_ir_names) {
     tb_bundle_free(b);
 }
 
+/* The grid language's one table (TB__GRID_OPS): a row per operation, its
+   name, its spelling and its arity. */
+typedef struct op_row {
+    uint32_t code;
+    const char *name, *text;
+    int arity;
+} op_row;
+#define OP_ROW(code, name, text, arity) {code, name, text, arity},
+static const op_row op_rows[] = {TB__GRID_OPS(OP_ROW)};
+#undef OP_ROW
+#define OP_ROWS (sizeof op_rows / sizeof op_rows[0])
+static const op_row *op_row_of(uint32_t code) {
+    size_t i;
+    for (i = 0; i < OP_ROWS; i++)
+        if (op_rows[i].code == code) return &op_rows[i];
+    return NULL;
+}
+/* The builder's check of a rule whose x is ops (what a reader checks). */
+static tb_result add_rule(const tb_grid_op *ops, uint32_t n, tb_error *e) {
+    static const tb_grid_op one[] = {OP(CONST, 0, 1)};
+    static const tb_config_param ps[] = {{"XBLOCK", 128}};
+    tb_grid_rule g;
+    tb_launch_config c;
+    tb_launch_record rec;
+    tb_bundle *b;
+    tb_result r;
+    g.op_count[0] = n, g.ops[0] = ops, g.op_count[1] = g.op_count[2] = 1, g.ops[1] = g.ops[2] = one;
+    c = grid_config("Oil", &g, ps, 1);
+    memset(&rec, 0, sizeof rec);
+    rec.cache_key = "K", rec.kernel_name = "k", rec.config_count = 1, rec.configs = &c;
+    if (tb_bundle_create(NULL, &b, e) != tb_ok) return tb_err_out_of_memory;
+    r = tb_bundle_add_launch_record(b, &rec, e);
+    tb_bundle_free(b);
+    return r;
+}
+
+/* Issue 39: one table of the operations. Every row's operation written by
+   tb_grid_text parses back to itself with tb_grid_parse (EXTRA and SYM have
+   no spelling in an expression: refused there); the checker refuses every
+   code the table lacks as a newer version's, and takes each operator's
+   arity from the table (one value fewer is too few, one more leaves two),
+   in grid rules and in program expressions alike. */
+TEST(test_grid_language_table) {
+    static const char *const names[] = {"n", "m"};
+    static const tb_config_param ps[] = {{"XBLOCK", 128}};
+    static const int64_t syms[] = {6};
+    size_t i;
+    uint32_t code;
+    tb_error e;
+    CHECK(OP_ROWS == 14 && op_rows[0].code == TB_GRID_CONST && op_rows[OP_ROWS - 1].code == TB_GRID_NEG);
+    for (i = 0; i < OP_ROWS; i++) {
+        const op_row *row = &op_rows[i];
+        tb_grid_op prog[4], back[TB_MAX_GRID_OPS], xs[4];
+        uint32_t n = 0, m = 0, k;
+        char text[200];
+        size_t len;
+        int writable = row->code != TB_GRID_EXTRA && row->code != TB_GRID_SYM;
+        int64_t v = 0;
+        memset(prog, 0, sizeof prog);
+        CHECK(row->arity >= 0 && row->arity <= 2 && (row->arity == 0) == (row->code <= TB_GRID_SYM) &&
+              (row->arity == 0) == (row->text[0] == 0) && row->name[0]);
+        if (row->arity == 0) {
+            prog[0].op = row->code, n = 1;
+            if (row->code == TB_GRID_CONST) prog[0].value = -42;
+            if (row->code == TB_GRID_ARG) prog[0].index = 1;
+        } else {
+            for (k = 0; k < (uint32_t)row->arity; k++) prog[n].op = TB_GRID_ARG, prog[n++].index = k;
+            prog[n++].op = row->code;
+        }
+        len = tb_grid_text(prog, n, names, 2, ps, 1, text, sizeof text);
+        CHECK(len == strlen(text) && len > 0 && strcmp(text, "?") != 0);
+        CHECK(row->arity == 0 || strstr(text, row->text)); /* the table's spelling */
+        if (writable) {
+            tb_result r = tb_grid_parse(text, names, 2, ps, 1, back, &m, &e);
+            CHECK(r == tb_ok && m == n && memcmp(back, prog, n * sizeof *prog) == 0);
+            if (r != tb_ok || m != n || memcmp(back, prog, n * sizeof *prog) != 0)
+                printf("    %s: \"%s\" does not parse back (%s)\n", row->name, text, r ? e.message : "other operations");
+        } else {
+            CHECK(tb_grid_parse(text, names, 2, ps, 1, back, &m, &e) == tb_err_parse);
+        }
+        if (row->arity == 0) continue;
+        /* the arity the checker enforces: as many values as the table says */
+        for (k = 0; k < 4; k++) xs[k].op = TB_GRID_CONST, xs[k].index = 0, xs[k].value = 3;
+        xs[row->arity].op = row->code, xs[row->arity].value = 0;
+        CHECK(tb_expr_eval(xs, (uint32_t)row->arity + 1, NULL, 0, &v, &e) == tb_ok);
+        CHECK(add_rule(xs, (uint32_t)row->arity + 1, &e) == tb_ok);
+        xs[row->arity - 1] = xs[row->arity];
+        CHECK(tb_expr_eval(xs, (uint32_t)row->arity, NULL, 0, &v, &e) == tb_err_malformed && strstr(e.message, "too few values"));
+        CHECK(add_rule(xs, (uint32_t)row->arity, &e) == tb_err_malformed && strstr(e.message, "too few values"));
+        for (k = 0; k < 4; k++) xs[k].op = TB_GRID_CONST, xs[k].index = 0, xs[k].value = 3;
+        xs[row->arity + 1].op = row->code, xs[row->arity + 1].value = 0;
+        CHECK(tb_expr_eval(xs, (uint32_t)row->arity + 2, NULL, 0, &v, &e) == tb_err_malformed &&
+              strstr(e.message, "leaves 2 values"));
+        CHECK(add_rule(xs, (uint32_t)row->arity + 2, &e) == tb_err_malformed && strstr(e.message, "leaves 2 values"));
+    }
+    /* a code the table lacks is a newer version's, to both checkers, and "?" to the printer */
+    for (code = 0; code < 300; code += code < 40 ? 1 : 97) {
+        tb_grid_op xs[2] = {OP(CONST, 0, 1), {0, 0, 0}};
+        int64_t v = 0;
+        char text[8];
+        xs[1].op = code == 299 ? 0xFFFFFFFFu : code;
+        if (op_row_of(xs[1].op)) continue;
+        CHECK(tb_expr_eval(xs, 2, NULL, 0, &v, &e) == tb_err_unsupported_version && strstr(e.message, "unknown"));
+        CHECK(add_rule(xs, 2, &e) == tb_err_unsupported_version && strstr(e.message, "unknown"));
+        CHECK(tb_grid_text(xs, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+    }
+    /* which operands each takes stays the caller's: SYM in a rule, ARG in an expression */
+    {
+        const tb_grid_op sym[] = {OP(SYM, 0, 0)}, arg[] = {OP(ARG, 1, 0)};
+        int64_t v = 0;
+        CHECK(add_rule(sym, 1, &e) == tb_err_malformed && strstr(e.message, "SYM (a program's symbol) in a grid rule"));
+        CHECK(tb_expr_eval(sym, 1, syms, 1, &v, &e) == tb_ok && v == 6);
+        CHECK(tb_expr_eval(arg, 1, syms, 1, &v, &e) == tb_err_malformed && strstr(e.message, "a grid rule's operand"));
+        CHECK(add_rule(arg, 1, &e) == tb_ok);
+    }
+}
+
+/* tb_grid_text: tbundle list's text of a rule, snprintf's contract, the
+   names it falls back to, "?" for what does not run, and the text of
+   programs tb_grid_parse gave parsing back to them. */
+TEST(test_grid_text) {
+    static const char *const names[] = {"n", "m", NULL};
+    static const tb_config_param ps[] = {{"XBLOCK", 128}, {"R", -3}};
+    static const char *const exprs[] = {
+        "cdiv(n, 1024)", "n // 512 + 1", "-(-n // 65536) % 3", "cdiv(M, 128) * cdiv(N, 128)",
+        "min(n, 5, n*3) - max(n // 2, n % 7)", "ceildiv(n, 3) + -(n)", "1 - 9223372036854775807",
+        "-9223372036854775808", "-(-9223372036854775808)", "(n+n)*(n-n)//(n%n)", "min(max(min(n,1),2),3)",
+        "meta['XBLOCK'] * R - m", "-(n // -XBLOCK) * (2 + 3)", "n - (m - (n - (m - (n - (m - 1)))))",
+        "int(n) + max(m)", "-(-(-(n)))", "cdiv(cdiv(n, m), min(n, cdiv(m, XBLOCK)))"};
+    static const char *const abc[] = {"n", "m", "M", "N"};
+    tb_grid_op ops[TB_MAX_GRID_OPS], back[TB_MAX_GRID_OPS];
+    char text[600], small[5];
+    uint32_t n = 0, m = 0, i;
+    tb_error e;
+    /* as tbundle list prints a rule (tests/test_tbundle.sh) */
+    CHECK_OK(tb_grid_parse("-(n // -XBLOCK) * (2 + 3)", names, 2, ps, 2, ops, &n, &e), &e);
+    CHECK(tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) == 25 && !strcmp(text, "(-((n // -(XBLOCK))) * 5)"));
+    CHECK(tb_grid_text(ops, n, NULL, 0, NULL, 0, text, sizeof text) == 28 && !strcmp(text, "(-((arg0 // -(param0))) * 5)"));
+    CHECK_OK(tb_grid_parse("min(n, m, 7) + cdiv(n, XBLOCK) % max(m, 2) - 1", names, 2, ps, 2, ops, &n, &e), &e);
+    CHECK(tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) > 0 &&
+          !strcmp(text, "((min(min(n, m), 7) + (cdiv(n, XBLOCK) % max(m, 2))) - 1)"));
+    /* snprintf's contract: the full length, cut short, always terminated */
+    CHECK(tb_grid_text(ops, n, names, 2, ps, 2, NULL, 0) == strlen(text));
+    CHECK(tb_grid_text(ops, n, names, 2, ps, 2, small, sizeof small) == strlen(text) && !strcmp(small, "((mi"));
+    small[0] = 'x';
+    CHECK(tb_grid_text(ops, n, names, 2, ps, 2, small, 1) == strlen(text) && small[0] == 0);
+    /* operands without a name, EXTRA and SYM; an index past the names */
+    {
+        const tb_grid_op o[] = {OP(ARG, 2, 0), OP(ARG, 7, 0), OP(ADD, 0, 0), OP(PARAM, 5, 0), OP(EXTRA, 1, 0), OP(MAX, 0, 0),
+                                OP(SYM, 3, 0), OP(CONST, 0, INT64_MIN), OP(MIN, 0, 0), OP(SUB, 0, 0), OP(SUB, 0, 0)};
+        CHECK(tb_grid_text(o, 11, names, 3, ps, 2, text, sizeof text) > 0 &&
+              !strcmp(text, "((arg2 + arg7) - (max(param5, grid_args[1]) - min(sym3, -9223372036854775808)))"));
+    }
+    /* what does not run is "?" */
+    {
+        const tb_grid_op under[] = {OP(CONST, 0, 1), OP(ADD, 0, 0)}, two[] = {OP(CONST, 0, 1), OP(CONST, 0, 1)};
+        const tb_grid_op stray[] = {OP(CONST, 0, 1), {TB_GRID_NEG, 1, 0}};
+        tb_grid_op deep[TB_GRID_STACK * 2 + 1];
+        for (i = 0; i <= TB_GRID_STACK; i++) deep[i].op = TB_GRID_CONST, deep[i].index = 0, deep[i].value = i;
+        for (i = 0; i < TB_GRID_STACK; i++) deep[TB_GRID_STACK + 1 + i].op = TB_GRID_SUB, deep[TB_GRID_STACK + 1 + i].index = 0,
+                                            deep[TB_GRID_STACK + 1 + i].value = 0;
+        CHECK(tb_grid_text(under, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(two, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(stray, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(two, 0, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(NULL, 3, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(deep, TB_GRID_STACK * 2 + 1, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        /* one fewer: the deepest the stack may go, nested on the right */
+        CHECK(tb_grid_text(deep + 1, TB_GRID_STACK * 2 - 1, NULL, 0, NULL, 0, text, sizeof text) > 0 &&
+              !strncmp(text, "(1 - (2 - (3 - ", 15) && strstr(text, "(15 - 16)))"));
+    }
+    /* a long program, nested on the left (no recursion there), written whole */
+    {
+        tb_grid_op chain[TB_MAX_GRID_OPS];
+        size_t len;
+        chain[0].op = TB_GRID_ARG, chain[0].index = 1, chain[0].value = 0;
+        for (i = 1; i + 1 < TB_MAX_GRID_OPS; i += 2) {
+            chain[i].op = TB_GRID_CONST, chain[i].index = 0, chain[i].value = 1000000 + i;
+            chain[i + 1].op = TB_GRID_MUL, chain[i + 1].index = 0, chain[i + 1].value = 0;
+        }
+        chain[TB_MAX_GRID_OPS - 1].op = TB_GRID_NEG, chain[TB_MAX_GRID_OPS - 1].index = 0, chain[TB_MAX_GRID_OPS - 1].value = 0;
+        len = tb_grid_text(chain, TB_MAX_GRID_OPS, names, 2, ps, 2, NULL, 0);
+        CHECK(len > 255 && len < sizeof text && tb_grid_text(chain, TB_MAX_GRID_OPS, names, 2, ps, 2, text, sizeof text) == len &&
+              strlen(text) == len && !strncmp(text, "-((((", 5) &&
+              strstr(text, "((m * 1000001) * 1000003)") && !strcmp(text + len - 11, "* 1000061))"));
+        CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_ok && m == TB_MAX_GRID_OPS &&
+              !memcmp(back, chain, sizeof chain));
+    }
+    /* round trips: a program tb_grid_parse gave, written and parsed again */
+    for (i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
+        tb_result r = tb_grid_parse(exprs[i], abc, 4, ps, 2, ops, &n, &e);
+        CHECK_OK(r, &e);
+        if (r != tb_ok) continue;
+        CHECK(tb_grid_text(ops, n, abc, 4, ps, 2, text, sizeof text) == strlen(text));
+        r = tb_grid_parse(text, abc, 4, ps, 2, back, &m, &e);
+        CHECK(r == tb_ok && m == n && !memcmp(back, ops, n * sizeof *ops));
+        if (r != tb_ok || m != n || memcmp(back, ops, n * sizeof *ops)) printf("    %s -> %s\n", exprs[i], text);
+    }
+}
+
 /* TB_LAUNCH_GRID_AUTO: by name, the grid comes from the chosen config's
    rule (its PARAM operands resolved at load) and grid_args. */
 TEST(test_launch_grid_auto) {
