@@ -768,34 +768,6 @@ static void print_scratch(const char *name, const tb_scratch *s) {
     if (s->present) printf(" %s=%llu/%u", name, (unsigned long long)s->size, s->align);
 }
 
-/* One dimension of a grid rule as infix text, operands by name. */
-static void grid_text(const tb_grid_op *ops, uint32_t n, const tb_launch_record *r, const tb_launch_config *c,
-                      char *out, size_t cap) {
-    static char st[TB_GRID_STACK][256];
-    char a[256], b[256];
-    uint32_t sp = 0, i;
-    for (i = 0; i < n && sp <= TB_GRID_STACK; i++) {
-        const tb_grid_op *o = &ops[i];
-        static const char *const sym[] = {"+", "-", "*", "//", "cdiv", "%", "min", "max"};
-        if (o->op == TB_GRID_CONST) snprintf(st[sp++], 256, "%lld", (long long)o->value);
-        else if (o->op == TB_GRID_ARG && r->call && r->call->arg_count) snprintf(st[sp++], 256, "%.200s", r->call->arg_names[o->index]);
-        else if (o->op == TB_GRID_ARG) snprintf(st[sp++], 256, "arg%u", o->index);
-        else if (o->op == TB_GRID_PARAM) snprintf(st[sp++], 256, "%.200s", c->params[o->index].name);
-        else if (o->op == TB_GRID_EXTRA) snprintf(st[sp++], 256, "grid_args[%u]", o->index);
-        else if (o->op == TB_GRID_NEG) {
-            snprintf(a, sizeof a, "%s", st[sp - 1]);
-            snprintf(st[sp - 1], 256, "-(%.240s)", a);
-        } else {
-            snprintf(b, sizeof b, "%s", st[--sp]);
-            snprintf(a, sizeof a, "%s", st[sp - 1]);
-            if (o->op >= TB_GRID_ADD && o->op <= TB_GRID_MOD && o->op != TB_GRID_CEILDIV)
-                snprintf(st[sp - 1], 256, "(%.120s %s %.120s)", a, sym[o->op - TB_GRID_ADD], b);
-            else snprintf(st[sp - 1], 256, "%s(%.120s, %.120s)", sym[o->op - TB_GRID_ADD], a, b);
-        }
-    }
-    snprintf(out, cap, "%s", sp ? st[sp - 1] : "?");
-}
-
 /* ---- programs (format 2.3, section 5) ---- */
 
 /* a dtype's name; "dtype N" for a number outside the table (which a reader
@@ -1161,7 +1133,9 @@ static void json_grid(const tb_launch_record *r, const tb_launch_config *c) {
     static const char *const names[] = {"add", "sub", "mul", "floordiv", "cdiv", "mod", "min", "max", "neg"};
     char dim[3][300], text[1000];
     uint32_t d, i;
-    for (d = 0; d < 3; d++) grid_text(c->grid->ops[d], c->grid->op_count[d], r, c, dim[d], sizeof dim[d]);
+    for (d = 0; d < 3; d++)
+        tb_grid_text(c->grid->ops[d], c->grid->op_count[d], r->call ? r->call->arg_names : NULL,
+                     r->call ? r->call->arg_count : 0, c->params, c->param_count, dim[d], sizeof dim[d]);
     snprintf(text, sizeof text, "(%s, %s, %s)", dim[0], dim[1], dim[2]); /* as the plain list prints it */
     fputs("{\"text\": ", stdout);
     jstr(text);
@@ -1413,7 +1387,8 @@ static int cmd_list(int argc, char **argv) {
                 printf(" %s=%lld", esc(c->params[q].name, e1, sizeof e1), (long long)c->params[q].value);
             if (c->grid) {
                 for (q = 0; q < 3; q++) {
-                    grid_text(c->grid->ops[q], c->grid->op_count[q], r, c, e2, sizeof e2);
+                    tb_grid_text(c->grid->ops[q], c->grid->op_count[q], r->call ? r->call->arg_names : NULL,
+                                 r->call ? r->call->arg_count : 0, c->params, c->param_count, e2, sizeof e2);
                     printf("%s%s", q ? ", " : "  grid (", esc(e2, e1, sizeof e1));
                 }
                 printf(")");
