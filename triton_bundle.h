@@ -1176,10 +1176,11 @@ TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, ui
    SYM symN; operators as the grid language writes them: (a + b), (a - b),
    (a * b), (a // b), (a % b), cdiv(a, b), min(a, b), max(a, b), -(a).
    Given the names it was parsed with (identifiers), the text of a program
-   tb_grid_parse gave parses back to that program. ops that are no program
-   of the language (none, an op this version does not know, an operator
-   with an index or a value, a short stack or one past TB_GRID_STACK, other
-   than one value left) give "?". */
+   tb_grid_parse gave parses back to that program, unless its parentheses
+   nest past the parser's 64 levels (each operator adds one, a NEG two).
+   ops that are no program of the language (none, an op this version does
+   not know, an operator with an index or a value, a short stack or one
+   past TB_GRID_STACK, other than one value left) give "?". */
 TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t op_count, const char *const *arg_names, uint32_t arg_count,
                           const tb_config_param *params, uint32_t param_count, char *buf, size_t cap);
 /* Gives config `config` of record `record` (TB_ALL_CONFIGS: every config)
@@ -8305,22 +8306,24 @@ typedef int (*tb__grid_operand_fn)(const tb_grid_op *o, const void *user);
    TB_GRID_STACK, and one value left. Returns 0 or the first fault in the
    program's order, *at the operation (n for the end) and *depth the values
    on the stack before it; the caller words the error. */
-static int tb__grid_walk(const tb_grid_op *ops, uint32_t n, tb__grid_operand_fn operand, const void *user, uint32_t *at,
-                         uint32_t *depth) {
+static inline int tb__grid_walk(const tb_grid_op *ops, uint32_t n, tb__grid_operand_fn operand, const void *user,
+                                uint32_t *at, uint32_t *depth) {
     uint32_t i, d = 0;
-    int a, f;
+    int a, f = 0;
     for (i = 0; i < n; i++) {
         const tb_grid_op *o = &ops[i];
-        *at = i, *depth = d;
-        if ((a = tb__grid_arity(o->op)) < 0) return TB__WALK_UNKNOWN;
-        if (a == 0 && operand && (f = operand(o, user)) != 0) return f;
-        if (a > 0 && (o->index || o->value)) return TB__WALK_FIELD;
-        if (d < (uint32_t)a) return TB__WALK_SHORT;
-        d = d - (uint32_t)a + 1;
-        if (d > TB_GRID_STACK) return TB__WALK_DEEP;
+        if ((a = tb__grid_arity(o->op)) < 0) f = TB__WALK_UNKNOWN;
+        else if (a == 0 && operand) f = operand(o, user);
+        else if (a > 0 && (o->index || o->value)) f = TB__WALK_FIELD;
+        if (!f && d < (uint32_t)a) f = TB__WALK_SHORT;
+        if (f) break;
+        if ((d = d - (uint32_t)a + 1) > TB_GRID_STACK) {
+            f = TB__WALK_DEEP;
+            break;
+        }
     }
-    *at = n, *depth = d;
-    return d == 1 ? 0 : TB__WALK_LEFT;
+    *at = i, *depth = d;
+    return f ? f : d == 1 ? 0 : TB__WALK_LEFT;
 }
 
 /* A grid rule must run: the language's checker over each dimension of
@@ -8336,7 +8339,7 @@ typedef struct tb__rule_operands {
     const tb_launch_config *cf;
     size_t nargs;
 } tb__rule_operands;
-static int tb__rule_operand(const tb_grid_op *o, const void *user) {
+static inline int tb__rule_operand(const tb_grid_op *o, const void *user) {
     const tb__rule_operands *ro = (const tb__rule_operands *)user;
     if (o->op == TB_GRID_SYM) return TB__WALK_FOREIGN;
     if ((o->op != TB_GRID_CONST && o->value) || (o->op == TB_GRID_CONST && o->index) ||
@@ -9757,7 +9760,7 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
    over 1..TB_MAX_EXPR_OPS operations, whose operands are CONST (index
    zero) and SYM of a symbol the program has (value zero); an operation
    this version does not know was written by a newer one. */
-static int tb__expr_operand(const tb_grid_op *o, const void *user) {
+static inline int tb__expr_operand(const tb_grid_op *o, const void *user) {
     uint32_t nsyms = *(const uint32_t *)user;
     if (o->op != TB_GRID_CONST && o->op != TB_GRID_SYM) return TB__WALK_FOREIGN;
     if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||

@@ -8,7 +8,9 @@
    the same input gives the same program again. The parser does not bound
    the stack's depth: tb_bundle_set_grid_rule takes the program if it stays
    within TB_GRID_STACK and refuses it with tb_err_limit if not, and a rule
-   it took evaluates to a grid or to tb_err_arg_range. */
+   it took evaluates to a grid or to tb_err_arg_range. tb_grid_text writes
+   the program back: "?" past TB_GRID_STACK, else a text that parses to the
+   same program, or that nests past the parser's 64 levels. */
 #define TRITON_BUNDLE_IMPLEMENTATION
 #include "../triton_bundle.h"
 
@@ -68,6 +70,25 @@ static void set_rule(const tb_grid_op *ops, uint32_t n, uint32_t depth) {
     tb_bundle_free(b);
 }
 
+/* the program written back by tb_grid_text, and parsed again */
+static void text_back(const tb_grid_op *ops, uint32_t n, uint32_t depth) {
+    static char buf[16384];
+    tb_grid_op back[TB_MAX_GRID_OPS];
+    uint32_t m = 0;
+    tb_error e;
+    tb_result r;
+    size_t len = tb_grid_text(ops, n, names, NARGS, params, 2, buf, sizeof buf);
+    if (len >= sizeof buf || strlen(buf) != len || tb_grid_text(ops, n, names, NARGS, params, 2, NULL, 0) != len)
+        __builtin_trap();
+    if (depth > TB_GRID_STACK) {
+        if (strcmp(buf, "?")) __builtin_trap();
+        return;
+    }
+    r = tb_grid_parse(buf, names, NARGS, params, 2, back, &m, &e);
+    if (r == tb_ok ? m != n || memcmp(back, ops, n * sizeof *ops) : r != tb_err_parse || !strstr(e.message, "nested too deeply"))
+        __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static char text[4096 + 1];
@@ -123,5 +144,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     }
     if (depth != 1) __builtin_trap();
     set_rule(ops, n, most);
+    text_back(ops, n, most);
     return 0;
 }

@@ -418,6 +418,14 @@ TEST(test_grid_text) {
         CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_ok && m == TB_MAX_GRID_OPS &&
               !memcmp(back, chain, sizeof chain));
     }
+    /* the limit of the round trip: 40 NEGs, 40 levels as "- - ... n", written as 80 */
+    {
+        char deep_neg[100];
+        memset(deep_neg, '-', 40), strcpy(deep_neg + 40, "n");
+        CHECK_OK(tb_grid_parse(deep_neg, names, 2, ps, 2, ops, &n, &e), &e);
+        CHECK(n == 41 && tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) == 40 * 3 + 1);
+        CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_err_parse && strstr(e.message, "nested too deeply"));
+    }
     /* round trips: a program tb_grid_parse gave, written and parsed again */
     for (i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
         tb_result r = tb_grid_parse(exprs[i], abc, 4, ps, 2, ops, &n, &e);
