@@ -100,6 +100,7 @@
      >>derive    launch records derived from a cache entry's own files
      >>grid      grid rules: the language, tb_grid_compute, plans, expressions
      >>program   programs: dtypes, tensor specs, the one checker, section 5
+     >>symbols   shapes that vary: symbols, expressions, bind, specialize
      >>weights   safetensors weights files: the header checked, tensors by name
      >>driver    libcuda through dlopen (TB_NO_LAUNCHER leaves out this and below)
      >>load      a cubin to a loaded kernel: the driver-free plan, the driver steps
@@ -149,10 +150,10 @@
                  tb_bundle_set_program, tb_bundle_add_program (checked,
                  copied; constants matched by name),
                  tb_program_read_constant
-                 (the checked read path), tb_expr_eval, tb_program_bind,
-                 tb_program_specialize, tb_program_free (2.6: symbols),
-                 tb_tensor_spec_extent, tb_dtype_name,
+                 (the checked read path), tb_tensor_spec_extent, tb_dtype_name,
                  tb_dtype_size, tb_dtype_npy, tb_dtype_from_name
+     >>symbols   tb_expr_eval, tb_program_bind, tb_program_specialize,
+                 tb_program_free (2.6)
      >>weights   tb_weights_open, tb_weights_open_memory, tb_weights_count,
                  tb_weights_at, tb_weights_find, tb_weights_read,
                  tb_weights_crc32, tb_weights_check (a bundle's external
@@ -1398,31 +1399,6 @@ typedef struct tb_program {
     const int64_t *values;
 } tb_program;
 
-/* (2.6) One expression's value for the symbols' values: CONST, SYM (index
-   < value_count) and the operators, exact (tb_err_arg_range on an
-   overflow or a division by zero; tb_err_malformed on a program that is
-   not an expression). */
-TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t op_count, const int64_t *values, uint32_t value_count,
-                             int64_t *out, tb_error *err);
-/* The symbols' values (values[symbol_count]) for a run's inputs: each from
-   the first input dimension whose size is that symbol alone, then checked
-   against its range and divisor, and every input size against its
-   expression (strides: the run checks them against the program's specs at
-   those values). tb_err_shape names the input, the dimension, the range
-   and the value; tb_err_arg_mismatch a count or rank that differs. A
-   program no reader checked has its symbols checked first, as a reader
-   checks them (tb_err_malformed: a divisor below 1, a range outside
-   0 .. 2^31 - 1). */
-TBDEF tb_result tb_program_bind(const tb_program *program, const tb_tensor *inputs, uint32_t input_count,
-                                int64_t *values, tb_error *err);
-/* The program at these values: every expression evaluated into its field,
-   checked as tb_bundle_add_program checks a program (each buffer within
-   its planned size, each pointer within its object). Free with
-   tb_program_free. */
-TBDEF tb_result tb_program_specialize(const tb_bundle *bundle, const tb_program *program, const int64_t *values,
-                                      tb_program **out, tb_error *err);
-TBDEF void tb_program_free(tb_program *program);
-
 /* A bundle holds programs (2.4: several, by name), which share one table
    of constants: a weight that three programs use is one constant, stored
    and uploaded once. A state constant that two programs use is one buffer
@@ -1453,6 +1429,34 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *bundle, const tb_program *progr
    a truncation turns into tb_err_io, never SIGBUS). */
 TBDEF tb_result tb_program_read_constant(const tb_bundle *bundle, uint32_t index, uint64_t offset, void *dst,
                                          size_t size, tb_error *err);
+
+/* ======================================================================
+   >>symbols  Symbols: shapes that vary, expressions, bind and specialize
+   ====================================================================== */
+/* (2.6) One expression's value for the symbols' values: CONST, SYM (index
+   < value_count) and the operators, exact (tb_err_arg_range on an
+   overflow or a division by zero; tb_err_malformed on a program that is
+   not an expression). */
+TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t op_count, const int64_t *values, uint32_t value_count,
+                             int64_t *out, tb_error *err);
+/* The symbols' values (values[symbol_count]) for a run's inputs: each from
+   the first input dimension whose size is that symbol alone, then checked
+   against its range and divisor, and every input size against its
+   expression (strides: the run checks them against the program's specs at
+   those values). tb_err_shape names the input, the dimension, the range
+   and the value; tb_err_arg_mismatch a count or rank that differs. A
+   program no reader checked has its symbols checked first, as a reader
+   checks them (tb_err_malformed: a divisor below 1, a range outside
+   0 .. 2^31 - 1). */
+TBDEF tb_result tb_program_bind(const tb_program *program, const tb_tensor *inputs, uint32_t input_count,
+                                int64_t *values, tb_error *err);
+/* The program at these values: every expression evaluated into its field,
+   checked as tb_bundle_add_program checks a program (each buffer within
+   its planned size, each pointer within its object). Free with
+   tb_program_free. */
+TBDEF tb_result tb_program_specialize(const tb_bundle *bundle, const tb_program *program, const int64_t *values,
+                                      tb_program **out, tb_error *err);
+TBDEF void tb_program_free(tb_program *program);
 
 /* ======================================================================
    >>weights  Weights: tensors of a safetensors file, by name
@@ -9755,440 +9759,9 @@ static tb_result tb__check_plan(const tb__ctx *c, const tb_program *p, tb_error 
     return r;
 }
 
-/* ---- (2.6) symbols and expressions ---- */
-/* An expression must run: the grid language's checker (tb__grid_walk)
-   over 1..TB_MAX_EXPR_OPS operations, whose operands are CONST (index
-   zero) and SYM of a symbol the program has (value zero); an operation
-   this version does not know was written by a newer one. */
-static inline int tb__expr_operand(const tb_grid_op *o, const void *user) {
-    uint32_t nsyms = *(const uint32_t *)user;
-    if (o->op != TB_GRID_CONST && o->op != TB_GRID_SYM) return TB__WALK_FOREIGN;
-    if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||
-        (o->op == TB_GRID_SYM && o->index >= nsyms))
-        return TB__WALK_FIELD;
-    return 0;
-}
-static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t nsyms, uint32_t e, tb_error *err) {
-    uint32_t i, depth;
-    int fault;
-    if (!n || n > TB_MAX_EXPR_OPS || !ops)
-        return tb__fail(err, n > TB_MAX_EXPR_OPS ? tb_err_limit : tb_err_malformed, NULL, NULL, -1, 0,
-                        "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n, (unsigned)TB_MAX_EXPR_OPS);
-    switch ((fault = tb__grid_walk(ops, n, tb__expr_operand, &nsyms, &i, &depth))) {
-    case 0: return tb_ok;
-    case TB__WALK_UNKNOWN:
-    case TB__WALK_FOREIGN:
-        return tb__fail(err, fault == TB__WALK_FOREIGN ? tb_err_malformed : tb_err_unsupported_version, NULL, NULL, -1, 0,
-                        "program expression %u, operation %u: op %u is %s", e, i, ops[i].op,
-                        fault == TB__WALK_FOREIGN ? "a grid rule's operand (an expression reads constants and symbols)"
-                                                  : "unknown (written by a newer version?)");
-    case TB__WALK_FIELD:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                        "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
-                        ops[i].index, nsyms);
-    case TB__WALK_SHORT:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
-    case TB__WALK_DEEP:
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
-                        TB_GRID_STACK);
-    default:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e, depth);
-    }
-}
-static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
-    tb__grid_env env;
-    memset(&env, 0, sizeof env);
-    env.syms = values, env.n_syms = nv, env.expr = 1;
-    return tb__grid_run(ops, n, &env, 0, out, err);
-}
-TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
-    tb_result r;
-    if (!out || (nv && !values)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out or values is NULL");
-    if ((r = tb__check_expr_ops(ops, n, nv, 0, err)) != tb_ok) return r;
-    return tb__expr_run(ops, n, values, nv, out, err);
-}
-
-static const char *const tb__field_names[] = {"", "input size", "input stride", "output size", "output stride",
-                                              "buffer size", "grid", "count", "operand"};
-/* The field an expression gives: *slot its stored value (the program at
-   every maximum); 0 where (field, index, sub) names nothing that may vary. */
-TB__STEP_KINDS_HANDLED(3, expr_slot); /* a launch has a grid and integer literals; a memset or copy a count */
-static int tb__expr_slot(const tb_bundle *b, const tb_program *p, const tb_program_expr *x, int64_t *now) {
-    const tb_tensor_spec *t = NULL;
-    const tb_program_step *st;
-    switch (x->field) {
-    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE:
-        if (x->index >= p->input_count) return 0;
-        t = &p->inputs[x->index];
-        break;
-    case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
-        if (x->index >= p->output_count) return 0;
-        t = &p->outputs[x->index];
-        break;
-    case TB_FIELD_BUFFER_SIZE:
-        if (x->index >= p->buffer_count || x->sub || p->buffers[x->index].size > (uint64_t)INT64_MAX) return 0;
-        *now = (int64_t)p->buffers[x->index].size;
-        return 1;
-    case TB_FIELD_GRID: case TB_FIELD_COUNT: case TB_FIELD_OPERAND:
-        if (x->index >= p->step_count) return 0;
-        st = &p->steps[x->index];
-        if (x->field == TB_FIELD_GRID) {
-            if (st->kind != TB_STEP_LAUNCH || x->sub > 2) return 0;
-            *now = st->grid[x->sub];
-        } else if (x->field == TB_FIELD_COUNT) {
-            if (st->kind == TB_STEP_LAUNCH || x->sub || st->count > (uint64_t)INT64_MAX) return 0;
-            *now = (int64_t)st->count;
-        } else {
-            if (x->sub >= st->operand_count) return 0;
-            if (st->operands[x->sub].space == TB_SPACE_LITERAL) { /* an integer argument, never a float or a bool */
-                int k;
-                if (st->kind != TB_STEP_LAUNCH || st->record >= b->record_count ||
-                    st->config >= b->records[st->record].config_count)
-                    return 0;
-                k = tb__code_kind(b->records[st->record].configs[st->config].arg_types[x->sub]);
-                if (k != TB__KIND_SINT && k != TB__KIND_UINT) return 0;
-            }
-            *now = (int64_t)st->operands[x->sub].value;
-        }
-        return 1;
-    default: return 0;
-    }
-    if (x->sub >= t->rank) return 0;
-    *now = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? t->shape[x->sub] : t->strides[x->sub];
-    return 1;
-}
-static int tb__expr_before(const tb_program_expr *a, const tb_program_expr *x) {
-    if (a->field != x->field) return a->field < x->field;
-    if (a->index != x->index) return a->index < x->index;
-    return a->sub < x->sub;
-}
-/* A plain symbol: the expression SYM k alone (what binds k from an input). */
-static int tb__expr_symbol(const tb_program_expr *x) {
-    return x->op_count == 1 && x->ops[0].op == TB_GRID_SYM ? (int)x->ops[0].index : -1;
-}
-
-/* Symbol i of ys (2.6): a name of 1 to TB_MAX_NAME_LENGTH bytes, unique
-   among those before it, a range within 0 .. 2^31 - 1 whose ends its
-   divisor divides. at: its offset in the bundle, or -1. The reader, the
-   checker and tb_program_bind of a caller's program (before it divides by
-   the divisor) check each symbol so. */
-static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long long at, tb_error *err) {
-    const tb_program_symbol *y = &ys[i];
-    uint32_t j;
-    size_t n = y->name ? strlen(y->name) : 0;
-    if (!n) return tb__fail(err, tb_err_bad_name, NULL, NULL, at, 0, "program symbol %u has an empty name", i);
-    if (n > TB_MAX_NAME_LENGTH)
-        return tb__fail(err, tb_err_limit, NULL, NULL, at, 0, "program symbol %u: a name of %zu bytes (1 to %u)", i, n,
-                        (unsigned)TB_MAX_NAME_LENGTH);
-    for (j = 0; j < i; j++)
-        if (!strcmp(ys[j].name, y->name))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "two program symbols named \"%.80s\"", y->name);
-    if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0,
-                        "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
-                        "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
-    return tb_ok;
-}
-
-/* The symbols and expressions of a program (2.6): the symbols in their
-   ranges, each bound by an input size; the expressions sorted, each naming
-   a field that may vary and giving, at every maximum, the stored value. */
-static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_error *err) {
-    int64_t at_max[TB_MAX_PROGRAM_SYMBOLS];
-    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
-    uint32_t i;
-    tb_result r;
-    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs))
-        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "program: %u symbols (at most TB_MAX_PROGRAM_SYMBOLS, %u), or a NULL array", p->symbol_count,
-                        (unsigned)TB_MAX_PROGRAM_SYMBOLS);
-    if (p->values) { /* a specialized program: its expressions were evaluated into its fields */
-        if (p->expr_count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a specialized program with expressions");
-        return tb_ok;
-    }
-    if (p->expr_count && !p->symbol_count)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
-    for (i = 0; i < p->symbol_count; i++) {
-        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
-        at_max[i] = p->symbols[i].max;
-        bound[i] = 0;
-    }
-    if (p->expr_count > TB_MAX_PROGRAM_EXPRS)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS", p->expr_count);
-    for (i = 0; i < p->expr_count; i++) {
-        const tb_program_expr *x = &p->exprs[i];
-        int64_t now = 0, v = 0;
-        tb_error e2;
-        if (i && !tb__expr_before(&p->exprs[i - 1], x))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u (field %u, %u, %u) is not after the one before it (sorted by field, index, "
-                            "sub; each once)", i, x->field, x->index, x->sub);
-        if (!tb__expr_slot(b, p, x, &now))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u: field %u (%s) index %u sub %u names nothing an expression may give", i,
-                            x->field, x->field <= TB_FIELD_OPERAND ? tb__field_names[x->field] : "unknown", x->index, x->sub);
-        if ((r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
-        if (tb__expr_run(x->ops, x->op_count, at_max, p->symbol_count, &v, &e2) != tb_ok || v != now)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u (%s %u/%u) gives %lld at every symbol's maximum, where the program holds %lld",
-                            i, tb__field_names[x->field], x->index, x->sub, (long long)v, (long long)now);
-        if (x->field == TB_FIELD_INPUT_SIZE && tb__expr_symbol(x) >= 0) bound[tb__expr_symbol(x)] = 1;
-    }
-    for (i = 0; i < p->symbol_count; i++)
-        if (!bound[i])
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program symbol %u (%.80s) is no input's size: a run could not bind it", i, p->symbols[i].name);
-    return tb_ok;
-}
-
-/* A refusal at the symbols' values says them (issue 38 #15): " [at
-   n=4, m=2]" at the message's end, with the program's name where the
-   message does not give it. */
-static tb_result tb__at_values(tb_error *err, tb_result r, const tb_program *p, const int64_t *values) {
-    if (err) {
-        size_t n = strlen(err->message);
-        char at[160] = "";
-        uint32_t i;
-        int k = 0;
-        for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
-            k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
-        if (n < sizeof err->message && strstr(err->message, "program \""))
-            snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
-        else if (n < sizeof err->message)
-            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" at %s]", p->name ? p->name : "forward", at);
-    }
-    return r;
-}
-/* An error's message without its "<code>: ", to quote in another. */
-static const char *tb__detail(const tb_error *e) {
-    size_t n = strlen(tb_result_string(e->code));
-    return !strncmp(e->message, tb_result_string(e->code), n) && e->message[n] == ':' ? e->message + n + 2 : e->message;
-}
-/* The field expression x of a checked program gives, for a message:
-   "the count of step 2". */
-static void tb__expr_what(char *out, size_t cap, const tb_program *p, const tb_program_expr *x) {
-    int in = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_INPUT_STRIDE;
-    switch (x->field) {
-    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE: case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
-        snprintf(out, cap, "the %s of %s \"%.60s\" dimension %u",
-                 x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? "size" : "stride", in ? "input" : "output",
-                 (in ? p->inputs : p->outputs)[x->index].name, x->sub);
-        break;
-    case TB_FIELD_BUFFER_SIZE: snprintf(out, cap, "the size of buffer %u", x->index); break;
-    case TB_FIELD_GRID: snprintf(out, cap, "grid %c of step %u", "xyz"[x->sub], x->index); break;
-    case TB_FIELD_COUNT: snprintf(out, cap, "the count of step %u", x->index); break;
-    default: snprintf(out, cap, "operand %u of step %u", x->sub, x->index); break;
-    }
-}
-
-static tb_result tb__shape_fail(tb_error *err, const tb_program *p, uint32_t i, uint32_t d, int64_t v, uint32_t k) {
-    const tb_program_symbol *y = &p->symbols[k];
-    char div[48] = "";
-    if (y->divisor > 1) snprintf(div, sizeof div, ", a multiple of %lld", (long long)y->divisor);
-    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
-                    "input \"%.80s\" dimension %u is %lld: symbol \"%.60s\" takes %lld..%lld%s", p->inputs[i].name, d,
-                    (long long)v, y->name, (long long)y->min, (long long)y->max, div);
-}
-static tb_result tb__check_values(const tb_program *p, const int64_t *values, tb_error *err) {
-    uint32_t k;
-    for (k = 0; k < p->symbol_count; k++) {
-        const tb_program_symbol *y = &p->symbols[k];
-        if (values[k] < y->min || values[k] > y->max || values[k] % y->divisor)
-            return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "symbol \"%.60s\" is %lld: it takes %lld..%lld (multiples of %lld)",
-                            y->name, (long long)values[k], (long long)y->min, (long long)y->max, (long long)y->divisor);
-    }
-    return tb_ok;
-}
-
-/* tb_program_bind; checked: p is a program a reader or tb_bundle_add_program
-   checked (a model's), whose expressions need no check before each run */
-static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, int checked,
-                                  tb_error *err) {
-    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
-    uint32_t i, from[TB_MAX_PROGRAM_SYMBOLS][2];
-    int pass;
-    tb_result r;
-    if (!p || (nin && !in) || (p->symbol_count && !values))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program, inputs or values is NULL");
-    if (nin != p->input_count)
-        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs given; program \"%.80s\" takes %u", nin,
-                        p->name ? p->name : "forward", p->input_count);
-    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs) ||
-        (p->input_count && !p->inputs))
-        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL,
-                        -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
-    for (i = 0; !checked && i < p->symbol_count; i++) /* before a range or divisor is used (issue 38 #3) */
-        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
-    memset(bound, 0, sizeof bound);
-    /* pass 0: each symbol from the first input size that is that symbol
-       alone; then every symbol bound; pass 1: every input size that has an
-       expression. A caller's program no checker saw has its expressions
-       checked here before they run. */
-    for (pass = 0; pass < 2; pass++) {
-        for (i = 0; pass == 1 && i < p->symbol_count; i++)
-            if (!bound[i]) /* the checker saw to it that an input binds each */
-                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "symbol \"%.60s\" is no input's size",
-                                p->symbols[i].name ? p->symbols[i].name : "?");
-        for (i = 0; i < p->expr_count; i++) {
-            const tb_program_expr *x = &p->exprs[i];
-            int k;
-            int64_t have, want;
-            tb_error e2;
-            if (x->field != TB_FIELD_INPUT_SIZE) {
-                if (checked) break; /* sorted: the input sizes come first */
-                continue;
-            }
-            if (!checked && (x->index >= p->input_count || x->sub >= p->inputs[x->index].rank ||
-                             p->inputs[x->index].rank > TB_MAX_TENSOR_DIMS))
-                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                                "program expression %u names input %u dimension %u, which the program does not have", i,
-                                x->index, x->sub);
-            if (!checked && pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok)
-                return r;
-            k = tb__expr_symbol(x);
-            if (in[x->index].rank != p->inputs[x->index].rank)
-                return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
-                                p->inputs[x->index].name, in[x->index].rank, p->inputs[x->index].rank);
-            have = in[x->index].shape[x->sub];
-            if (pass == 0) {
-                if (k < 0 || bound[k]) continue;
-                if (have < p->symbols[k].min || have > p->symbols[k].max || have % p->symbols[k].divisor)
-                    return tb__shape_fail(err, p, x->index, x->sub, have, (uint32_t)k);
-                values[k] = have, bound[k] = 1, from[k][0] = x->index, from[k][1] = x->sub;
-                continue;
-            }
-            if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &want, &e2) != tb_ok)
-                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "input \"%.80s\" dimension %u: its size's expression "
-                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, tb__detail(&e2));
-            if (have != want) {
-                if (k >= 0)
-                    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
-                                    "input \"%.80s\" dimension %u is %lld, where input \"%.80s\" dimension %u made symbol "
-                                    "\"%.60s\" %lld", p->inputs[x->index].name, x->sub, (long long)have,
-                                    p->inputs[from[k][0]].name, from[k][1], p->symbols[k].name, (long long)values[k]);
-                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
-                                "input \"%.80s\" dimension %u is %lld; the program's symbols make it %lld",
-                                p->inputs[x->index].name, x->sub, (long long)have, (long long)want);
-            }
-        }
-    }
-    return tb_ok;
-}
-TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
-    return tb__program_bind(p, in, nin, values, 0, err);
-}
-
-/* A specialized program and the allocator it came from, in one block. */
-typedef struct tb__prog_block {
-    tb__ctx ctx;
-    tb_program p;
-} tb__prog_block;
-static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p, tb_error *err);
-TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, const int64_t *values, tb_program **out,
-                                      tb_error *err) {
-    tb__prog_block *blk;
-    tb_program *q;
-    tb_tensor_spec *t;
-    tb_program_buffer *bufs;
-    tb_program_step *steps;
-    tb_operand *ops;
-    int64_t *vals;
-    uint64_t nops = 0, bytes;
-    uint32_t i, s;
-    tb_result r;
-    if (out) *out = NULL;
-    if (!b || !p || !out || (p->symbol_count && !values))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, program, values or out is NULL");
-    if (p->values) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
-    /* every rule, not only the expressions': a caller's program no reader
-       checked names its fields through them */
-    if ((r = tb__check_program_body(b, p, err)) != tb_ok) return r;
-    if ((r = tb__check_values(p, values, err)) != tb_ok) return r;
-    for (s = 0; s < p->step_count; s++) nops += p->steps[s].operand_count;
-    bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t + (uint64_t)p->buffer_count * sizeof *bufs +
-            (uint64_t)p->step_count * sizeof *steps + nops * sizeof *ops + (uint64_t)(p->symbol_count + 1) * sizeof *vals;
-    if (bytes > (uint64_t)SIZE_MAX / 2) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the program is too large for this host");
-    if (!(blk = (tb__prog_block *)tb__alloc(&b->ctx, (size_t)bytes))) return TB__OOM(err);
-    blk->ctx = b->ctx;
-    q = &blk->p;
-    *q = *p;
-    t = (tb_tensor_spec *)(void *)(blk + 1);
-    bufs = (tb_program_buffer *)(void *)(t + p->input_count + p->output_count);
-    steps = (tb_program_step *)(void *)(bufs + p->buffer_count);
-    ops = (tb_operand *)(void *)(steps + p->step_count);
-    vals = (int64_t *)(void *)(ops + nops);
-    if (p->input_count) memcpy(t, p->inputs, p->input_count * sizeof *t);
-    if (p->output_count) memcpy(t + p->input_count, p->outputs, p->output_count * sizeof *t);
-    if (p->buffer_count) memcpy(bufs, p->buffers, p->buffer_count * sizeof *bufs);
-    if (p->step_count) memcpy(steps, p->steps, p->step_count * sizeof *steps);
-    for (s = 0, nops = 0; s < p->step_count; s++) {
-        if (steps[s].operand_count) memcpy(ops + nops, p->steps[s].operands, steps[s].operand_count * sizeof *ops);
-        steps[s].operands = ops + nops;
-        nops += steps[s].operand_count;
-    }
-    if (p->symbol_count) memcpy(vals, values, p->symbol_count * sizeof *vals);
-    q->inputs = t, q->outputs = t + p->input_count, q->buffers = bufs, q->steps = steps;
-    q->values = vals, q->expr_count = 0, q->exprs = NULL;
-    for (i = 0; i < p->expr_count; i++) {
-        const tb_program_expr *x = &p->exprs[i];
-        int64_t v;
-        tb_error e2;
-        char what[128];
-        if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &v, &e2) != tb_ok) {
-            tb__free(&b->ctx, blk);
-            tb__expr_what(what, sizeof what, p, x);
-            r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\": %s (expression %u): %s",
-                         p->name ? p->name : "forward", what, i, tb__detail(&e2));
-            return tb__at_values(err, r, p, values);
-        }
-        r = tb_ok;
-        switch (x->field) {
-        case TB_FIELD_INPUT_SIZE: t[x->index].shape[x->sub] = v; break;
-        case TB_FIELD_INPUT_STRIDE: t[x->index].strides[x->sub] = v; break;
-        case TB_FIELD_OUTPUT_SIZE: t[p->input_count + x->index].shape[x->sub] = v; break;
-        case TB_FIELD_OUTPUT_STRIDE: t[p->input_count + x->index].strides[x->sub] = v; break;
-        case TB_FIELD_BUFFER_SIZE: /* within the plan, made at every maximum */
-            if (v < 0 || (uint64_t)v > p->buffers[x->index].size)
-                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                             "program \"%.80s\": buffer %u needs %lld bytes at these sizes, and the plan holds %llu (a size "
-                             "that does not grow with its symbols)", p->name ? p->name : "forward", x->index,
-                             (long long)v, (unsigned long long)p->buffers[x->index].size);
-            else bufs[x->index].size = (uint64_t)v;
-            break;
-        case TB_FIELD_GRID:
-            if (v < 0 || v > 0x7fffffff)
-                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: grid %c of %lld (0 to 2^31 - 1)",
-                             p->name ? p->name : "forward", x->index, "xyz"[x->sub], (long long)v);
-            else steps[x->index].grid[x->sub] = (uint32_t)v;
-            break;
-        case TB_FIELD_COUNT:
-            if (v < 0)
-                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: a negative count, %lld",
-                             p->name ? p->name : "forward", x->index, (long long)v);
-            else steps[x->index].count = (uint64_t)v;
-            break;
-        default: ops[steps[x->index].operands - ops + x->sub].value = (uint64_t)v; break;
-        }
-        if (r != tb_ok) {
-            tb__free(&b->ctx, blk);
-            return tb__at_values(err, r, p, values);
-        }
-    }
-    if ((r = tb__check_program_body(b, q, err)) != tb_ok) {
-        tb__free(&b->ctx, blk);
-        return tb__at_values(err, r, p, values);
-    }
-    *out = q;
-    return tb_ok;
-}
-TBDEF void tb_program_free(tb_program *p) {
-    tb__prog_block *blk;
-    tb__ctx c;
-    if (!p || !p->values) return; /* only what tb_program_specialize made */
-    blk = (tb__prog_block *)(void *)((char *)p - offsetof(tb__prog_block, p));
-    c = blk->ctx;
-    tb__free(&c, blk);
-}
+/* The symbols' checks and evaluation (>>symbols, after this section). */
+static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_error *err);
+static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long long at, tb_error *err);
 
 /* Every rule of FORMAT.md's section 5 that is not about bytes: the one
    checker of a program, for the reader and tb_bundle_set_program. */
@@ -11200,6 +10773,448 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
     }
     memcpy(dst, (const char *)k->data + offset, size);
     return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* >>symbols  Symbols: shapes that vary, expressions, bind and specialize */
+/* A program's symbols (a batch size, a sequence length) and the
+   expressions over them: each expression checked by the grid language's
+   checker (>>grid) and evaluated by its interpreter; a run's inputs bound
+   to the symbols' values (tb_program_bind); the program at those values
+   (tb_program_specialize). The program section checks a program with them
+   (tb__check_dynamic), the runner binds and specializes with them. */
+/* An expression must run: the grid language's checker (tb__grid_walk)
+   over 1..TB_MAX_EXPR_OPS operations, whose operands are CONST (index
+   zero) and SYM of a symbol the program has (value zero); an operation
+   this version does not know was written by a newer one. */
+static inline int tb__expr_operand(const tb_grid_op *o, const void *user) {
+    uint32_t nsyms = *(const uint32_t *)user;
+    if (o->op != TB_GRID_CONST && o->op != TB_GRID_SYM) return TB__WALK_FOREIGN;
+    if ((o->op != TB_GRID_CONST && o->value) || (o->op != TB_GRID_SYM && o->index) ||
+        (o->op == TB_GRID_SYM && o->index >= nsyms))
+        return TB__WALK_FIELD;
+    return 0;
+}
+static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t nsyms, uint32_t e, tb_error *err) {
+    uint32_t i, depth;
+    int fault;
+    if (!n || n > TB_MAX_EXPR_OPS || !ops)
+        return tb__fail(err, n > TB_MAX_EXPR_OPS ? tb_err_limit : tb_err_malformed, NULL, NULL, -1, 0,
+                        "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n, (unsigned)TB_MAX_EXPR_OPS);
+    switch ((fault = tb__grid_walk(ops, n, tb__expr_operand, &nsyms, &i, &depth))) {
+    case 0: return tb_ok;
+    case TB__WALK_UNKNOWN:
+    case TB__WALK_FOREIGN:
+        return tb__fail(err, fault == TB__WALK_FOREIGN ? tb_err_malformed : tb_err_unsupported_version, NULL, NULL, -1, 0,
+                        "program expression %u, operation %u: op %u is %s", e, i, ops[i].op,
+                        fault == TB__WALK_FOREIGN ? "a grid rule's operand (an expression reads constants and symbols)"
+                                                  : "unknown (written by a newer version?)");
+    case TB__WALK_FIELD:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
+                        ops[i].index, nsyms);
+    case TB__WALK_SHORT:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
+    case TB__WALK_DEEP:
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
+                        TB_GRID_STACK);
+    default:
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e, depth);
+    }
+}
+static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+    tb__grid_env env;
+    memset(&env, 0, sizeof env);
+    env.syms = values, env.n_syms = nv, env.expr = 1;
+    return tb__grid_run(ops, n, &env, 0, out, err);
+}
+TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+    tb_result r;
+    if (!out || (nv && !values)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out or values is NULL");
+    if ((r = tb__check_expr_ops(ops, n, nv, 0, err)) != tb_ok) return r;
+    return tb__expr_run(ops, n, values, nv, out, err);
+}
+
+static const char *const tb__field_names[] = {"", "input size", "input stride", "output size", "output stride",
+                                              "buffer size", "grid", "count", "operand"};
+/* The field an expression gives: *slot its stored value (the program at
+   every maximum); 0 where (field, index, sub) names nothing that may vary. */
+TB__STEP_KINDS_HANDLED(3, expr_slot); /* a launch has a grid and integer literals; a memset or copy a count */
+static int tb__expr_slot(const tb_bundle *b, const tb_program *p, const tb_program_expr *x, int64_t *now) {
+    const tb_tensor_spec *t = NULL;
+    const tb_program_step *st;
+    switch (x->field) {
+    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE:
+        if (x->index >= p->input_count) return 0;
+        t = &p->inputs[x->index];
+        break;
+    case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
+        if (x->index >= p->output_count) return 0;
+        t = &p->outputs[x->index];
+        break;
+    case TB_FIELD_BUFFER_SIZE:
+        if (x->index >= p->buffer_count || x->sub || p->buffers[x->index].size > (uint64_t)INT64_MAX) return 0;
+        *now = (int64_t)p->buffers[x->index].size;
+        return 1;
+    case TB_FIELD_GRID: case TB_FIELD_COUNT: case TB_FIELD_OPERAND:
+        if (x->index >= p->step_count) return 0;
+        st = &p->steps[x->index];
+        if (x->field == TB_FIELD_GRID) {
+            if (st->kind != TB_STEP_LAUNCH || x->sub > 2) return 0;
+            *now = st->grid[x->sub];
+        } else if (x->field == TB_FIELD_COUNT) {
+            if (st->kind == TB_STEP_LAUNCH || x->sub || st->count > (uint64_t)INT64_MAX) return 0;
+            *now = (int64_t)st->count;
+        } else {
+            if (x->sub >= st->operand_count) return 0;
+            if (st->operands[x->sub].space == TB_SPACE_LITERAL) { /* an integer argument, never a float or a bool */
+                int k;
+                if (st->kind != TB_STEP_LAUNCH || st->record >= b->record_count ||
+                    st->config >= b->records[st->record].config_count)
+                    return 0;
+                k = tb__code_kind(b->records[st->record].configs[st->config].arg_types[x->sub]);
+                if (k != TB__KIND_SINT && k != TB__KIND_UINT) return 0;
+            }
+            *now = (int64_t)st->operands[x->sub].value;
+        }
+        return 1;
+    default: return 0;
+    }
+    if (x->sub >= t->rank) return 0;
+    *now = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? t->shape[x->sub] : t->strides[x->sub];
+    return 1;
+}
+static int tb__expr_before(const tb_program_expr *a, const tb_program_expr *x) {
+    if (a->field != x->field) return a->field < x->field;
+    if (a->index != x->index) return a->index < x->index;
+    return a->sub < x->sub;
+}
+/* A plain symbol: the expression SYM k alone (what binds k from an input). */
+static int tb__expr_symbol(const tb_program_expr *x) {
+    return x->op_count == 1 && x->ops[0].op == TB_GRID_SYM ? (int)x->ops[0].index : -1;
+}
+
+/* Symbol i of ys (2.6): a name of 1 to TB_MAX_NAME_LENGTH bytes, unique
+   among those before it, a range within 0 .. 2^31 - 1 whose ends its
+   divisor divides. at: its offset in the bundle, or -1. The reader, the
+   checker and tb_program_bind of a caller's program (before it divides by
+   the divisor) check each symbol so. */
+static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long long at, tb_error *err) {
+    const tb_program_symbol *y = &ys[i];
+    uint32_t j;
+    size_t n = y->name ? strlen(y->name) : 0;
+    if (!n) return tb__fail(err, tb_err_bad_name, NULL, NULL, at, 0, "program symbol %u has an empty name", i);
+    if (n > TB_MAX_NAME_LENGTH)
+        return tb__fail(err, tb_err_limit, NULL, NULL, at, 0, "program symbol %u: a name of %zu bytes (1 to %u)", i, n,
+                        (unsigned)TB_MAX_NAME_LENGTH);
+    for (j = 0; j < i; j++)
+        if (!strcmp(ys[j].name, y->name))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "two program symbols named \"%.80s\"", y->name);
+    if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0,
+                        "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
+                        "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
+    return tb_ok;
+}
+
+/* The symbols and expressions of a program (2.6): the symbols in their
+   ranges, each bound by an input size; the expressions sorted, each naming
+   a field that may vary and giving, at every maximum, the stored value. */
+static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_error *err) {
+    int64_t at_max[TB_MAX_PROGRAM_SYMBOLS];
+    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
+    uint32_t i;
+    tb_result r;
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs))
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "program: %u symbols (at most TB_MAX_PROGRAM_SYMBOLS, %u), or a NULL array", p->symbol_count,
+                        (unsigned)TB_MAX_PROGRAM_SYMBOLS);
+    if (p->values) { /* a specialized program: its expressions were evaluated into its fields */
+        if (p->expr_count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a specialized program with expressions");
+        return tb_ok;
+    }
+    if (p->expr_count && !p->symbol_count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
+    for (i = 0; i < p->symbol_count; i++) {
+        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
+        at_max[i] = p->symbols[i].max;
+        bound[i] = 0;
+    }
+    if (p->expr_count > TB_MAX_PROGRAM_EXPRS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS", p->expr_count);
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int64_t now = 0, v = 0;
+        tb_error e2;
+        if (i && !tb__expr_before(&p->exprs[i - 1], x))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u (field %u, %u, %u) is not after the one before it (sorted by field, index, "
+                            "sub; each once)", i, x->field, x->index, x->sub);
+        if (!tb__expr_slot(b, p, x, &now))
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u: field %u (%s) index %u sub %u names nothing an expression may give", i,
+                            x->field, x->field <= TB_FIELD_OPERAND ? tb__field_names[x->field] : "unknown", x->index, x->sub);
+        if ((r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
+        if (tb__expr_run(x->ops, x->op_count, at_max, p->symbol_count, &v, &e2) != tb_ok || v != now)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program expression %u (%s %u/%u) gives %lld at every symbol's maximum, where the program holds %lld",
+                            i, tb__field_names[x->field], x->index, x->sub, (long long)v, (long long)now);
+        if (x->field == TB_FIELD_INPUT_SIZE && tb__expr_symbol(x) >= 0) bound[tb__expr_symbol(x)] = 1;
+    }
+    for (i = 0; i < p->symbol_count; i++)
+        if (!bound[i])
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program symbol %u (%.80s) is no input's size: a run could not bind it", i, p->symbols[i].name);
+    return tb_ok;
+}
+
+/* A refusal at the symbols' values says them (issue 38 #15): " [at
+   n=4, m=2]" at the message's end, with the program's name where the
+   message does not give it. */
+static tb_result tb__at_values(tb_error *err, tb_result r, const tb_program *p, const int64_t *values) {
+    if (err) {
+        size_t n = strlen(err->message);
+        char at[160] = "";
+        uint32_t i;
+        int k = 0;
+        for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
+            k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
+        if (n < sizeof err->message && strstr(err->message, "program \""))
+            snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
+        else if (n < sizeof err->message)
+            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" at %s]", p->name ? p->name : "forward", at);
+    }
+    return r;
+}
+/* An error's message without its "<code>: ", to quote in another. */
+static const char *tb__detail(const tb_error *e) {
+    size_t n = strlen(tb_result_string(e->code));
+    return !strncmp(e->message, tb_result_string(e->code), n) && e->message[n] == ':' ? e->message + n + 2 : e->message;
+}
+/* The field expression x of a checked program gives, for a message:
+   "the count of step 2". */
+static void tb__expr_what(char *out, size_t cap, const tb_program *p, const tb_program_expr *x) {
+    int in = x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_INPUT_STRIDE;
+    switch (x->field) {
+    case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE: case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
+        snprintf(out, cap, "the %s of %s \"%.60s\" dimension %u",
+                 x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? "size" : "stride", in ? "input" : "output",
+                 (in ? p->inputs : p->outputs)[x->index].name, x->sub);
+        break;
+    case TB_FIELD_BUFFER_SIZE: snprintf(out, cap, "the size of buffer %u", x->index); break;
+    case TB_FIELD_GRID: snprintf(out, cap, "grid %c of step %u", "xyz"[x->sub], x->index); break;
+    case TB_FIELD_COUNT: snprintf(out, cap, "the count of step %u", x->index); break;
+    default: snprintf(out, cap, "operand %u of step %u", x->sub, x->index); break;
+    }
+}
+
+static tb_result tb__shape_fail(tb_error *err, const tb_program *p, uint32_t i, uint32_t d, int64_t v, uint32_t k) {
+    const tb_program_symbol *y = &p->symbols[k];
+    char div[48] = "";
+    if (y->divisor > 1) snprintf(div, sizeof div, ", a multiple of %lld", (long long)y->divisor);
+    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                    "input \"%.80s\" dimension %u is %lld: symbol \"%.60s\" takes %lld..%lld%s", p->inputs[i].name, d,
+                    (long long)v, y->name, (long long)y->min, (long long)y->max, div);
+}
+static tb_result tb__check_values(const tb_program *p, const int64_t *values, tb_error *err) {
+    uint32_t k;
+    for (k = 0; k < p->symbol_count; k++) {
+        const tb_program_symbol *y = &p->symbols[k];
+        if (values[k] < y->min || values[k] > y->max || values[k] % y->divisor)
+            return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "symbol \"%.60s\" is %lld: it takes %lld..%lld (multiples of %lld)",
+                            y->name, (long long)values[k], (long long)y->min, (long long)y->max, (long long)y->divisor);
+    }
+    return tb_ok;
+}
+
+/* tb_program_bind; checked: p is a program a reader or tb_bundle_add_program
+   checked (a model's), whose expressions need no check before each run */
+static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, int checked,
+                                  tb_error *err) {
+    unsigned char bound[TB_MAX_PROGRAM_SYMBOLS];
+    uint32_t i, from[TB_MAX_PROGRAM_SYMBOLS][2];
+    int pass;
+    tb_result r;
+    if (!p || (nin && !in) || (p->symbol_count && !values))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program, inputs or values is NULL");
+    if (nin != p->input_count)
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u inputs given; program \"%.80s\" takes %u", nin,
+                        p->name ? p->name : "forward", p->input_count);
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs) ||
+        (p->input_count && !p->inputs))
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL,
+                        -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
+    for (i = 0; !checked && i < p->symbol_count; i++) /* before a range or divisor is used (issue 38 #3) */
+        if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
+    memset(bound, 0, sizeof bound);
+    /* pass 0: each symbol from the first input size that is that symbol
+       alone; then every symbol bound; pass 1: every input size that has an
+       expression. A caller's program no checker saw has its expressions
+       checked here before they run. */
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; pass == 1 && i < p->symbol_count; i++)
+            if (!bound[i]) /* the checker saw to it that an input binds each */
+                return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "symbol \"%.60s\" is no input's size",
+                                p->symbols[i].name ? p->symbols[i].name : "?");
+        for (i = 0; i < p->expr_count; i++) {
+            const tb_program_expr *x = &p->exprs[i];
+            int k;
+            int64_t have, want;
+            tb_error e2;
+            if (x->field != TB_FIELD_INPUT_SIZE) {
+                if (checked) break; /* sorted: the input sizes come first */
+                continue;
+            }
+            if (!checked && (x->index >= p->input_count || x->sub >= p->inputs[x->index].rank ||
+                             p->inputs[x->index].rank > TB_MAX_TENSOR_DIMS))
+                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                                "program expression %u names input %u dimension %u, which the program does not have", i,
+                                x->index, x->sub);
+            if (!checked && pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok)
+                return r;
+            k = tb__expr_symbol(x);
+            if (in[x->index].rank != p->inputs[x->index].rank)
+                return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
+                                p->inputs[x->index].name, in[x->index].rank, p->inputs[x->index].rank);
+            have = in[x->index].shape[x->sub];
+            if (pass == 0) {
+                if (k < 0 || bound[k]) continue;
+                if (have < p->symbols[k].min || have > p->symbols[k].max || have % p->symbols[k].divisor)
+                    return tb__shape_fail(err, p, x->index, x->sub, have, (uint32_t)k);
+                values[k] = have, bound[k] = 1, from[k][0] = x->index, from[k][1] = x->sub;
+                continue;
+            }
+            if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &want, &e2) != tb_ok)
+                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "input \"%.80s\" dimension %u: its size's expression "
+                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, tb__detail(&e2));
+            if (have != want) {
+                if (k >= 0)
+                    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                                    "input \"%.80s\" dimension %u is %lld, where input \"%.80s\" dimension %u made symbol "
+                                    "\"%.60s\" %lld", p->inputs[x->index].name, x->sub, (long long)have,
+                                    p->inputs[from[k][0]].name, from[k][1], p->symbols[k].name, (long long)values[k]);
+                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                                "input \"%.80s\" dimension %u is %lld; the program's symbols make it %lld",
+                                p->inputs[x->index].name, x->sub, (long long)have, (long long)want);
+            }
+        }
+    }
+    return tb_ok;
+}
+TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
+    return tb__program_bind(p, in, nin, values, 0, err);
+}
+
+/* A specialized program and the allocator it came from, in one block. */
+typedef struct tb__prog_block {
+    tb__ctx ctx;
+    tb_program p;
+} tb__prog_block;
+static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p, tb_error *err);
+TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, const int64_t *values, tb_program **out,
+                                      tb_error *err) {
+    tb__prog_block *blk;
+    tb_program *q;
+    tb_tensor_spec *t;
+    tb_program_buffer *bufs;
+    tb_program_step *steps;
+    tb_operand *ops;
+    int64_t *vals;
+    uint64_t nops = 0, bytes;
+    uint32_t i, s;
+    tb_result r;
+    if (out) *out = NULL;
+    if (!b || !p || !out || (p->symbol_count && !values))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, program, values or out is NULL");
+    if (p->values) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
+    /* every rule, not only the expressions': a caller's program no reader
+       checked names its fields through them */
+    if ((r = tb__check_program_body(b, p, err)) != tb_ok) return r;
+    if ((r = tb__check_values(p, values, err)) != tb_ok) return r;
+    for (s = 0; s < p->step_count; s++) nops += p->steps[s].operand_count;
+    bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t + (uint64_t)p->buffer_count * sizeof *bufs +
+            (uint64_t)p->step_count * sizeof *steps + nops * sizeof *ops + (uint64_t)(p->symbol_count + 1) * sizeof *vals;
+    if (bytes > (uint64_t)SIZE_MAX / 2) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the program is too large for this host");
+    if (!(blk = (tb__prog_block *)tb__alloc(&b->ctx, (size_t)bytes))) return TB__OOM(err);
+    blk->ctx = b->ctx;
+    q = &blk->p;
+    *q = *p;
+    t = (tb_tensor_spec *)(void *)(blk + 1);
+    bufs = (tb_program_buffer *)(void *)(t + p->input_count + p->output_count);
+    steps = (tb_program_step *)(void *)(bufs + p->buffer_count);
+    ops = (tb_operand *)(void *)(steps + p->step_count);
+    vals = (int64_t *)(void *)(ops + nops);
+    if (p->input_count) memcpy(t, p->inputs, p->input_count * sizeof *t);
+    if (p->output_count) memcpy(t + p->input_count, p->outputs, p->output_count * sizeof *t);
+    if (p->buffer_count) memcpy(bufs, p->buffers, p->buffer_count * sizeof *bufs);
+    if (p->step_count) memcpy(steps, p->steps, p->step_count * sizeof *steps);
+    for (s = 0, nops = 0; s < p->step_count; s++) {
+        if (steps[s].operand_count) memcpy(ops + nops, p->steps[s].operands, steps[s].operand_count * sizeof *ops);
+        steps[s].operands = ops + nops;
+        nops += steps[s].operand_count;
+    }
+    if (p->symbol_count) memcpy(vals, values, p->symbol_count * sizeof *vals);
+    q->inputs = t, q->outputs = t + p->input_count, q->buffers = bufs, q->steps = steps;
+    q->values = vals, q->expr_count = 0, q->exprs = NULL;
+    for (i = 0; i < p->expr_count; i++) {
+        const tb_program_expr *x = &p->exprs[i];
+        int64_t v;
+        tb_error e2;
+        char what[128];
+        if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &v, &e2) != tb_ok) {
+            tb__free(&b->ctx, blk);
+            tb__expr_what(what, sizeof what, p, x);
+            r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\": %s (expression %u): %s",
+                         p->name ? p->name : "forward", what, i, tb__detail(&e2));
+            return tb__at_values(err, r, p, values);
+        }
+        r = tb_ok;
+        switch (x->field) {
+        case TB_FIELD_INPUT_SIZE: t[x->index].shape[x->sub] = v; break;
+        case TB_FIELD_INPUT_STRIDE: t[x->index].strides[x->sub] = v; break;
+        case TB_FIELD_OUTPUT_SIZE: t[p->input_count + x->index].shape[x->sub] = v; break;
+        case TB_FIELD_OUTPUT_STRIDE: t[p->input_count + x->index].strides[x->sub] = v; break;
+        case TB_FIELD_BUFFER_SIZE: /* within the plan, made at every maximum */
+            if (v < 0 || (uint64_t)v > p->buffers[x->index].size)
+                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                             "program \"%.80s\": buffer %u needs %lld bytes at these sizes, and the plan holds %llu (a size "
+                             "that does not grow with its symbols)", p->name ? p->name : "forward", x->index,
+                             (long long)v, (unsigned long long)p->buffers[x->index].size);
+            else bufs[x->index].size = (uint64_t)v;
+            break;
+        case TB_FIELD_GRID:
+            if (v < 0 || v > 0x7fffffff)
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: grid %c of %lld (0 to 2^31 - 1)",
+                             p->name ? p->name : "forward", x->index, "xyz"[x->sub], (long long)v);
+            else steps[x->index].grid[x->sub] = (uint32_t)v;
+            break;
+        case TB_FIELD_COUNT:
+            if (v < 0)
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: a negative count, %lld",
+                             p->name ? p->name : "forward", x->index, (long long)v);
+            else steps[x->index].count = (uint64_t)v;
+            break;
+        default: ops[steps[x->index].operands - ops + x->sub].value = (uint64_t)v; break;
+        }
+        if (r != tb_ok) {
+            tb__free(&b->ctx, blk);
+            return tb__at_values(err, r, p, values);
+        }
+    }
+    if ((r = tb__check_program_body(b, q, err)) != tb_ok) {
+        tb__free(&b->ctx, blk);
+        return tb__at_values(err, r, p, values);
+    }
+    *out = q;
+    return tb_ok;
+}
+TBDEF void tb_program_free(tb_program *p) {
+    tb__prog_block *blk;
+    tb__ctx c;
+    if (!p || !p->values) return; /* only what tb_program_specialize made */
+    blk = (tb__prog_block *)(void *)((char *)p - offsetof(tb__prog_block, p));
+    c = blk->ctx;
+    tb__free(&c, blk);
 }
 
 /* ---------------------------------------------------------------------- */
