@@ -9,7 +9,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 LIBS    := -ldl -lpthread
 B       := build
 HDR     := triton_bundle.h
-TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h tests/fake_client.h
+TESTHDR := tests/harness.h tests/util.h tests/fp16_vectors.h tests/fake_cuda.h tests/fake_client.h tests/program_util.h
 FUZZ_SECONDS ?= 60
 TORTURE_ROUNDS ?= 200
 
@@ -42,7 +42,7 @@ $(B)/launch $(B)/run_model $(B)/generate: $(B)/%: examples/%.c $(HDR) | $(B)
 	$(CXX) -x c++ -std=c++11 $(WARN) $(OPT) -I. -o $@_cpp $< $(LIBS)
 
 # The CPU tests, one program per layer, each built as C99 and as C++11.
-CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits program
+CPUTESTS := format parsers args fs hostile launcher graphs grid table autotune limits program symbols runner upload
 
 # (-O1: a third less compile time than -O2, which is most of make test's
 # time on 2 cores; the tools and examples keep OPT)
@@ -218,8 +218,10 @@ tsan: | $(B)
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_format_tsan tests/test_format.c $(LIBS)
 	$(MAKE) $(B)/libfakecuda.so
 	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_autotune_tsan tests/test_autotune.c $(LIBS)
-	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_program_tsan tests/test_program.c $(LIBS)
-	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" $(B)/test_autotune_tsan $(B)/test_program_tsan
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_runner_tsan tests/test_runner.c $(LIBS)
+	$(CLANG) -std=c99 -D_GNU_SOURCE $(WARN) -O1 -g -fsanitize=thread -o $(B)/test_upload_tsan tests/test_upload.c $(LIBS)
+	tests/run.sh "$(B)/test_fs_tsan thread" "$(B)/test_format_tsan thread" $(B)/test_autotune_tsan $(B)/test_runner_tsan \
+	  $(B)/test_upload_tsan
 
 # libFuzzer targets over the bundle reader, the text parsers and the grid
 # expression compiler (fuzz_gridexpr).

@@ -23,7 +23,7 @@ python3 -c 'import sys; sys.path[:0] = ["tests", "python"]; import test_python, 
 printf 'triton_bundle autotune 1\nK\tH1\t1\t1024\t0.25\nK\tH0\t0\t-3,7\t1.5\n' > fuzz/corpus/choices/two.txt
 # programs (section 5): the model of tests/test_program.c, also a seed of the reader's
 mkdir -p fuzz/corpus/program
-make -s build/test_program >/dev/null
+make -s build/test_program build/test_upload build/test_symbols >/dev/null
 TB_PROGRAM_SEED=fuzz/corpus/program/model.tbundle build/test_program test_program_round_trip >/dev/null
 cp fuzz/corpus/program/model.tbundle fuzz/corpus/read/program.tbundle
 # several programs (section 6): two over a shared state with launches, and
@@ -33,9 +33,9 @@ make -s build/mkprogram >/dev/null
 build/mkprogram --generate fuzz/corpus/program/generate.tbundle
 cp fuzz/corpus/program/programs.tbundle fuzz/corpus/read/programs.tbundle
 # external constants (2.5): a program whose weight is a tensor of a weights file
-TB_EXTERNAL_SEED=fuzz/corpus/program/external.tbundle build/test_program test_external_constants >/dev/null
+TB_EXTERNAL_SEED=fuzz/corpus/program/external.tbundle build/test_upload test_external_constants >/dev/null
 # symbols and expressions (2.6): a program whose sizes vary
-TB_DYNAMIC_SEED=fuzz/corpus/program/dynamic.tbundle build/test_program test_dynamic_roundtrip_and_specialize >/dev/null
+TB_DYNAMIC_SEED=fuzz/corpus/program/dynamic.tbundle build/test_symbols test_dynamic_roundtrip_and_specialize >/dev/null
 cp fuzz/corpus/program/dynamic.tbundle fuzz/corpus/read/dynamic.tbundle
 # weights files (safetensors): the Python companion's writer, metadata, several dtypes
 mkdir -p fuzz/corpus/weights
