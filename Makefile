@@ -116,7 +116,7 @@ check-compile: | $(B)
 CPUBINS := $(foreach t,$(CPUTESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp)
 test: check-compile $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu $(B)/tbundle $(B)/tbundle_fake $(B)/mkprogram \
 	  $(B)/libtriton_bundle.so $(B)/layout $(B)/launch $(B)/run_model $(B)/generate $(B)/run_model_fake
-	tests/run.sh $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh \
+	tests/run.sh $(CPUBINS) $(B)/test_autotune_nomemo $(B)/test_gpu tests/test_tbundle.sh tests/format_rules.sh tests/no_build_paths.sh tests/toc.sh tests/style.sh \
 	  "tests/python.sh $(B)/libtriton_bundle.so" "tests/python.sh tests/test_package.py $(B)/libtriton_bundle.so" \
 	  "tests/python.sh tests/test_codes.py $(B)/libtriton_bundle.so" "tests/python.sh tests/test_layout.py $(B)/layout" \
 	  "tests/python.sh tests/test_spec.py $(B)/libtriton_bundle.so" \

@@ -1471,7 +1471,8 @@ TBDEF void tb_program_free(tb_program *program);
 typedef struct tb_weights tb_weights;
 typedef struct tb_weights_tensor {
     const char *name;
-    uint32_t dtype;              /* TB_DTYPE_*: safetensors' F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 U32 U64 BOOL F8_E4M3 F8_E5M2 */
+    uint32_t dtype;              /* TB_DTYPE_*: safetensors' F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 U32 U64 BOOL F8_E4M3
+                                    F8_E5M2 */
     uint32_t rank;
     int64_t shape[TB_MAX_TENSOR_DIMS];
     uint64_t offset, size;       /* its bytes: from the file's start */
@@ -1502,7 +1503,8 @@ TBDEF const tb_weights_tensor *tb_weights_find(const tb_weights *weights, const 
 TBDEF tb_result tb_weights_read(const tb_weights *weights, const tb_weights_tensor *tensor, uint64_t offset, void *dst,
                                 size_t size, tb_error *err);
 /* The CRC-32 (zlib's crc32, as Python's zlib.crc32) of a tensor's bytes. */
-TBDEF tb_result tb_weights_crc32(const tb_weights *weights, const tb_weights_tensor *tensor, uint32_t *crc, tb_error *err);
+TBDEF tb_result tb_weights_crc32(const tb_weights *weights, const tb_weights_tensor *tensor, uint32_t *crc,
+                                 tb_error *err);
 /* Whether the file holds every EXTERNAL constant of bundle: a tensor of
    its name with its dtype and shape (with TB_WEIGHTS_CHECK_CRC, also the
    bytes it was exported with). A missing tensor is tb_err_not_found, a
@@ -1824,7 +1826,8 @@ typedef struct tb_model_times {
     double total_ms;             /* tb_model_load, from its call to its return */
     double driver_ms;            /* libcuda opened and initialized (the process's first load; then about 0) */
     double weights_ms;           /* the weights file opened and its header checked (0: none) */
-    double context_ms;           /* the current context found, or desc.device's primary context retained (made, when none is) */
+    double context_ms;           /* the current context found, or desc.device's primary context retained (made, when
+                                    none is) */
     double kernels_ms;           /* the steps resolved: every kernel's module loaded */
     double memory_ms;            /* device memory allocated */
     double upload_ms;            /* the constants read and copied (tb_model_upload_ms); pin_ms and wait_ms in it */
@@ -1980,7 +1983,8 @@ TBDEF int tb_model_device(const tb_model *model);
    implicit declaration: a system header included before this one fixed the
    feature macros without it. */
 #if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
-#error "triton_bundle.h needs POSIX 2008 (openat, pread, fdopendir): in the implementation file include it before any system header, or compile that file with -D_POSIX_C_SOURCE=200809L"
+#error "triton_bundle.h needs POSIX 2008 (openat, pread, fdopendir): in the implementation file include it before \
+any system header, or compile that file with -D_POSIX_C_SOURCE=200809L"
 #endif
 
 #ifndef TB_ASSERT
@@ -2127,8 +2131,8 @@ static void tb__free(const tb__ctx *c, void *p) {
 }
 
 /* Copies src into dst (cap bytes, NUL-terminated), each control byte and
-   the backslash written as \xNN (so that no name can look escaped): names come from files and bundles, and a hash holding
-   "\n" or an ESC sequence must not forge lines or reach a terminal. */
+   the backslash written as \xNN (so that no name can look escaped): names come from files and bundles, and a hash
+   holding "\n" or an ESC sequence must not forge lines or reach a terminal. */
 static void tb__escape_into(char *dst, size_t cap, const char *src) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
@@ -2577,7 +2581,9 @@ static void *tb__arena_alloc_aligned(const tb__ctx *c, tb__arena *ar, size_t n, 
     return (char *)b + TB__BLOCK_HEADER + at;
 }
 
-static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) { return tb__arena_alloc_aligned(c, ar, n, 16); }
+static void *tb__arena_alloc(const tb__ctx *c, tb__arena *ar, size_t n) {
+    return tb__arena_alloc_aligned(c, ar, n, 16);
+}
 
 static char *tb__arena_strdup(const tb__ctx *c, tb__arena *ar, const char *s, size_t n) {
     char *p = (char *)tb__arena_alloc_aligned(c, ar, n + 1, 1);
@@ -2803,7 +2809,8 @@ TBDEF size_t tb_kernel_name(const tb_kernel *k, char *out, size_t cap) {
    bytes, for a reader that reads them twice (the sentinel's count, then
    its replacement) and must see the same bytes both times. */
 static tb_result tb__payload_bytes(const tb_bundle *b, const void *payload, uint64_t size, int stable,
-                                   const char *kernel, const char *name, const void **data, void **copy, tb_error *err) {
+                                   const char *kernel, const char *name, const void **data, void **copy,
+                                   tb_error *err) {
     uintptr_t at = (uintptr_t)payload, base = (uintptr_t)b->map_base;
     int mapped = b->read_at && at >= base && at - base <= b->map_size && size <= b->map_size - (at - base);
     *copy = NULL;
@@ -3000,7 +3007,8 @@ static tb_result tb__check_string(const char *s, size_t max, const char *what, c
                                   tb_error *err) {
     if (!s || !*s) return tb__fail(err, tb_err_bad_name, key, NULL, offset, 0, "%s is empty", what);
     if (strlen(s) > max)
-        return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%s is %zu bytes long, limit %zu", what, strlen(s), max);
+        return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%s is %zu bytes long, limit %zu", what, strlen(s),
+                        max);
     return tb_ok;
 }
 
@@ -3009,7 +3017,8 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     uint32_t j;
     if ((r = tb__check_name(cf->kernel_hash, "config kernel_hash", key, offset, err)) != tb_ok) return r;
     if ((r = tb__check_name(cf->binary_name, "config binary_name", key, offset, err)) != tb_ok) return r;
-    if ((r = tb__check_string(cf->function_name, TB_MAX_STRING_LENGTH, "config function_name", key, offset, err)) != tb_ok)
+    if ((r = tb__check_string(cf->function_name, TB_MAX_STRING_LENGTH, "config function_name", key, offset, err)) !=
+        tb_ok)
         return r;
     if ((r = tb__check_arg_types(cf->arg_types, cf->arg_divisibility, key, offset, err)) != tb_ok) return r;
     if (cf->num_warps == 0 || cf->num_warps > 32)
@@ -3022,7 +3031,8 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
     if (cf->param_count && !cf->params)
         return tb__fail(err, tb_err_invalid_argument, key, NULL, offset, 0, "params is NULL");
     for (j = 0; j < cf->param_count; j++)
-        if ((r = tb__check_string(cf->params[j].name, TB_MAX_NAME_LENGTH, "a config param's name", key, offset, err)) != tb_ok)
+        if ((r = tb__check_string(cf->params[j].name, TB_MAX_NAME_LENGTH, "a config param's name", key, offset, err)) !=
+            tb_ok)
             return r;
     if (cf->tensordesc_count > TB_MAX_TENSORDESCS)
         return tb__fail(err, tb_err_limit, key, NULL, offset, 0, "%u tensor descriptors, over TB_MAX_TENSORDESCS",
@@ -3059,8 +3069,8 @@ static tb_result tb__check_call(const tb_call_info *ci, const tb_launch_record *
     if (ci->arg_count && !ci->arg_names)
         return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, offset, 0, "arg_names is NULL");
     for (i = 0; i < ci->arg_count; i++)
-        if ((r = tb__check_string(ci->arg_names[i], TB_MAX_NAME_LENGTH, "an argument name", rec->cache_key, offset, err)) !=
-            tb_ok)
+        if ((r = tb__check_string(ci->arg_names[i], TB_MAX_NAME_LENGTH, "an argument name", rec->cache_key, offset,
+                                  err)) != tb_ok)
             return r;
     lists[0] = ci->mutated, lists[1] = ci->reset, lists[2] = ci->key;
     counts[0] = ci->mutated_count, counts[1] = ci->reset_count, counts[2] = ci->key_count;
@@ -3086,7 +3096,8 @@ static const tb_grid_rule *tb__dup_grid(tb_bundle *b, const tb_grid_rule *g) {
     uint32_t k;
     if (!d) return NULL;
     for (k = 0; k < 3; k++)
-        if (!(d->ops[k] = (const tb_grid_op *)tb__arena_dup(b, g->ops[k], g->op_count[k] * sizeof(tb_grid_op)))) return NULL;
+        if (!(d->ops[k] = (const tb_grid_op *)tb__arena_dup(b, g->ops[k], g->op_count[k] * sizeof(tb_grid_op))))
+            return NULL;
     return d;
 }
 static const tb_call_info *tb__dup_call(tb_bundle *b, const tb_call_info *ci) {
@@ -3101,7 +3112,8 @@ static const tb_call_info *tb__dup_call(tb_bundle *b, const tb_call_info *ci) {
             if (!(names[i] = tb__dup_opt(b, ci->arg_names[i]))) return NULL;
         d->arg_names = names;
     }
-    if ((ci->mutated_count && !(d->mutated = (const uint32_t *)tb__arena_dup(b, ci->mutated, ci->mutated_count * 4u))) ||
+    if ((ci->mutated_count &&
+         !(d->mutated = (const uint32_t *)tb__arena_dup(b, ci->mutated, ci->mutated_count * 4u))) ||
         (ci->reset_count && !(d->reset = (const uint32_t *)tb__arena_dup(b, ci->reset, ci->reset_count * 4u))) ||
         (ci->key_count && !(d->key = (const uint32_t *)tb__arena_dup(b, ci->key, ci->key_count * 4u))))
         return NULL;
@@ -3125,16 +3137,18 @@ static tb_result tb__record_key_new(tb_bundle *b, const char *key, tb_error *err
         memset(b->key_index, 0xff, (size_t)cap * sizeof *b->key_index);
         b->key_index_cap = cap, b->key_index_count = 0;
         for (i = 0; i < b->record_count; i++) {
-            for (at = tb__str_hash(b->records[i].cache_key) & (cap - 1); b->key_index[at] != 0xffffffffu; at = (at + 1) & (cap - 1)) {}
+            for (at = tb__str_hash(b->records[i].cache_key) & (cap - 1); b->key_index[at] != 0xffffffffu;
+                 at = (at + 1) & (cap - 1)) {}
             b->key_index[at] = i;
             b->key_index_count++;
         }
     }
     for (at = h & (b->key_index_cap - 1); b->key_index[at] != 0xffffffffu; at = (at + 1) & (b->key_index_cap - 1))
         if (!strcmp(b->records[b->key_index[at]].cache_key, key))
-            return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
-                            "the bundle has a launch record with cache key \"%.80s\" already (record %u): a key names one record",
-                            key, b->key_index[at]);
+            return tb__fail(
+                err, tb_err_invalid_argument, key, NULL, -1, 0,
+                "the bundle has a launch record with cache key \"%.80s\" already (record %u): a key names one record",
+                key, b->key_index[at]);
     return tb_ok; /* (tb__record_key_insert adds it once the record is in) */
 }
 static void tb__record_key_insert(tb_bundle *b, uint32_t i) {
@@ -3157,8 +3171,10 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
        read blocks, which never move) */
     in = *rec;
     rec = &in;
-    if ((r = tb__check_string(rec->cache_key, TB_MAX_STRING_LENGTH, "record cache_key", NULL, -1, err)) != tb_ok) return r;
-    if ((r = tb__check_string(rec->kernel_name, TB_MAX_STRING_LENGTH, "record kernel_name", rec->cache_key, -1, err)) != tb_ok)
+    if ((r = tb__check_string(rec->cache_key, TB_MAX_STRING_LENGTH, "record cache_key", NULL, -1, err)) != tb_ok)
+        return r;
+    if ((r = tb__check_string(rec->kernel_name, TB_MAX_STRING_LENGTH, "record kernel_name", rec->cache_key, -1, err)) !=
+        tb_ok)
         return r;
     if (rec->config_count == 0 || !rec->configs)
         return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "record has no configs");
@@ -3170,7 +3186,8 @@ TBDEF tb_result tb_bundle_add_launch_record(tb_bundle *b, const tb_launch_record
     for (i = 0; i < rec->config_count; i++)
         if ((r = tb__check_config(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok ||
             (r = tb__check_config_descs(&rec->configs[i], rec->cache_key, -1, err)) != tb_ok ||
-            (rec->configs[i].grid && (r = tb__check_grid(rec->configs[i].grid, &rec->configs[i], rec->cache_key, -1, err)) != tb_ok))
+            (rec->configs[i].grid &&
+             (r = tb__check_grid(rec->configs[i].grid, &rec->configs[i], rec->cache_key, -1, err)) != tb_ok))
             return r;
     if (rec->call && (r = tb__check_call(rec->call, rec, -1, err)) != tb_ok) return r;
     if ((r = tb__record_key_new(b, rec->cache_key, err)) != tb_ok) return r;
@@ -3430,7 +3447,8 @@ TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t cou
         if ((r = tb_arg_code_from_triton_type(types[i], &c, err)) != tb_ok) return r;
         if (!c) continue;
         if (n + 1 >= cap || n >= TB_MAX_ARGS)
-            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "more arguments than the buffer or TB_MAX_ARGS holds");
+            return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0,
+                            "more arguments than the buffer or TB_MAX_ARGS holds");
         out[n++] = c;
     }
     out[n] = 0;
@@ -3456,8 +3474,8 @@ TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char
     if (!b || !key) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or key is NULL");
     if (!kn || kn > TB_MAX_NAME_LENGTH || vn > TB_MAX_STRING_LENGTH)
         return tb__fail(err, kn ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
-                        "a property key of %zu bytes (1 to %u) or value of %zu (at most %u)", kn, (unsigned)TB_MAX_NAME_LENGTH,
-                        vn, (unsigned)TB_MAX_STRING_LENGTH);
+                        "a property key of %zu bytes (1 to %u) or value of %zu (at most %u)", kn,
+                        (unsigned)TB_MAX_NAME_LENGTH, vn, (unsigned)TB_MAX_STRING_LENGTH);
     for (i = 0; i < b->property_count && strcmp(b->properties[2 * i], key); i++) {}
     if (!value) { /* removed: the last one in its place */
         if (i < b->property_count) {
@@ -3468,8 +3486,10 @@ TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char
         return tb_ok;
     }
     if (i == b->property_count && b->property_count >= TB_MAX_PROPERTIES)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "over TB_MAX_PROPERTIES (%u) properties", (unsigned)TB_MAX_PROPERTIES);
-    if (!(k2 = tb__arena_strdup(&b->ctx, &b->arena, key, kn)) || !(v2 = tb__arena_strdup(&b->ctx, &b->arena, value, vn)))
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "over TB_MAX_PROPERTIES (%u) properties",
+                        (unsigned)TB_MAX_PROPERTIES);
+    if (!(k2 = tb__arena_strdup(&b->ctx, &b->arena, key, kn)) ||
+        !(v2 = tb__arena_strdup(&b->ctx, &b->arena, value, vn)))
         return TB__OOM(err);
     if (i == b->property_count) {
         if (b->property_count == b->property_cap) {
@@ -3602,7 +3622,8 @@ static uint64_t tb__xxh3_short(const unsigned char *p, size_t len) {
     size_t i;
     if (len == 0) return tb__xxh64_avalanche(tb__le64(s + 56) ^ tb__le64(s + 64));
     if (len <= 3) {
-        uint32_t combined = ((uint32_t)p[0] << 16) | ((uint32_t)p[len >> 1] << 24) | (uint32_t)p[len - 1] | ((uint32_t)len << 8);
+        uint32_t combined =
+            ((uint32_t)p[0] << 16) | ((uint32_t)p[len >> 1] << 24) | (uint32_t)p[len - 1] | ((uint32_t)len << 8);
         return tb__xxh64_avalanche((uint64_t)combined ^ (uint64_t)(tb__le32(s) ^ tb__le32(s + 4)));
     }
     if (len <= 8) {
@@ -3650,8 +3671,10 @@ static uint64_t tb__xxh3_short(const unsigned char *p, size_t len) {
 static void tb__xxh3_accumulate(uint64_t *acc, unsigned char *dst, const unsigned char *in, const unsigned char *sec,
                                 size_t nb) {
 #if defined(__SSE2__)
-    __m128i a0 = _mm_loadu_si128((const __m128i *)(void *)acc), a1 = _mm_loadu_si128((const __m128i *)(void *)(acc + 2));
-    __m128i a2 = _mm_loadu_si128((const __m128i *)(void *)(acc + 4)), a3 = _mm_loadu_si128((const __m128i *)(void *)(acc + 6));
+    __m128i a0 = _mm_loadu_si128((const __m128i *)(void *)acc),
+            a1 = _mm_loadu_si128((const __m128i *)(void *)(acc + 2));
+    __m128i a2 = _mm_loadu_si128((const __m128i *)(void *)(acc + 4)),
+            a3 = _mm_loadu_si128((const __m128i *)(void *)(acc + 6));
     size_t n;
 #define TB__ACC_LANE(a, off)                                                                          \
     do {                                                                                              \
@@ -3722,7 +3745,8 @@ static uint64_t tb__xxh3_merge(const uint64_t *acc, uint64_t total) {
     const unsigned char *s = tb__xxh3_secret + 11;
     uint64_t r = total * TB__P1;
     size_t i;
-    for (i = 0; i < 4; i++) r += tb__mul128_fold64(acc[2 * i] ^ tb__le64(s + 16 * i), acc[2 * i + 1] ^ tb__le64(s + 16 * i + 8));
+    for (i = 0; i < 4; i++)
+        r += tb__mul128_fold64(acc[2 * i] ^ tb__le64(s + 16 * i), acc[2 * i + 1] ^ tb__le64(s + 16 * i + 8));
     return tb__xxh3_avalanche(r);
 }
 
@@ -3735,7 +3759,8 @@ typedef struct tb__xxh {
 } tb__xxh;
 
 static void tb__xxh_init(tb__xxh *h) {
-    static const uint64_t init[8] = {TB__PRIME32_3, TB__P1, TB__P2, TB__P3, TB__P4, TB__PRIME32_2, TB__P5, TB__PRIME32_1};
+    static const uint64_t init[8] = { TB__PRIME32_3, TB__P1,        TB__P2, TB__P3,
+                                      TB__P4,        TB__PRIME32_2, TB__P5, TB__PRIME32_1 };
     memcpy(h->acc, init, sizeof init);
     h->buflen = 0;
     h->stripes = 0;
@@ -4557,7 +4582,8 @@ static tb_result tb__writer_finish(tb__writer *w, const tb_bundle *recs, size_t 
         if ((w->io = w->out->patch(w->out->user, 0, b, TB__HEAD_SIZE)) != 0)
             r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "writing the header failed");
         else if ((w->io = tb__writer_readback(w, *total - TB__TRAILER_SIZE, &sum)) != 0)
-            r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io, "reading the bundle back for its checksum failed");
+            r = tb__fail(err, tb_err_io, NULL, w->out->name, -1, w->io,
+                         "reading the bundle back for its checksum failed");
         else {
             tb__put64(b, sum);
             if ((w->io = w->out->patch(w->out->user, *total - TB__TRAILER_SIZE, b, TB__TRAILER_SIZE)) != 0)
@@ -4652,7 +4678,8 @@ static const unsigned char *tb__at(tb__cur *c, size_t n) {
         tb__fail(c->err, tb_err_limit, c->kernel, NULL, (long long)c->pos, 0, "a field of %zu bytes", n);
         return NULL;
     }
-    if (c->pos >= c->win_at && n <= c->win_len && c->pos - c->win_at <= c->win_len - n) return c->win + (c->pos - c->win_at);
+    if (c->pos >= c->win_at && n <= c->win_len && c->pos - c->win_at <= c->win_len - n)
+        return c->win + (c->pos - c->win_at);
     /* a few KiB: the structure's fields sit between payloads, which are
        only skipped, so a large refill would read the payloads a second
        time (the checksum read them once) */
@@ -4746,7 +4773,8 @@ static tb_result tb__rd_str(tb__cur *c, const char **out, size_t max, const char
         const unsigned char *q = tb__at(c, (size_t)n + 1);
         char *s;
         if (!q) return tb_err_io;
-        if (!(s = (char *)tb__arena_alloc_aligned(&c->own->ctx, &c->own->arena, (size_t)n + 1, 1))) return TB__OOM(c->err);
+        if (!(s = (char *)tb__arena_alloc_aligned(&c->own->ctx, &c->own->arena, (size_t)n + 1, 1)))
+            return TB__OOM(c->err);
         memcpy(s, q, (size_t)n + 1);
         *out = s;
     } else {
@@ -4829,7 +4857,8 @@ static tb_result tb__rd_kernels(tb_bundle *b, tb__cur *c) {
         used += cnt;
     }
     if (used != na)
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, -1, 0, "artifact total %u, but kernels hold %u", na, used);
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, -1, 0, "artifact total %u, but kernels hold %u", na,
+                        used);
     c->kernel = NULL;
     return tb_ok;
 }
@@ -4848,7 +4877,8 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
     if ((r = tb__rd_count(c, &nc, 0xffffffffu, 104, "config total")) != tb_ok) return r;
     if ((r = tb__rd_count(c, &np, 0xffffffffu, 16, "param total")) != tb_ok) return r;
     if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
-    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+    if (pad)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
     if (nr) {
         b->records = (tb_launch_record *)tb__alloc(&b->ctx, (size_t)nr * sizeof(tb_launch_record));
         if (!b->records) return TB__OOM(c->err);
@@ -4877,7 +4907,8 @@ static tb_result tb__rd_records(tb_bundle *b, tb__cur *c) {
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)c->pos - 4, 0,
                             "a reserved field is not zero");
         if (!*rec->cache_key || !*rec->kernel_name) /* as a builder refuses them (FORMAT.md [R-strings]) */
-            return tb__fail(c->err, tb_err_bad_name, rec->cache_key, NULL, (long long)at, 0, "record has an empty key or name");
+            return tb__fail(c->err, tb_err_bad_name, rec->cache_key, NULL, (long long)at, 0,
+                            "record has an empty key or name");
         if (ncf == 0 || ncf > nc - cu)
             return tb__fail(c->err, tb_err_malformed, rec->cache_key, NULL, (long long)at, 0,
                             "record has no configs, or more configs than the total");
@@ -4934,7 +4965,8 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
     tb_result res = tb_ok;
     if ((res = tb__rd_count(c, &n, 0xffffffffu, TB__DESC_ENTRY, "tensor descriptor count")) != tb_ok) return res;
     if ((res = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return res;
-    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+    if (pad)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
     if (n && !(b->desc_block = (tb_tensordesc_meta *)tb__alloc(&b->ctx, (size_t)n * sizeof *b->desc_block)))
         return TB__OOM(c->err);
     for (i = 0; i < n; i++) {
@@ -4955,7 +4987,9 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
                                 "tensor descriptor entry %u: block entries past its rank are not zero", i);
         for (q = 0; q < 3; q++) {
             if ((res = tb__rd_u32(c, &v, "reserved")) != tb_ok) return res;
-            if (v) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+            if (v)
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0,
+                                "a reserved field is not zero");
         }
         /* the next 'T' of the configs, from where the last entry stopped */
         for (; r < b->record_count; gbase += b->records[r].config_count, r++, j = 0, arg = 0) {
@@ -4972,7 +5006,8 @@ static tb_result tb__rd_descs(tb_bundle *b, tb__cur *c) {
                             "elsewhere (entries go in config and argument order, one per 'T')", i, cfg, at_arg);
         if (!cf->tensordesc_count) cf->tensordescs = m;
         if (cf->tensordesc_count >= TB_MAX_TENSORDESCS)
-            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "more than TB_MAX_TENSORDESCS descriptors");
+            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0,
+                            "more than TB_MAX_TENSORDESCS descriptors");
         cf->tensordesc_count++;
         arg++;
     }
@@ -4998,7 +5033,8 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
     tb_result r;
     if ((r = tb__rd_count(c, &n, TB_MAX_RECORDS, TB__CALL_ENTRY, "call info count")) != tb_ok) return r;
     if ((r = tb__rd_u32(c, &pad, "reserved")) != tb_ok) return r;
-    if (pad) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
+    if (pad)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos - 4, 0, "a reserved field is not zero");
     for (e = 0; e < n; e++) {
         size_t at = c->pos;
         tb_launch_record *rec;
@@ -5011,7 +5047,8 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
                             "call info entry %u: record %u out of order or range, or flags or reserved fields wrong", e,
                             v[0]);
         if (v[1] > TB_MAX_ARGS || v[2] > TB_MAX_ARGS || v[3] > TB_MAX_ARGS || v[4] > TB_MAX_ARGS)
-            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "call info entry %u: a count over TB_MAX_ARGS", e);
+            return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0,
+                            "call info entry %u: a count over TB_MAX_ARGS", e);
         prev = v[0];
         rec = &b->records[v[0]];
         c->kernel = rec->cache_key;
@@ -5052,7 +5089,8 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
                 for (d = 0; d < 3; d++) {
                     if (h[d] == 0 || h[d] > TB_MAX_GRID_OPS)
                         return tb__fail(c->err, h[d] ? tb_err_limit : tb_err_malformed, rec->cache_key, NULL,
-                                        (long long)gat, 0, "config %u: grid rule dimension %u has %u operations", j, d, h[d]);
+                                        (long long)gat, 0, "config %u: grid rule dimension %u has %u operations", j, d,
+                                        h[d]);
                     total += h[d];
                 }
                 if (total * TB__GRID_OP > c->end - c->pos)
@@ -5061,13 +5099,14 @@ static tb_result tb__rd_calls(tb_bundle *b, tb__cur *c) {
                 if (!(g = (tb_grid_rule *)tb__arena_alloc(&b->ctx, &b->arena, sizeof *g + total * sizeof(tb_grid_op))))
                     return TB__OOM(c->err);
                 for (d = 0; d < 3; d++) {
-                    tb_grid_op *ops = (tb_grid_op *)(void *)(g + 1) + (d ? g->op_count[0] : 0) + (d > 1 ? g->op_count[1] : 0);
+                    tb_grid_op *ops =
+                        (tb_grid_op *)(void *)(g + 1) + (d ? g->op_count[0] : 0) + (d > 1 ? g->op_count[1] : 0);
                     g->op_count[d] = h[d];
                     g->ops[d] = ops;
                     for (q = 0; q < h[d]; q++) {
                         uint64_t val;
-                        if ((r = tb__rd_u32(c, &ops[q].op, "grid op")) || (r = tb__rd_u32(c, &ops[q].index, "grid op")) ||
-                            (r = tb__rd_u64(c, &val, "grid op")))
+                        if ((r = tb__rd_u32(c, &ops[q].op, "grid op")) ||
+                            (r = tb__rd_u32(c, &ops[q].index, "grid op")) || (r = tb__rd_u64(c, &val, "grid op")))
                             return r;
                         ops[q].value = (int64_t)val;
                     }
@@ -5168,7 +5207,8 @@ static tb_result tb__parse_sections(tb_bundle *b, const unsigned char *whole, si
 static tb_result tb__checksum_mismatch(tb_error *err, size_t size, uint64_t want, uint64_t got, uint32_t maj) {
     return tb__fail(err, tb_err_checksum, NULL, NULL, (long long)(size - 8), 0,
                     "stored checksum %016llx, computed %016llx (format %u): the file was damaged after it was written; "
-                    "copy it again, or make it again (pack its cache, or export its model)", (unsigned long long)want, (unsigned long long)got, maj);
+                    "copy it again, or make it again (pack its cache, or export its model)",
+                    (unsigned long long)want, (unsigned long long)got, maj);
 }
 
 static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, int fd, unsigned char *win,
@@ -5203,11 +5243,13 @@ static tb_result tb__parse(tb_bundle *b, const unsigned char *p, size_t size, in
     if (file_size > size)
         return tb__fail(err, tb_err_truncated, NULL, NULL, (long long)size, 0,
                         "the header says %llu bytes and the input has %zu: the file is corrupt (its header damaged) or "
-                        "was cut short (an interrupted copy); copy it again, or make it again (pack its cache, or export its model)",
+                        "was cut short (an interrupted copy); copy it again, or make it again (pack its cache, or "
+                        "export its model)",
                         (unsigned long long)file_size, size);
     if (file_size < size)
         return tb__fail(err, tb_err_malformed, NULL, NULL, 16, 0,
-                        "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size, size);
+                        "the header says %llu bytes, the input has %zu (trailing bytes)", (unsigned long long)file_size,
+                        size);
     if (!(flags & TB_READ_NO_CHECKSUM)) {
         /* format 1: XXH3-64 of the bytes; 2: of their 1 MiB blocks' XXH3-64 values */
         uint64_t want = fd >= 0 ? tb__le64(tail) : tb__le64(p + size - 8), got = 0;
@@ -5268,7 +5310,8 @@ static tb_result tb__parse_sections(tb_bundle *b, const unsigned char *whole, si
         c.end = body_end;
         if ((row = tb__section_row(type)) != NULL) {
             if (seen & (1u << type))
-                return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice", type);
+                return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section type %u appears twice",
+                                type);
             if ((row->after & seen) != row->after)
                 return tb__fail(err, tb_err_malformed, NULL, NULL, (long long)at, 0,
                                 "section %u comes before section 2 (launch records)", type);
@@ -5575,7 +5618,8 @@ static tb_result tb__temp_open(const char *path, char *tmp, size_t cap, int *fd,
     size_t n = strlen(path);
     *fd = -1;
     tmp[0] = 0;
-    if (n == 0 || n > 4096) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
+    if (n == 0 || n > 4096)
+        return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
 #ifdef O_TMPFILE
     {
         char dir[4097];
@@ -5757,7 +5801,8 @@ TBDEF tb_result tb_bundle_read_file(const char *path, const tb_options *options,
     /* O_NONBLOCK: the open of a FIFO must not wait for a writer (it is then
        refused as not a regular file); reads of a regular file ignore it */
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
+    if (fd < 0)
+        return tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open");
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -6085,7 +6130,8 @@ static tb_result tb__collect_dir(tb_bundle *b, int cachefd, const char *hash, in
             got = tb__replace_size((const unsigned char *)data, size, recorded_dir, TB_REPLACE_SENTINEL, &nn);
             if (got == -2) {
                 r = tb__fail(err, tb_err_limit, hash, name, -1, 0,
-                             "the file names the cache more than TB_MAX_SENTINELS (%u) times", (unsigned)TB_MAX_SENTINELS);
+                             "the file names the cache more than TB_MAX_SENTINELS (%u) times",
+                             (unsigned)TB_MAX_SENTINELS);
                 break;
             }
             if (got > 0) {
@@ -6195,7 +6241,9 @@ static void *tb__collect_range(void *arg) {
         done = ++*pt->done;
         pthread_mutex_unlock(pt->done_mu);
         if (pt->report_progress && o && o->progress) o->progress(o->user, done, (uint32_t)l->count);
-        if (tb__tally(&pt->report, r, &e, &pt->bundle->ctx, &pt->first, &pt->error) && o && (o->flags & TB_STOP_ON_ERROR)) break;
+        if (tb__tally(&pt->report, r, &e, &pt->bundle->ctx, &pt->first, &pt->error) && o &&
+            (o->flags & TB_STOP_ON_ERROR))
+            break;
     }
     return NULL;
 }
@@ -6212,7 +6260,8 @@ TBDEF tb_result tb_collect_cache(tb_bundle *b, const char *cache_dir, const tb_c
     tb_options po;
     memset(parts, 0, sizeof parts);
     if (report) memset(report, 0, sizeof *report);
-    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if (!b || !cache_dir)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if ((r = tb__list_open_top(&b->ctx, cache_dir, &l, err)) != tb_ok) return r;
     /* readers split the listing into contiguous ranges and merge in order,
        so the bundle does not depend on the thread count */
@@ -6317,7 +6366,9 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     bt->fatal = tb_bundle_create(&p->po, &bt->bundle, &bt->error);
     for (; bt->fatal == tb_ok && at < end; at++) {
         r = tb__collect_entry(bt->bundle, p->l, at, p->cache_dir, p->co, &e);
-        if (tb__tally(&bt->report, r, &e, &bt->bundle->ctx, &bt->first, &bt->error) && (p->co->flags & TB_STOP_ON_ERROR)) break;
+        if (tb__tally(&bt->report, r, &e, &bt->bundle->ctx, &bt->first, &bt->error) &&
+            (p->co->flags & TB_STOP_ON_ERROR))
+            break;
     }
     if (bt->fatal == tb_ok && p->derive && (r = tb_bundle_derive_launch_records(bt->bundle, &e)) != tb_ok)
         bt->fatal = r, bt->error = e;
@@ -6335,7 +6386,8 @@ static void tb__pack_read(tb__pack *p, size_t i) {
     bt->bytes = 0;
     for (at = 0; bt->bundle && at < bt->bundle->kernel_count; at++) {
         uint32_t j;
-        for (j = 0; j < bt->bundle->kernels[at].artifact_count; j++) bt->bytes += bt->bundle->kernels[at].artifacts[j].size;
+        for (j = 0; j < bt->bundle->kernels[at].artifact_count; j++)
+            bt->bytes += bt->bundle->kernels[at].artifacts[j].size;
     }
     pthread_mutex_lock(&p->mu);
     p->held += bt->bytes;
@@ -6356,10 +6408,12 @@ static tb_result tb__pack_grid_rules(tb__pack *p, const tb__ctx *c, const tb_pac
     tb_result r;
     p->grid_rules = o->grid_rules, p->grid_rule_count = o->grid_rules ? o->grid_rule_count : 0;
     if (!p->grid_rule_count) return tb_ok;
-    if (!(p->grid_matched = (uint32_t *)tb__alloc(c, p->grid_rule_count * sizeof *p->grid_matched))) return TB__OOM(err);
+    if (!(p->grid_matched = (uint32_t *)tb__alloc(c, p->grid_rule_count * sizeof *p->grid_matched)))
+        return TB__OOM(err);
     memset(p->grid_matched, 0, p->grid_rule_count * sizeof *p->grid_matched);
     for (i = 0; i < p->grid_rule_count; i++) {
-        if (!p->grid_rules[i]) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "grid rule %u is NULL", i);
+        if (!p->grid_rules[i])
+            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "grid rule %u is NULL", i);
         if ((r = tb__split_grid_spec(p->grid_rules[i], key, sizeof key, ex, &nd, err)) != tb_ok) return r;
     }
     return tb_ok;
@@ -6417,7 +6471,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         memset(&defaults, 0, sizeof defaults);
         o = &defaults;
     }
-    if (!cache_dir || !path) return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "cache_dir or path is NULL");
+    if (!cache_dir || !path)
+        return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "cache_dir or path is NULL");
     if (!*path || strlen(path) > 4096)
         return tb__fail(err, tb_err_invalid_argument, NULL, path, -1, 0, "path is empty or too long");
     if ((r = tb__list_open_top(&c, cache_dir, &l, err)) != tb_ok) return r;
@@ -6497,7 +6552,8 @@ TBDEF tb_result tb_pack_cache(const char *cache_dir, const char *path, const tb_
         pthread_cond_broadcast(&p.cv);
         pthread_mutex_unlock(&p.mu);
         if (o->collect.progress)
-            o->collect.progress(o->collect.user, (uint32_t)((i + 1) * TB__PACK_BATCH < l.count ? (i + 1) * TB__PACK_BATCH : l.count),
+            o->collect.progress(o->collect.user,
+                                (uint32_t)((i + 1) * TB__PACK_BATCH < l.count ? (i + 1) * TB__PACK_BATCH : l.count),
                                 (uint32_t)l.count);
     }
     for (i = 0; r == tb_ok && i < p.grid_rule_count; i++)
@@ -6642,20 +6698,24 @@ static int tb__temp_dir_create(int cfd, char *tmp, size_t cap) {
 /* Writes one kernel into a fresh temporary directory and renames it. */
 /* A file of a present kernel directory against the bytes emit would write
    there: 0 the same, 1 other (or missing), -1 an error in err. */
-static int tb__file_differs(const tb_bundle *b, int dfd, const tb_kernel *k, const char *name, const unsigned char *want,
-                            size_t n, tb_error *err) {
+static int tb__file_differs(const tb_bundle *b, int dfd, const tb_kernel *k, const char *name,
+                            const unsigned char *want, size_t n, tb_error *err) {
     unsigned char buf[65536];
     size_t at = 0;
     struct stat st;
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), r = 0;
     (void)b;
-    if (fd < 0) return errno == ENOENT || errno == ELOOP ? 1 : (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "cannot open the file"), -1);
+    if (fd < 0)
+        return errno == ENOENT || errno == ELOOP
+                   ? 1
+                   : (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "cannot open the file"), -1);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != n) r = 1;
     while (!r && at < n) {
         size_t want_n = n - at < sizeof buf ? n - at : sizeof buf;
         ssize_t got = read(fd, buf, want_n);
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) r = got < 0 ? (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "reading the file failed"), -1) : 1;
+        if (got <= 0)
+            r = got < 0 ? (tb__fail(err, tb_err_io, k->hash, name, -1, errno, "reading the file failed"), -1) : 1;
         else if (memcmp(buf, want + at, (size_t)got)) r = 1;
         else at += (size_t)got;
     }
@@ -6691,7 +6751,8 @@ static tb_result tb__emit_bytes(const tb_bundle *b, const tb_kernel *k, const tb
     tb__free(&b->ctx, copy);
     if (found == -2)
         return tb__fail(err, tb_err_limit, k->hash, a->name, -1, 0,
-                        "the file holds more than TB_MAX_SENTINELS (%u) sentinels " TB_REPLACE_SENTINEL, (unsigned)TB_MAX_SENTINELS);
+                        "the file holds more than TB_MAX_SENTINELS (%u) sentinels " TB_REPLACE_SENTINEL,
+                        (unsigned)TB_MAX_SENTINELS);
     if (found < 0 || (found > 0 && !*out)) return TB__OOM(err);
     *data = *out ? (const void *)*out : a->data; /* no sentinel, no copy: write(2) reads the original */
     return tb_ok;
@@ -6757,7 +6818,8 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         size_t size = (size_t)a->size;
         unsigned char *rep = NULL;
         int fd, ok;
-        if (tb__has_suffix(a->name, ".json") && tb__emit_bytes(b, k, a, target, &data, &size, &rep, err) != tb_ok) goto fail;
+        if (tb__has_suffix(a->name, ".json") && tb__emit_bytes(b, k, a, target, &data, &size, &rep, err) != tb_ok)
+            goto fail;
         fd = openat(tfd, a->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
             tb__free(&b->ctx, rep);
@@ -6797,7 +6859,8 @@ static tb_emit_status tb__emit_kernel(const tb_bundle *b, int cfd, const char *c
         }
         if (renameat(cfd, tmp, cfd, k->hash) != 0) {
             int e = errno;
-            if (renameat(cfd, old, cfd, k->hash) != 0) tb__remove_tree_at(&b->ctx, cfd, old, 1); /* (another writer's is there) */
+            if (renameat(cfd, old, cfd, k->hash) != 0)
+                tb__remove_tree_at(&b->ctx, cfd, old, 1); /* (another writer's is there) */
             tb__fail(err, tb_err_io, k->hash, tmp, -1, e, "renaming the temporary directory onto %s failed", k->hash);
             goto fail;
         }
@@ -6882,7 +6945,8 @@ static void tb__emit_one(tb__emit_job *j, uint32_t i) {
     tb_error *keep = NULL;
     e.message[0] = 0;
     s = tb__emit_kernel(j->b, j->cfd, j->cache_abs, &j->b->kernels[i], j->flags, &e);
-    if ((s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS) && (keep = (tb_error *)tb__alloc(&j->b->ctx, sizeof *keep)) != NULL)
+    if ((s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS) &&
+        (keep = (tb_error *)tb__alloc(&j->b->ctx, sizeof *keep)) != NULL)
         *keep = e;
     pthread_mutex_lock(&j->mu);
     j->errors[i] = keep;
@@ -6899,7 +6963,9 @@ static void *tb__emit_worker(void *arg) {
 
 /* Counts and reports the finished kernels that follow those delivered. */
 static void tb__emit_deliver(tb__emit_job *j) {
-    static const tb_error oom = {tb_err_out_of_memory, 0, 0, -1, "", "", "out of memory: the error of a failed kernel was lost"};
+    static const tb_error oom = {
+        tb_err_out_of_memory, 0, 0, -1, "", "", "out of memory: the error of a failed kernel was lost"
+    };
     for (;;) {
         uint32_t i = j->delivered;
         tb_emit_status s;
@@ -6919,7 +6985,8 @@ static void tb__emit_deliver(tb__emit_job *j) {
         else j->rep.failed++;
         j->ok_mask[i] = s != TB_EMIT_FAILED && s != TB_EMIT_DIFFERS;
         if (j->o && j->o->on_kernel)
-            j->o->on_kernel(j->o->user, i, &j->b->kernels[i], s, s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS ? e : NULL);
+            j->o->on_kernel(j->o->user, i, &j->b->kernels[i], s,
+                            s == TB_EMIT_FAILED || s == TB_EMIT_DIFFERS ? e : NULL);
         if (s == TB_EMIT_DIFFERS && j->first == tb_ok) { /* a result, not a failure: it does not stop the others */
             j->first = e->code;
             j->first_error = *e;
@@ -6951,7 +7018,8 @@ TBDEF tb_result tb_emit(const tb_bundle *b, const char *cache_dir, const tb_emit
     tb_result r;
     if (report) memset(report, 0, sizeof *report);
     if (names) *names = NULL;
-    if (!b || !cache_dir) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
+    if (!b || !cache_dir)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or cache_dir is NULL");
     if (!*cache_dir) /* as collect and pack refuse it, rather than write into "." */
         return tb__fail(err, tb_err_invalid_argument, NULL, cache_dir, -1, 0, "the cache directory path is empty");
     if (o && (o->flags & ~(unsigned)(TB_EMIT_FSYNC | TB_EMIT_STOP_ON_ERROR | TB_EMIT_VERIFY | TB_EMIT_REPLACE)))
@@ -7258,7 +7326,8 @@ static tb_result tb__jstring_len(tb__json *j, char *out, size_t cap, size_t *len
                 if (cp >= 0xdc00 && cp < 0xe000) return tb__jfail(j, "a lone \\u surrogate");
                 if (cp >= 0xd800 && cp < 0xdc00) { /* a pair: one code point past U+FFFF */
                     unsigned lo = 0;
-                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u') return tb__jfail(j, "a lone \\u surrogate");
+                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u')
+                        return tb__jfail(j, "a lone \\u surrogate");
                     for (k = 2; k < 6; k++) {
                         if ((v = tb__hexval(j->p[k])) < 0) return tb__jfail(j, "bad \\u escape");
                         lo = lo * 16 + (unsigned)v;
@@ -7307,7 +7376,8 @@ static tb_result tb__jnumber(tb__json *j, int64_t *v, int *is_int) {
     uint64_t acc = 0;
     *is_int = 1;
     if (j->p < j->end && *j->p == '-') neg = 1, j->p++;
-    if (j->end - j->p > 1 && j->p[0] == '0' && j->p[1] >= '0' && j->p[1] <= '9') return tb__jfail(j, "a number with a leading zero");
+    if (j->end - j->p > 1 && j->p[0] == '0' && j->p[1] >= '0' && j->p[1] <= '9')
+        return tb__jfail(j, "a number with a leading zero");
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
         unsigned d = (unsigned)(*j->p - '0');
         if (acc > (UINT64_MAX - d) / 10) overflow = 1;
@@ -7400,7 +7470,8 @@ static tb_result tb__juint(tb__json *j, const char *key, uint64_t max, uint64_t 
     if ((r = tb__jnumber(j, &v, &is_int)) != tb_ok) return r;
     if (!is_int || v < 0 || (uint64_t)v > max)
         return tb__fail(j->err, tb_err_parse, NULL, NULL, j->base + (long long)(j->p - j->start), 0,
-                        "%s: \"%s\" is not an integer in 0..%llu", j->doc ? j->doc : "metadata JSON", key, (unsigned long long)max);
+                        "%s: \"%s\" is not an integer in 0..%llu", j->doc ? j->doc : "metadata JSON", key,
+                        (unsigned long long)max);
     *out = (uint64_t)v;
     return tb_ok;
 }
@@ -7420,7 +7491,8 @@ static tb_result tb__jtensordescs(tb__json *j, tb_kernel_metadata *md) {
     for (;;) {
         tb_tensordesc_meta *m;
         tb__jws(j);
-        if (md->tensordesc_count >= TB_MAX_TENSORDESCS) return tb__jfail(j, "more than TB_MAX_TENSORDESCS tensordesc_meta entries");
+        if (md->tensordesc_count >= TB_MAX_TENSORDESCS)
+            return tb__jfail(j, "more than TB_MAX_TENSORDESCS tensordesc_meta entries");
         m = &md->tensordescs[md->tensordesc_count++];
         memset(m, 0, sizeof *m);
         m->tma = 1;
@@ -7646,7 +7718,8 @@ static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *
         }
     }
     if (!found)
-        return tb__fail(err, tb_err_not_found, fn, NULL, -1, 0, "no \"tt.func public @%.100s(\" in the IR", fn ? fn : "");
+        return tb__fail(err, tb_err_not_found, fn, NULL, -1, 0, "no \"tt.func public @%.100s(\" in the IR",
+                        fn ? fn : "");
     p = (const char *)memchr(found, '(', (size_t)(end - found));
     if (!p) return tb__fail(err, tb_err_parse, fn, NULL, (long long)(found - text), 0, "tt.func line has no '('");
     p++;
@@ -7656,7 +7729,8 @@ static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *
         while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
         if (p < end && *p == ')') break;
         if (p >= end || *p != '%')
-            return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0, "expected '%%' or ')' in tt.func arguments");
+            return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0,
+                            "expected '%%' or ')' in tt.func arguments");
         arg = p;
         /* the argument runs to the ',' or ')' at depth 0 */
         for (; p < end; p++) {
@@ -7675,12 +7749,14 @@ static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *
                 break;
             }
             if (depth > TB_MAX_JSON_DEPTH)
-                return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0, "tt.func argument nested too deeply");
+                return tb__fail(err, tb_err_parse, fn, NULL, (long long)(p - text), 0,
+                                "tt.func argument nested too deeply");
         }
         if (p >= end || (*p != ',' && *p != ')'))
             return tb__fail(err, tb_err_parse, fn, NULL, (long long)(arg - text), 0, "unterminated tt.func argument");
         colon = (const char *)memchr(arg, ':', (size_t)(p - arg));
-        if (!colon) return tb__fail(err, tb_err_parse, fn, NULL, (long long)(arg - text), 0, "tt.func argument without a type");
+        if (!colon)
+            return tb__fail(err, tb_err_parse, fn, NULL, (long long)(arg - text), 0, "tt.func argument without a type");
         t = colon + 1;
         while (t < p && *t == ' ') t++;
         te = t;
@@ -7791,7 +7867,8 @@ static size_t tb__unpct(const char *s, size_t n, char *out, size_t cap, const ch
             int hi = i + 1 < n ? tb__uphex(s[i + 1]) : -1, lo = i + 2 < n ? tb__uphex(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) return *why = "'%' must be followed by two uppercase hex digits", i + 1;
             ch = (unsigned char)(hi * 16 + lo);
-            if (!ch || !tb__pct_needed(ch)) return *why = "an escape of a byte that is written as itself (or %00)", i + 1;
+            if (!ch || !tb__pct_needed(ch))
+                return *why = "an escape of a byte that is written as itself (or %00)", i + 1;
             i += 2;
         } else if (tb__pct_needed(ch)) {
             return *why = "a byte that must be escaped", i + 1;
@@ -7852,8 +7929,8 @@ typedef tb_result (*tb__choice_sink)(void *user, const tb__choice_line *l, tb_er
 
 static tb_result tb__choices_fail(tb_error *err, const char *name, const char *data, const char *at, size_t line,
                                   const char *ln, const char *what) {
-    return tb__fail(err, tb_err_parse, NULL, name, (long long)(at - data), 0, "autotune choices, line %zu, column %zu: %s",
-                    line, (size_t)(at - ln) + 1, what);
+    return tb__fail(err, tb_err_parse, NULL, name, (long long)(at - data), 0,
+                    "autotune choices, line %zu, column %zu: %s", line, (size_t)(at - ln) + 1, what);
 }
 
 /* Parses data[0, size) (name: for messages), calling sink once per line
@@ -7902,8 +7979,10 @@ static tb_result tb__choices_parse(const tb__ctx *c, const char *data, size_t si
         l.line = line, l.cache_key = keybuf, l.kernel_hash = hashbuf, l.key = key;
         {
             const char *at = NULL, *which = NULL;
-            if ((bad = tb__unpct(f[0], fl[0], keybuf, TB_MAX_STRING_LENGTH + 1, &why)) != 0) at = f[0], which = "the cache key";
-            else if ((bad = tb__unpct(f[1], fl[1], hashbuf, sizeof hashbuf, &why)) != 0) at = f[1], which = "the kernel hash";
+            if ((bad = tb__unpct(f[0], fl[0], keybuf, TB_MAX_STRING_LENGTH + 1, &why)) != 0)
+                at = f[0], which = "the cache key";
+            else if ((bad = tb__unpct(f[1], fl[1], hashbuf, sizeof hashbuf, &why)) != 0)
+                at = f[1], which = "the kernel hash";
             if (bad) {
                 char what[160];
                 snprintf(what, sizeof what, "%s: %s", which, why);
@@ -7912,11 +7991,13 @@ static tb_result tb__choices_parse(const tb__ctx *c, const char *data, size_t si
             }
         }
         if (!tb__dec(f[2], fl[2], 0, LLONG_MAX, &v)) {
-            r = tb__choices_fail(err, name, data, f[2], line, ln, "the config index is not a decimal (0 or [1-9][0-9]*)");
+            r = tb__choices_fail(err, name, data, f[2], line, ln,
+                                 "the config index is not a decimal (0 or [1-9][0-9]*)");
             break;
         }
         if (v >= (long long)TB_MAX_CONFIGS_PER_RECORD) {
-            r = tb__choices_fail(err, name, data, f[2], line, ln, "the config index is over TB_MAX_CONFIGS_PER_RECORD - 1");
+            r = tb__choices_fail(err, name, data, f[2], line, ln,
+                                 "the config index is over TB_MAX_CONFIGS_PER_RECORD - 1");
             break;
         }
         l.config = (uint32_t)v;
@@ -7930,8 +8011,9 @@ static tb_result tb__choices_parse(const tb__ctx *c, const char *data, size_t si
                     break;
                 }
                 if (!tb__dec(s, (size_t)(ve - s), LLONG_MIN, LLONG_MAX, &v)) {
-                    r = tb__choices_fail(err, name, data, s, line, ln,
-                                         "a size key value is not a signed 64-bit decimal (-? 0 or [1-9][0-9]*), or '-' alone");
+                    r = tb__choices_fail(
+                        err, name, data, s, line, ln,
+                        "a size key value is not a signed 64-bit decimal (-? 0 or [1-9][0-9]*), or '-' alone");
                     break;
                 }
                 key[l.nkey++] = (int64_t)v;
@@ -7940,7 +8022,8 @@ static tb_result tb__choices_parse(const tb__ctx *c, const char *data, size_t si
             if (r != tb_ok) break;
         }
         if (!tb__parse_ms(f[4], fl[4], &l.ms)) {
-            r = tb__choices_fail(err, name, data, f[4], line, ln, "the time is not a decimal under 10^12 (digits, '.', 1 to 9 digits)");
+            r = tb__choices_fail(err, name, data, f[4], line, ln,
+                                 "the time is not a decimal under 10^12 (digits, '.', 1 to 9 digits)");
             break;
         }
         r = sink(user, &l, err);
@@ -8032,10 +8115,13 @@ static TB__HOT void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
 static TB__HOT void tb__convert(char code, tb_arg v, tb_arg *slot) {
     slot->u = 0;
     switch (code) { /* the code table as a switch: each case's kind and width are constants */
-#define TB__X(c, bytes, kind, triton, triton2, mlir)                                          \
-    case c:                                                                                   \
-        if (kind == TB__KIND_FLOAT) tb__convert_float(c, v, slot);                            \
-        else tb__store(slot, kind == TB__KIND_BOOL ? (uint64_t)(v.u != 0) : v.u, bytes); /* bools: what the grid reads */ \
+#define TB__X(c, bytes, kind, triton, triton2, mlir)                                                                   \
+    case c:                                                                                                            \
+        if (kind == TB__KIND_FLOAT)                                                                                    \
+            tb__convert_float(c, v, slot);                                                                             \
+        else                                                                                                           \
+            tb__store(slot, kind == TB__KIND_BOOL ? (uint64_t)(v.u != 0) : v.u,                                        \
+                      bytes); /* bools: what the grid reads */                                                         \
         break;
         TB__ARG_CODES(TB__X)
 #undef TB__X
@@ -8070,7 +8156,8 @@ static int tb__in_range(char code, tb_arg v, int sign_unknown) {
 TBDEF tb_result tb_arg_convert(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
     if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
     if (!tb_arg_code_size(code))
-        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x", (unsigned char)code);
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x",
+                        (unsigned char)code);
     if (code == 'T')
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
                         "a tensor descriptor becomes several parameters; tb_launch builds them");
@@ -8115,7 +8202,9 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
     r = tb_parse_metadata_json((const char *)bytes, (size_t)json->size, &d->md, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
-        if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
+        if (err)
+            tb__copy_field(err->file, sizeof err->file, fname),
+                tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
         return r;
     }
     for (i = 0, ir = NULL; i < 2 && !ir; i++) {
@@ -8128,7 +8217,9 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
                             d->ranks, NULL, NULL, err);
     tb__free(&b->ctx, copy);
     if (r != tb_ok) {
-        if (err) tb__copy_field(err->file, sizeof err->file, fname), tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
+        if (err)
+            tb__copy_field(err->file, sizeof err->file, fname),
+                tb__copy_field(err->kernel, sizeof err->kernel, k->hash);
         return r;
     }
     memcpy(d->binary, stem, stem_len); /* fits: checked above */
@@ -8154,7 +8245,8 @@ static tb_result tb__derive(const tb_bundle *b, const tb_kernel *k, const char *
             return tb__fail(err, tb_err_limit, k->hash, NULL, -1, 0, "more than TB_MAX_TENSORDESCS tensor descriptors");
         m = &d->descs[d->cfg.tensordesc_count];
         if (d->md.tensordesc_count) {
-            if (d->cfg.tensordesc_count >= d->md.tensordesc_count || d->md.tensordescs[d->cfg.tensordesc_count].rank != d->ranks[i])
+            if (d->cfg.tensordesc_count >= d->md.tensordesc_count ||
+                d->md.tensordescs[d->cfg.tensordesc_count].rank != d->ranks[i])
                 return tb__fail(err, tb_err_parse, k->hash, NULL, -1, 0,
                                 "tensordesc_meta of NAME.json does not match the tensor descriptors of the IR");
             *m = d->md.tensordescs[d->cfg.tensordesc_count];
@@ -8213,8 +8305,8 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
                    than the IR's descriptors, unparsable JSON) is derived
                    nowhere, and says so (WARN): passing the rest as plain
                    descriptors would hand a TMA kernel the wrong parameters */
-                tb__log(&b->ctx, e.code == tb_err_not_found ? TB_LOG_INFO : TB_LOG_WARN, "no launch record for %s/%s: %s",
-                        k->hash, name, e.message);
+                tb__log(&b->ctx, e.code == tb_err_not_found ? TB_LOG_INFO : TB_LOG_WARN,
+                        "no launch record for %s/%s: %s", k->hash, name, e.message);
                 continue;
             }
             /* cache keys are unique: a second cubin in one directory (Triton
@@ -8293,7 +8385,8 @@ static const char *tb__grid_op_text(uint32_t op) {
 
 /* How a program fails the language (tb__grid_walk's result; 0: it runs). */
 #define TB__WALK_UNKNOWN 1       /* an op this version does not know: a newer one's */
-#define TB__WALK_FOREIGN 2       /* an operand the caller never takes: SYM in a rule; ARG, PARAM, EXTRA in an expression */
+#define TB__WALK_FOREIGN 2       /* an operand the caller never takes: SYM in a rule; ARG, PARAM, EXTRA in an
+                                    expression */
 #define TB__WALK_FIELD 3         /* an index or value out of the caller's range, or an unused field not zero */
 #define TB__WALK_SHORT 4         /* too few values on the stack for an operator */
 #define TB__WALK_DEEP 5          /* the stack past TB_GRID_STACK */
@@ -8360,8 +8453,8 @@ static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *c
     ro.cf = cf, ro.nargs = strlen(cf->arg_types);
     for (d = 0; d < 3; d++) {
         if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
-            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
+            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset,
+                            0, "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
         switch (tb__grid_walk(g->ops[d], g->op_count[d], tb__rule_operand, &ro, &i, &depth)) {
         case 0: break;
         case TB__WALK_UNKNOWN:
@@ -8373,7 +8466,8 @@ static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *c
         case TB__WALK_FIELD:
             return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
                             "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
-                            "param or a grid_arg of this config, or an unused field is not zero", d, i, g->ops[d][i].index);
+                            "param or a grid_arg of this config, or an unused field is not zero",
+                            d, i, g->ops[d][i].index);
         case TB__WALK_SHORT:
             return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
                             "grid rule dimension %u, operation %u: too few values on the stack", d, i);
@@ -8505,7 +8599,8 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
             case TB_GRID_ARG:
                 if (tb__grid_arg(env->codes[o->index], args[o->index], &v))
                     return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                                    "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim], o->index);
+                                    "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim],
+                                    o->index);
                 if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__grid_plan_bool's mark */
                     return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
                                     "grid %c: argument %u is a 1-byte bool in the cubin where the config says integer, "
@@ -8515,14 +8610,15 @@ static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_
             case TB_GRID_PARAM: v = env->params[o->index].value; break;
             case TB_GRID_SYM:
                 if (o->index >= env->n_syms)
-                    return tb__fail(err, tb_err_malformed, env->name, NULL, -1, 0, "expression: symbol %u of %u", o->index,
-                                    env->n_syms);
+                    return tb__fail(err, tb_err_malformed, env->name, NULL, -1, 0, "expression: symbol %u of %u",
+                                    o->index, env->n_syms);
                 v = env->syms[o->index];
                 break;
             default:
                 if (o->index >= n_extra || !extra)
                     return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                                    "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index, n_extra);
+                                    "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index,
+                                    n_extra);
                 v = extra[o->index];
             }
             st[sp++] = v;
@@ -8572,15 +8668,16 @@ TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, 
     tb__grid_env env;
     uint32_t d;
     tb_result r;
-    if (!cf || !grid || !cf->arg_types) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (!cf || !grid || !cf->arg_types)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
     if (cf->param_count && !cf->params)
         return tb__fail(err, tb_err_invalid_argument, cf->function_name, NULL, -1, 0,
                         "the config has %u params and params is NULL", cf->param_count);
     if (!cf->grid) return tb__no_grid_rule(cf->function_name, err);
     if ((r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r;
     if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
-        return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
-                        arg_count, (unsigned)strlen(cf->arg_types));
+        return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0,
+                        "%u arguments given, the kernel takes %u", arg_count, (unsigned)strlen(cf->arg_types));
     env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
     env.name = cf->function_name, env.syms = NULL, env.n_syms = 0, env.expr = 0;
     for (d = 0; d < 3; d++) {
@@ -8664,8 +8761,9 @@ static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
 
 /* The launch's grid: the plan over the arguments (codes: the loaded
    kernel's, bools included), into grid. */
-static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name, const tb_arg *args,
-                                    const int64_t *extra, uint32_t n_extra, uint32_t *grid, tb_error *err) {
+static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name,
+                                            const tb_arg *args, const int64_t *extra, uint32_t n_extra, uint32_t *grid,
+                                            tb_error *err) {
     tb__grid_env env;
     uint32_t d;
     tb_result r;
@@ -8741,7 +8839,8 @@ static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t val
     if (op == TB_GRID_NEG && g->n >= 2 && o[-1].op == TB_GRID_CONST && o[-1].value != INT64_MIN) {
         o[-1].value = -o[-1].value;
         g->n--;
-    } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN || op == TB_GRID_MAX) &&
+    } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN ||
+                op == TB_GRID_MAX) &&
                g->n >= 3 && o[-1].op == TB_GRID_CONST && o[-2].op == TB_GRID_CONST) {
         int64_t v;
         if (!tb__grid_binop(op, o[-2].value, o[-1].value, &v)) { /* the interpreter's test of "fits" */
@@ -8792,7 +8891,9 @@ static tb_result tb__gx_atom(tb__gx *g) {
         for (;; g->p++) {
             char c = *g->p;
             if (c == '_' && digits && tb__gx_ident(g->p[1], 0) && g->p[1] != '_') continue;
-            d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : (c | 32) >= 'a' && (c | 32) <= 'f' ? (unsigned)((c | 32) - 'a' + 10) : 99;
+            d = c >= '0' && c <= '9'                 ? (unsigned)(c - '0')
+                : (c | 32) >= 'a' && (c | 32) <= 'f' ? (unsigned)((c | 32) - 'a' + 10)
+                                                     : 99;
             if (d >= base) break;
             if (v > (UINT64_MAX - d) / base) return tb__gx_fail(g, at, "an integer past 2^63 - 1");
             v = v * base + d, digits++;
@@ -8848,8 +8949,10 @@ static tb_result tb__gx_atom(tb__gx *g) {
             g->p++;
             g->depth--;
             if ((is_cdiv && nargs != 2) || (is_int && nargs != 1) || ((is_min || is_max) && nargs < 1))
-                return tb__gx_fail(g, name, is_cdiv ? "cdiv takes two arguments" : is_int ? "int takes one argument"
-                                                                                         : "min and max take at least one");
+                return tb__gx_fail(g, name,
+                                   is_cdiv  ? "cdiv takes two arguments"
+                                   : is_int ? "int takes one argument"
+                                            : "min and max take at least one");
             return is_cdiv ? tb__gx_emit(g, TB_GRID_CEILDIV, 0, 0, name) : tb_ok;
         }
         if (*g->p == '[') { /* meta['BLOCK'] */
@@ -8903,7 +9006,8 @@ static tb_result tb__gx_term(tb__gx *g) {
         if (g->p[0] == '/' && g->p[1] == '/') op = TB_GRID_FLOORDIV, g->p += 2;
         else if (g->p[0] == '*' && g->p[1] != '*') op = TB_GRID_MUL, g->p++;
         else if (g->p[0] == '%') op = TB_GRID_MOD, g->p++;
-        else if (g->p[0] == '/' || g->p[0] == '*') return tb__gx_fail(g, at, "'/' and '**' are not grid operators (use //)");
+        else if (g->p[0] == '/' || g->p[0] == '*')
+            return tb__gx_fail(g, at, "'/' and '**' are not grid operators (use //)");
         else return tb_ok;
         if ((r = tb__gx_unary(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
     }
@@ -8931,7 +9035,8 @@ TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, ui
     tb__gx g; /* a few KiB on the stack: the parser allocates nothing */
     tb_result r;
     if (!expr || !ops || !op_count || (arg_count && !arg_names) || (param_count && !params))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "expr, ops, op_count, names or params is NULL");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "expr, ops, op_count, names or params is NULL");
     *op_count = 0;
     memset(&g, 0, sizeof g);
     g.s = g.p = expr;
@@ -9068,8 +9173,8 @@ static tb_result tb__record_arg_names(const tb_bundle *b, const tb_launch_record
         return tb__fail(err, tb_err_not_found, rec->cache_key, NULL, -1, 0,
                         "the record has no argument names (no call info, and no IR of its kernel in the bundle)");
     if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
-    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, cf->function_name, types, div, sizeof types, NULL, at,
-                            len, err);
+    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, cf->function_name, types, div, sizeof types, NULL,
+                            at, len, err);
     if (r == tb_ok && strlen(types) != n)
         r = tb__fail(err, tb_err_arg_mismatch, rec->cache_key, fname, -1, 0,
                      "the IR has %zu arguments, the record %zu", strlen(types), n);
@@ -9094,7 +9199,8 @@ TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *b, uint32_t record, uint32_t 
     uint32_t j;
     tb_result r;
     if (!b || record >= b->record_count)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL or record %u out of range", record);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL or record %u out of range",
+                        record);
     rec = &b->records[record];
     if (config != TB_ALL_CONFIGS && config >= rec->config_count)
         return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "config %u of %u", config,
@@ -9117,7 +9223,8 @@ static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap
     int depth = 0;
     *count = 0;
     if (!eq || eq == spec || (size_t)(eq - spec) >= key_cap)
-        return tb__fail(err, tb_err_parse, NULL, NULL, 0, 0, "a grid rule is KERNEL=EXPR[,EXPR[,EXPR]]: \"%.80s\"", spec);
+        return tb__fail(err, tb_err_parse, NULL, NULL, 0, 0, "a grid rule is KERNEL=EXPR[,EXPR[,EXPR]]: \"%.80s\"",
+                        spec);
     memcpy(key, spec, (size_t)(eq - spec));
     key[eq - spec] = 0;
     for (p = start = eq + 1;; p++) {
@@ -9125,9 +9232,11 @@ static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap
         else if ((*p == ')' || *p == ']') && depth) depth--;
         else if ((*p == ',' && !depth) || !*p) {
             if (*count == 3)
-                return tb__fail(err, tb_err_parse, key, NULL, (long long)(p - spec), 0, "more than three grid dimensions");
+                return tb__fail(err, tb_err_parse, key, NULL, (long long)(p - spec), 0,
+                                "more than three grid dimensions");
             if ((size_t)(p - start) >= sizeof exprs[0])
-                return tb__fail(err, tb_err_limit, key, NULL, (long long)(start - spec), 0, "a grid expression over 1023 bytes");
+                return tb__fail(err, tb_err_limit, key, NULL, (long long)(start - spec), 0,
+                                "a grid expression over 1023 bytes");
             memcpy(exprs[*count], start, (size_t)(p - start));
             exprs[(*count)++][p - start] = 0;
             if (!*p) break;
@@ -9158,8 +9267,8 @@ static tb_result tb__grid_rule_for(tb_bundle *b, uint32_t rec, const char *key, 
             rules[j].ops[d] = ops;
             if (d >= count) {
                 ops[0].op = TB_GRID_CONST, ops[0].index = 0, ops[0].value = 1, rules[j].op_count[d] = 1;
-            } else if ((res = tb_grid_parse(exprs[d], names, n0, cf->params, cf->param_count, ops, &rules[j].op_count[d],
-                                            err)) != tb_ok) {
+            } else if ((res = tb_grid_parse(exprs[d], names, n0, cf->params, cf->param_count, ops,
+                                            &rules[j].op_count[d], err)) != tb_ok) {
                 if (err) {
                     char dim[64];
                     snprintf(dim, sizeof dim, " (dimension %c of the rule for %.20s)", "xyz"[d], key);
@@ -9204,14 +9313,16 @@ static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_non
         for (i = 0; i < b->record_count && r == tb_ok; i++) {
             tb_launch_record *rec = &b->records[i];
             if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
-            if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok) break;
+            if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok)
+                break;
             if (pass == 0) continue;
             for (j = 0; j < rec->config_count && r == tb_ok; j++) r = tb_bundle_set_grid_rule(b, i, j, &rules[j], err);
             if (r == tb_ok && !rec->call) { /* the names the rule was written with, so that it reads back so */
                 tb_call_info ci;
                 uint32_t n0 = (uint32_t)strlen(rec->configs[0].arg_types);
                 int named = 1;
-                for (j = 0; j < n0 && named; j++) named = names[j] && *names[j] && strlen(names[j]) <= TB_MAX_NAME_LENGTH;
+                for (j = 0; j < n0 && named; j++)
+                    named = names[j] && *names[j] && strlen(names[j]) <= TB_MAX_NAME_LENGTH;
                 memset(&ci, 0, sizeof ci);
                 ci.arg_count = n0, ci.arg_names = names;
                 if (named && n0 && !(rec->call = tb__dup_call(b, &ci))) r = TB__OOM(err);
@@ -9351,7 +9462,8 @@ static int tb__arg_marks_written(const tb_launch_record *rec, uint32_t j) {
     if (!ci) return 0;
     for (i = 0; i < ci->mutated_count; i++)
         if (ci->mutated[i] == j) return 1;
-    return j < ci->arg_count && (!strncmp(ci->arg_names[j], "out_ptr", 7) || !strncmp(ci->arg_names[j], "in_out_ptr", 10));
+    return j < ci->arg_count &&
+           (!strncmp(ci->arg_names[j], "out_ptr", 7) || !strncmp(ci->arg_names[j], "in_out_ptr", 10));
 }
 #ifndef TB_NO_LAUNCHER /* (the runner's) */
 static int tb__arg_may_write(const tb_launch_record *rec, uint32_t j) {
@@ -9387,12 +9499,12 @@ static tb_result tb__check_pointer(const tb_program *p, uint32_t s, uint32_t i, 
     int ok;
     uint64_t size;
     if (o->space == TB_SPACE_LITERAL || o->space > TB_SPACE_BUFFER)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u operand %u: space %u is not a pointer",
-                        s, i, o->space);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u operand %u: space %u is not a pointer", s, i, o->space);
     size = tb__operand_size(p, o, &ok);
     if (!ok)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u operand %u: %s %u does not exist", s, i,
-                        tb__space_names[o->space], o->index);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u operand %u: %s %u does not exist", s,
+                        i, tb__space_names[o->space], o->index);
     if (o->value > size || touch > size - o->value)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
                         "program step %u operand %u: bytes %llu..+%llu lie outside %s %u (%llu bytes)", s, i,
@@ -9430,7 +9542,8 @@ static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program 
         int div = cf->arg_divisibility[0] && cf->arg_divisibility[i] == '1';
         if (o->space == TB_SPACE_LITERAL) {
             if (o->index)
-                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0, "program step %u operand %u: a literal's index is not 0", s, i);
+                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
+                                "program step %u operand %u: a literal's index is not 0", s, i);
         } else if ((r = tb__check_pointer(p, s, i, o, 0, err)) != tb_ok) {
             return r;
         }
@@ -9439,8 +9552,9 @@ static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program 
                             "program step %u: argument %u is a tensor descriptor, which a program cannot pass", s, i);
         if (code == 'O') {
             if (o->space == TB_SPACE_LITERAL)
-                return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                                "program step %u operand %u: a pointer argument needs an input, output, constant or buffer", s, i);
+                return tb__fail(
+                    err, tb_err_malformed, key, NULL, -1, 0,
+                    "program step %u operand %u: a pointer argument needs an input, output, constant or buffer", s, i);
             if (div && !tb__operand_aligned(p, o, 16))
                 return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
                                 "program step %u: argument %u must be 16-byte aligned (the cubin assumes it)", s, i);
@@ -9461,11 +9575,12 @@ static tb_result tb__check_launch_operands(const tb_bundle *b, const tb_program 
                 (!tb__in_range(code, v, (cf->flags & TB_CONFIG_TYPES_FROM_IR) != 0) ||
                  (tb__code_kind(code) == TB__KIND_BOOL && v.u > 1)))
                 return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                                "program step %u operand %u: literal %lld does not fit its type '%c'", s, i, (long long)v.i, code);
+                                "program step %u operand %u: literal %lld does not fit its type '%c'", s, i,
+                                (long long)v.i, code);
             if (div && tb__code_kind(code) != TB__KIND_FLOAT && (v.u & 15u))
                 return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                                "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s, i,
-                                (long long)v.i);
+                                "program step %u operand %u: %lld is not divisible by 16, which the cubin assumes", s,
+                                i, (long long)v.i);
         }
     }
     return tb_ok;
@@ -9488,24 +9603,29 @@ static tb_result tb__check_launch_grid(const tb_bundle *b, const tb_program *p, 
     }
     for (d = 0; d < 3; d++)
         if ((uint64_t)st->grid[d] * cl[d] > most[d])
-            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                            "program step %u: grid %u x %u x %u in clusters of %u x %u x %u blocks is more blocks than a "
-                            "CUDA launch takes (x < 2^31, y and z < 65536)", s, st->grid[0], st->grid[1], st->grid[2], cl[0],
-                            cl[1], cl[2]);
+            return tb__fail(
+                err, tb_err_malformed, key, NULL, -1, 0,
+                "program step %u: grid %u x %u x %u in clusters of %u x %u x %u blocks is more blocks than a "
+                "CUDA launch takes (x < 2^31, y and z < 65536)",
+                s, st->grid[0], st->grid[1], st->grid[2], cl[0], cl[1], cl[2]);
     if (!cf->grid) return tb_ok;
     for (d = 0; d < 3; d++)
         for (i = 0; i < cf->grid->op_count[d]; i++) extra |= cf->grid->ops[d][i].op == TB_GRID_EXTRA;
     if (!extra) {
         tb_arg args[TB_MAX_ARGS];
         tb_error e2;
-        for (i = 0; i < st->operand_count; i++) args[i].u = st->operands[i].space == TB_SPACE_LITERAL ? st->operands[i].value : 0;
+        for (i = 0; i < st->operand_count; i++)
+            args[i].u = st->operands[i].space == TB_SPACE_LITERAL ? st->operands[i].value : 0;
         if (tb_grid_compute(cf, args, st->operand_count, NULL, 0, g, &e2) != tb_ok)
             return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                            "program step %u: its config's grid rule gives no grid for the step's operands (%s)", s, e2.message);
+                            "program step %u: its config's grid rule gives no grid for the step's operands (%s)", s,
+                            e2.message);
         if (g[0] != st->grid[0] || g[1] != st->grid[1] || g[2] != st->grid[2])
-            return tb__fail(err, tb_err_malformed, key, NULL, -1, 0,
-                            "program step %u: grid %u x %u x %u, where its config's grid rule gives %u x %u x %u for the "
-                            "step's operands", s, st->grid[0], st->grid[1], st->grid[2], g[0], g[1], g[2]);
+            return tb__fail(
+                err, tb_err_malformed, key, NULL, -1, 0,
+                "program step %u: grid %u x %u x %u, where its config's grid rule gives %u x %u x %u for the "
+                "step's operands",
+                s, st->grid[0], st->grid[1], st->grid[2], g[0], g[1], g[2]);
     }
     return tb_ok;
 }
@@ -9541,7 +9661,8 @@ static const tb__step_kind_row *tb__step_kind(uint32_t kind) {
    TB__STEP_KINDS, the build fails there (an array of size -1 named
    tb__step_kinds_handled_<where>) until that place learns the new kind
    and says so. */
-#define TB__STEP_KINDS_HANDLED(n, where) typedef char tb__step_kinds_handled_##where[TB__STEP_KIND_COUNT == (n) ? 1 : -1]
+#define TB__STEP_KINDS_HANDLED(n, where)                                                                               \
+    typedef char tb__step_kinds_handled_##where[TB__STEP_KIND_COUNT == (n) ? 1 : -1]
 
 /* Step s: its fields in file order, then its operands (FORMAT.md's
    section 5; the reader checks each step as it reads it). */
@@ -9553,26 +9674,29 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
     uint64_t touch;
     tb_result r;
     if (!sk)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s, st->kind);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: kind %u is not a step", s,
+                        st->kind);
     if (st->operand_count > TB_MAX_ARGS)
         return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program step %u: %u operands, over TB_MAX_ARGS", s,
                         st->operand_count);
     if (st->operand_count && !st->operands)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program step %u: operands is NULL", s);
     if (st->kind != TB_STEP_LAUNCH && (st->record || st->config || st->grid[0] || st->grid[1] || st->grid[2]))
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a %s's record, config or grid is not 0",
-                        s, sk->name);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program step %u: a %s's record, config or grid is not 0", s, sk->name);
     switch (st->kind) {
     case TB_STEP_LAUNCH:
         if (st->record >= b->record_count || st->config >= b->records[st->record].config_count)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: record %u config %u does not exist",
-                            s, st->record, st->config);
-        if ((!p->symbol_count && (!st->grid[0] || !st->grid[1] || !st->grid[2])) || st->grid[0] > 0x7fffffffu || st->grid[1] > 65535u ||
-            st->grid[2] > 65535u)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: grid %u x %u x %u is outside CUDA's range",
-                            s, st->grid[0], st->grid[1], st->grid[2]);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: record %u config %u does not exist", s, st->record, st->config);
+        if ((!p->symbol_count && (!st->grid[0] || !st->grid[1] || !st->grid[2])) || st->grid[0] > 0x7fffffffu ||
+            st->grid[1] > 65535u || st->grid[2] > 65535u)
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: grid %u x %u x %u is outside CUDA's range", s, st->grid[0], st->grid[1],
+                            st->grid[2]);
         if (st->width || st->value)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's width or value is not 0", s);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: a launch's width or value is not 0", s);
         if (st->count)
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a launch's count is not 0", s);
         break;
@@ -9584,11 +9708,13 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
         break;
     case TB_STEP_COPY:
         if (st->width || st->value)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy's width or value is not 0", s);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program step %u: a copy's width or value is not 0", s);
         break;
     }
     /* the table's count; -1 (a launch): one per argument code of its record's config, which exists (above) */
-    want = sk->operands >= 0 ? (uint32_t)sk->operands : (uint32_t)strlen(b->records[st->record].configs[st->config].arg_types);
+    want = sk->operands >= 0 ? (uint32_t)sk->operands
+                             : (uint32_t)strlen(b->records[st->record].configs[st->config].arg_types);
     if (st->operand_count != want)
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: %u operands, it takes %u", s,
                         st->operand_count, want);
@@ -9608,8 +9734,10 @@ static tb_result tb__check_step(const tb_bundle *b, const tb_program *p, uint32_
                         "program step %u writes constant %u, which is not state (read only)", s, st->operands[0].index);
     if (st->kind == TB_STEP_COPY && st->operands[0].space == st->operands[1].space &&
         st->operands[0].index == st->operands[1].index && st->count &&
-        st->operands[0].value < st->operands[1].value + st->count && st->operands[1].value < st->operands[0].value + st->count)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy between overlapping bytes", s);
+        st->operands[0].value < st->operands[1].value + st->count &&
+        st->operands[1].value < st->operands[0].value + st->count)
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program step %u: a copy between overlapping bytes",
+                        s);
     return tb_ok;
 }
 
@@ -9617,24 +9745,24 @@ static tb_result tb__check_tensor(const tb_tensor_spec *t, const char *what, uin
     uint32_t d;
     size_t n = t->name ? strlen(t->name) : 0;
     if (n == 0 || n > TB_MAX_NAME_LENGTH)
-        return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program %s %u: a name of %zu bytes",
-                        what, i, n);
+        return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
+                        "program %s %u: a name of %zu bytes", what, i, n);
     if (!tb__dtype(t->dtype))
         return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program %s %u (%.80s): dtype %u is unknown",
                         what, i, t->name, t->dtype);
     if (t->rank > TB_MAX_TENSOR_DIMS)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program %s %u (%.80s): rank %u, over %u", what, i, t->name,
-                        t->rank, (unsigned)TB_MAX_TENSOR_DIMS);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program %s %u (%.80s): rank %u, over %u", what, i,
+                        t->name, t->rank, (unsigned)TB_MAX_TENSOR_DIMS);
     if (!t->align || t->align > 4096u || (t->align & (t->align - 1)))
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): align %u is not a power of two up to 4096",
-                        what, i, t->name, t->align);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program %s %u (%.80s): align %u is not a power of two up to 4096", what, i, t->name, t->align);
     for (d = 0; d < t->rank; d++)
         if (t->shape[d] < 0 || t->strides[d] < 0)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): a negative size or stride",
-                            what, i, t->name);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program %s %u (%.80s): a negative size or stride", what, i, t->name);
     if (tb_tensor_spec_extent(t) == UINT64_MAX)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): its extent overflows", what, i,
-                        t->name);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program %s %u (%.80s): its extent overflows", what,
+                        i, t->name);
     return tb_ok;
 }
 
@@ -9776,8 +9904,8 @@ static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p,
         (p->buffer_count && !p->buffers) || (p->step_count && !p->steps))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a program array is NULL");
     if (p->name && (!*p->name || strlen(p->name) > TB_MAX_NAME_LENGTH))
-        return tb__fail(err, *p->name ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "a program name of %zu bytes (1 to %u)",
-                        strlen(p->name), (unsigned)TB_MAX_NAME_LENGTH);
+        return tb__fail(err, *p->name ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
+                        "a program name of %zu bytes (1 to %u)", strlen(p->name), (unsigned)TB_MAX_NAME_LENGTH);
     for (i = 0; i < p->input_count; i++)
         if ((r = tb__check_tensor(&p->inputs[i], "input", i, err)) != tb_ok) return r;
     for (i = 0; i < p->output_count; i++)
@@ -9789,35 +9917,42 @@ static tb_result tb__check_program_body(const tb_bundle *b, const tb_program *p,
         const tb_program_constant *k = &p->constants[i];
         size_t n = k->name ? strlen(k->name) : 0;
         if (n == 0 || n > TB_MAX_STRING_LENGTH)
-            return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0, "program constant %u: a name of %zu bytes", i, n);
+            return tb__fail(err, n ? tb_err_limit : tb_err_bad_name, NULL, NULL, -1, 0,
+                            "program constant %u: a name of %zu bytes", i, n);
         if (!tb__dtype(k->dtype))
-            return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "program constant %u (%.80s): dtype %u is unknown",
-                            i, k->name, k->dtype);
+            return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
+                            "program constant %u (%.80s): dtype %u is unknown", i, k->name, k->dtype);
         if ((k->flags & ~(TB_CONSTANT_STATE | TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) ||
             ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)) ||
             ((k->flags & TB_CONSTANT_EXTERNAL) && (k->flags & TB_CONSTANT_STATE)))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program constant %u (%.80s): flags %u (bit 1, shared, "
-                            "goes with bit 0, state; bit 2, external, never does)", i, k->name, k->flags);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                            "program constant %u (%.80s): flags %u (bit 1, shared, "
+                            "goes with bit 0, state; bit 2, external, never does)",
+                            i, k->name, k->flags);
         if (k->flags & TB_CONSTANT_EXTERNAL) {
             uint64_t bytes;
             int bad;
             size_t tn = k->tensor ? strlen(k->tensor) : 0;
             if (!tn || tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS)
-                return tb__fail(err, tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS ? tb_err_limit : tb_err_bad_name, NULL,
-                                NULL, -1, 0, "program constant %u (%.80s): external, with a tensor name of %zu bytes or rank %u", i,
-                                k->name, tn, k->rank);
+                return tb__fail(
+                    err, tn > TB_MAX_STRING_LENGTH || k->rank > TB_MAX_TENSOR_DIMS ? tb_err_limit : tb_err_bad_name,
+                    NULL, NULL, -1, 0,
+                    "program constant %u (%.80s): external, with a tensor name of %zu bytes or rank %u", i, k->name, tn,
+                    k->rank);
             bytes = tb__shape_bytes(tb__dtype(k->dtype)->bytes, k->rank, k->shape, &bad);
             if (bad || bytes != k->size)
                 return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                                "program constant %u (%.80s): external, %llu bytes, but its shape holds %llu", i, k->name,
-                                (unsigned long long)k->size, (unsigned long long)bytes);
+                                "program constant %u (%.80s): external, %llu bytes, but its shape holds %llu", i,
+                                k->name, (unsigned long long)k->size, (unsigned long long)bytes);
             continue;
         }
         if (k->size && !k->data)
-            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constant %u (%.80s): data is NULL", i, k->name);
+            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                            "program constant %u (%.80s): data is NULL", i, k->name);
     }
     if ((r = tb__check_plan(&b->ctx, p, err)) != tb_ok) return r;
-    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u symbols", p->symbol_count);
+    if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u symbols", p->symbol_count);
     for (i = 0; i < p->step_count; i++)
         if ((r = tb__check_step(b, p, i, err)) != tb_ok) return r;
     return p->symbol_count || p->expr_count ? tb__check_dynamic(b, p, err) : tb_ok;
@@ -9829,7 +9964,8 @@ static tb_result tb__check_program(const tb_bundle *b, const tb_program *p, tb_e
     tb_result r = tb__check_program_body(b, p, err);
     if (r != tb_ok && err && p->name && !strstr(err->message, "program \"")) {
         size_t n = strlen(err->message);
-        if (n < sizeof err->message) snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\"]", p->name);
+        if (n < sizeof err->message)
+            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\"]", p->name);
     }
     return r;
 }
@@ -9865,7 +10001,8 @@ static size_t tb__program_body(const tb_program *p) {
         pos += tb__str_size(t->name) + 16 + 16 * (size_t)t->rank;
     }
     pos += (size_t)p->buffer_count * 24;
-    for (i = 0; i < p->step_count; i++) pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
+    for (i = 0; i < p->step_count; i++)
+        pos += TB__PROGRAM_STEP + (size_t)p->steps[i].operand_count * TB__PROGRAM_OPERAND;
     if (p->symbol_count) pos += 8; /* (2.6) the two counts, the symbols, the expressions */
     for (i = 0; i < p->symbol_count; i++) pos += tb__str_size(p->symbols[i].name) + 24;
     for (i = 0; i < p->expr_count; i++) pos += 16 + 16 * (size_t)p->exprs[i].op_count;
@@ -9901,7 +10038,8 @@ static size_t tb__programs_payload(const tb_bundle *b, size_t at, int section5) 
     if ((!b->program_count && (section5 || !b->property_count)) || tb__in_section5(b) != section5) return 0;
     pos = at + tb__program_tables(b, section5);
     for (i = 0; i < b->constant_count; i++)
-        if (!(b->constants[i].flags & TB_CONSTANT_EXTERNAL)) pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + b->constants[i].size;
+        if (!(b->constants[i].flags & TB_CONSTANT_EXTERNAL))
+            pos = tb__align_up64(pos, TB__CONSTANT_ALIGN) + b->constants[i].size;
     return (size_t)(pos - at);
 }
 static size_t tb__program_size(const tb_bundle *b, size_t at) { return tb__programs_payload(b, at, 1); }
@@ -10054,7 +10192,8 @@ static tb_result tb__rd_zero_run(tb__cur *c, uint64_t n, const char *what) {
         if (!(q = tb__at(c, piece))) return tb_err_io;
         for (i = 0; i < piece; i++)
             if (q[i])
-                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)(c->pos + i), 0, "%s is not zero", what);
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)(c->pos + i), 0, "%s is not zero",
+                                what);
         c->pos += piece;
         n -= piece;
     }
@@ -10070,17 +10209,21 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
     t->dtype = v[0], t->rank = v[1], t->align = v[2];
     /* its fixed fields in file order (FORMAT.md's order of the checks),
        then its sizes and strides */
-    if (!*t->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program %s %u has an empty name", what, index);
+    if (!*t->name)
+        return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)at, 0, "program %s %u has an empty name", what,
+                        index);
     if (!tb__dtype(t->dtype))
-        return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)at, 0, "program %s %u: dtype %u is unknown (a newer version's?)",
-                        what, index, t->dtype);
+        return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)at, 0,
+                        "program %s %u: dtype %u is unknown (a newer version's?)", what, index, t->dtype);
     if (t->rank > TB_MAX_TENSOR_DIMS)
-        return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "program %s %u: rank %u, over %u", what, index, t->rank,
-                        (unsigned)TB_MAX_TENSOR_DIMS);
+        return tb__fail(c->err, tb_err_limit, NULL, NULL, (long long)at, 0, "program %s %u: rank %u, over %u", what,
+                        index, t->rank, (unsigned)TB_MAX_TENSOR_DIMS);
     if (!t->align || t->align > 4096u || (t->align & (t->align - 1)))
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: align %u is not a power of two up to 4096",
-                        what, index, t->align);
-    if (v[3]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program %s %u: reserved field not zero", what, index);
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "program %s %u: align %u is not a power of two up to 4096", what, index, t->align);
+    if (v[3])
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "program %s %u: reserved field not zero", what, index);
     for (d = 0; d < 2 * t->rank; d++) {
         uint64_t x;
         if ((r = tb__rd_u64(c, &x, "tensor sizes")) != tb_ok) return r;
@@ -10093,21 +10236,25 @@ static tb_result tb__rd_tensor(tb_bundle *b, tb__cur *c, tb_tensor_spec *t, cons
 
 /* An EXTERNAL constant's entry (2.5) after its fixed fields: offset 0,
    the tensor's name, rank, CRC-32 and shape, whose bytes are its size. */
-static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *k, uint32_t i, uint64_t offset, size_t kat) {
+static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *k, uint32_t i, uint64_t offset,
+                                 size_t kat) {
     uint32_t d;
     uint64_t bytes;
     int bad;
     tb_result r;
     if (b->format_major == 2 && b->format_minor < 5)
         return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                        "program constant %u: an external constant in a file of format 2.%u (they came with 2.5)", i, b->format_minor);
+                        "program constant %u: an external constant in a file of format 2.%u (they came with 2.5)", i,
+                        b->format_minor);
     if ((r = tb__rd_str(c, &k->tensor, TB_MAX_STRING_LENGTH, "constant's tensor name")) != tb_ok ||
         (r = tb__rd_u32(c, &k->rank, "constant")) != tb_ok || (r = tb__rd_u32(c, &k->crc32, "constant")) != tb_ok)
         return r;
     if (offset || (k->flags & TB_CONSTANT_STATE) || !*k->tensor || k->rank > TB_MAX_TENSOR_DIMS)
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                        "program constant %u: an external one with offset %llu (not 0), the state flag, an empty tensor name "
-                        "or rank %u (over %u)", i, (unsigned long long)offset, k->rank, (unsigned)TB_MAX_TENSOR_DIMS);
+        return tb__fail(
+            c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+            "program constant %u: an external one with offset %llu (not 0), the state flag, an empty tensor name "
+            "or rank %u (over %u)",
+            i, (unsigned long long)offset, k->rank, (unsigned)TB_MAX_TENSOR_DIMS);
     for (d = 0; d < k->rank; d++) {
         uint64_t x;
         if ((r = tb__rd_u64(c, &x, "constant's shape")) != tb_ok) return r;
@@ -10115,9 +10262,11 @@ static tb_result tb__rd_external(tb_bundle *b, tb__cur *c, tb_program_constant *
     }
     bytes = tb__shape_bytes(tb__dtype(k->dtype)->bytes, k->rank, k->shape, &bad);
     if (bad || bytes != k->size)
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
-                        "program constant %u: an external one of %llu bytes whose shape (each size at most 2^63 - 1) holds "
-                        "%s%llu", i, (unsigned long long)k->size, bad ? "more than " : "", (unsigned long long)bytes);
+        return tb__fail(
+            c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+            "program constant %u: an external one of %llu bytes whose shape (each size at most 2^63 - 1) holds "
+            "%s%llu",
+            i, (unsigned long long)k->size, bad ? "more than " : "", (unsigned long long)bytes);
     return tb_ok;
 }
 
@@ -10130,15 +10279,19 @@ static tb_result tb__rd_constant_table(tb_bundle *b, tb__cur *c, uint32_t n, uin
     for (i = 0; i < n; i++) {
         tb_program_constant *k = &b->constants[i];
         size_t kat = c->pos;
-        if ((r = tb__rd_str(c, &k->name, TB_MAX_STRING_LENGTH, "constant name")) || (r = tb__rd_u32(c, &k->dtype, "constant")) ||
-            (r = tb__rd_u32(c, &k->flags, "constant")) || (r = tb__rd_u64(c, &k->size, "constant")) ||
-            (r = tb__rd_u64(c, &offsets[i], "constant")))
+        if ((r = tb__rd_str(c, &k->name, TB_MAX_STRING_LENGTH, "constant name")) ||
+            (r = tb__rd_u32(c, &k->dtype, "constant")) || (r = tb__rd_u32(c, &k->flags, "constant")) ||
+            (r = tb__rd_u64(c, &k->size, "constant")) || (r = tb__rd_u64(c, &offsets[i], "constant")))
             return r;
-        if (!*k->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "program constant %u has an empty name", i);
+        if (!*k->name)
+            return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0,
+                            "program constant %u has an empty name", i);
         if (!tb__dtype(k->dtype))
-            return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0, "program constant %u: dtype %u is unknown", i, k->dtype);
+            return tb__fail(c->err, tb_err_unsupported_type, NULL, NULL, (long long)kat, 0,
+                            "program constant %u: dtype %u is unknown", i, k->dtype);
         if ((k->flags & ~flags_ok) || ((k->flags & TB_CONSTANT_SHARED) && !(k->flags & TB_CONSTANT_STATE)))
-            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0, "program constant %u: flags %u", i, k->flags);
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0, "program constant %u: flags %u", i,
+                            k->flags);
         if (k->flags & TB_CONSTANT_EXTERNAL) { /* no bytes here: the constants around it keep their order */
             if ((r = tb__rd_external(b, c, k, i, offsets[i], kat)) != tb_ok) return r;
             continue;
@@ -10173,15 +10326,19 @@ static tb_result tb__rd_program_tensors(tb_bundle *b, tb__cur *c, tb_program *p,
     tb_tensor_spec *tensors = NULL;
     uint32_t i;
     tb_result r;
-    if ((n->inputs + n->outputs && !(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, ((size_t)n->inputs + n->outputs) * sizeof *tensors))) ||
-        (n->buffers && !(p->buffers = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n->buffers * sizeof *p->buffers))) ||
-        (n->steps && !(p->steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n->steps * sizeof *p->steps))))
+    if ((n->inputs + n->outputs && !(tensors = (tb_tensor_spec *)tb__arena_alloc(
+                                         &b->ctx, &b->arena, ((size_t)n->inputs + n->outputs) * sizeof *tensors))) ||
+        (n->buffers && !(p->buffers = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena,
+                                                                           (size_t)n->buffers * sizeof *p->buffers))) ||
+        (n->steps &&
+         !(p->steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)n->steps * sizeof *p->steps))))
         return TB__OOM(c->err);
     if (tensors) memset(tensors, 0, ((size_t)n->inputs + n->outputs) * sizeof *tensors);
     p->input_count = n->inputs, p->output_count = n->outputs, p->buffer_count = n->buffers, p->step_count = n->steps;
     p->inputs = tensors, p->outputs = tensors ? tensors + n->inputs : NULL;
     for (i = 0; i < n->inputs + n->outputs; i++)
-        if ((r = tb__rd_tensor(b, c, &tensors[i], i < n->inputs ? "input" : "output", i < n->inputs ? i : i - n->inputs)) != tb_ok)
+        if ((r = tb__rd_tensor(b, c, &tensors[i], i < n->inputs ? "input" : "output",
+                               i < n->inputs ? i : i - n->inputs)) != tb_ok)
             return r;
     if ((r = tb__check_unique_names(&b->ctx, p->inputs, p->input_count, "input", c->err)) != tb_ok ||
         (r = tb__check_unique_names(&b->ctx, p->outputs, p->output_count, "output", c->err)) != tb_ok)
@@ -10211,7 +10368,8 @@ static tb_result tb__rd_program_rest(tb_bundle *b, tb__cur *c, tb_program *p, ui
         tb_operand *ops = NULL;
         /* kind, then the operand count (its limit, and the bytes that
            remain after it), then the other fields */
-        if ((r = tb__rd_u32(c, &f[0], "step kind")) || (r = tb__rd_count(c, &f[1], TB_MAX_ARGS, TB__PROGRAM_OPERAND, "operand count")))
+        if ((r = tb__rd_u32(c, &f[0], "step kind")) ||
+            (r = tb__rd_count(c, &f[1], TB_MAX_ARGS, TB__PROGRAM_OPERAND, "operand count")))
             return r;
         for (j = 2; j < 10; j++)
             if ((r = tb__rd_u32(c, &f[j], "step")) != tb_ok) return r;
@@ -10221,24 +10379,27 @@ static tb_result tb__rd_program_rest(tb_bundle *b, tb__cur *c, tb_program *p, ui
         /* the running total, then the operands' bytes */
         operands += s->operand_count;
         if (operands > operand_total)
-            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: more operands than the total %u",
-                            i, operand_total);
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0,
+                            "program step %u: more operands than the total %u", i, operand_total);
         need = (size_t)s->operand_count * TB__PROGRAM_OPERAND;
         if (need > c->end - c->pos)
-            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)sat, 0, "program step %u: %u operands cannot fit", i,
-                            s->operand_count);
-        if (s->operand_count && !(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, need))) return TB__OOM(c->err);
+            return tb__fail(c->err, tb_err_truncated, NULL, NULL, (long long)sat, 0,
+                            "program step %u: %u operands cannot fit", i, s->operand_count);
+        if (s->operand_count && !(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, need)))
+            return TB__OOM(c->err);
         for (j = 0; j < s->operand_count; j++)
             if ((r = tb__rd_u32(c, &ops[j].space, "operand")) || (r = tb__rd_u32(c, &ops[j].index, "operand")) ||
                 (r = tb__rd_u64(c, &ops[j].value, "operand")))
                 return r;
         s->operands = ops;
         if ((r = tb__check_step(b, p, i, c->err)) != tb_ok) return r;
-        if (f[9]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0, "program step %u: reserved field not zero", i);
+        if (f[9])
+            return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)sat, 0,
+                            "program step %u: reserved field not zero", i);
     }
     if (operands != operand_total)
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program operand total %u, the steps hold %llu",
-                        operand_total, (unsigned long long)operands);
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "program operand total %u, the steps hold %llu", operand_total, (unsigned long long)operands);
     return tb_ok;
 }
 /* The constants' bytes: in order, after the tables, zeros between and
@@ -10259,16 +10420,20 @@ static tb_result tb__rd_constant_bytes(tb_bundle *b, tb__cur *c, const uint64_t 
     return tb__rd_zero_run(c, c->end - c->pos, "the bytes after the constants");
 }
 /* The table and the programs' array, made for the counts read. */
-static tb_result tb__rd_program_arrays(tb_bundle *b, tb__cur *c, uint32_t programs, uint32_t constants, uint64_t **offsets) {
+static tb_result tb__rd_program_arrays(tb_bundle *b, tb__cur *c, uint32_t programs, uint32_t constants,
+                                       uint64_t **offsets) {
     uint32_t i;
-    if ((constants && (!(b->constants = (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof *b->constants)) ||
-                       !(*offsets = (uint64_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof **offsets)))) ||
+    if ((constants &&
+         (!(b->constants =
+                (tb_program_constant *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof *b->constants)) ||
+          !(*offsets = (uint64_t *)tb__arena_alloc(&b->ctx, &b->arena, (size_t)constants * sizeof **offsets)))) ||
         !(b->programs = (tb_program **)tb__alloc(&b->ctx, (size_t)programs * sizeof *b->programs)))
         return TB__OOM(c->err);
     if (constants) memset(b->constants, 0, (size_t)constants * sizeof *b->constants);
     b->constant_count = constants, b->constant_cap = 0, b->program_cap = programs;
     for (i = 0; i < programs; i++) {
-        if (!(b->programs[i] = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof(tb_program)))) return TB__OOM(c->err);
+        if (!(b->programs[i] = (tb_program *)tb__arena_alloc(&b->ctx, &b->arena, sizeof(tb_program))))
+            return TB__OOM(c->err);
         memset(b->programs[i], 0, sizeof(tb_program));
         b->programs[i]->constants = b->constants, b->programs[i]->constant_count = constants;
     }
@@ -10279,10 +10444,12 @@ static tb_result tb__rd_program_arrays(tb_bundle *b, tb__cur *c, uint32_t progra
    records the steps name */
 static tb_result tb__rd_programs_since(tb_bundle *b, tb__cur *c, uint32_t minor, const char *what) {
     if (b->program_count || b->programs)
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0, "a file with both sections 5 and 6");
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0,
+                        "a file with both sections 5 and 6");
     if (b->format_major < 2 || (b->format_major == 2 && b->format_minor < minor))
-        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0, "%s in a file of format %u.%u: they came with 2.%u",
-                        what, b->format_major, b->format_minor, minor);
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)c->pos, 0,
+                        "%s in a file of format %u.%u: they came with 2.%u", what, b->format_major, b->format_minor,
+                        minor);
     return tb_ok;
 }
 
@@ -10309,7 +10476,9 @@ static tb_result tb__rd_program(tb_bundle *b, tb__cur *c) {
     if ((r = tb__rd_count(c, &n.operands, 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok) return r;
     for (i = 6; i < 8; i++)
         if ((r = tb__rd_u32(c, &h[i], "program head")) != tb_ok) return r;
-    if (h[6] || h[7]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "program flags or reserved field not zero");
+    if (h[6] || h[7])
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "program flags or reserved field not zero");
     if ((r = tb__rd_u64(c, &ws, "workspace size")) != tb_ok) return r;
     if ((r = tb__rd_program_arrays(b, c, 1, nconst, &offsets)) != tb_ok) return r;
     p = b->programs[0];
@@ -10331,7 +10500,9 @@ static tb_result tb__rd_symbols(tb_bundle *b, tb__cur *c, tb_program *p, size_t 
     if ((r = tb__rd_count(c, &n, TB_MAX_PROGRAM_SYMBOLS, 32, "symbol count")) != tb_ok ||
         (r = tb__rd_count(c, &ne, TB_MAX_PROGRAM_EXPRS, 32, "expression count")) != tb_ok)
         return r;
-    if (!n) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "program \"%.80s\": flag bit 0 and no symbol", p->name);
+    if (!n)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0,
+                        "program \"%.80s\": flag bit 0 and no symbol", p->name);
     if (!(y = (tb_program_symbol *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *y))) return TB__OOM(c->err);
     for (i = 0; i < n; i++) {
         size_t at = c->pos;
@@ -10360,12 +10531,14 @@ static tb_result tb__rd_exprs(tb_bundle *b, tb__cur *c, tb_program *p) {
             if ((r = tb__rd_u32(c, &h[o], "expression")) != tb_ok) return r;
         if (!h[3] || h[3] > TB_MAX_EXPR_OPS)
             return tb__fail(c->err, h[3] ? tb_err_limit : tb_err_malformed, NULL, NULL, (long long)c->pos, 0,
-                            "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", i, h[3], (unsigned)TB_MAX_EXPR_OPS);
+                            "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", i, h[3],
+                            (unsigned)TB_MAX_EXPR_OPS);
         if (tb__need(c, (size_t)h[3] * 16, "expression operations")) return tb_err_truncated;
         if (!(ops = (tb_grid_op *)tb__arena_alloc(&b->ctx, &b->arena, h[3] * sizeof *ops))) return TB__OOM(c->err);
         for (o = 0; o < h[3]; o++) {
             uint64_t v;
-            if ((r = tb__rd_u32(c, &ops[o].op, "expression")) != tb_ok || (r = tb__rd_u32(c, &ops[o].index, "expression")) != tb_ok ||
+            if ((r = tb__rd_u32(c, &ops[o].op, "expression")) != tb_ok ||
+                (r = tb__rd_u32(c, &ops[o].index, "expression")) != tb_ok ||
                 (r = tb__rd_u64(c, &v, "expression")) != tb_ok)
                 return r;
             ops[o].value = (int64_t)v;
@@ -10387,9 +10560,12 @@ static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
     if ((r = tb__rd_programs_since(b, c, 4, "programs (section 6)")) != tb_ok) return r;
     if ((r = tb__rd_count(c, &np, TB_MAX_PROGRAMS, 8 + TB__PROGRAM6_HEAD, "program count")) != tb_ok ||
         (r = tb__rd_count(c, &nconst, TB_MAX_PROGRAM_CONSTANTS, 32, "constant count")) != tb_ok ||
-        (r = tb__rd_count(c, &f[0], TB_MAX_PROPERTIES, 16, "property count")) != tb_ok || (r = tb__rd_u32(c, &f[1], "programs head")) != tb_ok)
+        (r = tb__rd_count(c, &f[0], TB_MAX_PROPERTIES, 16, "property count")) != tb_ok ||
+        (r = tb__rd_u32(c, &f[1], "programs head")) != tb_ok)
         return r;
-    if (f[1]) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section 6's reserved field is not zero");
+    if (f[1])
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "section 6's reserved field is not zero");
     if (f[0] && !(b->properties = (const char **)tb__alloc(&b->ctx, (size_t)f[0] * 2 * sizeof *b->properties)))
         return TB__OOM(c->err);
     b->property_cap = f[0];
@@ -10399,19 +10575,24 @@ static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
         if ((r = tb__rd_str(c, &kv[0], TB_MAX_NAME_LENGTH, "property key")) != tb_ok ||
             (r = tb__rd_str(c, &kv[1], TB_MAX_STRING_LENGTH, "property value")) != tb_ok)
             return r;
-        if (!*kv[0]) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "property %u has an empty key", i);
+        if (!*kv[0])
+            return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)kat, 0, "property %u has an empty key", i);
         for (d = 0; d < i; d++)
             if (!strcmp(b->properties[2 * d], kv[0]))
-                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0, "two properties named \"%.80s\"", kv[0]);
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)kat, 0,
+                                "two properties named \"%.80s\"", kv[0]);
         b->property_count = i + 1;
     }
     if (!np && !nconst) { /* properties alone */
         if (!(b->programs = (tb_program **)tb__alloc(&b->ctx, sizeof *b->programs))) return TB__OOM(c->err);
         return tb__rd_zero_run(c, c->end - c->pos, "the bytes after the properties");
     }
-    if (!np) return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0, "section 6 with constants and no program");
+    if (!np)
+        return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)at, 0,
+                        "section 6 with constants and no program");
     if ((r = tb__rd_program_arrays(b, c, np, nconst, &offsets)) != tb_ok) return r;
-    if ((r = tb__rd_constant_table(b, c, nconst, offsets, TB_CONSTANT_STATE | TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) != tb_ok)
+    if ((r = tb__rd_constant_table(b, c, nconst, offsets,
+                                   TB_CONSTANT_STATE | TB_CONSTANT_SHARED | TB_CONSTANT_EXTERNAL)) != tb_ok)
         return r;
     for (j = 0; j < np; j++) {
         tb_program *p = b->programs[j];
@@ -10420,20 +10601,25 @@ static tb_result tb__rd_programs(tb_bundle *b, tb__cur *c) {
         size_t pat = c->pos;
         dst[0] = &n.inputs, dst[1] = &n.outputs, dst[2] = &n.buffers, dst[3] = &n.steps;
         if ((r = tb__rd_str(c, &p->name, TB_MAX_NAME_LENGTH, "program name")) != tb_ok) return r;
-        if (!*p->name) return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)pat, 0, "program %u has an empty name", j);
+        if (!*p->name)
+            return tb__fail(c->err, tb_err_bad_name, NULL, NULL, (long long)pat, 0, "program %u has an empty name", j);
         for (i = 0; i < j; i++)
             if (!strcmp(b->programs[i]->name, p->name))
-                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "two programs named \"%.80s\"", p->name);
+                return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0, "two programs named \"%.80s\"",
+                                p->name);
         for (d = 0; d < 4; d++)
-            if ((r = tb__rd_count(c, dst[d], tb__count_limits[d], tb__count_smallest[d], tb__count_names[d])) != tb_ok) return r;
+            if ((r = tb__rd_count(c, dst[d], tb__count_limits[d], tb__count_smallest[d], tb__count_names[d])) != tb_ok)
+                return r;
         if ((r = tb__rd_count(c, &n.operands, 0xffffffffu, TB__PROGRAM_OPERAND, "operand total")) != tb_ok ||
-            (r = tb__rd_u32(c, &h[0], "program head")) != tb_ok || (r = tb__rd_u64(c, &p->workspace_size, "workspace size")) != tb_ok)
+            (r = tb__rd_u32(c, &h[0], "program head")) != tb_ok ||
+            (r = tb__rd_u64(c, &p->workspace_size, "workspace size")) != tb_ok)
             return r;
         if (h[0] & ~1u || (h[0] && b->format_major == 2 && b->format_minor < 6))
             return tb__fail(c->err, tb_err_malformed, NULL, NULL, (long long)pat, 0,
                             "program \"%.80s\": flags %u (bit 0, symbols, came with 2.6; no other)", p->name, h[0]);
         if (h[0] && (r = tb__rd_symbols(b, c, p, pat)) != tb_ok) return r;
-        if ((r = tb__rd_program_tensors(b, c, p, &n)) != tb_ok || (r = tb__rd_program_rest(b, c, p, n.operands, pat)) != tb_ok)
+        if ((r = tb__rd_program_tensors(b, c, p, &n)) != tb_ok ||
+            (r = tb__rd_program_rest(b, c, p, n.operands, pat)) != tb_ok)
             return r;
         if (h[0] && (r = tb__rd_exprs(b, c, p)) != tb_ok) return r;
     }
@@ -10464,7 +10650,8 @@ static tb_result tb__check_sharing(const tb_bundle *b, tb_error *err) {
     if (b->program_count && !tb__in_section5(b) && (r = tb__constant_names_unique(b, err)) != tb_ok) return r;
     for (i = 0; i < b->constant_count; i++)
         if ((k[i].flags & TB_CONSTANT_SHARED) && !(k[i].flags & TB_CONSTANT_STATE))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "constant %u (%.80s) is shared but not state", i, k[i].name);
+            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "constant %u (%.80s) is shared but not state", i,
+                            k[i].name);
     if (b->program_count < 2 || !b->constant_count) return tb_ok;
     if (!(user = (uint32_t *)tb__alloc(&b->ctx, (size_t)b->constant_count * sizeof *user))) return TB__OOM(err);
     memset(user, 0xff, (size_t)b->constant_count * sizeof *user);
@@ -10516,25 +10703,31 @@ static tb_result tb__same_constant(tb_bundle *b, uint32_t t, const tb_program_co
                                                             "in the bundle");
     }
     if (x->dtype != k->dtype || x->size != k->size || (x->flags & TB_CONSTANT_STATE) != (k->flags & TB_CONSTANT_STATE))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "constant %u \"%.80s\": the bundle's constant of that name is %s, %llu bytes, flags %u; this one "
-                        "%s, %llu bytes, flags %u", i, k->name, tb_dtype_name(x->dtype), (unsigned long long)x->size, x->flags,
-                        tb_dtype_name(k->dtype) ? tb_dtype_name(k->dtype) : "?", (unsigned long long)k->size, k->flags);
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "constant %u \"%.80s\": the bundle's constant of that name is %s, %llu bytes, flags %u; this one "
+            "%s, %llu bytes, flags %u",
+            i, k->name, tb_dtype_name(x->dtype), (unsigned long long)x->size, x->flags,
+            tb_dtype_name(k->dtype) ? tb_dtype_name(k->dtype) : "?", (unsigned long long)k->size, k->flags);
     if (x->flags != k->flags || ((k->flags & TB_CONSTANT_STATE) && !(k->flags & TB_CONSTANT_SHARED)))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "state constant %u \"%.80s\" is in another program already: mark it TB_CONSTANT_SHARED in both to "
-                        "share it, or name them apart", i, k->name);
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "state constant %u \"%.80s\" is in another program already: mark it TB_CONSTANT_SHARED in both to "
+            "share it, or name them apart",
+            i, k->name);
     if (x->data == k->data) return tb_ok;
     for (off = 0; off < k->size; off += sizeof buf[0]) {
         size_t n = k->size - off < sizeof buf[0] ? (size_t)(k->size - off) : sizeof buf[0];
         tb_result r;
         if ((r = tb_program_read_constant(b, t, off, buf[0], n, err)) != tb_ok) return r;
         if (tb__mapped_copy(buf[1], (const char *)k->data + off, n) != 0)
-            return tb__fail(err, tb_err_io, NULL, NULL, -1, errno, "constant %u \"%.80s\": its bundle file lost its bytes", i, k->name);
+            return tb__fail(err, tb_err_io, NULL, NULL, -1, errno,
+                            "constant %u \"%.80s\": its bundle file lost its bytes", i, k->name);
         if (memcmp(buf[0], buf[1], n))
-            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                            "constant %u \"%.80s\": the bundle's constant of that name holds other bytes (from byte %llu)", i,
-                            k->name, (unsigned long long)off);
+            return tb__fail(
+                err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                "constant %u \"%.80s\": the bundle's constant of that name holds other bytes (from byte %llu)", i,
+                k->name, (unsigned long long)off);
     }
     return tb_ok;
 }
@@ -10544,7 +10737,8 @@ static tb_result tb__copy_dynamic(tb_bundle *b, const tb_program *src, tb_progra
     tb_program_symbol *y = NULL;
     tb_program_expr *x = NULL;
     uint32_t i;
-    if (src->symbol_count && !(y = (tb_program_symbol *)tb__arena_alloc(&b->ctx, &b->arena, src->symbol_count * sizeof *y)))
+    if (src->symbol_count &&
+        !(y = (tb_program_symbol *)tb__arena_alloc(&b->ctx, &b->arena, src->symbol_count * sizeof *y)))
         return TB__OOM(err);
     for (i = 0; i < src->symbol_count; i++) {
         y[i] = src->symbols[i];
@@ -10555,7 +10749,8 @@ static tb_result tb__copy_dynamic(tb_bundle *b, const tb_program *src, tb_progra
     for (i = 0; i < src->expr_count; i++) {
         tb_grid_op *ops;
         x[i] = src->exprs[i];
-        if (!(ops = (tb_grid_op *)tb__arena_alloc(&b->ctx, &b->arena, x[i].op_count * sizeof *ops))) return TB__OOM(err);
+        if (!(ops = (tb_grid_op *)tb__arena_alloc(&b->ctx, &b->arena, x[i].op_count * sizeof *ops)))
+            return TB__OOM(err);
         memcpy(ops, src->exprs[i].ops, x[i].op_count * sizeof *ops);
         x[i].ops = ops;
     }
@@ -10565,8 +10760,8 @@ static tb_result tb__copy_dynamic(tb_bundle *b, const tb_program *src, tb_progra
 
 /* A copy of program src (named name) in the bundle's arena, its CONSTANT
    operands renumbered by remap (src's constant -> the table's). */
-static tb_result tb__copy_program(tb_bundle *b, const tb_program *src, const char *name, const uint32_t *remap, tb_program **out,
-                                  tb_error *err) {
+static tb_result tb__copy_program(tb_bundle *b, const tb_program *src, const char *name, const uint32_t *remap,
+                                  tb_program **out, tb_error *err) {
     tb_program *p;
     tb_tensor_spec *tensors = NULL;
     tb_program_buffer *bufs = NULL;
@@ -10577,25 +10772,30 @@ static tb_result tb__copy_program(tb_bundle *b, const tb_program *src, const cha
     if (!(p->name = tb__arena_strdup(&b->ctx, &b->arena, name, strlen(name)))) return TB__OOM(err);
     if (src->input_count + src->output_count) {
         size_t n = (size_t)src->input_count + src->output_count;
-        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors))) return TB__OOM(err);
+        if (!(tensors = (tb_tensor_spec *)tb__arena_alloc(&b->ctx, &b->arena, n * sizeof *tensors)))
+            return TB__OOM(err);
         if (src->input_count) memcpy(tensors, src->inputs, src->input_count * sizeof *tensors);
         if (src->output_count) memcpy(tensors + src->input_count, src->outputs, src->output_count * sizeof *tensors);
         for (i = 0; i < n; i++)
-            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name)))) return TB__OOM(err);
+            if (!(tensors[i].name = tb__arena_strdup(&b->ctx, &b->arena, tensors[i].name, strlen(tensors[i].name))))
+                return TB__OOM(err);
     }
     p->inputs = tensors, p->outputs = tensors ? tensors + src->input_count : NULL;
     if (src->buffer_count) {
-        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs))) return TB__OOM(err);
+        if (!(bufs = (tb_program_buffer *)tb__arena_alloc(&b->ctx, &b->arena, src->buffer_count * sizeof *bufs)))
+            return TB__OOM(err);
         memcpy(bufs, src->buffers, src->buffer_count * sizeof *bufs);
     }
     p->buffers = bufs;
     if (src->step_count) {
-        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps))) return TB__OOM(err);
+        if (!(steps = (tb_program_step *)tb__arena_alloc(&b->ctx, &b->arena, src->step_count * sizeof *steps)))
+            return TB__OOM(err);
         memcpy(steps, src->steps, src->step_count * sizeof *steps);
         for (i = 0; i < src->step_count; i++) {
             tb_operand *ops = NULL;
             if (steps[i].operand_count) {
-                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops))) return TB__OOM(err);
+                if (!(ops = (tb_operand *)tb__arena_alloc(&b->ctx, &b->arena, steps[i].operand_count * sizeof *ops)))
+                    return TB__OOM(err);
                 memcpy(ops, src->steps[i].operands, steps[i].operand_count * sizeof *ops);
                 for (j = 0; j < steps[i].operand_count; j++)
                     if (ops[j].space == TB_SPACE_CONSTANT) ops[j].index = remap[ops[j].index];
@@ -10616,17 +10816,21 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
     if (!b || !src) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or program is NULL");
     name = src->name ? src->name : TB__DEFAULT_PROGRAM;
     if (src->values)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "program \"%.80s\" was made by tb_program_specialize: add the program with symbols it came from", name);
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "program \"%.80s\" was made by tb_program_specialize: add the program with symbols it came from", name);
     chk = *src, chk.name = name;
     if ((r = tb__check_program(b, &chk, err)) != tb_ok) return r;
     if (b->program_count >= TB_MAX_PROGRAMS)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle holds TB_MAX_PROGRAMS (%u) programs", (unsigned)TB_MAX_PROGRAMS);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the bundle holds TB_MAX_PROGRAMS (%u) programs",
+                        (unsigned)TB_MAX_PROGRAMS);
     if (tb_bundle_find_program(b, name))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the bundle has a program named \"%.80s\" already", name);
-    if (b->program_count && (r = tb__constant_names_unique(b, err)) != tb_ok) /* a 2.3 program's may repeat */
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "the bundle's program repeats a constant's name, so no other program can be matched to it by name");
+                        "the bundle has a program named \"%.80s\" already", name);
+    if (b->program_count && (r = tb__constant_names_unique(b, err)) != tb_ok) /* a 2.3 program's may repeat */
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "the bundle's program repeats a constant's name, so no other program can be matched to it by name");
     for (i = 0; i < src->constant_count; i++)
         if (src->constants[i].size > (uint64_t)(SIZE_MAX / 2))
             return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program constant %u is too large for this host", i);
@@ -10640,9 +10844,10 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
             tb__free(&b->ctx, v);
             if (r == tb_err_out_of_memory) return TB__OOM(err);
             if (r != tb_ok) /* e2: 'program: two constants named "NAME"' */
-                return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                                "%s, both named so in one program: a bundle of several programs matches constants by name",
-                                e2.message);
+                return tb__fail(
+                    err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                    "%s, both named so in one program: a bundle of several programs matches constants by name",
+                    e2.message);
         }
     }
     /* the constants, by name: the table's own, or new ones at its end */
@@ -10663,8 +10868,8 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
         }
         if (t < b->constant_count) { /* twice in this program */
             for (j = 0; remap[j] != t; j++) {}
-            r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program constants %u and %u are both named \"%.80s\"",
-                         j, i, k->name);
+            r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                         "program constants %u and %u are both named \"%.80s\"", j, i, k->name);
             break;
         }
         if (b->constant_count == b->constant_cap) { /* grow onto the heap (a read table is in the arena) */
@@ -10686,7 +10891,8 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
             if (!ext) d->tensor = NULL, d->rank = 0, d->crc32 = 0, memset(d->shape, 0, sizeof d->shape);
             if (!(d->name = tb__arena_strdup(&b->ctx, &b->arena, k->name, strlen(k->name))) ||
                 (ext && !(d->tensor = tb__arena_strdup(&b->ctx, &b->arena, k->tensor, strlen(k->tensor)))) ||
-                (k->size && !ext && !(bytes = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)k->size, TB__CONSTANT_ALIGN)))) {
+                (k->size && !ext &&
+                 !(bytes = tb__arena_alloc_aligned(&b->ctx, &b->arena, (size_t)k->size, TB__CONSTANT_ALIGN)))) {
                 r = TB__OOM(err);
                 break;
             }
@@ -10707,7 +10913,8 @@ TBDEF tb_result tb_bundle_add_program(tb_bundle *b, const tb_program *src, tb_er
         r = TB__OOM(err);
     if (r == tb_ok) {
         b->programs[b->program_count++] = p;
-        for (i = 0; i < b->program_count; i++) b->programs[i]->constants = b->constants, b->programs[i]->constant_count = b->constant_count;
+        for (i = 0; i < b->program_count; i++)
+            b->programs[i]->constants = b->constants, b->programs[i]->constant_count = b->constant_count;
         if ((r = tb__check_sharing(b, err)) != tb_ok) b->program_count--;
     }
     if (r != tb_ok) { /* the table as it was (new entries' bytes stay in the arena) */
@@ -10758,7 +10965,8 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
     k = &b->constants[index];
     if (k->flags & TB_CONSTANT_EXTERNAL)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
-                        "constant %u (%.80s) is tensor \"%.80s\" of the weights file, not in the bundle: read it with tb_weights_read",
+                        "constant %u (%.80s) is tensor \"%.80s\" of the weights file, not in the bundle: read it with "
+                        "tb_weights_read",
                         index, k->name, k->tensor);
     if (offset > k->size || size > k->size - offset)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bytes %llu..+%zu of constant %u (%llu bytes)",
@@ -10767,8 +10975,10 @@ TBDEF tb_result tb_program_read_constant(const tb_bundle *b, uint32_t index, uin
     at = (uintptr_t)k->data + (uintptr_t)offset, base = (uintptr_t)b->map_base;
     if (b->read_at && at >= base && at - base <= b->map_size && size <= b->map_size - (at - base)) {
         if (b->read_at(b, (size_t)(at - base), dst, size) != 0)
-            return tb__fail(err, tb_err_io, NULL, k->name, -1, errno,
-                            "the bundle file no longer holds constant %u's bytes (truncated or replaced since it was read?)", index);
+            return tb__fail(
+                err, tb_err_io, NULL, k->name, -1, errno,
+                "the bundle file no longer holds constant %u's bytes (truncated or replaced since it was read?)",
+                index);
         return tb_ok;
     }
     memcpy(dst, (const char *)k->data + offset, size);
@@ -10800,37 +11010,43 @@ static tb_result tb__check_expr_ops(const tb_grid_op *ops, uint32_t n, uint32_t 
     int fault;
     if (!n || n > TB_MAX_EXPR_OPS || !ops)
         return tb__fail(err, n > TB_MAX_EXPR_OPS ? tb_err_limit : tb_err_malformed, NULL, NULL, -1, 0,
-                        "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n, (unsigned)TB_MAX_EXPR_OPS);
+                        "program expression %u has %u operations (1..TB_MAX_EXPR_OPS, %u)", e, n,
+                        (unsigned)TB_MAX_EXPR_OPS);
     switch ((fault = tb__grid_walk(ops, n, tb__expr_operand, &nsyms, &i, &depth))) {
     case 0: return tb_ok;
     case TB__WALK_UNKNOWN:
     case TB__WALK_FOREIGN:
-        return tb__fail(err, fault == TB__WALK_FOREIGN ? tb_err_malformed : tb_err_unsupported_version, NULL, NULL, -1, 0,
-                        "program expression %u, operation %u: op %u is %s", e, i, ops[i].op,
+        return tb__fail(err, fault == TB__WALK_FOREIGN ? tb_err_malformed : tb_err_unsupported_version, NULL, NULL, -1,
+                        0, "program expression %u, operation %u: op %u is %s", e, i, ops[i].op,
                         fault == TB__WALK_FOREIGN ? "a grid rule's operand (an expression reads constants and symbols)"
                                                   : "unknown (written by a newer version?)");
     case TB__WALK_FIELD:
         return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                        "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e, i,
-                        ops[i].index, nsyms);
+                        "program expression %u, operation %u: symbol %u of %u, or an unused field that is not zero", e,
+                        i, ops[i].index, nsyms);
     case TB__WALK_SHORT:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u, operation %u: too few values on the stack", e, i);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
+                        "program expression %u, operation %u: too few values on the stack", e, i);
     case TB__WALK_DEEP:
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries", e,
-                        TB_GRID_STACK);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program expression %u needs more than %u stack entries",
+                        e, TB_GRID_STACK);
     default:
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e, depth);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program expression %u leaves %u values, not one", e,
+                        depth);
     }
 }
-static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+static tb_result tb__expr_run(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out,
+                              tb_error *err) {
     tb__grid_env env;
     memset(&env, 0, sizeof env);
     env.syms = values, env.n_syms = nv, env.expr = 1;
     return tb__grid_run(ops, n, &env, 0, out, err);
 }
-TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out, tb_error *err) {
+TBDEF tb_result tb_expr_eval(const tb_grid_op *ops, uint32_t n, const int64_t *values, uint32_t nv, int64_t *out,
+                             tb_error *err) {
     tb_result r;
-    if (!out || (nv && !values)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out or values is NULL");
+    if (!out || (nv && !values))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out or values is NULL");
     if ((r = tb__check_expr_ops(ops, n, nv, 0, err)) != tb_ok) return r;
     return tb__expr_run(ops, n, values, nv, out, err);
 }
@@ -10910,10 +11126,13 @@ static tb_result tb__check_symbol(const tb_program_symbol *ys, uint32_t i, long 
     for (j = 0; j < i; j++)
         if (!strcmp(ys[j].name, y->name))
             return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0, "two program symbols named \"%.80s\"", y->name);
-    if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor || y->max % y->divisor)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, at, 0,
-                        "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
-                        "both, at least 1)", i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
+    if (y->min < 0 || y->min > y->max || y->max > 0x7fffffff || y->divisor < 1 || y->min % y->divisor ||
+        y->max % y->divisor)
+        return tb__fail(
+            err, tb_err_malformed, NULL, NULL, at, 0,
+            "program symbol %u (%.80s): range %lld..%lld, divisor %lld (0 <= min <= max < 2^31, a divisor of "
+            "both, at least 1)",
+            i, y->name, (long long)y->min, (long long)y->max, (long long)y->divisor);
     return tb_ok;
 }
 
@@ -10926,45 +11145,53 @@ static tb_result tb__check_dynamic(const tb_bundle *b, const tb_program *p, tb_e
     uint32_t i;
     tb_result r;
     if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs))
-        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "program: %u symbols (at most TB_MAX_PROGRAM_SYMBOLS, %u), or a NULL array", p->symbol_count,
-                        (unsigned)TB_MAX_PROGRAM_SYMBOLS);
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL,
+                        NULL, -1, 0, "program: %u symbols (at most TB_MAX_PROGRAM_SYMBOLS, %u), or a NULL array",
+                        p->symbol_count, (unsigned)TB_MAX_PROGRAM_SYMBOLS);
     if (p->values) { /* a specialized program: its expressions were evaluated into its fields */
-        if (p->expr_count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a specialized program with expressions");
+        if (p->expr_count)
+            return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "a specialized program with expressions");
         return tb_ok;
     }
     if (p->expr_count && !p->symbol_count)
-        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol", p->expr_count);
+        return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0, "program: %u expressions and no symbol",
+                        p->expr_count);
     for (i = 0; i < p->symbol_count; i++) {
         if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
         at_max[i] = p->symbols[i].max;
         bound[i] = 0;
     }
     if (p->expr_count > TB_MAX_PROGRAM_EXPRS)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS", p->expr_count);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program: %u expressions, over TB_MAX_PROGRAM_EXPRS",
+                        p->expr_count);
     for (i = 0; i < p->expr_count; i++) {
         const tb_program_expr *x = &p->exprs[i];
         int64_t now = 0, v = 0;
         tb_error e2;
         if (i && !tb__expr_before(&p->exprs[i - 1], x))
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u (field %u, %u, %u) is not after the one before it (sorted by field, index, "
-                            "sub; each once)", i, x->field, x->index, x->sub);
+            return tb__fail(
+                err, tb_err_malformed, NULL, NULL, -1, 0,
+                "program expression %u (field %u, %u, %u) is not after the one before it (sorted by field, index, "
+                "sub; each once)",
+                i, x->field, x->index, x->sub);
         if (!tb__expr_slot(b, p, x, &now))
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u: field %u (%s) index %u sub %u names nothing an expression may give", i,
-                            x->field, x->field <= TB_FIELD_OPERAND ? tb__field_names[x->field] : "unknown", x->index, x->sub);
+                            "program expression %u: field %u (%s) index %u sub %u names nothing an expression may give",
+                            i, x->field, x->field <= TB_FIELD_OPERAND ? tb__field_names[x->field] : "unknown", x->index,
+                            x->sub);
         if ((r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok) return r;
         if (tb__expr_run(x->ops, x->op_count, at_max, p->symbol_count, &v, &e2) != tb_ok || v != now)
-            return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program expression %u (%s %u/%u) gives %lld at every symbol's maximum, where the program holds %lld",
-                            i, tb__field_names[x->field], x->index, x->sub, (long long)v, (long long)now);
+            return tb__fail(
+                err, tb_err_malformed, NULL, NULL, -1, 0,
+                "program expression %u (%s %u/%u) gives %lld at every symbol's maximum, where the program holds %lld",
+                i, tb__field_names[x->field], x->index, x->sub, (long long)v, (long long)now);
         if (x->field == TB_FIELD_INPUT_SIZE && tb__expr_symbol(x) >= 0) bound[tb__expr_symbol(x)] = 1;
     }
     for (i = 0; i < p->symbol_count; i++)
         if (!bound[i])
             return tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                            "program symbol %u (%.80s) is no input's size: a run could not bind it", i, p->symbols[i].name);
+                            "program symbol %u (%.80s) is no input's size: a run could not bind it", i,
+                            p->symbols[i].name);
     return tb_ok;
 }
 
@@ -10978,11 +11205,13 @@ static tb_result tb__at_values(tb_error *err, tb_result r, const tb_program *p, 
         uint32_t i;
         int k = 0;
         for (i = 0; i < p->symbol_count && k < (int)sizeof at - 40; i++)
-            k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name, (long long)values[i]);
+            k += snprintf(at + k, sizeof at - (size_t)k, "%s%.30s=%lld", i ? ", " : "", p->symbols[i].name,
+                          (long long)values[i]);
         if (n < sizeof err->message && strstr(err->message, "program \""))
             snprintf(err->message + n, sizeof err->message - n, " [at %s]", at);
         else if (n < sizeof err->message)
-            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" at %s]", p->name ? p->name : "forward", at);
+            snprintf(err->message + n, sizeof err->message - n, " [program \"%.60s\" at %s]",
+                     p->name ? p->name : "forward", at);
     }
     return r;
 }
@@ -10998,8 +11227,8 @@ static void tb__expr_what(char *out, size_t cap, const tb_program *p, const tb_p
     switch (x->field) {
     case TB_FIELD_INPUT_SIZE: case TB_FIELD_INPUT_STRIDE: case TB_FIELD_OUTPUT_SIZE: case TB_FIELD_OUTPUT_STRIDE:
         snprintf(out, cap, "the %s of %s \"%.60s\" dimension %u",
-                 x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? "size" : "stride", in ? "input" : "output",
-                 (in ? p->inputs : p->outputs)[x->index].name, x->sub);
+                 x->field == TB_FIELD_INPUT_SIZE || x->field == TB_FIELD_OUTPUT_SIZE ? "size" : "stride",
+                 in ? "input" : "output", (in ? p->inputs : p->outputs)[x->index].name, x->sub);
         break;
     case TB_FIELD_BUFFER_SIZE: snprintf(out, cap, "the size of buffer %u", x->index); break;
     case TB_FIELD_GRID: snprintf(out, cap, "grid %c of step %u", "xyz"[x->sub], x->index); break;
@@ -11021,8 +11250,9 @@ static tb_result tb__check_values(const tb_program *p, const int64_t *values, tb
     for (k = 0; k < p->symbol_count; k++) {
         const tb_program_symbol *y = &p->symbols[k];
         if (values[k] < y->min || values[k] > y->max || values[k] % y->divisor)
-            return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "symbol \"%.60s\" is %lld: it takes %lld..%lld (multiples of %lld)",
-                            y->name, (long long)values[k], (long long)y->min, (long long)y->max, (long long)y->divisor);
+            return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                            "symbol \"%.60s\" is %lld: it takes %lld..%lld (multiples of %lld)", y->name,
+                            (long long)values[k], (long long)y->min, (long long)y->max, (long long)y->divisor);
     }
     return tb_ok;
 }
@@ -11042,8 +11272,8 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
                         p->name ? p->name : "forward", p->input_count);
     if (p->symbol_count > TB_MAX_PROGRAM_SYMBOLS || (p->symbol_count && !p->symbols) || (p->expr_count && !p->exprs) ||
         (p->input_count && !p->inputs))
-        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL, NULL,
-                        -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
+        return tb__fail(err, p->symbol_count > TB_MAX_PROGRAM_SYMBOLS ? tb_err_limit : tb_err_invalid_argument, NULL,
+                        NULL, -1, 0, "program: %u symbols, or a NULL array", p->symbol_count);
     for (i = 0; !checked && i < p->symbol_count; i++) /* before a range or divisor is used (issue 38 #3) */
         if ((r = tb__check_symbol(p->symbols, i, -1, err)) != tb_ok) return r;
     memset(bound, 0, sizeof bound);
@@ -11070,12 +11300,14 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
                 return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                                 "program expression %u names input %u dimension %u, which the program does not have", i,
                                 x->index, x->sub);
-            if (!checked && pass == 0 && (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok)
+            if (!checked && pass == 0 &&
+                (r = tb__check_expr_ops(x->ops, x->op_count, p->symbol_count, i, err)) != tb_ok)
                 return r;
             k = tb__expr_symbol(x);
             if (in[x->index].rank != p->inputs[x->index].rank)
-                return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "input \"%.80s\": rank %u, the program's is %u",
-                                p->inputs[x->index].name, in[x->index].rank, p->inputs[x->index].rank);
+                return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0,
+                                "input \"%.80s\": rank %u, the program's is %u", p->inputs[x->index].name,
+                                in[x->index].rank, p->inputs[x->index].rank);
             have = in[x->index].shape[x->sub];
             if (pass == 0) {
                 if (k < 0 || bound[k]) continue;
@@ -11085,14 +11317,18 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
                 continue;
             }
             if (tb__expr_run(x->ops, x->op_count, values, p->symbol_count, &want, &e2) != tb_ok)
-                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0, "input \"%.80s\" dimension %u: its size's expression "
-                                "cannot be evaluated (%s)", p->inputs[x->index].name, x->sub, tb__detail(&e2));
+                return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
+                                "input \"%.80s\" dimension %u: its size's expression "
+                                "cannot be evaluated (%s)",
+                                p->inputs[x->index].name, x->sub, tb__detail(&e2));
             if (have != want) {
                 if (k >= 0)
-                    return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
-                                    "input \"%.80s\" dimension %u is %lld, where input \"%.80s\" dimension %u made symbol "
-                                    "\"%.60s\" %lld", p->inputs[x->index].name, x->sub, (long long)have,
-                                    p->inputs[from[k][0]].name, from[k][1], p->symbols[k].name, (long long)values[k]);
+                    return tb__fail(
+                        err, tb_err_shape, NULL, NULL, -1, 0,
+                        "input \"%.80s\" dimension %u is %lld, where input \"%.80s\" dimension %u made symbol "
+                        "\"%.60s\" %lld",
+                        p->inputs[x->index].name, x->sub, (long long)have, p->inputs[from[k][0]].name, from[k][1],
+                        p->symbols[k].name, (long long)values[k]);
                 return tb__fail(err, tb_err_shape, NULL, NULL, -1, 0,
                                 "input \"%.80s\" dimension %u is %lld; the program's symbols make it %lld",
                                 p->inputs[x->index].name, x->sub, (long long)have, (long long)want);
@@ -11101,7 +11337,8 @@ static tb_result tb__program_bind(const tb_program *p, const tb_tensor *in, uint
     }
     return tb_ok;
 }
-TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values, tb_error *err) {
+TBDEF tb_result tb_program_bind(const tb_program *p, const tb_tensor *in, uint32_t nin, int64_t *values,
+                                tb_error *err) {
     return tb__program_bind(p, in, nin, values, 0, err);
 }
 
@@ -11126,15 +11363,18 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
     if (out) *out = NULL;
     if (!b || !p || !out || (p->symbol_count && !values))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, program, values or out is NULL");
-    if (p->values) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
+    if (p->values)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the program is specialized already");
     /* every rule, not only the expressions': a caller's program no reader
        checked names its fields through them */
     if ((r = tb__check_program_body(b, p, err)) != tb_ok) return r;
     if ((r = tb__check_values(p, values, err)) != tb_ok) return r;
     for (s = 0; s < p->step_count; s++) nops += p->steps[s].operand_count;
-    bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t + (uint64_t)p->buffer_count * sizeof *bufs +
-            (uint64_t)p->step_count * sizeof *steps + nops * sizeof *ops + (uint64_t)(p->symbol_count + 1) * sizeof *vals;
-    if (bytes > (uint64_t)SIZE_MAX / 2) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the program is too large for this host");
+    bytes = sizeof *blk + ((uint64_t)p->input_count + p->output_count) * sizeof *t +
+            (uint64_t)p->buffer_count * sizeof *bufs + (uint64_t)p->step_count * sizeof *steps + nops * sizeof *ops +
+            (uint64_t)(p->symbol_count + 1) * sizeof *vals;
+    if (bytes > (uint64_t)SIZE_MAX / 2)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the program is too large for this host");
     if (!(blk = (tb__prog_block *)tb__alloc(&b->ctx, (size_t)bytes))) return TB__OOM(err);
     blk->ctx = b->ctx;
     q = &blk->p;
@@ -11176,22 +11416,26 @@ TBDEF tb_result tb_program_specialize(const tb_bundle *b, const tb_program *p, c
         case TB_FIELD_OUTPUT_STRIDE: t[p->input_count + x->index].strides[x->sub] = v; break;
         case TB_FIELD_BUFFER_SIZE: /* within the plan, made at every maximum */
             if (v < 0 || (uint64_t)v > p->buffers[x->index].size)
-                r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
-                             "program \"%.80s\": buffer %u needs %lld bytes at these sizes, and the plan holds %llu (a size "
-                             "that does not grow with its symbols)", p->name ? p->name : "forward", x->index,
-                             (long long)v, (unsigned long long)p->buffers[x->index].size);
+                r = tb__fail(
+                    err, tb_err_malformed, NULL, NULL, -1, 0,
+                    "program \"%.80s\": buffer %u needs %lld bytes at these sizes, and the plan holds %llu (a size "
+                    "that does not grow with its symbols)",
+                    p->name ? p->name : "forward", x->index, (long long)v,
+                    (unsigned long long)p->buffers[x->index].size);
             else bufs[x->index].size = (uint64_t)v;
             break;
         case TB_FIELD_GRID:
             if (v < 0 || v > 0x7fffffff)
-                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: grid %c of %lld (0 to 2^31 - 1)",
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0,
+                             "program \"%.80s\" step %u: grid %c of %lld (0 to 2^31 - 1)",
                              p->name ? p->name : "forward", x->index, "xyz"[x->sub], (long long)v);
             else steps[x->index].grid[x->sub] = (uint32_t)v;
             break;
         case TB_FIELD_COUNT:
             if (v < 0)
-                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "program \"%.80s\" step %u: a negative count, %lld",
-                             p->name ? p->name : "forward", x->index, (long long)v);
+                r = tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0,
+                             "program \"%.80s\" step %u: a negative count, %lld", p->name ? p->name : "forward",
+                             x->index, (long long)v);
             else steps[x->index].count = (uint64_t)v;
             break;
         default: ops[steps[x->index].operands - ops + x->sub].value = (uint64_t)v; break;
@@ -11292,8 +11536,9 @@ static int tb__weights_read_raw(const tb_weights *w, uint64_t at, void *dst, siz
 }
 
 static tb_result tb__wfail(tb__json *j, const tb_weights *w, tb_result code, const char *what, const char *name) {
-    return tb__fail(j->err, code, NULL, w->path, j->base + (long long)(j->p - j->start), 0, "safetensors header: %s%s%.120s%s", what,
-                    name ? " (tensor \"" : "", name ? name : "", name ? "\")" : "");
+    return tb__fail(j->err, code, NULL, w->path, j->base + (long long)(j->p - j->start), 0,
+                    "safetensors header: %s%s%.120s%s", what, name ? " (tensor \"" : "", name ? name : "",
+                    name ? "\")" : "");
 }
 
 /* {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}: other keys skipped. */
@@ -11308,7 +11553,8 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
     j->p++;
     for (;;) {
         tb__jws(j);
-        if (j->p < j->end && *j->p == '}' && !seen) return tb__wfail(j, w, tb_err_malformed, "an empty tensor entry", name);
+        if (j->p < j->end && *j->p == '}' && !seen)
+            return tb__wfail(j, w, tb_err_malformed, "an empty tensor entry", name);
         {
             size_t kn; /* its escapes decoded, whatever its length, as safetensors' reader decodes it */
             if ((r = tb__jstring_len(j, key, sizeof key, &kn)) != tb_ok) return r;
@@ -11323,20 +11569,24 @@ static tb_result tb__weights_entry(tb__json *j, tb_weights *w, tb_weights_tensor
             return tb__wfail(j, w, tb_err_malformed, "a key twice in a tensor's entry", name);
         if (!strcmp(key, "dtype")) {
             if (tb__jstring(j, dt, sizeof dt) != tb_ok || !(row = tb__dtype_by_st(dt)))
-                return tb__wfail(j, w, tb_err_unsupported_type, "a dtype that is not one of F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 "
-                                 "U32 U64 BOOL F8_E4M3 F8_E5M2", name);
+                return tb__wfail(j, w, tb_err_unsupported_type,
+                                 "a dtype that is not one of F32 F16 BF16 F64 I8 I16 I32 I64 U8 U16 "
+                                 "U32 U64 BOOL F8_E4M3 F8_E5M2",
+                                 name);
             seen |= 1;
         } else if (!strcmp(key, "shape") || !strcmp(key, "data_offsets")) {
             int sh = key[0] == 's';
             uint32_t n = 0;
-            if (j->p >= j->end || *j->p != '[') return tb__wfail(j, w, tb_err_malformed, "shape or data_offsets is not an array", name);
+            if (j->p >= j->end || *j->p != '[')
+                return tb__wfail(j, w, tb_err_malformed, "shape or data_offsets is not an array", name);
             j->p++;
             tb__jws(j);
             while (j->p < j->end && *j->p != ']') {
                 uint64_t v;
                 if ((r = tb__juint(j, key, (uint64_t)INT64_MAX, &v)) != tb_ok) return r;
                 if (sh) {
-                    if (n >= TB_MAX_TENSOR_DIMS) return tb__wfail(j, w, tb_err_limit, "a shape of over 8 dimensions", name);
+                    if (n >= TB_MAX_TENSOR_DIMS)
+                        return tb__wfail(j, w, tb_err_limit, "a shape of over 8 dimensions", name);
                     t->shape[n] = (int64_t)v;
                 } else {
                     if (n >= 2) return tb__wfail(j, w, tb_err_malformed, "data_offsets of more than two numbers", name);
@@ -11403,7 +11653,8 @@ static size_t tb__utf8_end(const unsigned char *p, size_t n) {
             if ((p[i + k] & 0xc0) != 0x80) return i;
             cp = cp << 6 | (p[i + k] & 0x3f);
         }
-        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+            (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
             return i;
         i += need + 1;
     }
@@ -11468,7 +11719,8 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
                     r = tb__wfail(&j, w, tb_err_limit, "over TB_MAX_WEIGHTS_TENSORS tensors", NULL);
                     goto done;
                 }
-                if (w->count == cap && !tb__grow(&w->ctx, (void **)&w->tensors, &cap, w->count + 1, sizeof *w->tensors)) {
+                if (w->count == cap &&
+                    !tb__grow(&w->ctx, (void **)&w->tensors, &cap, w->count + 1, sizeof *w->tensors)) {
                     r = TB__OOM(err);
                     goto done;
                 }
@@ -11509,10 +11761,11 @@ static tb_result tb__weights_parse(tb_weights *w, const char *text, size_t n, tb
     }
     for (at = w->data_start, i = 0; i < w->count; i++) {
         if (w->tensors[i].offset != at) {
-            r = tb__fail(err, tb_err_malformed, NULL, w->path, (long long)w->tensors[i].offset, 0,
-                         "safetensors: tensor \"%.120s\" starts at data byte %llu where the one before ends at %llu (%s)",
-                         w->tensors[i].name, (unsigned long long)(w->tensors[i].offset - w->data_start),
-                         (unsigned long long)(at - w->data_start), w->tensors[i].offset < at ? "they overlap" : "a hole");
+            r = tb__fail(
+                err, tb_err_malformed, NULL, w->path, (long long)w->tensors[i].offset, 0,
+                "safetensors: tensor \"%.120s\" starts at data byte %llu where the one before ends at %llu (%s)",
+                w->tensors[i].name, (unsigned long long)(w->tensors[i].offset - w->data_start),
+                (unsigned long long)(at - w->data_start), w->tensors[i].offset < at ? "they overlap" : "a hole");
             goto done;
         }
         at += w->tensors[i].size;
@@ -11556,16 +11809,18 @@ static tb_result tb__weights_open(tb_weights *w, tb_error *err) {
     /* random bytes, a .npy, a bundle given as weights: their first 8 bytes
        read as a length are past any header; say what the file is not */
     if (n > TB_MAX_WEIGHTS_HEADER)
-        return tb__fail(err, tb_err_limit, NULL, w->path, 0, 0,
-                        "not a safetensors file: its first 8 bytes give a header of %llu bytes, over TB_MAX_WEIGHTS_HEADER",
-                        (unsigned long long)n);
+        return tb__fail(
+            err, tb_err_limit, NULL, w->path, 0, 0,
+            "not a safetensors file: its first 8 bytes give a header of %llu bytes, over TB_MAX_WEIGHTS_HEADER",
+            (unsigned long long)n);
     if (n > w->file_size - 8)
         return tb__fail(err, tb_err_truncated, NULL, w->path, 0, 0,
                         "not a safetensors file, or one cut short: its first 8 bytes give a header of %llu bytes in a "
                         "%llu-byte file", (unsigned long long)n, (unsigned long long)w->file_size);
     w->data_start = 8 + n;
     if (!(text = (char *)tb__alloc(&w->ctx, n ? (size_t)n : 1))) return TB__OOM(err);
-    if (tb__weights_read_raw(w, 8, text, (size_t)n) != 0) r = tb__fail(err, tb_err_io, NULL, w->path, 8, errno, "safetensors: reading the header");
+    if (tb__weights_read_raw(w, 8, text, (size_t)n) != 0)
+        r = tb__fail(err, tb_err_io, NULL, w->path, 8, errno, "safetensors: reading the header");
     else r = tb__weights_parse(w, text, (size_t)n, err);
     tb__free(&w->ctx, text);
     return r;
@@ -11594,7 +11849,8 @@ TBDEF tb_result tb_weights_open(const char *path, const tb_options *options, tb_
     if (!path) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "path is NULL");
     if (!(w = tb__weights_new(options, path))) return TB__OOM(err);
     if ((w->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-        r = tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno, "cannot open the weights file");
+        r = tb__fail(err, errno == ENOENT ? tb_err_not_found : tb_err_io, NULL, path, -1, errno,
+                     "cannot open the weights file");
         tb_weights_free(w);
         return r;
     }
@@ -11630,7 +11886,9 @@ TBDEF tb_result tb_weights_open_memory(const void *data, size_t size, const tb_o
 }
 
 TBDEF uint32_t tb_weights_count(const tb_weights *w) { return w ? w->count : 0; }
-TBDEF const tb_weights_tensor *tb_weights_at(const tb_weights *w, uint32_t i) { return w && i < w->count ? &w->tensors[i] : NULL; }
+TBDEF const tb_weights_tensor *tb_weights_at(const tb_weights *w, uint32_t i) {
+    return w && i < w->count ? &w->tensors[i] : NULL;
+}
 TBDEF const tb_weights_tensor *tb_weights_find(const tb_weights *w, const char *name) {
     uint32_t lo = 0, hi;
     if (!w || !name) return NULL;
@@ -11644,13 +11902,15 @@ TBDEF const tb_weights_tensor *tb_weights_find(const tb_weights *w, const char *
     }
     return NULL;
 }
-TBDEF tb_result tb_weights_read(const tb_weights *w, const tb_weights_tensor *t, uint64_t offset, void *dst, size_t size,
-                                tb_error *err) {
+TBDEF tb_result tb_weights_read(const tb_weights *w, const tb_weights_tensor *t, uint64_t offset, void *dst,
+                                size_t size, tb_error *err) {
     if (!w || !t || (size && !dst) || t < w->tensors || t >= w->tensors + w->count)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_weights_read: no such tensor, or dst is NULL");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "tb_weights_read: no such tensor, or dst is NULL");
     if (offset > t->size || size > t->size - offset)
-        return tb__fail(err, tb_err_invalid_argument, NULL, w->path, -1, 0, "bytes %llu..+%zu of tensor \"%.120s\" (%llu bytes)",
-                        (unsigned long long)offset, size, t->name, (unsigned long long)t->size);
+        return tb__fail(err, tb_err_invalid_argument, NULL, w->path, -1, 0,
+                        "bytes %llu..+%zu of tensor \"%.120s\" (%llu bytes)", (unsigned long long)offset, size, t->name,
+                        (unsigned long long)t->size);
     if (size && tb__weights_read_raw(w, t->offset + offset, dst, size) != 0)
         return tb__fail(err, tb_err_io, NULL, w->path, (long long)(t->offset + offset), errno,
                         "the weights file no longer holds tensor \"%.120s\" (cut short since it was opened?)", t->name);
@@ -11686,8 +11946,10 @@ static void tb__shape_text(char *out, size_t cap, uint32_t rank, const int64_t *
 
 TBDEF tb_result tb_weights_check(const tb_weights *w, const tb_bundle *b, unsigned flags, tb_error *err) {
     uint32_t i;
-    if (!w || !b) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_weights_check: weights or bundle is NULL");
-    if (flags & ~TB_WEIGHTS_CHECK_CRC) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown flags 0x%x", flags);
+    if (!w || !b)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_weights_check: weights or bundle is NULL");
+    if (flags & ~TB_WEIGHTS_CHECK_CRC)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown flags 0x%x", flags);
     for (i = 0; i < b->constant_count; i++) {
         const tb_program_constant *k = &b->constants[i];
         const tb_weights_tensor *t;
@@ -11696,20 +11958,23 @@ TBDEF tb_result tb_weights_check(const tb_weights *w, const tb_bundle *b, unsign
         tb_result r;
         if (!(k->flags & TB_CONSTANT_EXTERNAL)) continue;
         if (!(t = tb_weights_find(w, k->tensor)))
-            return tb__fail(err, tb_err_not_found, NULL, w->path, -1, 0, "constant %u \"%.100s\": the weights file has no tensor \"%.100s\"",
-                            i, k->name, k->tensor);
+            return tb__fail(err, tb_err_not_found, NULL, w->path, -1, 0,
+                            "constant %u \"%.100s\": the weights file has no tensor \"%.100s\"", i, k->name, k->tensor);
         tb__shape_text(want, sizeof want, k->rank, k->shape);
         tb__shape_text(got, sizeof got, t->rank, t->shape);
         if (t->dtype != k->dtype || t->rank != k->rank || memcmp(t->shape, k->shape, k->rank * sizeof *k->shape))
-            return tb__fail(err, tb_err_arg_mismatch, NULL, w->path, (long long)t->offset, 0,
-                            "constant %u \"%.100s\": tensor \"%.100s\" is %s %s in the weights file, the bundle wants %s %s", i,
-                            k->name, k->tensor, tb_dtype_name(t->dtype), got, tb_dtype_name(k->dtype), want);
+            return tb__fail(
+                err, tb_err_arg_mismatch, NULL, w->path, (long long)t->offset, 0,
+                "constant %u \"%.100s\": tensor \"%.100s\" is %s %s in the weights file, the bundle wants %s %s", i,
+                k->name, k->tensor, tb_dtype_name(t->dtype), got, tb_dtype_name(k->dtype), want);
         if (!(flags & TB_WEIGHTS_CHECK_CRC)) continue;
         if ((r = tb_weights_crc32(w, t, &crc, err)) != tb_ok) return r;
         if (crc != k->crc32)
-            return tb__fail(err, tb_err_checksum, NULL, w->path, (long long)t->offset, 0,
-                            "constant %u \"%.100s\": tensor \"%.100s\" holds other bytes than at export (CRC-32 %08x, exported "
-                            "%08x): another checkpoint", i, k->name, k->tensor, crc, k->crc32);
+            return tb__fail(
+                err, tb_err_checksum, NULL, w->path, (long long)t->offset, 0,
+                "constant %u \"%.100s\": tensor \"%.100s\" holds other bytes than at export (CRC-32 %08x, exported "
+                "%08x): another checkpoint",
+                i, k->name, k->tensor, crc, k->crc32);
     }
     return tb_ok;
 }
@@ -11719,7 +11984,8 @@ TBDEF tb_result tb_weights_path_beside(const tb_bundle *b, const char *bundle_pa
     const char *f, *slash;
     size_t dir, n;
     if (!b || !bundle_path || !out || !capacity)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle, bundle_path or out is NULL, or capacity 0");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "bundle, bundle_path or out is NULL, or capacity 0");
     *out = 0;
     f = tb_bundle_property(b, "weights.file");
     if (!f || !*f) return tb__fail(err, tb_err_not_found, NULL, bundle_path, -1, 0, "the bundle names no weights file");
@@ -11729,8 +11995,8 @@ TBDEF tb_result tb_weights_path_beside(const tb_bundle *b, const char *bundle_pa
     slash = strrchr(bundle_path, '/');
     dir = slash ? (size_t)(slash - bundle_path + 1) : 0, n = strlen(f);
     if (dir + n >= capacity)
-        return tb__fail(err, tb_err_limit, NULL, bundle_path, -1, 0, "the weights file's path takes %zu bytes, over %zu",
-                        dir + n + 1, capacity);
+        return tb__fail(err, tb_err_limit, NULL, bundle_path, -1, 0,
+                        "the weights file's path takes %zu bytes, over %zu", dir + n + 1, capacity);
     memcpy(out, bundle_path, dir);
     memcpy(out + dir, f, n + 1);
     return tb_ok;
@@ -11952,8 +12218,8 @@ TBDEF tb_result tb_driver_device_count(int *count, tb_error *err);
 /* Fills err for a failed driver call. */
 static tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
                             const char *fmt, ...) TB__PRINTF(6, 7);
-static TB__COLD tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel, const char *call,
-                            const char *fmt, ...) {
+static TB__COLD tb_result tb__cufail(tb_error *err, tb__CUresult cr, tb_result code, const char *kernel,
+                                     const char *call, const char *fmt, ...) {
     const char *nm = "?", *desc = "";
     char detail[256];
     va_list ap;
@@ -12131,7 +12397,8 @@ static tb_result tb__check_params(tb_loaded_kernel *k, tb_error *err) {
     uint16_t want_size[TB_MAX_ARGS + 2], owner[TB_MAX_ARGS + 2];
     if (!tb__drv.cuFuncGetParamInfo) return tb_ok;
     if (tb__param_layout(k, want_size, owner) != k->expanded)
-        return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0, "internal: the parameter layout and its count disagree");
+        return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0,
+                        "internal: the parameter layout and its count disagree");
     /* one pass: each parameter's size, until the driver says the list ends
        (a load is compared with a bare cuModuleLoadData, so no call twice) */
     while (count <= TB_MAX_ARGS + 2 && (cr = tb__drv.cuFuncGetParamInfo(k->function, count, &off, &size)) == 0)
@@ -12188,7 +12455,8 @@ static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg,
            narrowed value already: only floats and bools (v != 0, as the
            grid reads them) need converting */
         int kind = tb__code_kind(code);
-        int conv = (kind == TB__KIND_FLOAT && code != 'd') || kind == TB__KIND_BOOL || (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
+        int conv = (kind == TB__KIND_FLOAT && code != 'd') || kind == TB__KIND_BOOL ||
+                   (TB__BIG_ENDIAN && tb_arg_code_size(code) < 8);
         if (conv) k->conv[k->conv_count++] = i | (uint32_t)(unsigned char)code << 16;
     }
     k->sign_unknown = (cfg->flags & TB_CONFIG_TYPES_FROM_IR) != 0;
@@ -12208,8 +12476,8 @@ static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg,
             k->expanded += m->tma ? 2 * m->rank : 1 + 4 * m->rank;
         }
     if (k->expanded > TB_MAX_ARGS)
-        return tb__fail(err, tb_err_limit, k->name, NULL, -1, 0, "the arguments make %u parameters, over TB_MAX_ARGS (%u)",
-                        k->expanded, (unsigned)TB_MAX_ARGS);
+        return tb__fail(err, tb_err_limit, k->name, NULL, -1, 0,
+                        "the arguments make %u parameters, over TB_MAX_ARGS (%u)", k->expanded, (unsigned)TB_MAX_ARGS);
     k->info.param_count = k->expanded + (uint32_t)k->global_present + (uint32_t)k->profile_present;
     /* launch attributes, as Triton's own launcher sets them */
     k->cluster[0] = k->cluster[1] = k->cluster[2] = 1;
@@ -12231,8 +12499,9 @@ static tb_result tb__load_plan(tb_loaded_kernel *k, const tb_launch_config *cfg,
         if (k->cluster[0] > TB__MAX_CLUSTER_BLOCKS || k->cluster[1] > TB__MAX_CLUSTER_BLOCKS ||
             k->cluster[2] > TB__MAX_CLUSTER_BLOCKS ||
             k->cluster[0] * k->cluster[1] * k->cluster[2] > TB__MAX_CLUSTER_BLOCKS)
-            return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0, "cluster %u x %u x %u holds more than %u blocks",
-                            k->cluster[0], k->cluster[1], k->cluster[2], (unsigned)TB__MAX_CLUSTER_BLOCKS);
+            return tb__fail(err, tb_err_malformed, k->name, NULL, -1, 0,
+                            "cluster %u x %u x %u holds more than %u blocks", k->cluster[0], k->cluster[1],
+                            k->cluster[2], (unsigned)TB__MAX_CLUSTER_BLOCKS);
         k->attrs[k->num_attrs].id = TB__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         k->attrs[k->num_attrs].value.cluster.x = k->cluster[0];
         k->attrs[k->num_attrs].value.cluster.y = k->cluster[1];
@@ -12264,15 +12533,16 @@ static tb_result tb__load_context(tb_loaded_kernel *k, const tb_load_options *lo
     tb__CUctx cur = NULL;
     tb__CUresult cr;
     int ndev = 0, dev_req = load ? load->device : 0;
-    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0) return tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetCurrent", "%s", "");
+    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetCurrent", "%s", "");
     if (cur && !(load && (load->flags & TB_LOAD_PRIMARY_CONTEXT))) {
         k->cu_ctx = cur;
         if ((cr = tb__drv.cuCtxGetDevice(&k->device)) != 0)
             return tb__cufail(err, cr, tb_err_cuda, k->name, "cuCtxGetDevice", "%s", "");
     } else {
         if ((cr = tb__drv.cuDeviceGetCount(&ndev)) != 0 || dev_req < 0 || dev_req >= ndev)
-            return tb__fail(err, tb_err_no_device, k->name, NULL, -1, 0, "CUDA device %d requested, %d present", dev_req,
-                            ndev);
+            return tb__fail(err, tb_err_no_device, k->name, NULL, -1, 0, "CUDA device %d requested, %d present",
+                            dev_req, ndev);
         if ((cr = tb__drv.cuDeviceGet(&k->device, dev_req)) != 0 ||
             (cr = tb__drv.cuDevicePrimaryCtxRetain(&k->cu_ctx, k->device)) != 0)
             return tb__cufail(err, cr, tb_err_cuda, k->name, "cuDevicePrimaryCtxRetain", "device %d", dev_req);
@@ -12307,7 +12577,8 @@ static tb_result tb__load_module(tb_loaded_kernel *k, const void *cubin, size_t 
     tb__drv.cuFuncGetAttribute(&k->info.spills, TB__CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function);
     k->info.spills /= 4;
     tb__drv.cuFuncGetAttribute(&k->info.static_shared, TB__CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function);
-    tb__drv.cuFuncGetAttribute(&k->info.max_threads_per_block, TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->function);
+    tb__drv.cuFuncGetAttribute(&k->info.max_threads_per_block, TB__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                               k->function);
     if (k->block_x > (unsigned)k->info.max_threads_per_block)
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0,
                         "num_warps %u needs %u threads a block; the function allows %d", num_warps, k->block_x,
@@ -12316,9 +12587,10 @@ static tb_result tb__load_module(tb_loaded_kernel *k, const void *cubin, size_t 
     if ((uint64_t)k->shared + (uint64_t)(unsigned)k->info.static_shared > TB__STATIC_SHARED_LIMIT) {
         tb__drv.cuDeviceGetAttribute(&optin, TB__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, k->device);
         if ((uint64_t)k->shared + (uint64_t)k->info.static_shared > (uint64_t)optin)
-            return tb__fail(err, tb_err_shared_memory, k->name, NULL, -1, 0,
-                            "the kernel needs %u bytes of dynamic + %d of static shared memory; device %d allows %d a block",
-                            k->shared, k->info.static_shared, k->device, optin);
+            return tb__fail(
+                err, tb_err_shared_memory, k->name, NULL, -1, 0,
+                "the kernel needs %u bytes of dynamic + %d of static shared memory; device %d allows %d a block",
+                k->shared, k->info.static_shared, k->device, optin);
         if ((cr = tb__drv.cuFuncSetAttribute(k->function, TB__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                              (int)k->shared)) != 0)
             return tb__cufail(err, cr, tb_err_shared_memory, k->name, "cuFuncSetAttribute",
@@ -12343,9 +12615,9 @@ static tb_result tb__load_cubin(const void *cubin, size_t size, const tb_launch_
     if (!cubin || size == 0 || !cfg)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "cubin or config is missing");
     key = cfg->function_name ? cfg->function_name : "?";
-    if (!checked &&
-        ((r = tb__check_config(cfg, key, -1, err)) != tb_ok || (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
-         (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok)))
+    if (!checked && ((r = tb__check_config(cfg, key, -1, err)) != tb_ok ||
+                     (r = tb__check_config_descs(cfg, key, -1, err)) != tb_ok ||
+                     (cfg->grid && (r = tb__check_grid(cfg->grid, cfg, key, -1, err)) != tb_ok)))
         return r;
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     if (!(k = (tb_loaded_kernel *)tb__alloc(&c, sizeof *k))) return TB__OOM(err);
@@ -12393,7 +12665,9 @@ static tb_result tb__load_config(const tb_bundle *b, const tb_launch_config *cfg
     k = tb_bundle_find_kernel(b, cfg->kernel_hash);
     if (!k) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, NULL, -1, 0, "the bundle has no such kernel");
     a = tb_kernel_find_artifact(k, cfg->binary_name);
-    if (!a) return tb__fail(err, tb_err_not_found, cfg->kernel_hash, cfg->binary_name, -1, 0, "the kernel has no such binary");
+    if (!a)
+        return tb__fail(err, tb_err_not_found, cfg->kernel_hash, cfg->binary_name, -1, 0,
+                        "the kernel has no such binary");
     /* a mapped bundle's cubin is copied through the descriptor: the driver
        reads it in this process, where a truncated file would fault */
     if ((r = tb__artifact_bytes(b, k, a, 0, &bytes, &copy, err)) != tb_ok) return r;
@@ -12496,7 +12770,8 @@ static tb_result tb__check_args(const tb_loaded_kernel *k, const tb_launch_param
 static TB__HOT tb__CUresult tb__launch_call(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
                                             void *stream, void **params) {
     tb__cu_config lc;
-    if (!k->use_ex) return tb__drv.cuLaunchKernel(k->function, gx, gy, gz, k->block_x, 1, 1, k->shared, stream, params, NULL);
+    if (!k->use_ex)
+        return tb__drv.cuLaunchKernel(k->function, gx, gy, gz, k->block_x, 1, 1, k->shared, stream, params, NULL);
     lc.grid_x = gx * k->cluster[0];
     lc.grid_y = gy * k->cluster[1];
     lc.grid_z = gz * k->cluster[2];
@@ -12516,8 +12791,8 @@ static TB__HOT tb__CUresult tb__launch_call(const tb_loaded_kernel *k, uint32_t 
    stream: those make k's context current first, as does a retry where a
    driver refuses a stream's launch for the context (201, 400) while
    another is current; where k's was current the refusal stands. */
-static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz, void *stream,
-                                           void **params) {
+static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, uint32_t gz,
+                                           void *stream, void **params) {
     tb__CUresult cr;
     int pushed = 0, current = (uintptr_t)stream <= 2u; /* a handle of the current context's stream */
     if (current && (cr = tb__enter(k, &pushed)) != 0) return cr;
@@ -12525,7 +12800,8 @@ static TB__HOT tb__CUresult tb__launch_now(const tb_loaded_kernel *k, uint32_t g
     if (TB__UNLIKELY(cr == TB__CUDA_ERROR_INVALID_CONTEXT || cr == TB__CUDA_ERROR_INVALID_HANDLE) && !current &&
         tb__enter(k, &pushed) == 0 && pushed)
         cr = tb__launch_call(k, gx, gy, gz, stream, params);
-    if (TB__UNLIKELY(tb__capturing()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo) tb__graph_note(k, gx, gy, gz, stream);
+    if (TB__UNLIKELY(tb__capturing()) && cr == 0 && tb__drv.cuStreamGetCaptureInfo)
+        tb__graph_note(k, gx, gy, gz, stream);
     tb__leave(pushed);
     return cr;
 }
@@ -12559,7 +12835,8 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
     void *params[TB_MAX_ARGS + 2];
     uint64_t slots[TB_MAX_ARGS];
     unsigned char maps_raw[TB_MAX_TENSORDESCS * 128 + 64];
-    unsigned char *maps = maps_raw + ((64 - ((uintptr_t)maps_raw & 63u)) & 63u); /* the driver wants 64-byte alignment */
+    /* the driver wants 64-byte alignment */
+    unsigned char *maps = maps_raw + ((64 - ((uintptr_t)maps_raw & 63u)) & 63u);
     uint32_t i, j = 0, d = 0, q;
     tb__CUresult cr;
     for (i = 0; i < k->info.arg_count; i++) {
@@ -12631,13 +12908,15 @@ static tb_result tb__launch_descs(const tb_loaded_kernel *k, const tb_launch_par
     if (k->global_present) params[j++] = &gs;
     if (k->profile_present) params[j++] = &ps;
     cr = tb__launch_now(k, grid[0], grid[1], grid[2], p->stream, params);
-    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    if (TB__UNLIKELY(cr != 0))
+        return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;
 }
 
 /* TB_LAUNCH_GRID_AUTO in a launch: the loaded config's plan over the
    arguments, into grid. */
-static TB__HOT tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid, tb_error *err) {
+static TB__HOT tb_result tb__rule_grid(const tb_loaded_kernel *k, const tb_launch_params *p, uint32_t *grid,
+                                       tb_error *err) {
     return tb__grid_plan_eval(&k->grid, k->codes, k->name, p->args, p->grid_args, p->grid_arg_count, grid, err);
 }
 
@@ -12673,7 +12952,8 @@ TBDEF TB__HOT tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_par
     const uint32_t *grid;
     tb__CUresult cr;
     tb_result r;
-    if (TB__UNLIKELY(!k || !p)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
+    if (TB__UNLIKELY(!k || !p))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "kernel or params is NULL");
     n = k->arg_count;
     if (TB__UNLIKELY(p->arg_count != n || (n && !p->args)))
         return tb__fail(err, tb_err_arg_mismatch, k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u (%s)",
@@ -12695,7 +12975,8 @@ TBDEF TB__HOT tb_result tb_launch(const tb_loaded_kernel *k, const tb_launch_par
     if (TB__UNLIKELY(k->desc_count)) return tb__launch_descs(k, p, grid, gs, ps, err); /* builds its own list */
     tb__plain_params(k, p, params, conv, &gs, &ps);
     cr = tb__launch_now(k, grid[0], grid[1], grid[2], p->stream, params);
-    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    if (TB__UNLIKELY(cr != 0))
+        return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;
 }
 
@@ -12710,7 +12991,8 @@ TBDEF tb_result tb_launch_raw(const tb_loaded_kernel *k, uint32_t gx, uint32_t g
         if (r != tb_ok) return r;
     }
     cr = tb__launch_now(k, gx, gy, gz, stream, params);
-    if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
+    if (TB__UNLIKELY(cr != 0))
+        return tb__cufail(err, cr, tb_err_cuda, k->name, k->use_ex ? "cuLaunchKernelEx" : "cuLaunchKernel", "%s", "");
     return tb_ok;
 }
 
@@ -12796,7 +13078,8 @@ static tb_result tb__table_load(tb_kernel_table *t, uint32_t rec, uint32_t cfg, 
     tb_result res = tb_ok;
     pthread_mutex_lock(&t->mu);
     if (!t->slots[s]) {
-        res = tb__load_config(t->bundle, &r->configs[cfg], &t->options, &t->load, 1, &k, err); /* the bundle's: checked */
+        res =
+            tb__load_config(t->bundle, &r->configs[cfg], &t->options, &t->load, 1, &k, err); /* the bundle's: checked */
         if (res == tb_ok) TB__STORE_REL(t->slots[s], k);
     }
     pthread_mutex_unlock(&t->mu);
@@ -12939,7 +13222,8 @@ static TB__HOT tb_result tb__table_find(const tb_kernel_table *t, const char *ke
     uint32_t rec, first, best = UINT32_MAX, tie = UINT32_MAX, general = UINT32_MAX, counted = 0, h;
     int bad;
     *unique = 0;
-    if (!t || !key || !record) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
+    if (!t || !key || !record)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or record is NULL");
     if (args == NULL && arg_count) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "args is NULL");
     h = tb__str_hash(key); /* one hash for both indexes */
     rec = t->by_key[tb__index_find(t, 0, key, h)].rec;
@@ -12961,7 +13245,8 @@ static TB__HOT tb_result tb__table_find(const tb_kernel_table *t, const char *ke
            arguments cannot tell apart: ambiguous, not a guess. */
         rec = t->by_name[tb__index_find(t, 1, key, h)].rec;
         if (rec == UINT32_MAX)
-            return tb__fail(err, tb_err_not_found, key, NULL, -1, 0, "no launch record with this cache key or kernel name");
+            return tb__fail(err, tb_err_not_found, key, NULL, -1, 0,
+                            "no launch record with this cache key or kernel name");
         if (t->spec[rec].next == UINT32_MAX && cfg < t->spec[rec].config_count &&
             (!args || (t->spec[rec].arg_count == arg_count && tb__spec_breaks(t, rec, args) < 0))) {
             *record = rec; /* the name's only record, and it fits: what the search below would choose */
@@ -12997,8 +13282,8 @@ static TB__HOT tb_result tb__table_find(const tb_kernel_table *t, const char *ke
                                 "%u records of this name have unknown assumptions (no arg_divisibility): get one by "
                                 "its cache key", counted);
             if (!args)
-                return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "no record of this name has a config %u",
-                                cfg);
+                return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0,
+                                "no record of this name has a config %u", cfg);
             if (!counted)
                 return tb__fail(err, tb_err_arg_mismatch, key, NULL, -1, 0,
                                 "no specialization of this name takes %u arguments (with a config %u)", arg_count, cfg);
@@ -13044,7 +13329,8 @@ TBDEF tb_result tb_kernel_table_get(tb_kernel_table *t, const char *key, uint32_
                                     tb_error *err) {
     uint32_t rec;
     tb_result r;
-    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
+    if (!t || !key || !out)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
     *out = NULL;
     if ((r = tb_kernel_table_find(t, key, cfg, NULL, 0, &rec, err)) != tb_ok) return r;
     return tb__table_kernel(t, rec, cfg, out, err);
@@ -13058,7 +13344,8 @@ TBDEF TB__HOT tb_result tb_kernel_table_select(tb_kernel_table *t, const char *k
     uint32_t rec;
     int unique;
     tb_result r;
-    if (!t || !key || !out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
+    if (!t || !key || !out)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table, key or out is NULL");
     *out = NULL;
     if (cfg == TB_CONFIG_AUTOTUNE) { /* the choice made already: select does not benchmark */
         if ((r = tb_kernel_table_find(t, key, 0, args, arg_count, &rec, err)) != tb_ok ||
@@ -13148,8 +13435,8 @@ static void tb__memo_keep(const tb_kernel_table *t, const char *key, const tb_la
 static void tb__table_choices_replaced(tb_kernel_table *t) { (void)t; }
 #endif
 
-TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg, const tb_launch_params *p,
-                                       tb_error *err) {
+TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *key, uint32_t cfg,
+                                               const tb_launch_params *p, tb_error *err) {
     const tb_loaded_kernel *k;
     tb_result r;
     if (TB__UNLIKELY(!p)) return tb__fail(err, tb_err_invalid_argument, key, NULL, -1, 0, "params is NULL");
@@ -13162,7 +13449,8 @@ TBDEF TB__HOT tb_result tb_kernel_table_launch(tb_kernel_table *t, const char *k
         epoch = tb__memo_epoch(t); /* before the choice is read: a later replacement misses */
 #endif
         if ((r = tb__table_find(t, key, 0, p->args, p->arg_count, &rec, &unique, err)) != tb_ok ||
-            (r = tb__autotune_config(t, rec, p, &cfg, err)) != tb_ok || (r = tb__table_kernel(t, rec, cfg, &k, err)) != tb_ok)
+            (r = tb__autotune_config(t, rec, p, &cfg, err)) != tb_ok ||
+            (r = tb__table_kernel(t, rec, cfg, &k, err)) != tb_ok)
             return r;
 #if TB__MEMO
         if (unique) tb__memo_keep(t, key, p, rec, k, epoch);
@@ -13527,7 +13815,8 @@ static tb_result tb__bench(tb_kernel_table *t, const tb_autotune_options *o, con
         goto done;
     }
     for (i = 0; i < nr; i++)
-        TB__CU(tb__drv.cuEventElapsedTime(&times[i], t->at->events[2 * i], t->at->events[2 * i + 1]), "cuEventElapsedTime");
+        TB__CU(tb__drv.cuEventElapsedTime(&times[i], t->at->events[2 * i], t->at->events[2 * i + 1]),
+               "cuEventElapsedTime");
     qsort(times, nr, sizeof *times, tb__cmp_float);
     *ms = nr % 2 ? times[nr / 2] : 0.5 * ((double)times[nr / 2 - 1] + times[nr / 2]);
 done:
@@ -13561,12 +13850,14 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
     memset(copies, 0, sizeof copies);
     memset(&tr, 0, sizeof tr);
     if (!tb__drv.cuEventCreate || !tb__drv.cuMemAlloc || !tb__drv.cuMemsetD32Async || !tb__drv.cuStreamIsCapturing)
-        return tb__fail(err, tb_err_no_driver, name, NULL, -1, 0, "the driver lacks the event and memory calls autotuning needs");
+        return tb__fail(err, tb_err_no_driver, name, NULL, -1, 0,
+                        "the driver lacks the event and memory calls autotuning needs");
     if (!(p->flags & TB_LAUNCH_GRID_AUTO))
         return tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
                         "autotuning needs each config's grid: TB_LAUNCH_GRID_AUTO (and a record with grid rules)");
     if ((r = tb__table_kernel(t, rec, 0, &k0, err)) != tb_ok) return r;
-    if (tb__enter(k0, &pushed) != 0) return tb__fail(err, tb_err_cuda, name, NULL, -1, 0, "cannot make the kernel's context current");
+    if (tb__enter(k0, &pushed) != 0)
+        return tb__fail(err, tb_err_cuda, name, NULL, -1, 0, "cannot make the kernel's context current");
     if (tb__drv.cuStreamIsCapturing(p->stream, &capturing) == 0 && capturing) {
         r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
                      "not tuned for these sizes, and the stream is being captured into a graph, where it cannot "
@@ -13604,7 +13895,8 @@ static tb_result tb__tune(tb_kernel_table *t, uint32_t rec, const tb_launch_para
         if (!bytes) {
             r = tb__fail(err, tb_err_invalid_argument, name, NULL, -1, 0,
                          "argument %u (%s) is written by the kernel and autotuning runs it on a copy: give its size "
-                         "in params.arg_bytes", i, rr->call && rr->call->arg_count ? rr->call->arg_names[i] : "a pointer");
+                         "in params.arg_bytes",
+                         i, rr->call && rr->call->arg_count ? rr->call->arg_names[i] : "a pointer");
             goto done;
         }
         TB__CU(tb__drv.cuMemAlloc(&copies[i], bytes), "cuMemAlloc");
@@ -13808,7 +14100,8 @@ static tb_result tb__choices_text(tb_kernel_table *t, char **out, size_t *out_le
             len += tb__pct(buf + len, cap - len, rr->configs[c->cfg].kernel_hash);
             len += (size_t)snprintf(buf + len, cap - len, "\t%u\t", c->cfg);
             if (!c->nkey) buf[len++] = '-';
-            for (j = 0; j < c->nkey; j++) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", j ? "," : "", (long long)c->key[j]);
+            for (j = 0; j < c->nkey; j++)
+                len += (size_t)snprintf(buf + len, cap - len, "%s%lld", j ? "," : "", (long long)c->key[j]);
             buf[len++] = '\t';
             len += (size_t)tb__fmt_ms(buf + len, cap - len, c->ms);
             buf[len++] = '\n';
@@ -13877,8 +14170,8 @@ static tb_result tb__choices_keep(void *user, const tb__choice_line *l, tb_error
     if (rec == UINT32_MAX || l->config >= t->bundle->records[rec].config_count ||
         strcmp(t->bundle->records[rec].configs[l->config].kernel_hash, l->kernel_hash) != 0 ||
         t->bundle->records[rec].config_count == 1) {
-        tb__log(&t->ctx, TB_LOG_INFO, "autotune choices %s, line %zu: no such record or config in this bundle (skipped)",
-                s->name, l->line);
+        tb__log(&t->ctx, TB_LOG_INFO,
+                "autotune choices %s, line %zu: no such record or config in this bundle (skipped)", s->name, l->line);
         s->skipped++;
         return tb_ok;
     }
@@ -13929,8 +14222,8 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
         pthread_cond_broadcast(&t->at->cv);
         pthread_mutex_unlock(&t->at->mu);
         if (s.skipped)
-            tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks", name,
-                    s.skipped);
+            tb__log(&t->ctx, TB_LOG_WARN, "autotune choices %s: %u entries for records or configs this bundle lacks",
+                    name, s.skipped);
     }
     tb__free(&t->ctx, s.keys);
     tb__free(&t->ctx, s.pc);
@@ -13938,7 +14231,8 @@ static tb_result tb__choices_load_text(tb_kernel_table *t, const char *data, siz
 }
 
 TBDEF tb_result tb_kernel_table_load_choices_memory(tb_kernel_table *t, const void *data, size_t size, tb_error *err) {
-    if (!t || (!data && size)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or data is NULL");
+    if (!t || (!data && size))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "table or data is NULL");
     return tb__choices_load_text(t, data ? (const char *)data : "", size, "(memory)", err);
 }
 
@@ -13999,7 +14293,8 @@ static void tb__graph_note(const tb_loaded_kernel *k, uint32_t gx, uint32_t gy, 
     for (i = 0; i < TB__MAX_CAPTURES; i++) {
         tb_graph *g = tb__captures[i];
         if (!g || g->stream != stream || !g->capturing || g->failed) continue;
-        if (g->count == g->cap && !tb__grow(&g->ctx, (void **)&g->launches, &g->cap, g->count + 1, sizeof *g->launches)) {
+        if (g->count == g->cap &&
+            !tb__grow(&g->ctx, (void **)&g->launches, &g->cap, g->count + 1, sizeof *g->launches)) {
             g->failed = tb_err_out_of_memory;
             snprintf(g->why, sizeof g->why, "out of memory noting launch %u", g->count);
         } else if (tb__drv.cuStreamGetCaptureInfo(stream, &status, &id, &graph, &deps, &nd) != 0 || nd != 1 || !deps) {
@@ -14053,11 +14348,13 @@ TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
     if (!stream)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the NULL (legacy) stream cannot be captured: give a stream");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the NULL (legacy) stream cannot be captured: give a stream");
     if ((r = tb_driver_load(err)) != tb_ok) return r;
     if (!tb__drv.cuStreamBeginCapture || !tb__drv.cuStreamEndCapture || !tb__drv.cuStreamGetCaptureInfo ||
         !tb__drv.cuGraphInstantiate || !tb__drv.cuGraphLaunch)
-        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the graph calls (CUDA 11.3 or later)");
+        return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0,
+                        "the driver lacks the graph calls (CUDA 11.3 or later)");
     if (!(g = (tb_graph *)tb__alloc(&c, sizeof *g))) return TB__OOM(err);
     memset(g, 0, sizeof *g);
     g->ctx = c, g->stream = stream, g->capturing = 1;
@@ -14069,7 +14366,8 @@ TBDEF tb_result tb_graph_begin(void *stream, const tb_options *options, tb_graph
     if ((cr = tb__drv.cuStreamBeginCapture(stream, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */)) != 0) {
         tb__capture_unregister(g);
         tb__free(&c, g);
-        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamBeginCapture", "%s", " (is the stream's context current?)");
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamBeginCapture", "%s",
+                          " (is the stream's context current?)");
     }
     *out = g;
     return tb_ok;
@@ -14080,7 +14378,9 @@ TBDEF tb_result tb_graph_end(tb_graph *g, tb_error *err) {
     if (!g || !g->capturing) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no capture to end");
     tb__capture_unregister(g);
     cr = tb__drv.cuStreamEndCapture(g->stream, &g->graph);
-    if (cr != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamEndCapture", "%s", " (a call the capture does not allow?)");
+    if (cr != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuStreamEndCapture", "%s",
+                          " (a call the capture does not allow?)");
     if (g->failed) return tb__fail(err, g->failed, NULL, NULL, -1, 0, "capture: %s", g->why);
     if ((cr = tb__drv.cuGraphInstantiate(&g->exec, g->graph, 0)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuGraphInstantiateWithFlags", "%s", "");
@@ -14089,7 +14389,8 @@ TBDEF tb_result tb_graph_end(tb_graph *g, tb_error *err) {
 
 TBDEF tb_result tb_graph_launch(const tb_graph *g, void *stream, tb_error *err) {
     tb__CUresult cr;
-    if (TB__UNLIKELY(!g || !g->exec)) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph");
+    if (TB__UNLIKELY(!g || !g->exec))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph");
     cr = tb__drv.cuGraphLaunch(g->exec, stream);
     if (TB__UNLIKELY(cr != 0)) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuGraphLaunch", "%s", "");
     return tb_ok;
@@ -14117,7 +14418,8 @@ TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params 
     tb__CUresult cr;
     tb_result r;
     int pushed;
-    if (!g || !g->exec || !p) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph or params");
+    if (!g || !g->exec || !p)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "no instantiated graph or params");
     if (i >= g->count) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "launch %u of %u", i, g->count);
     if (!tb__drv.cuGraphExecKernelNodeSetParams)
         return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks cuGraphExecKernelNodeSetParams");
@@ -14136,12 +14438,14 @@ TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params 
         memcpy(q.grid, l->grid, sizeof q.grid); /* the captured grid */
     }
     if (!q.grid[0] || !q.grid[1] || !q.grid[2])
-        return tb__fail(err, tb_err_invalid_argument, l->k->name, NULL, -1, 0, "a graph node cannot launch an empty grid");
+        return tb__fail(err, tb_err_invalid_argument, l->k->name, NULL, -1, 0,
+                        "a graph node cannot launch an empty grid");
     if ((q.flags & TB_LAUNCH_CHECKED) && (r = tb__check_args(l->k, &q, err)) != tb_ok) return r;
     gs = (uint64_t)(uintptr_t)q.global_scratch;
     ps = (uint64_t)(uintptr_t)q.profile_scratch;
     if ((l->k->global_size && !gs) || (l->k->profile_size && !ps))
-        return tb__fail(err, tb_err_scratch, l->k->name, NULL, -1, 0, "the kernel needs scratch memory: pass device buffers");
+        return tb__fail(err, tb_err_scratch, l->k->name, NULL, -1, 0,
+                        "the kernel needs scratch memory: pass device buffers");
     tb__plain_params(l->k, &q, params, conv, &gs, &ps);
     memset(&np, 0, sizeof np);
     np.func = l->k->function;
@@ -14149,7 +14453,8 @@ TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params 
     np.block_x = l->k->block_x, np.block_y = np.block_z = 1;
     np.shared = l->k->shared;
     np.params = params;
-    if ((cr = tb__enter(l->k, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, l->k->name, "cuCtxPushCurrent", "%s", "");
+    if ((cr = tb__enter(l->k, &pushed)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, l->k->name, "cuCtxPushCurrent", "%s", "");
     cr = tb__drv.cuGraphExecKernelNodeSetParams(g->exec, l->node, &np);
     tb__leave(pushed);
     if (cr != 0) return tb__cufail(err, cr, tb_err_cuda, l->k->name, "cuGraphExecKernelNodeSetParams", "%s", "");
@@ -14290,7 +14595,8 @@ TBDEF tb_result tb_model_find_program(const tb_model *m, const char *name, uint3
     size_t a = 0;
     if (program) *program = UINT32_MAX;
     if (!m || !name || !program)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_find_program: model, name or program is NULL");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "tb_model_find_program: model, name or program is NULL");
     for (i = 0; i < m->prog_count; i++)
         if (!strcmp(m->progs[i].p->name, name)) {
             *program = i;
@@ -14358,7 +14664,9 @@ static tb__CUresult tb__model_enter(const tb_model *m, int *pushed) {
 /* a small bound's slots: multiples of a page (of TB_UPLOAD_PIECE where it is smaller) */
 #define TB__PIECE_ALIGN (TB_UPLOAD_PIECE < 4096 ? TB_UPLOAD_PIECE : (size_t)4096)
 typedef char tb__TB_UPLOAD_PIECE_is_positive[(TB_UPLOAD_PIECE) > 0 ? 1 : -1];
-typedef char tb__TB_UPLOAD_THREADS_is_1_to_64[(TB_UPLOAD_THREADS) >= 1 && (TB_UPLOAD_THREADS) <= TB__UPLOAD_THREADS_MOST ? 1 : -1];
+typedef char tb__TB_UPLOAD_THREADS_is_1_to_64[(TB_UPLOAD_THREADS) >= 1 && (TB_UPLOAD_THREADS) <= TB__UPLOAD_THREADS_MOST
+                                                  ? 1
+                                                  : -1];
 typedef char tb__TB_UPLOAD_PIN_SHARE_is_positive[(TB_UPLOAD_PIN_SHARE) > 0 ? 1 : -1];
 
 /* The upload (>>upload) and the device calls (>>device), defined after the runner. */
@@ -14395,8 +14703,9 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
             for (i = 0; i < p->steps[s].operand_count; i++) nptr += p->steps[s].operands[i].space != TB_SPACE_LITERAL;
         }
     if (nargs > (uint64_t)SIZE_MAX / sizeof(tb_arg) || nptr > 0xffffffffu)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program \"%.80s\": %llu operands are too many for this host",
-                        p->name, (unsigned long long)nargs);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0,
+                        "program \"%.80s\": %llu operands are too many for this host", p->name,
+                        (unsigned long long)nargs);
     if (!(mp->steps = (tb__model_step *)tb__alloc(&m->ctx, (p->step_count ? p->step_count : 1) * sizeof *mp->steps)) ||
         !(mp->ptrs = (tb__model_ptr *)tb__alloc(&m->ctx, (size_t)(nptr ? nptr : 1) * sizeof *mp->ptrs)) ||
         !(mp->arg_block = (tb_arg *)tb__alloc(&m->ctx, (size_t)(nargs ? nargs : 1) * sizeof *mp->arg_block)))
@@ -14420,8 +14729,9 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
                             "program \"%.80s\" step %u names record %u, but its cache key finds record %u", p->name, s,
                             st->record, found);
         if (ms->k->info.arg_count != st->operand_count) /* the checker matched them: a guard, not a path */
-            return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0, "program \"%.80s\" step %u: %u operands, the kernel takes %u",
-                            p->name, s, st->operand_count, ms->k->info.arg_count);
+            return tb__fail(err, tb_err_arg_mismatch, ms->k->name, NULL, -1, 0,
+                            "program \"%.80s\" step %u: %u operands, the kernel takes %u", p->name, s,
+                            st->operand_count, ms->k->info.arg_count);
         ms->skip = !st->grid[0] || !st->grid[1] || !st->grid[2];
         if (!ms->skip && (r = tb__check_cluster_grid(ms->k, st->grid[0], st->grid[1], st->grid[2], err)) != tb_ok)
             return tb__at_step(err, r, p, s);
@@ -14445,8 +14755,8 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
         blocks = blocks > UINT64_MAX / ctas ? UINT64_MAX : blocks * ctas;
         if ((ms->k->global_size && (blocks == UINT64_MAX || blocks > UINT64_MAX / ms->k->global_size)) ||
             (ms->k->profile_size && (blocks == UINT64_MAX || blocks > UINT64_MAX / ms->k->profile_size)))
-            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0, "program \"%.80s\" step %u: its scratch size overflows",
-                            p->name, s);
+            return tb__fail(err, tb_err_limit, ms->k->name, NULL, -1, 0,
+                            "program \"%.80s\" step %u: its scratch size overflows", p->name, s);
         ms->global_bytes = ms->k->global_size * blocks;
         ms->profile_bytes = ms->k->profile_size * blocks;
         if (ms->global_bytes > gmax) gmax = ms->global_bytes;
@@ -14459,7 +14769,8 @@ static tb_result tb__model_steps(tb_model *m, tb__model_prog *mp, tb_error *err)
     mp->ws_bytes = tb__align_up64(mp->profile_off + pmax, TB__MODEL_ALIGN);
     if (scratch_at < p->workspace_size || mp->profile_off < scratch_at || mp->ws_bytes < mp->profile_off ||
         scratch_at + gmax < scratch_at || mp->profile_off + pmax < mp->profile_off)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program \"%.80s\": the workspace's size overflows", p->name);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "program \"%.80s\": the workspace's size overflows",
+                        p->name);
     return tb_ok;
 }
 
@@ -14565,7 +14876,8 @@ static tb_result tb__model_context(tb_model *m, int device, int *pushed, tb_erro
     tb__CUresult cr;
     int ndev = 0;
     *pushed = 0;
-    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxGetCurrent", "%s", "");
+    if ((cr = tb__drv.cuCtxGetCurrent(&cur)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxGetCurrent", "%s", "");
     if (cur) {
         m->cu_ctx = cur;
         if ((cr = tb__drv.cuCtxGetDevice(&m->device)) != 0)
@@ -14578,7 +14890,8 @@ static tb_result tb__model_context(tb_model *m, int device, int *pushed, tb_erro
         (cr = tb__drv.cuDevicePrimaryCtxRetain(&m->cu_ctx, m->device)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuDevicePrimaryCtxRetain", "device %d", device);
     m->retained = 1;
-    if ((cr = tb__drv.cuCtxPushCurrent(m->cu_ctx)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if ((cr = tb__drv.cuCtxPushCurrent(m->cu_ctx)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     *pushed = 1;
     return tb_ok;
 }
@@ -14590,7 +14903,8 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
     uint64_t at = 0;
     uint32_t i, j;
     tb__CUresult cr;
-    if (!(m->const_addr = (uint64_t *)tb__alloc(&m->ctx, (m->constant_count ? m->constant_count : 1) * sizeof(uint64_t))))
+    if (!(m->const_addr =
+              (uint64_t *)tb__alloc(&m->ctx, (m->constant_count ? m->constant_count : 1) * sizeof(uint64_t))))
         return TB__OOM(err);
     for (i = 0; i < m->constant_count; i++) {
         m->const_addr[i] = at;
@@ -14606,7 +14920,8 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of constants", (unsigned long long)at);
     for (i = 0; i < m->constant_count; i++) m->const_addr[i] += m->consts;
     if (m->ws_bytes && (cr = tb__drv.cuMemAlloc(&m->ws, (size_t)m->ws_bytes)) != 0)
-        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of workspace", (unsigned long long)m->ws_bytes);
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of workspace",
+                          (unsigned long long)m->ws_bytes);
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
         const tb_program *p = mp->p;
@@ -14620,9 +14935,11 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
         memset(mp->io_dev, 0, (n ? n : 1) * sizeof(uint64_t));
         for (i = 0; i < n; i++) {
             uint64_t e = tb_tensor_spec_extent(i < p->input_count ? &p->inputs[i] : &p->outputs[i - p->input_count]);
-            if (e > (uint64_t)SIZE_MAX) return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "a tensor too large for this host");
+            if (e > (uint64_t)SIZE_MAX)
+                return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "a tensor too large for this host");
             if ((cr = tb__drv.cuMemAlloc(&mp->io_dev[i], e ? (size_t)e : 1)) != 0)
-                return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "a static buffer of %llu bytes", (unsigned long long)e);
+                return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "a static buffer of %llu bytes",
+                                  (unsigned long long)e);
         }
     }
     return tb_ok;
@@ -14643,9 +14960,11 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
     if (!n) return tb_ok;
     if (!desc->weights) {
         const char *f = tb_bundle_property(b, "weights.file");
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "%u of the bundle's constants (\"%.80s\" first) are tensors of a weights file (exported as \"%.80s\"): "
-                        "give its path in desc.weights", n, b->constants[first].name, f ? f : "?");
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "%u of the bundle's constants (\"%.80s\" first) are tensors of a weights file (exported as \"%.80s\"): "
+            "give its path in desc.weights",
+            n, b->constants[first].name, f ? f : "?");
     }
     if ((r = tb_weights_open(desc->weights, desc->options, w, err)) != tb_ok) {
         const char *f = tb_bundle_property(b, "weights.file");
@@ -14674,18 +14993,21 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     *out = NULL;
     if (!desc) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc is NULL");
     if (!desc->bundle) /* the usual cause: a tb_bundle_read_file whose result was not checked */
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc.bundle is NULL: no bundle to load (did reading it fail?)");
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "desc.bundle is NULL: no bundle to load (did reading it fail?)");
     if (!desc->bundle->program_count)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
                         "the bundle holds no program (export a model with the Python companion's export_model)");
     if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown model flags 0x%x", desc->flags);
     if ((desc->flags & TB_MODEL_STATIC_IO) && !(desc->flags & TB_MODEL_GRAPH))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "TB_MODEL_STATIC_IO chooses how a graph replay reaches the caller's tensors: give it with TB_MODEL_GRAPH");
+        return tb__fail(
+            err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+            "TB_MODEL_STATIC_IO chooses how a graph replay reaches the caller's tensors: give it with TB_MODEL_GRAPH");
     if (desc->instance_cache > TB_MAX_INSTANCE_CACHE)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "desc.instance_cache is %u, over TB_MAX_INSTANCE_CACHE (%u)",
-                        desc->instance_cache, (unsigned)TB_MAX_INSTANCE_CACHE);
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0,
+                        "desc.instance_cache is %u, over TB_MAX_INSTANCE_CACHE (%u)", desc->instance_cache,
+                        (unsigned)TB_MAX_INSTANCE_CACHE);
     t[0] = tb__now();
     if ((r = tb__model_weights(desc, &w, err)) != tb_ok) return r;
     t[1] = tb__now();
@@ -14695,10 +15017,11 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     }
     t[2] = tb__now();
     if (!tb__drv.cuMemAlloc || !tb__drv.cuMemFree || !tb__drv.cuMemcpyHtoD || !tb__drv.cuMemcpyDtoDAsync ||
-        !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async || !tb__drv.cuPointerGetAttribute ||
-        !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize || !tb__drv.cuMemAllocHost || !tb__drv.cuMemFreeHost ||
-        !tb__drv.cuMemcpyHtoDAsync || !tb__drv.cuEventCreate || !tb__drv.cuEventRecord || !tb__drv.cuEventSynchronize ||
-        !tb__drv.cuEventDestroy || !tb__drv.cuStreamCreate || !tb__drv.cuStreamDestroy) {
+        !tb__drv.cuMemsetD8Async || !tb__drv.cuMemsetD16Async || !tb__drv.cuMemsetD32Async ||
+        !tb__drv.cuPointerGetAttribute || !tb__drv.cuMemGetAddressRange || !tb__drv.cuStreamSynchronize ||
+        !tb__drv.cuMemAllocHost || !tb__drv.cuMemFreeHost || !tb__drv.cuMemcpyHtoDAsync || !tb__drv.cuEventCreate ||
+        !tb__drv.cuEventRecord || !tb__drv.cuEventSynchronize || !tb__drv.cuEventDestroy || !tb__drv.cuStreamCreate ||
+        !tb__drv.cuStreamDestroy) {
         tb_weights_free(w);
         return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks the memory calls a model needs");
     }
@@ -14738,14 +15061,16 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
         tb_load_options lo;
         memset(&lo, 0, sizeof lo);
         lo.device = desc->device;
-        if ((r = tb_kernel_table_create(desc->bundle, desc->options, &lo, TB_TABLE_LAZY, &m->table, err)) != tb_ok) goto fail;
+        if ((r = tb_kernel_table_create(desc->bundle, desc->options, &lo, TB_TABLE_LAZY, &m->table, err)) != tb_ok)
+            goto fail;
         m->own_table = 1;
     }
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
         if ((r = tb__model_steps(m, mp, err)) != tb_ok || (r = tb__model_written(m, mp, err)) != tb_ok) goto fail;
         if (mp->ws_bytes > m->ws_bytes) m->ws_bytes = mp->ws_bytes;
-        mp->static_io = (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(mp));
+        mp->static_io =
+            (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(mp));
     }
     t[5] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
@@ -14765,13 +15090,15 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
                      tm->reused ? "pinned by an earlier load" : m->staged ? "pinned now (kept while a model holds it)" :
                      "pinned for this upload (another context holds the staging area)");
         tb__log(&m->ctx, TB_LOG_INFO,
-                "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u program%s resolved "
-                "(kernels loaded) %.3f, %llu bytes of device memory allocated %.3f, %u constants (%llu bytes) uploaded %.3f "
-                "(%s; pinning %.3f, waiting %.3f)%s%s", tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms,
-                m->prog_count, m->prog_count == 1 ? "" : "s", tm->kernels_ms,
-                (unsigned long long)(m->const_bytes + m->ws_bytes), tm->memory_ms, m->constant_count,
-                (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms, tm->wait_ms,
-                w ? "; weights from " : "", w ? desc->weights : "");
+                "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u "
+                "program%s resolved "
+                "(kernels loaded) %.3f, %llu bytes of device memory allocated %.3f, %u constants (%llu bytes) uploaded "
+                "%.3f "
+                "(%s; pinning %.3f, waiting %.3f)%s%s",
+                tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms, m->prog_count,
+                m->prog_count == 1 ? "" : "s", tm->kernels_ms, (unsigned long long)(m->const_bytes + m->ws_bytes),
+                tm->memory_ms, m->constant_count, (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms,
+                tm->wait_ms, w ? "; weights from " : "", w ? desc->weights : "");
     }
     tb_weights_free(w);
     if (pushed) tb__leave(pushed);
@@ -14797,9 +15124,11 @@ static void tb__tensor_text(char *out, size_t cap, uint32_t dtype, uint32_t rank
         return;
     }
     if (a < cap) a += (size_t)snprintf(out + a, cap - a, " rank %u [", rank);
-    for (d = 0; d < shown && a < cap; d++) a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    for (d = 0; d < shown && a < cap; d++)
+        a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
     if (a < cap) a += (size_t)snprintf(out + a, cap - a, "] strides [");
-    for (d = 0; d < shown && a < cap; d++) a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)strides[d]);
+    for (d = 0; d < shown && a < cap; d++)
+        a += (size_t)snprintf(out + a, cap - a, "%s%lld", d ? ", " : "", (long long)strides[d]);
     if (a < cap) snprintf(out + a, cap - a, "]");
 }
 
@@ -14834,11 +15163,12 @@ static tb_result tb__model_check(tb_model *m, const tb_tensor *t, const tb_tenso
         char want[200], got[200];
         tb__tensor_text(want, sizeof want, s->dtype, s->rank, s->shape, s->strides);
         tb__tensor_text(got, sizeof got, t->dtype, t->rank, t->shape, t->strides);
-        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%s \"%.80s\": expected %s, got %s", what, s->name, want, got);
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%s \"%.80s\": expected %s, got %s", what, s->name,
+                        want, got);
     }
     if ((uintptr_t)t->data % s->align)
-        return tb__fail(err, tb_err_misaligned, NULL, NULL, -1, 0, "%s \"%.80s\": data %p is not a multiple of %u bytes", what,
-                        s->name, t->data, s->align);
+        return tb__fail(err, tb_err_misaligned, NULL, NULL, -1, 0,
+                        "%s \"%.80s\": data %p is not a multiple of %u bytes", what, s->name, t->data, s->align);
     extent = tb_tensor_spec_extent(s);
     if (!t->data && extent)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s \"%.80s\": data is NULL", what, s->name);
@@ -14851,8 +15181,8 @@ static tb_result tb__model_check(tb_model *m, const tb_tensor *t, const tb_tenso
     cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)t->data);
     if (cr != 0 || ordinal != m->device)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "%s \"%.80s\": data %p is not memory of CUDA device %d (%s %d)", what, s->name, t->data, m->device,
-                        cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+                        "%s \"%.80s\": data %p is not memory of CUDA device %d (%s %d)", what, s->name, t->data,
+                        m->device, cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
     if (!tb__device_range_holds((uint64_t)(uintptr_t)t->data, extent, &have))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "%s \"%.80s\": it needs %llu bytes from %p, and the allocation there holds %llu of them", what,
@@ -14882,8 +15212,8 @@ static const char *tb__span_name(const tb_program *p, uint32_t i, const char **w
     if (i < p->input_count + p->output_count) return *what = "output", p->outputs[i - p->input_count].name;
     return *what = "the", "workspace";
 }
-static tb_result tb__model_check_overlap(tb_model *m, const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
-                                         uint64_t ws, uint64_t ws_bytes, tb_error *err) {
+static tb_result tb__model_check_overlap(tb_model *m, const tb__model_prog *mp, const tb_tensor *in,
+                                         const tb_tensor *out, uint64_t ws, uint64_t ws_bytes, tb_error *err) {
     const tb_program *p = mp->p;
     uint32_t nin = p->input_count, n = nin + p->output_count, count = 0, i, j, live = 0;
     tb__span small[16], *sp = small;
@@ -14915,7 +15245,8 @@ static tb_result tb__model_check_overlap(tb_model *m, const tb__model_prog *mp, 
             r = tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                          "%s \"%.60s\" (%p, %llu bytes) and %s \"%.60s\" (%p, %llu bytes) share bytes: a tensor the "
                          "program writes shares none with another tensor or the workspace (only inputs it reads may "
-                         "share bytes)", w1, n1, (void *)(uintptr_t)o->start, (unsigned long long)(o->end - o->start), w2, n2,
+                         "share bytes)",
+                         w1, n1, (void *)(uintptr_t)o->start, (unsigned long long)(o->end - o->start), w2, n2,
                          (void *)(uintptr_t)sp[i].start, (unsigned long long)(sp[i].end - sp[i].start));
         }
         act[live++] = i;
@@ -14926,26 +15257,29 @@ static tb_result tb__model_check_overlap(tb_model *m, const tb__model_prog *mp, 
 
 /* shared: the run of a caller's workspace (other threads), which
    remembers nothing of the tensors it checked */
-static tb_result tb__model_check_io(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
-                                    uint32_t nout, int shared, uint64_t ws, tb_error *err) {
+static tb_result tb__model_check_io(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin,
+                                    const tb_tensor *out, uint32_t nout, int shared, uint64_t ws, tb_error *err) {
     const tb_program *p = mp->p;
     uint32_t i;
     int moved = 0;
     tb_result r;
     if (nin != p->input_count || nout != p->output_count)
         return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0,
-                        "%u input%s and %u output%s given; program \"%.80s\" takes %u and %u", nin, nin == 1 ? "" : "s", nout,
-                        nout == 1 ? "" : "s", p->name, p->input_count, p->output_count);
+                        "%u input%s and %u output%s given; program \"%.80s\" takes %u and %u", nin, nin == 1 ? "" : "s",
+                        nout, nout == 1 ? "" : "s", p->name, p->input_count, p->output_count);
     if ((nin && !in) || (nout && !out))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "the %s array is NULL; program \"%.80s\" takes %u %s (an array of tb_tensor)", nin && !in ? "inputs" : "outputs",
-                        p->name, nin && !in ? nin : nout, nin && !in ? "inputs" : "outputs");
+                        "the %s array is NULL; program \"%.80s\" takes %u %s (an array of tb_tensor)",
+                        nin && !in ? "inputs" : "outputs", p->name, nin && !in ? nin : nout,
+                        nin && !in ? "inputs" : "outputs");
     for (i = 0; i < nin; i++)
-        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &mp->checked[i], &moved, err)) != tb_ok)
-            return shared ? r : (mp->io_ok = 0, r); /* a shared run writes nothing of the model's: other threads run it */
-    for (i = 0; i < nout; i++)
-        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &mp->checked[nin + i], &moved, err)) !=
+        if ((r = tb__model_check(m, &in[i], &p->inputs[i], "input", shared ? NULL : &mp->checked[i], &moved, err)) !=
             tb_ok)
+            /* a shared run writes nothing of the model's: other threads run it */
+            return shared ? r : (mp->io_ok = 0, r);
+    for (i = 0; i < nout; i++)
+        if ((r = tb__model_check(m, &out[i], &p->outputs[i], "output", shared ? NULL : &mp->checked[nin + i], &moved,
+                                 err)) != tb_ok)
             return shared ? r : (mp->io_ok = 0, r);
     if (!shared && !moved && mp->io_ok) return tb_ok; /* the same pointers as last time: checked then */
     r = tb__model_check_overlap(m, mp, in, out, shared ? ws : 0, shared ? m->ws_bytes : 0, err);
@@ -14971,8 +15305,8 @@ static void tb__model_params(const tb_model *m, const tb__model_prog *mp, const 
 
 /* Every step, in order, on stream. */
 TB__STEP_KINDS_HANDLED(3, model_steps_run);
-static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
-                                     uint64_t ws, void *stream, tb_error *err) {
+static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp, const tb_tensor *in,
+                                     const tb_tensor *out, uint64_t ws, void *stream, tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
     tb_launch_params lp;
     uint32_t s;
@@ -14994,7 +15328,8 @@ static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp
         dst = tb__model_addr(m, mp, &st->operands[0], in, out, ws);
         switch (st->kind) {
         case TB_STEP_COPY:
-            cr = tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws), (size_t)st->count, stream);
+            cr = tb__drv.cuMemcpyDtoDAsync(dst, tb__model_addr(m, mp, &st->operands[1], in, out, ws), (size_t)st->count,
+                                           stream);
             break;
         case TB_STEP_MEMSET:
             if (st->width == 1)
@@ -15006,8 +15341,10 @@ static tb_result tb__model_steps_run(const tb_model *m, const tb__model_prog *mp
             break;
         }
         if (cr)
-            return tb__at_step(err, tb__cufail(err, cr, tb_err_cuda, NULL, st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync",
-                                               "%s", ""), mp->p, s);
+            return tb__at_step(err,
+                               tb__cufail(err, cr, tb_err_cuda, NULL,
+                                          st->kind == TB_STEP_COPY ? "cuMemcpyDtoDAsync" : "cuMemsetAsync", "%s", ""),
+                               mp->p, s);
     }
     return tb_ok;
 }
@@ -15020,8 +15357,8 @@ static void tb__model_static_tensors(const tb__model_prog *mp, tb_tensor *in, tb
 }
 
 /* Captures the program's steps into its graph (its first graph run). */
-static tb_result tb__model_capture(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, void *stream,
-                                   tb_error *err) {
+static tb_result tb__model_capture(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
+                                   void *stream, tb_error *err) {
     tb_result r;
     uint32_t i;
     if ((r = tb_graph_begin(stream, &m->options, &mp->graph, err)) != tb_ok) return r;
@@ -15039,9 +15376,10 @@ static tb_result tb__model_capture(tb_model *m, tb__model_prog *mp, const tb_ten
 
 /* Points the graph's launches at new inputs and outputs: only those
    launches that read a tensor whose pointer changed. */
-TB__STEP_KINDS_HANDLED(3, model_update); /* launches only: a memset or copy that touches io makes its program static-io */
-static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out, void *stream,
-                                  tb_error *err) {
+/* launches only: a memset or copy that touches io makes its program static-io */
+TB__STEP_KINDS_HANDLED(3, model_update);
+static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tensor *in, const tb_tensor *out,
+                                  void *stream, tb_error *err) {
     tb_arg args[TB_MAX_ARGS];
     tb_launch_params lp;
     uint32_t s, q, nin = mp->p->input_count, n = nin + mp->p->output_count;
@@ -15057,7 +15395,8 @@ static tb_result tb__model_update(tb_model *m, tb__model_prog *mp, const tb_tens
         for (q = ms->ptr_begin; q < ms->ptr_end && !touched; q++) {
             const tb_operand *o = &mp->ptrs[q].op;
             if (o->space == TB_SPACE_INPUT) touched = mp->io_graph[o->index] != (uint64_t)(uintptr_t)in[o->index].data;
-            if (o->space == TB_SPACE_OUTPUT) touched = mp->io_graph[nin + o->index] != (uint64_t)(uintptr_t)out[o->index].data;
+            if (o->space == TB_SPACE_OUTPUT)
+                touched = mp->io_graph[nin + o->index] != (uint64_t)(uintptr_t)out[o->index].data;
         }
         if (!touched) continue;
         tb__model_params(m, mp, ms, in, out, m->ws, stream, args, &lp);
@@ -15089,8 +15428,11 @@ static tb_result tb__model_copy_io(const tb__model_prog *mp, const tb_tensor *in
         uint64_t e = tb_tensor_spec_extent(s), dev = mp->io_dev[outputs ? nin + i : i];
         uint64_t user = (uint64_t)(uintptr_t)(outputs ? out[i].data : in[i].data);
         if (!e) continue;
-        cr = outputs ? tb__drv.cuMemcpyDtoDAsync(user, dev, (size_t)e, stream) : tb__drv.cuMemcpyDtoDAsync(dev, user, (size_t)e, stream);
-        if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "%s \"%.80s\"", outputs ? "output" : "input", s->name);
+        cr = outputs ? tb__drv.cuMemcpyDtoDAsync(user, dev, (size_t)e, stream)
+                     : tb__drv.cuMemcpyDtoDAsync(dev, user, (size_t)e, stream);
+        if (cr)
+            return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemcpyDtoDAsync", "%s \"%.80s\"",
+                              outputs ? "output" : "input", s->name);
     }
     return tb_ok;
 }
@@ -15107,10 +15449,12 @@ static tb_result tb__model_check_workspace(tb_model *m, void *workspace, tb_erro
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "the workspace must be device memory of %llu bytes, 256-byte aligned (got %p)",
                         (unsigned long long)m->ws_bytes, workspace);
-    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (uint64_t)(uintptr_t)workspace);
+    cr = tb__drv.cuPointerGetAttribute(&ordinal, TB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                       (uint64_t)(uintptr_t)workspace);
     if (cr != 0 || ordinal != m->device)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "the workspace %p is not memory of CUDA device %d (%s %d)",
-                        workspace, m->device, cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "the workspace %p is not memory of CUDA device %d (%s %d)", workspace, m->device,
+                        cr ? "not device memory: driver error" : "it is on device", cr ? cr : ordinal);
     if (!tb__device_range_holds((uint64_t)(uintptr_t)workspace, m->ws_bytes, &have))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "the workspace needs %llu bytes from %p, and the allocation there holds %llu of them",
@@ -15138,8 +15482,10 @@ static tb_result tb__model_instance_make(tb_model *m, tb__model_prog *mp, const 
                          "program \"%.80s\" needs %llu bytes of workspace at these sizes, more than at every maximum "
                          "(%llu)", mp->p->name, (unsigned long long)ip->ws_bytes, (unsigned long long)m->ws_bytes);
         for (i = 0; r == tb_ok && i < n; i++) {
-            const tb_tensor_spec *a = i < ip->p->input_count ? &ip->p->inputs[i] : &ip->p->outputs[i - ip->p->input_count];
-            const tb_tensor_spec *z = i < mp->p->input_count ? &mp->p->inputs[i] : &mp->p->outputs[i - mp->p->input_count];
+            const tb_tensor_spec *a =
+                i < ip->p->input_count ? &ip->p->inputs[i] : &ip->p->outputs[i - ip->p->input_count];
+            const tb_tensor_spec *z =
+                i < mp->p->input_count ? &mp->p->inputs[i] : &mp->p->outputs[i - mp->p->input_count];
             if (tb_tensor_spec_extent(a) > tb_tensor_spec_extent(z))
                 r = tb__fail(err, tb_err_malformed, NULL, NULL, -1, 0,
                              "program \"%.80s\": %s \"%.80s\" holds more bytes at these sizes than at every maximum",
@@ -15161,8 +15507,8 @@ static tb_result tb__model_instance_make(tb_model *m, tb__model_prog *mp, const 
    recently used one when the cache is full: a size refused evicts
    nothing). One thread at a time, as every run but the caller's-workspace
    ones (tb__model_run makes those an instance of their own). */
-static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin, tb__model_prog **out,
-                                    tb_error *err) {
+static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_tensor *in, uint32_t nin,
+                                    tb__model_prog **out, tb_error *err) {
     int64_t v[TB_MAX_PROGRAM_SYMBOLS];
     uint32_t i, k = mp->p->symbol_count, at = 0;
     tb__model_prog fresh;
@@ -15175,7 +15521,8 @@ static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_te
             *out = &mp->inst[i];
             return tb_ok;
         }
-    if (!mp->inst && !(mp->inst = (tb__model_prog *)tb__alloc(&m->ctx, m->inst_cap * sizeof *mp->inst))) return TB__OOM(err);
+    if (!mp->inst && !(mp->inst = (tb__model_prog *)tb__alloc(&m->ctx, m->inst_cap * sizeof *mp->inst)))
+        return TB__OOM(err);
     if ((r = tb__model_instance_make(m, mp, v, &fresh, err)) != tb_ok) return r;
     if (mp->inst_count < m->inst_cap) {
         at = mp->inst_count++;
@@ -15186,13 +15533,14 @@ static tb_result tb__model_instance(tb_model *m, tb__model_prog *mp, const tb_te
     }
     mp->inst[at] = fresh;
     mp->inst[at].used = m->runs;
-    tb__log(&m->ctx, TB_LOG_DEBUG, "model: program \"%.80s\" at new sizes: instance %u of %u", mp->p->name, at, m->inst_cap);
+    tb__log(&m->ctx, TB_LOG_DEBUG, "model: program \"%.80s\" at new sizes: instance %u of %u", mp->p->name, at,
+            m->inst_cap);
     *out = &mp->inst[at];
     return tb_ok;
 }
 
-TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, tb_tensor_spec *outputs,
-                                      uint32_t nout, tb_error *err) {
+TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin,
+                                      tb_tensor_spec *outputs, uint32_t nout, tb_error *err) {
     int64_t v[TB_MAX_PROGRAM_SYMBOLS];
     const tb_program *p;
     tb__model_prog local;
@@ -15201,19 +15549,20 @@ TBDEF tb_result tb_model_output_specs(tb_model *m, uint32_t program, const tb_te
     tb__CUresult cr;
     tb_result r;
     if (!m || program >= m->prog_count || (nout && !outputs))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL, program %u does not exist or outputs is NULL",
-                        program);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "model is NULL, program %u does not exist or outputs is NULL", program);
     p = m->progs[program].p;
     if (nout != p->output_count)
-        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0, "%u output specs asked; program \"%.80s\" has %u outputs", nout,
-                        p->name, p->output_count);
+        return tb__fail(err, tb_err_arg_mismatch, NULL, NULL, -1, 0,
+                        "%u output specs asked; program \"%.80s\" has %u outputs", nout, p->name, p->output_count);
     for (i = 0; i < nout; i++) outputs[i] = p->outputs[i];
     if (!p->symbol_count) return tb_ok;
     if ((r = tb__program_bind(p, in, nin, v, 1, err)) != tb_ok) return r;
     /* the instance a run would make at these values, with every check of
        it (issue 38 #7: never sizes a run refuses), made and freed here as
        a run with the caller's workspace does */
-    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if ((cr = tb__model_enter(m, &pushed)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     if ((r = tb__model_instance_make(m, &m->progs[program], v, &local, err)) == tb_ok) {
         for (i = 0; i < nout; i++) outputs[i] = local.p->outputs[i];
         tb__model_prog_free(m, &local);
@@ -15230,15 +15579,17 @@ static tb_result tb__model_run(tb_model *m, uint32_t program, const tb_tensor *i
     tb__CUresult cr;
     if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
     if (program >= m->prog_count)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "program %u does not exist: the model has %u (0 to %u)",
-                        program, m->prog_count, m->prog_count - 1);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "program %u does not exist: the model has %u (0 to %u)", program, m->prog_count,
+                        m->prog_count - 1);
     mp = &m->progs[program];
     if (graph && !stream)
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
                         "graph replay (TB_MODEL_GRAPH) needs a stream: the legacy NULL stream cannot be captured");
     /* the checks of the caller's memory ask the driver about allocations,
        which it answers only in a current context: enter first */
-    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if ((cr = tb__model_enter(m, &pushed)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     r = shared ? tb__model_check_workspace(m, (void *)(uintptr_t)ws, err) : tb_ok;
     if (r == tb_ok && mp->p->symbol_count && !shared) {
         r = tb__model_instance(m, mp, in, nin, &mp, err);
@@ -15289,8 +15640,9 @@ TBDEF tb_result tb_model_execute(tb_model *m, const tb_run_desc *d, tb_error *er
     int shared;
     if (!d) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "desc is NULL");
     if (d->flags & ~TB_RUN_NO_GRAPH)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "run flags 0x%x: unknown bits 0x%x (TB_RUN_NO_GRAPH is 0x%x)",
-                        d->flags, d->flags & ~TB_RUN_NO_GRAPH, TB_RUN_NO_GRAPH);
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "run flags 0x%x: unknown bits 0x%x (TB_RUN_NO_GRAPH is 0x%x)", d->flags,
+                        d->flags & ~TB_RUN_NO_GRAPH, TB_RUN_NO_GRAPH);
     shared = d->workspace != NULL;
     return tb__model_run(m, d->program, d->inputs, d->input_count, d->outputs, d->output_count,
                          shared ? (uint64_t)(uintptr_t)d->workspace : m ? m->ws : 0, d->stream,
@@ -15302,8 +15654,8 @@ TBDEF tb_result tb_model_run(tb_model *m, const tb_tensor *in, uint32_t nin, con
                              void *stream, tb_error *err) {
     return tb_model_run_program(m, 0, in, nin, out, nout, stream, err);
 }
-TBDEF tb_result tb_model_run_program(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
-                                     uint32_t nout, void *stream, tb_error *err) {
+TBDEF tb_result tb_model_run_program(tb_model *m, uint32_t program, const tb_tensor *in, uint32_t nin,
+                                     const tb_tensor *out, uint32_t nout, void *stream, tb_error *err) {
     tb_run_desc d = {program, in, nin, out, nout, NULL, stream, 0};
     return tb_model_execute(m, &d, err);
 }
@@ -15311,7 +15663,8 @@ TBDEF tb_result tb_model_run_program_workspace(tb_model *m, uint32_t program, co
                                                const tb_tensor *out, uint32_t nout, void *workspace, void *stream,
                                                tb_error *err) {
     tb_run_desc d = {program, in, nin, out, nout, workspace, stream, 0};
-    return workspace ? tb_model_execute(m, &d, err) : tb__model_run(m, program, in, nin, out, nout, 0, stream, 0, 1, err);
+    return workspace ? tb_model_execute(m, &d, err)
+                     : tb__model_run(m, program, in, nin, out, nout, 0, stream, 0, 1, err);
 }
 TBDEF tb_result tb_model_run_workspace(tb_model *m, const tb_tensor *in, uint32_t nin, const tb_tensor *out,
                                        uint32_t nout, void *workspace, void *stream, tb_error *err) {
@@ -15324,7 +15677,8 @@ TBDEF tb_result tb_model_reset_state(tb_model *m, void *stream, tb_error *err) {
     tb__CUresult cr;
     if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "model is NULL");
     if (!m->state_count) return tb_ok;
-    if ((cr = tb__model_enter(m, &pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
+    if ((cr = tb__model_enter(m, &pushed)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", "");
     /* runs queued on stream may still read the state: let them finish */
     if ((cr = tb__drv.cuStreamSynchronize(stream)) != 0) {
         tb__leave(pushed);
@@ -15423,7 +15777,8 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
     tb__ctx c = q->m->ctx;
     for (k = 0; k < count; k++)
         if (q->pieces[k].n > piece) piece = q->pieces[k].n;
-    if (!(buf[0] = (unsigned char *)tb__alloc(&c, piece)) || (count > 1 && !(buf[1] = (unsigned char *)tb__alloc(&c, piece)))) {
+    if (!(buf[0] = (unsigned char *)tb__alloc(&c, piece)) ||
+        (count > 1 && !(buf[1] = (unsigned char *)tb__alloc(&c, piece)))) {
         tb__free(&c, buf[0]);
         return TB__OOM(err);
     }
@@ -15719,7 +16074,8 @@ out:
     for (i = 0; i < slots; i++)
         if (ev[i]) tb__drv.cuEventDestroy(ev[i]);
     if (stream) tb__drv.cuStreamDestroy(stream);
-    if (call && r == tb_ok) r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
+    if (call && r == tb_ok)
+        r = tb__cufail(err, *cr, tb_err_cuda, NULL, call, "setting up the pinned upload of %u pieces", q->count);
     tb__free(&c, ev), tb__free(&c, buf), tb__free(&c, ready), tb__free(&c, tid);
     return r;
 }
@@ -15744,8 +16100,8 @@ static uint32_t tb__crc32_combine(uint32_t a, uint32_t b, uint64_t len_b) {
 
 /* TB_MODEL_VERIFY_WEIGHTS: each EXTERNAL constant's CRC-32, its pieces'
    combined in order (none: 0, the CRC of no bytes), against the bundle's. */
-static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w, const tb__piece *pc, const uint32_t *crc,
-                                         uint32_t count, tb_error *err) {
+static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w, const tb__piece *pc,
+                                         const uint32_t *crc, uint32_t count, tb_error *err) {
     uint32_t i, at = 0;
     for (i = 0; i < m->constant_count; i++) {
         const tb_program_constant *k = &m->constants[i];
@@ -15754,10 +16110,11 @@ static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w,
         for (; at < count && pc[at].konst == i; at++)
             if (pc[at].weights) c = tb__crc32_combine(c, crc[at], pc[at].n);
         if ((k->flags & TB_CONSTANT_EXTERNAL) && c != k->crc32)
-            return tb__fail(err, tb_err_checksum, NULL, w->path, -1, 0,
-                            "constant %u \"%.100s\": the bytes of tensor \"%.100s\" read for its upload are other than at "
-                            "export (CRC-32 %08x, exported %08x): another checkpoint, or the file changed during the load", i,
-                            k->name, k->tensor, c, k->crc32);
+            return tb__fail(
+                err, tb_err_checksum, NULL, w->path, -1, 0,
+                "constant %u \"%.100s\": the bytes of tensor \"%.100s\" read for its upload are other than at "
+                "export (CRC-32 %08x, exported %08x): another checkpoint, or the file changed during the load",
+                i, k->name, k->tensor, c, k->crc32);
     }
     return tb_ok;
 }
@@ -15887,7 +16244,8 @@ static tb_result tb__model_call_enter(const tb_model *m, int *pushed, const char
     tb__CUresult cr;
     *pushed = 0;
     if (!m) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "%s: model is NULL", what);
-    if ((cr = tb__model_enter(m, pushed)) != 0) return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", what);
+    if ((cr = tb__model_enter(m, pushed)) != 0)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "%s", what);
     return tb_ok;
 }
 
@@ -15901,7 +16259,9 @@ TBDEF tb_result tb_model_device_alloc(tb_model *m, size_t bytes, void **out, tb_
     tb_result r;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_device_alloc: out is NULL");
     *out = NULL;
-    if (!bytes) return m ? tb_ok : tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_device_alloc: model is NULL");
+    if (!bytes)
+        return m ? tb_ok
+                 : tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_device_alloc: model is NULL");
     if ((r = tb__model_call_enter(m, &pushed, "tb_model_device_alloc", err)) != tb_ok) return r;
     cr = tb__drv.cuMemAlloc(&p, bytes);
     tb__leave(pushed);
@@ -15918,9 +16278,11 @@ TBDEF void tb_model_device_free(tb_model *m, void *ptr) {
 }
 
 /* One copy: kind 0 host to device, 1 device to host, 2 device to device. */
-static tb_result tb__model_copy(tb_model *m, int kind, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
-    static const char *const calls[3][2] = {{"cuMemcpyHtoD", "cuMemcpyHtoDAsync"}, {"cuMemcpyDtoH", "cuMemcpyDtoHAsync"},
-                                            {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync"}};
+static tb_result tb__model_copy(tb_model *m, int kind, void *dst, const void *src, size_t n, void *stream,
+                                tb_error *err) {
+    static const char *const calls[3][2] = { { "cuMemcpyHtoD", "cuMemcpyHtoDAsync" },
+                                             { "cuMemcpyDtoH", "cuMemcpyDtoHAsync" },
+                                             { "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync" } };
     uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
     int pushed;
     tb__CUresult cr = 0;
@@ -15945,13 +16307,15 @@ static tb_result tb__model_copy(tb_model *m, int kind, void *dst, const void *sr
     if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, calls[kind][stream != NULL], "a copy of %zu bytes", n);
     return tb_ok;
 }
-TBDEF tb_result tb_model_copy_to_device(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+TBDEF tb_result tb_model_copy_to_device(tb_model *m, void *dst, const void *src, size_t n, void *stream,
+                                        tb_error *err) {
     return tb__model_copy(m, 0, dst, src, n, stream, err);
 }
 TBDEF tb_result tb_model_copy_to_host(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
     return tb__model_copy(m, 1, dst, src, n, stream, err);
 }
-TBDEF tb_result tb_model_copy_on_device(tb_model *m, void *dst, const void *src, size_t n, void *stream, tb_error *err) {
+TBDEF tb_result tb_model_copy_on_device(tb_model *m, void *dst, const void *src, size_t n, void *stream,
+                                        tb_error *err) {
     return tb__model_copy(m, 2, dst, src, n, stream, err);
 }
 
@@ -15959,7 +16323,8 @@ TBDEF tb_result tb_model_stream_create(tb_model *m, void **stream, tb_error *err
     int pushed;
     tb__CUresult cr;
     tb_result r;
-    if (!stream) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_stream_create: stream is NULL");
+    if (!stream)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "tb_model_stream_create: stream is NULL");
     *stream = NULL;
     if ((r = tb__model_call_enter(m, &pushed, "tb_model_stream_create", err)) != tb_ok) return r;
     cr = tb__drv.cuStreamCreate ? tb__drv.cuStreamCreate(stream, 0) : -1;
@@ -15974,7 +16339,8 @@ TBDEF tb_result tb_model_stream_create(tb_model *m, void **stream, tb_error *err
 
 TBDEF void tb_model_stream_free(tb_model *m, void *stream) {
     int pushed;
-    if (!stream || !tb__drv.cuStreamDestroy || tb__model_call_enter(m, &pushed, "tb_model_stream_free", NULL) != tb_ok) return;
+    if (!stream || !tb__drv.cuStreamDestroy || tb__model_call_enter(m, &pushed, "tb_model_stream_free", NULL) != tb_ok)
+        return;
     tb__drv.cuStreamDestroy(stream);
     tb__leave(pushed);
 }
@@ -15987,7 +16353,8 @@ TBDEF tb_result tb_model_synchronize(tb_model *m, void *stream, tb_error *err) {
     cr = stream ? tb__drv.cuStreamSynchronize(stream) : tb__drv.cuCtxSynchronize ? tb__drv.cuCtxSynchronize() : -1;
     tb__leave(pushed);
     if (cr == -1) return tb__fail(err, tb_err_no_driver, NULL, NULL, -1, 0, "the driver lacks cuCtxSynchronize");
-    if (cr) return tb__cufail(err, cr, tb_err_cuda, NULL, stream ? "cuStreamSynchronize" : "cuCtxSynchronize", "%s", "");
+    if (cr)
+        return tb__cufail(err, cr, tb_err_cuda, NULL, stream ? "cuStreamSynchronize" : "cuCtxSynchronize", "%s", "");
     return tb_ok;
 }
 

@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
         t_xxh3[run] = now() - t0;
     }
     {
-        double m = median(t_memcpy, RUNS), w = median(t_write, RUNS), rd = median(t_read, RUNS), v = median(t_view, RUNS);
+        double m = median(t_memcpy, RUNS), w = median(t_write, RUNS), rd = median(t_read, RUNS),
+               v = median(t_view, RUNS);
         double mb = size / 1e6;
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         /* the documented policy: 1 MiB blocks hashed on up to 8 threads, at least 8 blocks each */
@@ -72,7 +73,8 @@ int main(int argc, char **argv) {
         printf("  read, verified         %8.1f ms  %6.2f GB/s  %.2fx memcpy bandwidth (goal >= 0.5)\n", rd * 1e3,
                mb / rd / 1e3, m / rd);
         printf("  read, zero-copy, no checksum %5.2f ms  (%.0fx faster than memcpy: structure only)\n", v * 1e3, m / v);
-        printf("  the checksum alone     %8.1f ms  %6.2f GB/s\n", median(t_hash, RUNS) * 1e3, mb / median(t_hash, RUNS) / 1e3);
+        printf("  the checksum alone     %8.1f ms  %6.2f GB/s\n", median(t_hash, RUNS) * 1e3,
+               mb / median(t_hash, RUNS) / 1e3);
         printf("  one XXH3-64, one core  %8.1f ms  %6.2f GB/s  (format 1's checksum)\n", median(t_xxh3, RUNS) * 1e3,
                mb / median(t_xxh3, RUNS) / 1e3);
     }

@@ -42,7 +42,8 @@ static struct {
     int (*module_load)(void **, const void *);
     int (*module_unload)(void *);
     int (*get_function)(void **, void *, const char *);
-    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                  void **);
     int (*retain)(void **, int);
     int (*set_current)(void *);
     int (*event_create)(void **, unsigned);
@@ -102,7 +103,8 @@ static void bench_kernel(const char *label, const tb_bundle *b, const tb_launch_
     lp.args = args;
     lp.arg_count = nargs;
     for (bt = 0; bt < 20; bt++) { /* warm-up */
-        for (j = 0; j < BATCH; j++) cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
+        for (j = 0; j < BATCH; j++)
+            cu.launch(fn, 1, 1, 1, 32 * cfg->num_warps, 1, 1, cfg->shared_mem, stream, params, NULL);
         for (j = 0; j < BATCH; j++) tb_launch(k, &lp, NULL);
         for (j = 0; j < BATCH; j++)
             if (tb_kernel_table_launch(table, cfg->function_name, 0, &lp, &e) != tb_ok) {
@@ -193,7 +195,8 @@ static void bench_tune_graph(const tb_bundle *fix, void *stream) {
             src = tb_bundle_launch_record(fix, i);
     if (!src || !kn || tb_bundle_create(NULL, &b, &e) || tb_bundle_add_kernel(b, kn->hash, 0, &kk, &e)) return;
     for (i = 0; i < kn->artifact_count; i++)
-        tb_bundle_add_artifact(b, kk, kn->artifacts[i].name, kn->artifacts[i].data, kn->artifacts[i].size, TB_REFERENCE, &e);
+        tb_bundle_add_artifact(b, kk, kn->artifacts[i].name, kn->artifacts[i].data, kn->artifacts[i].size, TB_REFERENCE,
+                               &e);
     g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
     memset(&ci, 0, sizeof ci);
     ci.key_count = 1, ci.key = key;
@@ -229,7 +232,8 @@ static void bench_tune_graph(const tb_bundle *fix, void *stream) {
             int which = (rd + j) % 3, q;
             t0 = now();
             if (which == 0)
-                for (q = 0; q < BATCH; q++) cu.launch(fn, 1, 1, 1, 32 * c[0].num_warps, 1, 1, c[0].shared_mem, stream, params, NULL);
+                for (q = 0; q < BATCH; q++)
+                    cu.launch(fn, 1, 1, 1, 32 * c[0].num_warps, 1, 1, c[0].shared_mem, stream, params, NULL);
             else if (which == 1)
                 for (q = 0; q < BATCH; q++) tb_launch(sel, &p, NULL);
             else
@@ -299,7 +303,8 @@ static void bench_load(const tb_bundle *b) {
         double t0 = now();
         for (i = 0; i < n; i++) {
             const tb_launch_config *c = &tb_bundle_launch_record(b, i)->configs[0];
-            cu.module_load(&mods[i], tb_kernel_find_artifact(tb_bundle_find_kernel(b, c->kernel_hash), c->binary_name)->data);
+            cu.module_load(&mods[i],
+                           tb_kernel_find_artifact(tb_bundle_find_kernel(b, c->kernel_hash), c->binary_name)->data);
         }
         t_bare[r] = now() - t0;
         t0 = now();

@@ -167,13 +167,15 @@ static void probe_register(void) {
             if (touch) memset(p, 0, n);
             t1 = now();
             rc = reg(p, n, 0);
-            printf("probe: cuMemHostRegister %zu MiB of 2 MiB-aligned memory (MADV_HUGEPAGE%s): %.2f ms (%s%.2f ms to touch)\n",
+            printf("probe: cuMemHostRegister %zu MiB of 2 MiB-aligned memory (MADV_HUGEPAGE%s): %.2f ms (%s%.2f ms to "
+                   "touch)\n",
                    mib[i], touch ? ", touched first" : "", (now() - t1) * 1e3, rc ? "FAILED; " : "", (t1 - t0) * 1e3);
             if (!rc) unreg(p);
             free(p);
         }
 }
-static void probe(const char *dir, fn_alloc_host alloc_host, fn_free_host free_host, fn_ctx push, fn_pop pop, void *ctx) {
+static void probe(const char *dir, fn_alloc_host alloc_host, fn_free_host free_host, fn_ctx push, fn_pop pop,
+                  void *ctx) {
     static const size_t mib[] = {1, 2, 4, 8, 16, 64};
     char path[4096];
     size_t i;
@@ -217,8 +219,8 @@ static void probe(const char *dir, fn_alloc_host alloc_host, fn_free_host free_h
         t0 = now();
         for (k = 0; k < t; k++) pthread_create(&tid[k], NULL, read_job, &j[k]);
         for (k = 0; k < t; k++) pthread_join(tid[k], NULL);
-        printf("probe: pread of 1 GiB from the page cache into pinned 4 MiB buffers, %d threads: %.2f ms (%.1f GB/s)\n", t,
-               (now() - t0) * 1e3, (double)(j[0].len * (uint64_t)t) / 1e9 / (now() - t0));
+        printf("probe: pread of 1 GiB from the page cache into pinned 4 MiB buffers, %d threads: %.2f ms (%.1f GB/s)\n",
+               t, (now() - t0) * 1e3, (double)(j[0].len * (uint64_t)t) / 1e9 / (now() - t0));
         for (k = 0; k < t; k++) free_host(j[k].buf);
     }
     close(fd);
@@ -253,7 +255,8 @@ static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
     d.pinned_staging_bytes = (uint64_t)256 << 20;
     if (!load_once(&d, &t, &holder)) return 0;
     printf("  sweep (%llu MiB; a staging area of %llu MiB pinned once, in %.1f ms; slots of %zu bytes):\n",
-           (unsigned long long)(n >> 20), (unsigned long long)(t.staging_bytes >> 20), t.pin_ms, (size_t)TB_UPLOAD_PIECE);
+           (unsigned long long)(n >> 20), (unsigned long long)(t.staging_bytes >> 20), t.pin_ms,
+           (size_t)TB_UPLOAD_PIECE);
     for (i = 0; i < sizeof mib / sizeof mib[0]; i++)
         for (j = 0; j < sizeof readers / sizeof readers[0]; j++) {
             d.pinned_staging_bytes = (uint64_t)mib[i] << 20, d.upload_threads = readers[j];
@@ -264,7 +267,8 @@ static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
                 }
                 ms[r] = t.upload_ms;
             }
-            printf("    staging %3u MiB (%3llu MiB used), %2u readers (%2u ran): %8.2f ms, %5.1f GB/s, %.2fx a pinned copy\n",
+            printf("    staging %3u MiB (%3llu MiB used), %2u readers (%2u ran): %8.2f ms, %5.1f GB/s, %.2fx a pinned "
+                   "copy\n",
                    mib[i], (unsigned long long)(t.staging_bytes >> 20), readers[j], t.threads, median(ms, 3),
                    (double)n / 1e6 / median(ms, 3), pinned_copy_ms / median(ms, 3));
         }
@@ -297,8 +301,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--staging") && a + 1 < argc) staging = (uint64_t)atol(argv[++a]) << 20;
         else if (nsizes < 16 && atol(argv[a]) > 0) sizes[nsizes++] = atol(argv[a]);
         else {
-            fprintf(stderr, "usage: bench_upload [--dir DIR] [--keep] [--probe] [--sweep] [--staging MIB] [--threads N] "
-                            "[SIZE_MIB...]\n");
+            fprintf(stderr,
+                    "usage: bench_upload [--dir DIR] [--keep] [--probe] [--sweep] [--staging MIB] [--threads N] "
+                    "[SIZE_MIB...]\n");
             return 2;
         }
     }
@@ -324,8 +329,10 @@ int main(int argc, char **argv) {
         if (name) name(gpu, (int)sizeof gpu, 0);
         if (threads) snprintf(readers, sizeof readers, "%u", threads);
         printf("device 0: %s; %ld cores; slots of %zu bytes, staging bound %llu MiB, pinned at most 1/%u of an upload, "
-               "readers: %s\n", gpu, sysconf(_SC_NPROCESSORS_ONLN), (size_t)TB_UPLOAD_PIECE,
-               (unsigned long long)((staging ? staging : TB_UPLOAD_STAGING) >> 20), (unsigned)TB_UPLOAD_PIN_SHARE, readers);
+               "readers: %s\n",
+               gpu, sysconf(_SC_NPROCESSORS_ONLN), (size_t)TB_UPLOAD_PIECE,
+               (unsigned long long)((staging ? staging : TB_UPLOAD_STAGING) >> 20), (unsigned)TB_UPLOAD_PIN_SHARE,
+               readers);
     }
     /* the context, held by the bench: each load finds it current and keeps
        it (made once, outside every timing) */
@@ -354,7 +361,8 @@ int main(int argc, char **argv) {
         }
         warm(path);
         memset(&d, 0, sizeof d);
-        d.bundle = b, d.weights = path, d.pinned_upload_min = 1, d.upload_threads = threads, d.pinned_staging_bytes = staging;
+        d.bundle = b, d.weights = path, d.pinned_upload_min = 1, d.upload_threads = threads,
+        d.pinned_staging_bytes = staging;
         /* the pinned way: a first load (the area pinned in it), kept
            loaded while three more reuse the area; three rounds */
         for (r = 0; r < 3 && !failed; r++) {
@@ -399,12 +407,15 @@ int main(int argc, char **argv) {
         {
             double first = median(t_first, 3), reused = median(t_reused, 9), page = median(t_page, 3);
             double hp = median(t_h2d_pin, 3), hg = median(t_h2d_page, 3), gb = (double)n / 1e9;
-            printf("upload %ld MiB from the page cache: pinned way %.2f ms (%.1f GB/s; a first load, pinning %.1f ms of it), "
-                   "%.2f ms reused (%.1f GB/s; the staging area pinned by a loaded model), %u readers; pageable way %.2f ms "
-                   "(%.1f GB/s); one cuMemcpyHtoD from pinned memory %.2f ms (%.1f GB/s; pinning the buffer took %.1f ms "
-                   "more), from pageable memory %.2f ms (%.1f GB/s)\n",
-                   sizes[a], first, gb / first * 1e3, median(pin_first, 3), reused, gb / reused * 1e3, ran, page,
-                   gb / page * 1e3, hp, gb / hp * 1e3, pin_alloc, hg, gb / hg * 1e3);
+            printf(
+                "upload %ld MiB from the page cache: pinned way %.2f ms (%.1f GB/s; a first load, pinning %.1f ms of "
+                "it), "
+                "%.2f ms reused (%.1f GB/s; the staging area pinned by a loaded model), %u readers; pageable way %.2f "
+                "ms "
+                "(%.1f GB/s); one cuMemcpyHtoD from pinned memory %.2f ms (%.1f GB/s; pinning the buffer took %.1f ms "
+                "more), from pageable memory %.2f ms (%.1f GB/s)\n",
+                sizes[a], first, gb / first * 1e3, median(pin_first, 3), reused, gb / reused * 1e3, ran, page,
+                gb / page * 1e3, hp, gb / hp * 1e3, pin_alloc, hg, gb / hg * 1e3);
             printf("  ratio to a pinned cuMemcpyHtoD's bandwidth (goal 0.9x from 1 GiB on, setup included): pinned way "
                    "%.2fx its first load, %.2fx reused; pageable way %.2fx\n", hp / first, hp / reused, hp / page);
             d.pinned_upload_min = 1;

@@ -99,7 +99,8 @@ static int gen_input(const tb_program *p, const char *name, uint32_t fallback) {
     return fallback < p->input_count ? (int)fallback : -1;
 }
 
-const char gen_usage_line[] = "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
+const char gen_usage_line[] =
+    "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
 static int gen_usage(const char *prog, int status) {
     fprintf(status ? stderr : stdout,
             "usage: %s %s\n"
@@ -160,7 +161,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         if (!strcmp(x, "--help") || !strcmp(x, "-h")) return gen_usage(prog, 0);
         if (!strcmp(x, "--graph")) graph = 1;
         else if (!strcmp(x, "--bench")) bench = 1;
-        else if (!strcmp(x, "--prompt-ids") || !strcmp(x, "--max-new") || !strcmp(x, "--eos") || !strcmp(x, "--weights")) {
+        else if (!strcmp(x, "--prompt-ids") || !strcmp(x, "--max-new") || !strcmp(x, "--eos") ||
+                 !strcmp(x, "--weights")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "%s: %s needs a value\n", prog, x);
                 return gen_usage(prog, 2);
@@ -210,7 +212,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
             s = c ? c + 1 : NULL;
         }
         if (!*ids_text || s) {
-            fprintf(stderr, "%s: --prompt-ids takes ids 0 or more separated by commas, such as 15496,11,995; got '%s'%s\n",
+            fprintf(stderr,
+                    "%s: --prompt-ids takes ids 0 or more separated by commas, such as 15496,11,995; got '%s'%s\n",
                     prog, ids_text, *ids_text ? "" : " (an empty prompt)");
             free(prompt);
             return 2;
@@ -232,14 +235,16 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
             largest = (uint64_t)y->max, dynamic = 1;
             if ((int64_t)nprompt <= y->max) {
                 bucket = i, bucket_len = (uint64_t)(nprompt < y->min ? y->min : nprompt);
-                if (bucket_len % (uint64_t)y->divisor) bucket_len += (uint64_t)y->divisor - bucket_len % (uint64_t)y->divisor;
+                if (bucket_len % (uint64_t)y->divisor)
+                    bucket_len += (uint64_t)y->divisor - bucket_len % (uint64_t)y->divisor;
                 if (bucket_len > (uint64_t)y->max) bucket = UINT32_MAX;
             }
             continue;
         }
         if (dynamic || strncmp(p->name, "prefill_", 8) || !gen_int(p->name + 8, &t) || t < 1) continue;
         if ((uint64_t)t > largest) largest = (uint64_t)t;
-        if ((uint64_t)t >= nprompt && (bucket == UINT32_MAX || (uint64_t)t < bucket_len)) bucket = i, bucket_len = (uint64_t)t;
+        if ((uint64_t)t >= nprompt && (bucket == UINT32_MAX || (uint64_t)t < bucket_len))
+            bucket = i, bucket_len = (uint64_t)t;
     }
     if (!largest || decode == UINT32_MAX) {
         fprintf(stderr, "%s: %s has no %s program: generation needs a prefill (or prefill_<T> programs) and decode "
@@ -256,7 +261,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         goto done;
     }
     if (!(v = tb_bundle_property(b, "generate.max_seq")) || !gen_int(v, &max_seq) || max_seq < 1) {
-        fprintf(stderr, "%s: %s does not say how many positions its cache holds (the property generate.max_seq)\n", prog, path);
+        fprintf(stderr, "%s: %s does not say how many positions its cache holds (the property generate.max_seq)\n",
+                prog, path);
         goto done;
     }
     if (!has_eos && (v = tb_bundle_property(b, "generate.eos")) && gen_int(v, &eos)) has_eos = 1;
@@ -273,13 +279,16 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
          pp->outputs[0].dtype != TB_DTYPE_BFLOAT16) ||
         pd->outputs[0].dtype != pp->outputs[0].dtype ||
         pp->outputs[0].shape[pp->outputs[0].rank - 2] != (dynamic ? dyn_max : (int64_t)bucket_len) ||
-        (next_out >= 0 && (pd->outputs[next_out].dtype != TB_DTYPE_INT64 || tb_tensor_spec_extent(&pd->outputs[next_out]) != 8)) ||
+        (next_out >= 0 &&
+         (pd->outputs[next_out].dtype != TB_DTYPE_INT64 || tb_tensor_spec_extent(&pd->outputs[next_out]) != 8)) ||
         /* the prompt is copied as T contiguous ids: ids' extent must hold them (strides [0, 0] make it 8 bytes) */
         pp->inputs[0].strides[1] != 1 || pp->inputs[0].shape[1] < 1 ||
         tb_tensor_spec_extent(&pp->inputs[0]) != (uint64_t)pp->inputs[0].shape[1] * 8u) {
-        fprintf(stderr, "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T], contiguous, and "
+        fprintf(stderr,
+                "%s: programs %s and decode are not as generation takes them: %s \"ids\" int64 [1, T], contiguous, and "
                 "logits [1, T, V]; decode \"ids\" int64 [1, 1], \"pos\" int64 [1], logits [1, 1, V] of the same dtype "
-                "and, optionally, \"next_token\" int64 [1, 1] (batch 1)\n", prog, pp->name, pp->name);
+                "and, optionally, \"next_token\" int64 [1, 1] (batch 1)\n",
+                prog, pp->name, pp->name);
         goto done;
     }
     if (max_seq > GEN_MAX_SEQ) {
@@ -293,7 +302,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
        model) */
     {
         const tb_tensor_spec *lp = &pp->outputs[0], *ld = &pd->outputs[0];
-        int64_t vocab = lp->shape[lp->rank - 1] < ld->shape[ld->rank - 1] ? lp->shape[lp->rank - 1] : ld->shape[ld->rank - 1];
+        int64_t vocab =
+            lp->shape[lp->rank - 1] < ld->shape[ld->rank - 1] ? lp->shape[lp->rank - 1] : ld->shape[ld->rank - 1];
         for (i = 0; i < nprompt; i++)
             if (prompt[i] >= vocab) {
                 fprintf(stderr, "%s: prompt id %lld (position %u) is past the vocabulary: the logits have %lld entries "
@@ -308,10 +318,12 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         goto done;
     }
     if (max_new < 1) {
-        fprintf(stderr, "%s: the prompt fills the cache's %lld positions: no room for a new token\n", prog, (long long)max_seq);
+        fprintf(stderr, "%s: the prompt fills the cache's %lld positions: no room for a new token\n", prog,
+                (long long)max_seq);
         goto done;
     }
-    if (!(out = (int64_t *)malloc((size_t)max_new * sizeof *out)) || !(step_s = (double *)malloc((size_t)max_new * sizeof *step_s)))
+    if (!(out = (int64_t *)malloc((size_t)max_new * sizeof *out)) ||
+        !(step_s = (double *)malloc((size_t)max_new * sizeof *step_s)))
         goto oom;
     /* a bundle whose weights are a safetensors file (2.5): --weights, else
        the file its property weights.file names, beside the bundle */
@@ -320,8 +332,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         for (i = 0; i < pp->constant_count; i++) n += (pp->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
         if (n && !weights) {
             if (tb_weights_path_beside(b, path, weights_path, sizeof weights_path, &e) != tb_ok) {
-                fprintf(stderr, "%s: %s keeps its weights in a safetensors file: %s; give it with --weights FILE\n", prog, path,
-                        e.message);
+                fprintf(stderr, "%s: %s keeps its weights in a safetensors file: %s; give it with --weights FILE\n",
+                        prog, path, e.message);
                 goto done;
             }
             weights = weights_path;
@@ -337,10 +349,10 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     dout.bytes = tb_tensor_spec_extent(&pd->outputs[0]), dids.bytes = dpos.bytes = 8;
     dnext.bytes = next_out >= 0 ? 8 : 0;
     if (!(logits = (unsigned char *)malloc((size_t)(pout.bytes > dout.bytes ? pout.bytes : dout.bytes)))) goto oom;
-    if (tb_model_device_alloc(m, (size_t)pin.bytes, &pin.dev, &e) || tb_model_device_alloc(m, (size_t)pout.bytes, &pout.dev, &e) ||
-        tb_model_device_alloc(m, 8, &dids.dev, &e) || tb_model_device_alloc(m, 8, &dpos.dev, &e) ||
-        tb_model_device_alloc(m, (size_t)dout.bytes, &dout.dev, &e) || (dnext.bytes && tb_model_device_alloc(m, 8, &dnext.dev, &e)) ||
-        tb_model_stream_create(m, &stream, &e))
+    if (tb_model_device_alloc(m, (size_t)pin.bytes, &pin.dev, &e) ||
+        tb_model_device_alloc(m, (size_t)pout.bytes, &pout.dev, &e) || tb_model_device_alloc(m, 8, &dids.dev, &e) ||
+        tb_model_device_alloc(m, 8, &dpos.dev, &e) || tb_model_device_alloc(m, (size_t)dout.bytes, &dout.dev, &e) ||
+        (dnext.bytes && tb_model_device_alloc(m, 8, &dnext.dev, &e)) || tb_model_stream_create(m, &stream, &e))
         goto fail;
     /* prefill: the prompt padded to the bucket; the first new token from
        the logits at its last real position */
@@ -368,8 +380,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         /* the logits at this length must hold the prompt's last position
            and fit the buffer sized at the maximum: a program whose output
            at T has fewer positions (T // 4 * 4, say) is refused here */
-        if (lo->shape[r - 2] < (int64_t)nprompt || lo->shape[r - 1] < 1 || lo->strides[r - 2] < 0 || lo->strides[r - 1] < 0 ||
-            lbytes > pout.bytes || row >= lbytes ||
+        if (lo->shape[r - 2] < (int64_t)nprompt || lo->shape[r - 1] < 1 || lo->strides[r - 2] < 0 ||
+            lo->strides[r - 1] < 0 || lbytes > pout.bytes || row >= lbytes ||
             ((uint64_t)(lo->shape[r - 1] - 1) * (uint64_t)lo->strides[r - 1] + 1) * es > lbytes - row) {
             fprintf(stderr, "%s: %s's logits at length %llu (%lld positions) do not hold the prompt's last position "
                     "(%u): generation reads the logits there\n", prog, pp->name, (unsigned long long)bucket_len,
@@ -380,7 +392,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         tout = tb_tensor_for(lo, pout.dev);
         if (tb_model_copy_to_device(m, pin.dev, padded, (size_t)bucket_len * 8, NULL, &e) != tb_ok ||
             tb_model_run_program(m, prefill, &tin, 1, &tout, 1, stream, &e) != tb_ok ||
-            tb_model_copy_to_host(m, logits, (const char *)pout.dev + row, (size_t)(lbytes - row), stream, &e) != tb_ok) {
+            tb_model_copy_to_host(m, logits, (const char *)pout.dev + row, (size_t)(lbytes - row), stream, &e) !=
+                tb_ok) {
             free(padded);
             goto fail;
         }
@@ -401,7 +414,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
             fprintf(stderr, "%s: decode has %u outputs; generation takes at most 8\n", prog, pd->output_count);
             goto done;
         }
-        tin[ids_in] = tb_tensor_for(&pd->inputs[ids_in], dids.dev), tin[pos_in] = tb_tensor_for(&pd->inputs[pos_in], dpos.dev);
+        tin[ids_in] = tb_tensor_for(&pd->inputs[ids_in], dids.dev),
+        tin[pos_in] = tb_tensor_for(&pd->inputs[pos_in], dpos.dev);
         for (i = 0; i < pd->output_count; i++) { /* outputs other than these two: scratch of their own */
             void *o = (int)i == next_out ? dnext.dev : i == 0 ? dout.dev : NULL;
             if (!o && tb_model_device_alloc(m, (size_t)tb_tensor_spec_extent(&pd->outputs[i]), &o, &e)) goto fail;
@@ -439,7 +453,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
                         tb_model_copy_on_device(m, dids.dev, dnext.dev, 8, stream, &e) != tb_ok ||
                         tb_model_copy_on_device(m, dlog + (size_t)(k + j) * 8, dnext.dev, 8, stream, &e) != tb_ok)
                         break;
-                if (j < n || tb_model_copy_to_host(m, out + count, dlog + (size_t)k * 8, (size_t)n * 8, stream, &e) != tb_ok ||
+                if (j < n ||
+                    tb_model_copy_to_host(m, out + count, dlog + (size_t)k * 8, (size_t)n * 8, stream, &e) != tb_ok ||
                     tb_model_synchronize(m, stream, &e) != tb_ok) {
                     tb_model_device_free(m, dposes), tb_model_device_free(m, dlog);
                     goto fail;
@@ -476,9 +491,12 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     {
         double dsum = 0, med = 0;
         for (i = 0; i + 1 < count; i++) dsum += step_s[i];
-        fprintf(stderr, "%s: %u prompt tokens (%s), %u new; load %.1f ms, prefill %.3f ms, decode %.1f us/token "
-                "(%.0f tokens/s)%s\n", prog, nprompt, pp->name, count, (t_load - t_start) * 1e3, t_prefill * 1e3,
-                count > 1 ? dsum / (count - 1) * 1e6 : 0.0, count > 1 ? (count - 1) / dsum : 0.0, graph ? ", graph" : "");
+        fprintf(stderr,
+                "%s: %u prompt tokens (%s), %u new; load %.1f ms, prefill %.3f ms, decode %.1f us/token "
+                "(%.0f tokens/s)%s\n",
+                prog, nprompt, pp->name, count, (t_load - t_start) * 1e3, t_prefill * 1e3,
+                count > 1 ? dsum / (count - 1) * 1e6 : 0.0, count > 1 ? (count - 1) / dsum : 0.0,
+                graph ? ", graph" : "");
         if (bench) {
             /* one pageable copy of the weights' bytes, the load's baseline */
             uint64_t cb = tb_model_constant_bytes(m);
@@ -495,9 +513,11 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
                 tb_model_device_free(m, dev);
             }
             free(host);
-            printf("time_to_first_token %.3f ms\nload %.3f ms\nprefill %.3f ms\nh2d_weights %.3f ms\nweights %llu bytes\n"
-                   "decode_median %.3f us\ndecode_tokens %u\n", (t_first - t_start) * 1e3, (t_load - t_start) * 1e3,
-                   t_prefill * 1e3, h2d * 1e3, (unsigned long long)cb, med * 1e6, count > 1 ? count - 1 : 0);
+            printf(
+                "time_to_first_token %.3f ms\nload %.3f ms\nprefill %.3f ms\nh2d_weights %.3f ms\nweights %llu bytes\n"
+                "decode_median %.3f us\ndecode_tokens %u\n",
+                (t_first - t_start) * 1e3, (t_load - t_start) * 1e3, t_prefill * 1e3, h2d * 1e3, (unsigned long long)cb,
+                med * 1e6, count > 1 ? count - 1 : 0);
         }
     }
     status = 0;

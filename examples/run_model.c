@@ -40,7 +40,8 @@ static unsigned char *read_npy(const char *path, uint32_t dtype, uint64_t bytes)
         goto done;
     }
     if (head[6] == 1) hlen = (size_t)head[8] | (size_t)head[9] << 8;
-    else if (fread(head + 10, 1, 2, f) == 2) hlen = (size_t)head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
+    else if (fread(head + 10, 1, 2, f) == 2)
+        hlen = (size_t)head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
     else goto done;
     if (!(text = (char *)calloc(hlen + 1, 1)) || fread(text, 1, hlen, f) != hlen) goto done;
     if (!strstr(text, tb_dtype_npy(dtype)) || strstr(text, "'fortran_order': True")) {
@@ -48,10 +49,12 @@ static unsigned char *read_npy(const char *path, uint32_t dtype, uint64_t bytes)
         int n = 0;
         if (d) d += 10, n = (int)strcspn(d, "'");
         fprintf(stderr, "%s: holds %.*s%s; the tensor is %s ('%s', C order)\n", path, d ? n : 1, d ? d : "?",
-                strstr(text, "'fortran_order': True") ? " in Fortran order" : "", tb_dtype_name(dtype), tb_dtype_npy(dtype));
+                strstr(text, "'fortran_order': True") ? " in Fortran order" : "", tb_dtype_name(dtype),
+                tb_dtype_npy(dtype));
         goto done;
     }
-    if (fseek(f, 0, SEEK_END) || (end = ftell(f)) < 0 || (uint64_t)end - (10 + (head[6] == 1 ? 0 : 2) + hlen) != bytes) {
+    if (fseek(f, 0, SEEK_END) || (end = ftell(f)) < 0 ||
+        (uint64_t)end - (10 + (head[6] == 1 ? 0 : 2) + hlen) != bytes) {
         fprintf(stderr, "%s: its data is not the %llu bytes the tensor holds\n", path, (unsigned long long)bytes);
         goto done;
     }
@@ -146,7 +149,8 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (p->input_count > 64 || p->output_count > 64 || (nin && nin != p->input_count) || nref > p->output_count) {
-        fprintf(stderr, "run_model: the model takes %u inputs and gives %u outputs; %u inputs and %u references given\n",
+        fprintf(stderr,
+                "run_model: the model takes %u inputs and gives %u outputs; %u inputs and %u references given\n",
                 p->input_count, p->output_count, nin, nref);
         goto done;
     }
@@ -206,7 +210,8 @@ int main(int argc, char **argv) {
             if (j < bytes) {
                 printf("output %u differs from %s from byte %llu (element %llu: %.9g, expected %.9g)\n", i, refs[i],
                        (unsigned long long)j, (unsigned long long)(j / tb_dtype_size(s->dtype)),
-                       element(host[k], s->dtype, j / tb_dtype_size(s->dtype)), element(want, s->dtype, j / tb_dtype_size(s->dtype)));
+                       element(host[k], s->dtype, j / tb_dtype_size(s->dtype)),
+                       element(want, s->dtype, j / tb_dtype_size(s->dtype)));
                 status = 1;
             } else {
                 printf("output %u equals %s, bit for bit\n", i, refs[i]);

@@ -672,14 +672,18 @@ static int cmd_pack(int argc, char **argv) {
     {
         struct stat sb;
         if (stat(pos[0], &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-            fprintf(stderr, "%s: %s is a file; pack takes a cache directory (Triton's, such as ~/.triton/cache)%s%s%s\n",
-                    prog, E(pos[0]), S_ISREG(sb.st_mode) ? ": to see a bundle, 'tbundle list " : "",
+            fprintf(stderr,
+                    "%s: %s is a file; pack takes a cache directory (Triton's, such as ~/.triton/cache)%s%s%s\n", prog,
+                    E(pos[0]), S_ISREG(sb.st_mode) ? ": to see a bundle, 'tbundle list " : "",
                     S_ISREG(sb.st_mode) ? E(pos[0]) : "", S_ISREG(sb.st_mode) ? "'" : "");
             st = 1;
             goto done;
         }
     }
-    if (ngrids && po.no_launch_records) { st = bad_usage(usage_pack, "--grid needs launch records: drop --no-records"); goto done; }
+    if (ngrids && po.no_launch_records) {
+        st = bad_usage(usage_pack, "--grid needs launch records: drop --no-records");
+        goto done;
+    }
     po.grid_rules = grids, po.grid_rule_count = (uint32_t)ngrids;
     pg.start = step_start = now();
     pg.last = 0;
@@ -754,8 +758,9 @@ int open_bundle(const char *path, unsigned flags, tb_bundle **b) {
     tb_error e;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "%s: %s is a directory, and this command takes a bundle FILE; did you mean 'tbundle pack %s'?\n",
-                prog, E(path), E(path));
+        fprintf(stderr,
+                "%s: %s is a directory, and this command takes a bundle FILE; did you mean 'tbundle pack %s'?\n", prog,
+                E(path), E(path));
         return 1;
     }
     if (tb_bundle_read_file(path, NULL, flags, b, &e) != tb_ok) return fail(&e);
@@ -839,7 +844,8 @@ static void symbol_input(const tb_program *p, uint32_t k, uint32_t *in, uint32_t
     uint32_t i;
     for (i = 0; i < p->expr_count; i++) {
         const tb_program_expr *x = &p->exprs[i];
-        if (x->field == TB_FIELD_INPUT_SIZE && x->op_count == 1 && x->ops[0].op == TB_GRID_SYM && x->ops[0].index == k) {
+        if (x->field == TB_FIELD_INPUT_SIZE && x->op_count == 1 && x->ops[0].op == TB_GRID_SYM &&
+            x->ops[0].index == k) {
             *in = x->index, *dim = x->sub;
             return;
         }
@@ -919,7 +925,8 @@ static void jstrn(const char *s, size_t n) {
             putchar((int)c);
             p++;
         } else if ((len = utf8_seq(p, end)) < 0) {
-            for (; len < 0; len++, p++) printf("\\udc%c%c", hex[*p >> 4], hex[*p & 15]); /* 0x80..0xff: U+DC80..U+DCFF */
+            /* 0x80..0xff: U+DC80..U+DCFF */
+            for (; len < 0; len++, p++) printf("\\udc%c%c", hex[*p >> 4], hex[*p & 15]);
         } else if (c == 0xc2 && p[1] < 0xa0) { /* U+0080..U+009F, C1 controls */
             printf("\\u00%c%c", hex[p[1] >> 4], hex[p[1] & 15]);
             p += 2;
@@ -1147,7 +1154,10 @@ static void json_grid(const tb_launch_record *r, const tb_launch_config *c) {
             printf("%s{\"op\": ", i ? ", " : "");
             if (o->op == TB_GRID_CONST) printf("\"const\", \"value\": %lld}", (long long)o->value);
             else if (o->op >= TB_GRID_ARG && o->op <= TB_GRID_EXTRA)
-                printf("\"%s\", \"index\": %u}", o->op == TB_GRID_ARG ? "arg" : o->op == TB_GRID_PARAM ? "param" : "extra",
+                printf("\"%s\", \"index\": %u}",
+                       o->op == TB_GRID_ARG     ? "arg"
+                       : o->op == TB_GRID_PARAM ? "param"
+                                                : "extra",
                        o->index);
             else if (o->op >= TB_GRID_ADD && o->op <= TB_GRID_NEG) printf("\"%s\"}", names[o->op - TB_GRID_ADD]);
             else printf("%u}", o->op);
@@ -1176,7 +1186,8 @@ static void json_tensors(const tb_tensor_spec *t, uint32_t n) {
         jstr(dtype_text(t[i].dtype));
         json_dims("shape", t[i].shape, t[i].rank);
         json_dims("strides", t[i].strides, t[i].rank);
-        printf(", \"align\": %u, \"contiguous\": %s, \"extent\": ", t[i].align, spec_contiguous(&t[i]) ? "true" : "false");
+        printf(", \"align\": %u, \"contiguous\": %s, \"extent\": ", t[i].align,
+               spec_contiguous(&t[i]) ? "true" : "false");
         if (extent == UINT64_MAX) fputs("null}", stdout); /* overflows: a reader refuses it */
         else printf("%llu}", (unsigned long long)extent);
     }
@@ -1200,16 +1211,17 @@ static void json_program(const tb_program *p) {
     json_tensors(p->outputs, p->output_count);
     printf(",\n \"constants\": {\"count\": %u, \"bytes\": %llu, \"state\": %u, \"external\": %u}, \"buffers\": %u, "
            "\"workspace_size\": %llu, \"steps\": {\"count\": %u, \"launch\": %u, \"memset\": %u, \"copy\": %u}",
-           p->constant_count, c.constant_bytes, c.state, c.external, p->buffer_count, (unsigned long long)p->workspace_size,
-           p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET], c.kinds[TB_STEP_COPY]);
+           p->constant_count, c.constant_bytes, c.state, c.external, p->buffer_count,
+           (unsigned long long)p->workspace_size, p->step_count, c.kinds[TB_STEP_LAUNCH], c.kinds[TB_STEP_MEMSET],
+           c.kinds[TB_STEP_COPY]);
     fputs(",\n \"symbols\": [", stdout); /* (2.6) */
     for (i = 0; i < p->symbol_count; i++) {
         uint32_t in = 0, dim = 0;
         symbol_input(p, i, &in, &dim);
         fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
         jstr(p->symbols[i].name);
-        printf(", \"min\": %lld, \"max\": %lld, \"divisor\": %lld, \"input\": %u, \"dim\": %u}", (long long)p->symbols[i].min,
-               (long long)p->symbols[i].max, (long long)p->symbols[i].divisor, in, dim);
+        printf(", \"min\": %lld, \"max\": %lld, \"divisor\": %lld, \"input\": %u, \"dim\": %u}",
+               (long long)p->symbols[i].min, (long long)p->symbols[i].max, (long long)p->symbols[i].divisor, in, dim);
     }
     printf("], \"expressions\": %u}", p->expr_count);
 }
@@ -1220,8 +1232,8 @@ static void list_json(const char *path, const tb_bundle *b) {
     char name[TB_MAX_NAME_LENGTH + 1];
     fputs("{\"file\": ", stdout);
     jstr(path);
-    printf(", \"format\": {\"major\": %u, \"minor\": %u}, \"kernels\": [", (unsigned)(tb_bundle_format_version(b) >> 16),
-           (unsigned)(tb_bundle_format_version(b) & 0xffff));
+    printf(", \"format\": {\"major\": %u, \"minor\": %u}, \"kernels\": [",
+           (unsigned)(tb_bundle_format_version(b) >> 16), (unsigned)(tb_bundle_format_version(b) & 0xffff));
     for (i = 0; i < nk; i++) {
         const tb_kernel *k = tb_bundle_kernel(b, i);
         unsigned long long kb = 0;
@@ -1282,8 +1294,8 @@ static void list_json(const char *path, const tb_bundle *b) {
             jstr(c->arg_divisibility);
             printf(", \"num_warps\": %u, \"num_ctas\": %u, \"num_stages\": ", c->num_warps, c->num_ctas);
             json_num_stages(b, c);
-            printf(", \"shared_mem\": %u, \"cluster_dims\": [%u, %u, %u], \"flags\": [", c->shared_mem, c->cluster_dims[0],
-                   c->cluster_dims[1], c->cluster_dims[2]);
+            printf(", \"shared_mem\": %u, \"cluster_dims\": [%u, %u, %u], \"flags\": [", c->shared_mem,
+                   c->cluster_dims[0], c->cluster_dims[1], c->cluster_dims[2]);
             for (q = 0; q < 3; q++)
                 if (c->flags & (1u << q)) printf("%s\"%s\"", first ? "" : ", ", flag[q]), first = 0;
             putchar(']');
@@ -1327,7 +1339,8 @@ static void list_json(const char *path, const tb_bundle *b) {
         fputs(": ", stdout);
         jstr(value);
     }
-    printf("},\n\"totals\": {\"kernels\": %u, \"files\": %u, \"bytes\": %llu, \"records\": %u}}\n", nk, files, bytes, nr);
+    printf("},\n\"totals\": {\"kernels\": %u, \"files\": %u, \"bytes\": %llu, \"records\": %u}}\n", nk, files, bytes,
+           nr);
 }
 
 static int cmd_list(int argc, char **argv) {
@@ -1348,8 +1361,8 @@ static int cmd_list(int argc, char **argv) {
         const tb_kernel *k = tb_bundle_kernel(b, i);
         unsigned long long kb = 0;
         for (j = 0; j < k->artifact_count; j++) kb += k->artifacts[j].size;
-        printf("kernel %s  device %d  files %u  bytes %llu\n", esc(k->hash, e1, sizeof e1), k->device, k->artifact_count,
-               kb);
+        printf("kernel %s  device %d  files %u  bytes %llu\n", esc(k->hash, e1, sizeof e1), k->device,
+               k->artifact_count, kb);
         {
             int w = 40; /* the widest name of the kernel's files: each size in one column after it */
             for (j = 0; j < k->artifact_count; j++) {
@@ -1357,15 +1370,16 @@ static int cmd_list(int argc, char **argv) {
                 if (n > w) w = n;
             }
             for (j = 0; j < k->artifact_count; j++)
-                printf("    %-*s  %10llu\n", w, esc(k->artifacts[j].name, e1, sizeof e1), (unsigned long long)k->artifacts[j].size);
+                printf("    %-*s  %10llu\n", w, esc(k->artifacts[j].name, e1, sizeof e1),
+                       (unsigned long long)k->artifacts[j].size);
         }
         files += k->artifact_count;
         bytes += kb;
     }
     for (i = 0; i < tb_bundle_launch_record_count(b); i++) {
         const tb_launch_record *r = tb_bundle_launch_record(b, i);
-        printf("record %s  kernel %s  configs %u\n", esc(r->cache_key, e1, sizeof e1), esc(r->kernel_name, e2, sizeof e2),
-               r->config_count);
+        printf("record %s  kernel %s  configs %u\n", esc(r->cache_key, e1, sizeof e1),
+               esc(r->kernel_name, e2, sizeof e2), r->config_count);
         if (r->call && r->call->arg_count) {
             printf("    args");
             for (j = 0; j < r->call->arg_count; j++) printf(" %s", esc(r->call->arg_names[j], e1, sizeof e1));
@@ -1376,9 +1390,9 @@ static int cmd_list(int argc, char **argv) {
         for (j = 0; j < r->config_count; j++) {
             const tb_launch_config *c = &r->configs[j];
             uint32_t q;
-            printf("    config %u: %s in %s  args \"%s\"  warps %u  ctas %u  shared %u", j, esc(c->function_name, e1, sizeof e1),
-                   esc(c->binary_name, e2, sizeof e2), esc(c->arg_types, e3, sizeof e3), c->num_warps, c->num_ctas,
-                   c->shared_mem);
+            printf("    config %u: %s in %s  args \"%s\"  warps %u  ctas %u  shared %u", j,
+                   esc(c->function_name, e1, sizeof e1), esc(c->binary_name, e2, sizeof e2),
+                   esc(c->arg_types, e3, sizeof e3), c->num_warps, c->num_ctas, c->shared_mem);
             print_scratch("global_scratch", &c->global_scratch);
             print_scratch("profile_scratch", &c->profile_scratch);
             if (c->flags & TB_CONFIG_COOPERATIVE) printf(" cooperative");
@@ -1396,7 +1410,8 @@ static int cmd_list(int argc, char **argv) {
             printf("\n");
         }
     }
-    for (i = 0; i < tb_bundle_program_count(b); i++) list_program(tb_bundle_program_at(b, i), tb_bundle_program_count(b) > 1);
+    for (i = 0; i < tb_bundle_program_count(b); i++)
+        list_program(tb_bundle_program_at(b, i), tb_bundle_program_count(b) > 1);
     for (i = 0; i < tb_bundle_property_count(b); i++) {
         const char *key, *value = tb_bundle_property_at(b, i, &key);
         printf("property %s = %s\n", esc(key, e1, sizeof e1), esc(value, e2, sizeof e2));
@@ -1461,17 +1476,20 @@ static int cmd_unpack(int argc, char **argv) {
         int opt = is_option(a, &dashes);
         if (opt < 0) continue;
         if (!opt) {
-            if (n == 2) return bad_usage(usage_unpack, "unexpected argument '%s' for unpack (it takes FILE CACHE_DIR)", E(a));
+            if (n == 2)
+                return bad_usage(usage_unpack, "unexpected argument '%s' for unpack (it takes FILE CACHE_DIR)", E(a));
             pos[n++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(usage_unpack, 0);
         else if (!strcmp(a, "--fsync")) eo.flags |= TB_EMIT_FSYNC;
         else if (!strcmp(a, "--replace")) eo.flags |= TB_EMIT_REPLACE;
         else if (!strcmp(a, "--threads")) {
-            if (missing_value(a, i, argc, usage_unpack) || !parse_threads(argv[++i], &eo.threads, usage_unpack)) return 2;
+            if (missing_value(a, i, argc, usage_unpack) || !parse_threads(argv[++i], &eo.threads, usage_unpack))
+                return 2;
         } else if (!strcmp(a, "-v")) verbose = 1;
         else return bad_usage(usage_unpack, "unknown option '%s' for unpack", E(a));
     }
-    if (n != 2) return bad_usage(usage_unpack, n ? "unpack needs CACHE_DIR after FILE" : "unpack needs FILE and CACHE_DIR");
+    if (n != 2)
+        return bad_usage(usage_unpack, n ? "unpack needs CACHE_DIR after FILE" : "unpack needs FILE and CACHE_DIR");
     step_start = now();
     if (open_bundle(pos[0], 0, &b)) return 1;
     step("read");
@@ -1492,8 +1510,9 @@ static int cmd_unpack(int argc, char **argv) {
     if (rep.differs || rep.replaced) printf(", differ %u, replaced %u", rep.differs, rep.replaced);
     printf("\n");
     if (rep.differs)
-        fprintf(stderr, "%s: %u kernel%s in %s differ%s from the bundle's and %s left as %s (--replace replaces them)\n",
-                prog, rep.differs, rep.differs == 1 ? "" : "s", E(pos[1]), rep.differs == 1 ? "s" : "",
+        fprintf(stderr,
+                "%s: %u kernel%s in %s differ%s from the bundle's and %s left as %s (--replace replaces them)\n", prog,
+                rep.differs, rep.differs == 1 ? "" : "s", E(pos[1]), rep.differs == 1 ? "s" : "",
                 rep.differs == 1 ? "was" : "were", rep.differs == 1 ? "it was" : "they were");
     tb_bundle_free(b);
     if (r != tb_ok && rep.failed == 0 && rep.differs == 0) return fail(&e);
@@ -1510,7 +1529,9 @@ static int cmd_clean(int argc, char **argv) {
         int opt = is_option(argv[i], &dashes);
         if (opt < 0) continue;
         if (!opt) {
-            if (cache) return bad_usage(usage_clean, "unexpected argument '%s' for clean (it takes one CACHE_DIR)", E(argv[i]));
+            if (cache)
+                return bad_usage(usage_clean, "unexpected argument '%s' for clean (it takes one CACHE_DIR)",
+                                 E(argv[i]));
             cache = argv[i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             return usage(usage_clean, 0);
@@ -1563,8 +1584,9 @@ int main(int argc, char **argv) {
     start_s = now();
     if (argc < 2) return top_usage(2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return top_usage(0);
-    if (!strcmp(argv[1], "--version")) return printf("tbundle %s (writes format %d.%d, reads 1.x to %d.x)\n", tb_version(),
-                                                     TB_FORMAT_VERSION_MAJOR, TB_FORMAT_VERSION_MINOR, TB_FORMAT_VERSION_MAJOR) < 0;
+    if (!strcmp(argv[1], "--version"))
+        return printf("tbundle %s (writes format %d.%d, reads 1.x to %d.x)\n", tb_version(), TB_FORMAT_VERSION_MAJOR,
+                      TB_FORMAT_VERSION_MINOR, TB_FORMAT_VERSION_MAJOR) < 0;
     if (!strcmp(argv[1], "pack")) return cmd_pack(argc - 2, argv + 2);
     if (!strcmp(argv[1], "list")) return cmd_list(argc - 2, argv + 2);
     if (!strcmp(argv[1], "unpack")) return cmd_unpack(argc - 2, argv + 2);

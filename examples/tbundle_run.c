@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 const char *const usage_run =
-    "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--weights FILE] [--graph] [--bench N] [--device N] [-v]\n"
+    "usage: tbundle run MODEL [--program NAME] [--in FILE.npy]... [--out DIR] [--weights FILE] [--graph] [--bench N] "
+    "[--device N] [-v]\n"
     "  Runs the program MODEL holds (a whole compiled model, as the Python companion's\n"
     "  export_model writes it) once on the GPU and writes its outputs to DIR/out0.npy,\n"
     "  DIR/out1.npy..., printing one line for each. Tensors are NumPy .npy files\n"
@@ -177,7 +178,9 @@ static int npy_dict(const char *text, size_t n, npy_header *h, char *why, size_t
     int seen[3] = {0, 0, 0}, key;
     const char *nul = (const char *)memchr(text, 0, n);
     if (nul) /* as NumPy refuses it: '<i8\0' is not '<i8' */
-        return snprintf(why, cap, "its header holds a NUL byte (byte %ld of it): NumPy refuses such a header", (long)(nul - text)), 0;
+        return snprintf(why, cap, "its header holds a NUL byte (byte %ld of it): NumPy refuses such a header",
+                        (long)(nul - text)),
+               0;
     in.p = in.start = text;
     in.end = text + n;
     npy_ws(&in);
@@ -196,8 +199,10 @@ static int npy_dict(const char *text, size_t n, npy_header *h, char *why, size_t
         }
         if (key == 3) {
             snprintf(shown, sizeof shown, "%.*s", (int)(kn < 32 ? kn : 32), k);
-            return snprintf(why, cap, "its header has the key '%s' (a .npy header holds descr, fortran_order and shape)",
-                            E(shown)), 0;
+            return snprintf(why, cap,
+                            "its header has the key '%s' (a .npy header holds descr, fortran_order and shape)",
+                            E(shown)),
+                   0;
         }
         if (seen[key]) return snprintf(why, cap, "its header has '%s' twice", keys[key]), 0;
         seen[key] = 1;
@@ -207,7 +212,8 @@ static int npy_dict(const char *text, size_t n, npy_header *h, char *why, size_t
         npy_ws(&in);
         if (key == 0) {
             if (npy_is(&in, '['))
-                return snprintf(why, cap, "it holds a structured array (descr is a list): only plain arrays are read"), 0;
+                return snprintf(why, cap, "it holds a structured array (descr is a list): only plain arrays are read"),
+                       0;
             if (!npy_str(&in, &v, &vn) || vn == 0 || vn >= sizeof h->descr)
                 return snprintf(why, cap, "its descr is no type string ('<f4', '|u1'...)"), 0;
             memcpy(h->descr, v, vn);
@@ -236,7 +242,8 @@ static int npy_dict(const char *text, size_t n, npy_header *h, char *why, size_t
         }
         npy_ws(&in);
         if (npy_is(&in, ',')) in.p++;
-        else if (!npy_is(&in, '}')) return snprintf(why, cap, "',' or '}' expected after '%s' in its header", keys[key]), 0;
+        else if (!npy_is(&in, '}'))
+            return snprintf(why, cap, "',' or '}' expected after '%s' in its header", keys[key]), 0;
     }
     in.p++;
     npy_ws(&in);
@@ -270,8 +277,9 @@ static int npy_header_read(int fd, uint64_t size, npy_header *h, char *why, size
         len = (uint64_t)pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
     }
     if (len > NPY_MAX_HEADER)
-        return snprintf(why, cap, "its header length, %llu bytes, is over the %u this reader takes", (unsigned long long)len,
-                        NPY_MAX_HEADER), 0;
+        return snprintf(why, cap, "its header length, %llu bytes, is over the %u this reader takes",
+                        (unsigned long long)len, NPY_MAX_HEADER),
+               0;
     if (len > size - start)
         return snprintf(why, cap, "truncated: its header ends at byte %llu, the file at %llu",
                         (unsigned long long)(start + len), (unsigned long long)size), 0;
@@ -526,7 +534,8 @@ static int read_input(const char *path, uint32_t i, const tb_tensor_spec *t, con
     if (bytes && spec_contiguous(t) && bytes == rt->extent) {
         data = rt->host;
     } else if (bytes && !(data = (unsigned char *)malloc((size_t)bytes))) {
-        fprintf(stderr, "%s: input %u '%s': cannot allocate %llu bytes\n", prog, i, E(t->name), (unsigned long long)bytes);
+        fprintf(stderr, "%s: input %u '%s': cannot allocate %llu bytes\n", prog, i, E(t->name),
+                (unsigned long long)bytes);
         goto done;
     }
     if (bytes && !read_at(fd, data, (size_t)bytes, h.data)) {
@@ -625,7 +634,8 @@ static int write_output(const char *dir, uint32_t i, const tb_tensor_spec *t, co
         unlink(tmp);
         goto done;
     }
-    printf("wrote %s: output %u %s, %s %s\n", E(path), i, E(t->name), dtype_text(t->dtype), dims_text(t->shape, t->rank, d1));
+    printf("wrote %s: output %u %s, %s %s\n", E(path), i, E(t->name), dtype_text(t->dtype),
+           dims_text(t->shape, t->rank, d1));
     st = 0;
 done:
     free(c_order);
@@ -656,8 +666,8 @@ static int device_tensor(tb_model *model, run_tensor *rt, const tb_tensor_spec *
     uint64_t align = t->align > 1 ? t->align : 1;
     tb_error e;
     snprintf(ctx, sizeof ctx, "%s %u '%s' (%llu bytes)", what, i, E(t->name), (unsigned long long)rt->extent);
-    if (model_failed(tb_model_device_alloc(model, (size_t)(rt->extent + align - 1 + (rt->extent == 0)), &rt->raw, &e), ctx,
-                     &e)) {
+    if (model_failed(tb_model_device_alloc(model, (size_t)(rt->extent + align - 1 + (rt->extent == 0)), &rt->raw, &e),
+                     ctx, &e)) {
         rt->raw = NULL;
         return 0;
     }
@@ -681,7 +691,8 @@ static void run_logger(void *user, tb_log_level level, const char *message) {
 }
 static const tb_options run_log = {{NULL, NULL, NULL, NULL}, run_logger, NULL};
 
-static int bench_upload(tb_model *model, const tb_bundle *b, const char *path, const tb_model_desc *base, uint64_t bytes) {
+static int bench_upload(tb_model *model, const tb_bundle *b, const char *path, const tb_model_desc *base,
+                        uint64_t bytes) {
     double t[6], h[6], t0;
     tb_kernel_table *table = NULL;
     tb_model_desc d = *base;
@@ -707,7 +718,8 @@ static int bench_upload(tb_model *model, const tb_bundle *b, const char *path, c
     if (host) memset(host, 1, (size_t)bytes); /* pages touched, as a model's host weights are */
     for (k = 0; k < 6; k++) {
         t0 = now();
-        if (bytes && model_failed(tb_model_copy_to_device(model, dev, host, (size_t)bytes, NULL, &e), "the upload baseline", &e))
+        if (bytes &&
+            model_failed(tb_model_copy_to_device(model, dev, host, (size_t)bytes, NULL, &e), "the upload baseline", &e))
             goto done;
         h[k] = (now() - t0) * 1e3;
     }
@@ -787,7 +799,8 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
     tb_error e;
     uint32_t i, n = 0;
     int given = o->weights != NULL;
-    for (i = 0; i < tb_bundle_program(b)->constant_count; i++) n += (tb_bundle_program(b)->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
+    for (i = 0; i < tb_bundle_program(b)->constant_count; i++)
+        n += (tb_bundle_program(b)->constants[i].flags & TB_CONSTANT_EXTERNAL) != 0;
     if (!n) return 0;
     if (!o->weights) {
         if (tb_weights_path_beside(b, o->model, o->weights_path, sizeof o->weights_path, &e) != tb_ok) {
@@ -801,8 +814,11 @@ static int run_weights(run_opts *o, const tb_bundle *b) {
         tb_weights_free(w);
         fail(&e);
         if (given) fprintf(stderr, "%s: (the weights file given with --weights)\n", prog);
-        else fprintf(stderr, "%s: (the weights file the bundle names, weights.file = %s, beside it; --weights FILE gives "
-                     "another)\n", prog, E(f));
+        else
+            fprintf(stderr,
+                    "%s: (the weights file the bundle names, weights.file = %s, beside it; --weights FILE gives "
+                    "another)\n",
+                    prog, E(f));
         return 1;
     }
     tb_weights_free(w);
@@ -827,7 +843,8 @@ static int run_on_device(const run_opts *o, const tb_bundle *b, const tb_program
     if (tb_driver_load(&e) != tb_ok) return fail(&e);
     if (tb_driver_device_count(&count, &e) != tb_ok) return fail(&e);
     if (o->device >= count) {
-        fprintf(stderr, "%s: --device %d: this machine has %d CUDA device%s\n", prog, o->device, count, count == 1 ? "" : "s");
+        fprintf(stderr, "%s: --device %d: this machine has %d CUDA device%s\n", prog, o->device, count,
+                count == 1 ? "" : "s");
         return 1;
     }
     memset(&desc, 0, sizeof desc);
@@ -1020,8 +1037,10 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
     int status = 1;
     if (open_bundle(o->model, 0, &b)) return 1;
     if (!(p = tb_bundle_program(b))) {
-        fprintf(stderr, "%s: %s holds no program (a whole compiled model, format 2.3): nothing to run ('tbundle list %s' "
-                "shows what it holds)\n", prog, E(o->model), E(o->model));
+        fprintf(stderr,
+                "%s: %s holds no program (a whole compiled model, format 2.3): nothing to run ('tbundle list %s' "
+                "shows what it holds)\n",
+                prog, E(o->model), E(o->model));
         goto done;
     }
     run_index = 0;
@@ -1029,14 +1048,17 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
         for (i = 0; i < tb_bundle_program_count(b) && strcmp(tb_bundle_program_at(b, i)->name, o->program); i++) {}
         if (i == tb_bundle_program_count(b)) {
             fprintf(stderr, "%s: %s has no program '%s'; it has:", prog, E(o->model), E(o->program));
-            for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++) fprintf(stderr, " %s", E(tb_bundle_program_at(b, i)->name));
+            for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++)
+                fprintf(stderr, " %s", E(tb_bundle_program_at(b, i)->name));
             fprintf(stderr, "\n");
             goto done;
         }
         p = tb_bundle_program_at(b, i), run_index = i;
     } else if (tb_bundle_program_count(b) > 1) {
-        fprintf(stderr, "%s: %s holds %u programs: name one with --program (", prog, E(o->model), tb_bundle_program_count(b));
-        for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++) fprintf(stderr, "%s%s", i ? ", " : "", E(tb_bundle_program_at(b, i)->name));
+        fprintf(stderr, "%s: %s holds %u programs: name one with --program (", prog, E(o->model),
+                tb_bundle_program_count(b));
+        for (i = 0; i < tb_bundle_program_count(b) && i < 32; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", E(tb_bundle_program_at(b, i)->name));
         fprintf(stderr, ")\n");
         goto done;
     }
@@ -1048,7 +1070,8 @@ static int run_model(run_opts *o, const char **files, uint32_t nfiles) {
             fprintf(stderr, "%s: missing input %u '%s': %s\n", prog, i, E(p->inputs[i].name),
                     spec_text(&p->inputs[i], want, sizeof want));
         if (p->input_count > nfiles + 16) fprintf(stderr, "%s: and %u more\n", prog, p->input_count - nfiles - 16);
-        if (nfiles > p->input_count) fprintf(stderr, "%s: the first one too many: --in %s\n", prog, E(files[p->input_count]));
+        if (nfiles > p->input_count)
+            fprintf(stderr, "%s: the first one too many: --in %s\n", prog, E(files[p->input_count]));
         goto done;
     }
     /* a missing --out is made (as unpack makes its cache), but only once the
@@ -1090,8 +1113,9 @@ static int parse_count(const char *opt, const char *s, long lo, long hi, long *o
     errno = 0;
     v = strtol(s, &end, 10);
     if (end == s || *end || errno || v < lo || !(*s >= '0' && *s <= '9')) {
-        bad_usage(usage_run, lo ? "%s needs a positive integer, got '%s'" : "%s needs a device number, 0 or more, got '%s'",
-                  opt, E(s));
+        bad_usage(usage_run,
+                  lo ? "%s needs a positive integer, got '%s'" : "%s needs a device number, 0 or more, got '%s'", opt,
+                  E(s));
         return 0;
     }
     if (v > hi) {
@@ -1117,7 +1141,8 @@ int cmd_run(int argc, char **argv) {
         if (opt < 0) continue;
         if (!opt) {
             if (o.model) {
-                st = bad_usage(usage_run, "unexpected argument '%s' for run (it takes one MODEL; inputs come with --in)", E(a));
+                st = bad_usage(usage_run,
+                               "unexpected argument '%s' for run (it takes one MODEL; inputs come with --in)", E(a));
                 goto done;
             }
             o.model = a;

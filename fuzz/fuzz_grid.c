@@ -23,7 +23,8 @@ static uint64_t take(in_t *in, size_t bytes) {
 }
 /* values near the edges more often than uniform bytes would give them */
 static int64_t value(in_t *in) {
-    static const int64_t edge[] = {0, 1, -1, 2, 1024, INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 65535, 2147483647};
+    static const int64_t edge[] = { 0,     1,         -1, 2, 1024, INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1,
+                                    65535, 2147483647 };
     uint64_t sel = take(in, 1);
     if (sel < 176) /* an edge, nudged by -5..+5: wrapping, as the bits it stands for */
         return (int64_t)((uint64_t)edge[sel % (sizeof edge / sizeof edge[0])] + (sel / 16) - 5);
@@ -34,9 +35,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char codes[] = "?bhilBHIK";
     static const unsigned code_bytes[] = {1, 1, 2, 4, 8, 1, 2, 4, 8};
-    static const uint32_t ops[] = {TB_GRID_CONST, TB_GRID_ARG, TB_GRID_PARAM, TB_GRID_EXTRA, TB_GRID_ADD, TB_GRID_SUB,
-                                   TB_GRID_MUL, TB_GRID_FLOORDIV, TB_GRID_CEILDIV, TB_GRID_MOD, TB_GRID_MIN, TB_GRID_MAX,
-                                   TB_GRID_NEG};
+    static const uint32_t ops[] = { TB_GRID_CONST, TB_GRID_ARG, TB_GRID_PARAM,    TB_GRID_EXTRA,   TB_GRID_ADD,
+                                    TB_GRID_SUB,   TB_GRID_MUL, TB_GRID_FLOORDIV, TB_GRID_CEILDIV, TB_GRID_MOD,
+                                    TB_GRID_MIN,   TB_GRID_MAX, TB_GRID_NEG };
     in_t in = {data, size};
     char types[4] = "O?l";
     size_t sizes[3] = {8, 1, 8};

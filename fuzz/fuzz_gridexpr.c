@@ -85,7 +85,8 @@ static void text_back(const tb_grid_op *ops, uint32_t n, uint32_t depth) {
         return;
     }
     r = tb_grid_parse(buf, names, NARGS, params, 2, back, &m, &e);
-    if (r == tb_ok ? m != n || memcmp(back, ops, n * sizeof *ops) : r != tb_err_parse || !strstr(e.message, "nested too deeply"))
+    if (r == tb_ok ? m != n || memcmp(back, ops, n * sizeof *ops)
+                   : r != tb_err_parse || !strstr(e.message, "nested too deeply"))
         __builtin_trap();
 }
 
@@ -108,7 +109,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         unsigned long col;
         if (r != tb_err_parse || !at || n != 0) __builtin_trap();
         col = strtoul(at + 7, NULL, 10);
-        if (col < 1 || col > len + 1 || e.offset != (long long)col - 1 || strcmp(e.message, e2.message)) __builtin_trap();
+        if (col < 1 || col > len + 1 || e.offset != (long long)col - 1 || strcmp(e.message, e2.message))
+            __builtin_trap();
         return 0;
     }
     if (n < 1 || n > TB_MAX_GRID_OPS || n2 != n || memcmp(ops, again, n * sizeof *ops)) __builtin_trap();

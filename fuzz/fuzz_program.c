@@ -71,7 +71,8 @@ static void run_program(tb_model *m, const tb_bundle *b, const tb_program *p, ui
             if (p->exprs[i].field == TB_FIELD_INPUT_SIZE && p->exprs[i].op_count == 1 &&
                 p->exprs[i].ops[0].op == TB_GRID_SYM && p->exprs[i].ops[0].index == 0)
                 in[p->exprs[i].index].shape[p->exprs[i].sub] = p->symbols[0].max + 1;
-        if (tb_model_run_program(m, pi, in, p->input_count, NULL, 0, STREAM, &e) == tb_ok || fake.launches() != launches)
+        if (tb_model_run_program(m, pi, in, p->input_count, NULL, 0, STREAM, &e) == tb_ok ||
+            fake.launches() != launches)
             __builtin_trap();
     }
 done:
@@ -108,7 +109,8 @@ static void run_sizes(tb_model *m, const tb_program *p, uint32_t pi, int workspa
         if (wn <= MAX_IO_BYTES && !posix_memalign(&w, 256, wn ? (size_t)wn : 1)) {
             fake.track(w, wn ? (size_t)wn : 1);
             mem[n++] = w;
-            if (tb_model_run_program_workspace(m, pi, in, p->input_count, out, p->output_count, w, STREAM, &e) != tb_ok &&
+            if (tb_model_run_program_workspace(m, pi, in, p->input_count, out, p->output_count, w, STREAM, &e) !=
+                    tb_ok &&
                 !e.message[0])
                 __builtin_trap();
         }
@@ -142,7 +144,9 @@ static void run_model(const tb_bundle *b, unsigned flags, int workspace) {
 /* inputs whose program ran a launch (reported at exit): a fuzzer whose
    programs never launch tests the runner's copies and memsets alone */
 static long ran_launches, ran_inputs;
-static void report(void) { fprintf(stderr, "fuzz_program: %ld of %ld inputs ran a launch\n", ran_launches, ran_inputs); }
+static void report(void) {
+    fprintf(stderr, "fuzz_program: %ld of %ld inputs ran a launch\n", ran_launches, ran_inputs);
+}
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -168,8 +172,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     }
     ran_inputs++;
     if (tb_bundle_write_memory(b, NULL, 0, &n, &e) == tb_ok && (buf = malloc(n)) != NULL) {
-        if (tb_bundle_write_memory(b, buf, n, NULL, &e) != tb_ok || tb_bundle_read_memory(buf, n, NULL, 0, &again, &e) != tb_ok ||
-            !tb_bundle_program(again))
+        if (tb_bundle_write_memory(b, buf, n, NULL, &e) != tb_ok ||
+            tb_bundle_read_memory(buf, n, NULL, 0, &again, &e) != tb_ok || !tb_bundle_program(again))
             __builtin_trap(); /* what loads must write and read back, program included */
         tb_bundle_free(again);
         free(buf);

@@ -21,7 +21,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         for (i = 0; i < tb_bundle_kernel_count(b); i++) {
             const tb_kernel *k = tb_bundle_kernel(b, i);
             for (j = 0; j < k->artifact_count; j++)
-                if (k->artifacts[j].size && ((const unsigned char *)k->artifacts[j].data)[k->artifacts[j].size - 1] == 0x5a)
+                if (k->artifacts[j].size &&
+                    ((const unsigned char *)k->artifacts[j].data)[k->artifacts[j].size - 1] == 0x5a)
                     n++;
         }
         tb_bundle_names(b, &nm, &e);

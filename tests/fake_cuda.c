@@ -125,7 +125,11 @@ int fake_unloads(void) { return unloads; }
 static int gone(void *f) { uintptr_t i = (uintptr_t)f / 0x10000; return i < FAKE_MAX && unloaded[i]; }
 /* a function handle names its module: the test tells which cubin ran */
 int cuModuleGetFunction(void **f, void *m, const char *name);
-int cuModuleGetFunction(void **f, void *m, const char *name) { UNUSED(name); *f = (void *)((uintptr_t)m + 1); return 0; }
+int cuModuleGetFunction(void **f, void *m, const char *name) {
+    UNUSED(name);
+    *f = (void *)((uintptr_t)m + 1);
+    return 0;
+}
 int cuFuncGetAttribute(int *v, int a, void *f);
 int cuFuncGetAttribute(int *v, int a, void *f) { UNUSED(f); *v = a == 0 ? 1024 : a == 4 ? 32 : 0; return 0; }
 int cuFuncSetAttribute(void *f, int a, int v);
@@ -178,10 +182,12 @@ int cuLaunchKernelEx(const fake_config *c, void *f, void **p, void **e) {
     if (capture_node(c->stream, f, c->gx, c->gy, c->gz, c->bx, c->shared, p)) return gone(f) ? 400 : 0;
     return record(f, c->gx, c->gy, c->gz, c->bx, c->shared, p, c->num_attrs);
 }
-int cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *base, const uint64_t *dims, const uint64_t *strides,
-                           const uint32_t *box, const uint32_t *estr, int interleave, int swizzle, int l2, int fill);
-int cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *base, const uint64_t *dims, const uint64_t *strides,
-                           const uint32_t *box, const uint32_t *estr, int interleave, int swizzle, int l2, int fill) {
+int cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *base, const uint64_t *dims,
+                           const uint64_t *strides, const uint32_t *box, const uint32_t *estr, int interleave,
+                           int swizzle, int l2, int fill);
+int cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *base, const uint64_t *dims,
+                           const uint64_t *strides, const uint32_t *box, const uint32_t *estr, int interleave,
+                           int swizzle, int l2, int fill) {
     uint32_t i;
     memset(&last_encode, 0, sizeof last_encode);
     last_encode.dtype = dtype, last_encode.rank = rank, last_encode.base = (uintptr_t)base;
@@ -310,7 +316,11 @@ int cuMemFree_v2(uint64_t p) {
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
 int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st);
-int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { UNUSED(st); memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) {
+    UNUSED(st);
+    memcpy((void *)(uintptr_t)d, s, n);
+    return 0;
+}
 /* pinned memory: its size in the 16 bytes before it; more than
    fake_pin_limit bytes outstanding is refused, as a host's locked-memory
    limit refuses it (CUDA_ERROR_OUT_OF_MEMORY) */
@@ -354,9 +364,16 @@ int cuCtxSynchronize(void) { return 0; }
 int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n);
 int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (const void *)(uintptr_t)s, n); return 0; }
 int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n);
-int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) { memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n); return 0; }
+int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) {
+    memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+    return 0;
+}
 int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st);
-int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { UNUSED(st); memcpy(d, (const void *)(uintptr_t)s, n); return 0; }
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) {
+    UNUSED(st);
+    memcpy(d, (const void *)(uintptr_t)s, n);
+    return 0;
+}
 int cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n);
 int cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) { memset((void *)(uintptr_t)d, v, n); return 0; }
 /* every non-NULL pointer is "on device 0", except 0xBAD000 (not device memory) */
@@ -470,8 +487,10 @@ int cuStreamEndCapture(void *s, void **graph) {
     capture = NULL, capturing_stream = NULL;
     return 0;
 }
-int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps, size_t *nd);
-int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps, size_t *nd) {
+int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps,
+                              size_t *nd);
+int cuStreamGetCaptureInfo_v2(void *s, int *status, unsigned long long *id, void **graph, void *const **deps,
+                              size_t *nd) {
     static void *dep;
     if (!capture || s != capturing_stream) return 901;
     *status = 1, *id = 1, *graph = capture;

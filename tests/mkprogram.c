@@ -25,7 +25,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static tb_tensor_spec spec(const char *name, uint32_t dtype, uint32_t rank, const int64_t *shape, const int64_t *strides) {
+static tb_tensor_spec spec(const char *name, uint32_t dtype, uint32_t rank, const int64_t *shape,
+                           const int64_t *strides) {
     tb_tensor_spec t;
     memset(&t, 0, sizeof t);
     t.name = name;
@@ -75,8 +76,9 @@ static tb_program_step step(uint32_t kind, uint64_t count, uint32_t operand_coun
    8); --short-logits: the dynamic prefill's logits hold T // 4 * 4
    positions (none under T = 4, where a 3-token prompt's last is read) */
 static int generation(const char *path, int logits_only, int dynamic, int variant) {
-    static const int64_t z2[] = {0, 0}, s14[] = {1, 4}, c14[] = {4, 1}, s148[] = {1, 4, 8}, c148[] = {32, 8, 1}, s11[] = {1, 1},
-                         c11[] = {1, 1}, s1[] = {1}, c1[] = {1}, s118[] = {1, 1, 8}, c118[] = {8, 8, 1};
+    static const int64_t z2[] = { 0, 0 }, s14[] = { 1, 4 }, c14[] = { 4, 1 }, s148[] = { 1, 4, 8 },
+                         c148[] = { 32, 8, 1 }, s11[] = { 1, 1 }, c11[] = { 1, 1 }, s1[] = { 1 }, c1[] = { 1 },
+                         s118[] = { 1, 1, 8 }, c118[] = { 8, 8, 1 };
     static float table[32];
     static const int64_t kv[8] = {0};
     tb_tensor_spec pin[1], pout[1], din[2], dout[2];
@@ -114,8 +116,9 @@ static int generation(const char *path, int logits_only, int dynamic, int varian
     p.constant_count = 2, p.constants = k, p.step_count = 2, p.steps = ps;
     if (dynamic) {
         static tb_program_symbol t = {"T", 2, 4, 1};
-        static const tb_grid_op sym[1] = {{TB_GRID_SYM, 0, 0}}, x8[3] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 8}, {TB_GRID_MUL, 0, 0}},
-                                x32[3] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 32}, {TB_GRID_MUL, 0, 0}};
+        static const tb_grid_op sym[1] = { { TB_GRID_SYM, 0, 0 } },
+                                x8[3] = { { TB_GRID_SYM, 0, 0 }, { TB_GRID_CONST, 0, 8 }, { TB_GRID_MUL, 0, 0 } },
+                                x32[3] = { { TB_GRID_SYM, 0, 0 }, { TB_GRID_CONST, 0, 32 }, { TB_GRID_MUL, 0, 0 } };
         static tb_program_expr x[6] = {{TB_FIELD_INPUT_SIZE, 0, 1, 1, sym},   {TB_FIELD_INPUT_STRIDE, 0, 0, 1, sym},
                                        {TB_FIELD_OUTPUT_SIZE, 0, 1, 1, sym},  {TB_FIELD_OUTPUT_STRIDE, 0, 0, 3, x8},
                                        {TB_FIELD_COUNT, 0, 0, 3, x32}, {TB_FIELD_COUNT, 1, 0, 3, x8}};
@@ -141,8 +144,8 @@ static int generation(const char *path, int logits_only, int dynamic, int varian
 }
 
 int main(int argc, char **argv) {
-    static const int64_t s4[] = {4}, c1[] = {1}, s23[] = {2, 3}, y_strides[] = {1, 2}, s22[] = {2, 2}, b_strides[] = {0, 1},
-                         s32[] = {3, 2}, yt_strides[] = {1, 3}, s2[] = {2};
+    static const int64_t s4[] = { 4 }, c1[] = { 1 }, s23[] = { 2, 3 }, y_strides[] = { 1, 2 }, s22[] = { 2, 2 },
+                         b_strides[] = { 0, 1 }, s32[] = { 3, 2 }, yt_strides[] = { 1, 3 }, s2[] = { 2 };
     static const float weight[4] = {1, 2, 3, 4}, mean[2] = {0, 0};
     tb_tensor_spec inputs[3], outputs[3];
     tb_program_constant constants[2];
@@ -154,14 +157,20 @@ int main(int argc, char **argv) {
     tb_error e;
     const char *out = argv[argc - 1], *wfile = NULL;
     if (argc == 3 && !strcmp(argv[1], "--generate")) return generation(argv[2], 0, 0, 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only")) return generation(argv[3], 1, 0, 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--dynamic")) return generation(argv[3], 0, 1, 0);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--bad-ids")) return generation(argv[3], 0, 0, 1);
-    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--short-logits")) return generation(argv[3], 0, 1, 2);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--logits-only"))
+        return generation(argv[3], 1, 0, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--dynamic"))
+        return generation(argv[3], 0, 1, 0);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--bad-ids"))
+        return generation(argv[3], 0, 0, 1);
+    if (argc == 4 && !strcmp(argv[1], "--generate") && !strcmp(argv[2], "--short-logits"))
+        return generation(argv[3], 0, 1, 2);
     if (argc == 4 && !strcmp(argv[1], "--weights")) wfile = argv[2];
     else if (argc != 2) {
-        fprintf(stderr, "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only | --dynamic | --bad-ids | "
-                "--short-logits] FILE\n");
+        fprintf(
+            stderr,
+            "usage: mkprogram [--weights WEIGHTS] FILE | mkprogram --generate [--logits-only | --dynamic | --bad-ids | "
+            "--short-logits] FILE\n");
         return 2;
     }
     inputs[0] = spec("x", TB_DTYPE_FLOAT32, 1, s4, c1);

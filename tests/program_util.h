@@ -127,8 +127,9 @@ static TP_UNUSED void *write_mem(const tb_bundle *b, size_t *n, tb_error *e) {
 
 static TP_UNUSED int same_program(const tb_program *a, const tb_program *b) {
     uint32_t i;
-    if (a->input_count != b->input_count || a->output_count != b->output_count || a->constant_count != b->constant_count ||
-        a->buffer_count != b->buffer_count || a->step_count != b->step_count || a->workspace_size != b->workspace_size)
+    if (a->input_count != b->input_count || a->output_count != b->output_count ||
+        a->constant_count != b->constant_count || a->buffer_count != b->buffer_count ||
+        a->step_count != b->step_count || a->workspace_size != b->workspace_size)
         return 0;
     for (i = 0; i < a->input_count + a->output_count; i++) {
         const tb_tensor_spec *x = i < a->input_count ? &a->inputs[i] : &a->outputs[i - a->input_count];
@@ -146,7 +147,8 @@ static TP_UNUSED int same_program(const tb_program *a, const tb_program *b) {
     for (i = 0; i < a->step_count; i++) {
         const tb_program_step *x = &a->steps[i], *y = &b->steps[i];
         if (x->kind != y->kind || x->record != y->record || x->config != y->config || memcmp(x->grid, y->grid, 12) ||
-            x->width != y->width || x->value != y->value || x->count != y->count || x->operand_count != y->operand_count ||
+            x->width != y->width || x->value != y->value || x->count != y->count ||
+            x->operand_count != y->operand_count ||
             memcmp(x->operands, y->operands, x->operand_count * sizeof *x->operands))
             return 0;
     }

@@ -77,7 +77,8 @@ TEST(test_bundle_past_4gib) {
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &r, &e), &e); /* the checksum verified over every byte */
     REQUIRE(r && tb_bundle_program(r));
     CHECK(tb_bundle_program(r)->constants[1].size == big);
-    CHECK((uintptr_t)tb_bundle_program(r)->constants[2].data - (uintptr_t)tb_bundle_program(r)->constants[0].data > big);
+    CHECK((uintptr_t)tb_bundle_program(r)->constants[2].data - (uintptr_t)tb_bundle_program(r)->constants[0].data >
+          big);
     CHECK_OK(tb_program_read_constant(r, 2, 0, got, 8, &e), &e);
     CHECK(got[0] == 7 && got[1] == 8);
     CHECK_OK(tb_program_read_constant(r, 1, big - 8, &c1, 8, &e), &e); /* the big one's last bytes */

@@ -50,7 +50,8 @@ static unsigned char *small_bundle(size_t *size) {
     memset(&o, 0, sizeof o);
     o.recorded_cache_dir = FIXTURE_RECORDED;
     if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
-    if (tb_collect_kernel(b, FIXTURE_CACHE, "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A", 0, &o, &e) != tb_ok ||
+    if (tb_collect_kernel(b, FIXTURE_CACHE, "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A", 0, &o, &e) !=
+            tb_ok ||
         tb_bundle_derive_launch_records(b, &e) != tb_ok) {
         tb_bundle_free(b);
         return NULL;
@@ -151,7 +152,8 @@ static int sort_stable_order(const uint32_t *idx, const uint32_t *keys, size_t n
    failure that leaves the array as it was. */
 TEST(test_sort_with_context) {
     enum { N = 100000 };
-    static const size_t sizes[] = {0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 100, 256, 257, 1023, 1024, 1025, 2049, 4097, 25000, N};
+    static const size_t sizes[] = { 0,   1,   2,   3,    15,   16,   17,   31,   32,    33,
+                                    100, 256, 257, 1023, 1024, 1025, 2049, 4097, 25000, N };
     uint32_t *keys = (uint32_t *)malloc(N * sizeof *keys), *idx = (uint32_t *)malloc(N * sizeof *idx);
     tb__ctx c;
     size_t n, i, k, pattern, bound;
@@ -203,7 +205,8 @@ TEST(test_sort_with_context) {
     /* large elements, stable, past the runs */
     {
         static sort_big big[300];
-        for (i = 0; i < 300; i++) big[i].key = (uint32_t)(299 - i) / 10, big[i].seq = (uint32_t)i, big[i].pad[0] = (unsigned char)i;
+        for (i = 0; i < 300; i++)
+            big[i].key = (uint32_t)(299 - i) / 10, big[i].seq = (uint32_t)i, big[i].pad[0] = (unsigned char)i;
         CHECK(tb__sort(&c, big, 300, sizeof *big, sort_cmp_big, NULL) == tb_ok);
         for (i = 1; i < 300; i++)
             CHECK(big[i - 1].key < big[i].key || (big[i - 1].key == big[i].key && big[i - 1].seq < big[i].seq));
@@ -276,7 +279,8 @@ TEST(test_sort_callers_out_of_memory) {
        two zero-byte tensors at data byte 0, zb before za */
     jn += (size_t)snprintf(json + jn, 40000 - jn, "{");
     for (i = 0; i < 300; i++)
-        jn += (size_t)snprintf(json + jn, 40000 - jn, "\"t%03u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%u,%u]},",
+        jn += (size_t)snprintf(json + jn, 40000 - jn,
+                               "\"t%03u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%u,%u]},",
                                (unsigned)(299 - i), (unsigned)(4 * (299 - i)), (unsigned)(4 * (299 - i) + 4));
     jn += (size_t)snprintf(json + jn, 40000 - jn, "\"zb\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
                                                   "\"za\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
@@ -299,7 +303,8 @@ TEST(test_sort_callers_out_of_memory) {
                 snprintf(path, sizeof path, "t%03u", (unsigned)i);
                 CHECK(!strcmp(tb_weights_at(w, (uint32_t)i + 2)->name, path));
             }
-            CHECK(tb_weights_find(w, "t123") == tb_weights_at(w, 125) && tb_weights_find(w, "za") == tb_weights_at(w, 1));
+            CHECK(tb_weights_find(w, "t123") == tb_weights_at(w, 125) &&
+                  tb_weights_find(w, "za") == tb_weights_at(w, 1));
             tb_weights_free(w);
         }
         CHECK(ca_live == 0);
@@ -396,7 +401,8 @@ TEST(test_format_1_0_compatibility) {
     }
     CHECK(tb_bundle_launch_record_count(b) == 1);
     again = u_serialize(b, &n2);
-    CHECK(again && n2 == n && u_le16(again + 8) == TB_FORMAT_VERSION_MAJOR && u_le16(again + 10) == TB_FORMAT_VERSION_MINOR);
+    CHECK(again && n2 == n && u_le16(again + 8) == TB_FORMAT_VERSION_MAJOR &&
+          u_le16(again + 10) == TB_FORMAT_VERSION_MINOR);
     CHECK(again && memcmp(again + 12, old + 12, n - 20) == 0 && memcmp(again, old, 8) == 0);
     CHECK(again && u_le64(again + n - 8) == tb_bundle_checksum(again, n - 8));
     tb_bundle_free(b);
@@ -1410,7 +1416,8 @@ TEST(test_call_info_and_grid_rules) {
     CHECK(rr->call && rr->call->arg_count == 2 && strcmp(rr->call->arg_names[1], "xnumel") == 0);
     CHECK(rr->call && rr->call->mutated_count == 1 && rr->call->mutated[0] == 0 && rr->call->reset_count == 0 &&
           rr->call->key_count == 1 && rr->call->key[0] == 1);
-    CHECK(rr->configs[0].grid && rr->configs[0].grid->op_count[0] == 3 && rr->configs[0].grid->ops[0][1].op == TB_GRID_PARAM);
+    CHECK(rr->configs[0].grid && rr->configs[0].grid->op_count[0] == 3 &&
+          rr->configs[0].grid->ops[0][1].op == TB_GRID_PARAM);
     CHECK(rr->configs[1].grid == NULL && tb_bundle_launch_record(r, 1)->call == NULL &&
           tb_bundle_launch_record(r, 1)->configs[0].grid == NULL);
     {
@@ -1450,7 +1457,8 @@ TEST(test_call_info_and_grid_rules) {
         size_t m = n;
         static const int order[] = {2, 0, 1};
         unsigned char *p = reorder_sections(buf, &m, order, 3);
-        CHECK(tb_bundle_read_memory(p, m, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "before section 2"));
+        CHECK(tb_bundle_read_memory(p, m, NULL, 0, &r, &e) == tb_err_malformed &&
+              strstr(e.message, "before section 2"));
         free(p);
     }
     /* damaged: an operand out of range is refused, not evaluated */

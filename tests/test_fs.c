@@ -445,8 +445,8 @@ TEST(test_threads_collect_same_bundle) {
     }
     free(ref);
     /* a failing kernel in the middle: the same first error and counts */
-    snprintf(p, sizeof p, "cp -r %s/* %s/ && mkdir %s/MIDDLE && echo '[REPLACE]' > %s/MIDDLE/__grp__x.json", FIXTURE_CACHE,
-             dir, dir, dir);
+    snprintf(p, sizeof p, "cp -r %s/* %s/ && mkdir %s/MIDDLE && echo '[REPLACE]' > %s/MIDDLE/__grp__x.json",
+             FIXTURE_CACHE, dir, dir, dir);
     CHECK(system(p) == 0);
     for (t = 0; t < sizeof threads / sizeof threads[0]; t++) {
         tb_bundle *b;
@@ -976,7 +976,8 @@ TEST(test_sentinel_rule_exact) {
         esc[j++] = cache[i];
     }
     esc[j] = 0;
-    snprintf(json, sizeof json, "{\"a\": \"%s/HASH/k.cubin\", \"b\": \"%s/HASHX/y\", \"c\": \"%s\\/HASH\"}", cache, cache, esc);
+    snprintf(json, sizeof json, "{\"a\": \"%s/HASH/k.cubin\", \"b\": \"%s/HASHX/y\", \"c\": \"%s\\/HASH\"}", cache,
+             cache, esc);
     make_file(cache, "HASH/__grp__k.json", json);
     snprintf(json, sizeof json, "%s/HASH/z", cache);
     make_file(cache, "HASH/k.JSON", json);
@@ -992,8 +993,8 @@ TEST(test_sentinel_rule_exact) {
     CHECK_OK(tb_emit(b, p, NULL, &rep, NULL, &e), &e);
     snprintf(p, sizeof p, "%s/out/HASH/__grp__k.json", dir);
     s = u_read(p, &n);
-    snprintf(want, sizeof want, "{\"a\": \"%s/out/HASH/k.cubin\", \"b\": \"%s/out/HASHX/y\", \"c\": \"%s\\/HASH\"}", dir, dir,
-             esc);
+    snprintf(want, sizeof want, "{\"a\": \"%s/out/HASH/k.cubin\", \"b\": \"%s/out/HASHX/y\", \"c\": \"%s\\/HASH\"}",
+             dir, dir, esc);
     CHECK(s && n == strlen(want) && memcmp(s, want, n) == 0);
     free(s);
     tb_bundle_free(b);

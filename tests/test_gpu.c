@@ -78,7 +78,8 @@ static int gpu_init(void) {
     b = u_fixture_bundle(1);
     workdir = u_tempdir("gpu");
     snprintf(path, sizeof path, "%s/fixture.tbundle", workdir);
-    if (!b || tb_bundle_write_file(b, path, 0, &e) != tb_ok || tb_bundle_read_file(path, NULL, 0, &bundle, &e) != tb_ok) {
+    if (!b || tb_bundle_write_file(b, path, 0, &e) != tb_ok ||
+        tb_bundle_read_file(path, NULL, 0, &bundle, &e) != tb_ok) {
         snprintf(gpu_reason, sizeof gpu_reason, "fixture bundle: %s", e.message);
         tb_bundle_free(b);
         return -1;
@@ -335,7 +336,8 @@ TEST(gpu_tb_scalars) {
     REQUIRE(k);
     CHECK(run_scalars(k, TB_LAUNCH_CHECKED, out, &e, &r) && r == tb_ok);
     for (i = 0; i < 12; i++) {
-        if (out[i] != scalar_values_expected[i]) printf("    out[%d] = %.17g, want %.17g\n", i, out[i], scalar_values_expected[i]);
+        if (out[i] != scalar_values_expected[i])
+            printf("    out[%d] = %.17g, want %.17g\n", i, out[i], scalar_values_expected[i]);
         CHECK(out[i] == scalar_values_expected[i]);
     }
     /* with the codes read from the IR (u8 as i8 ...) the bits still arrive right */
@@ -431,7 +433,8 @@ TEST(gpu_tb_noargs) {
 static const tb_launch_config *config_of(const char *hash) {
     uint32_t i;
     for (i = 0; i < tb_bundle_launch_record_count(bundle); i++)
-        if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, hash)) return &tb_bundle_launch_record(bundle, i)->configs[0];
+        if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, hash))
+            return &tb_bundle_launch_record(bundle, i)->configs[0];
     return NULL;
 }
 
@@ -630,7 +633,8 @@ TEST(gpu_hostile_sizes) {
     REQUIRE(k);
     memset(&p, 0, sizeof p);
     p.grid[0] = 0x80000000u, p.grid[1] = p.grid[2] = 1; /* times 2 is past what CUDA takes in x (2^31 - 1) */
-    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument && strstr(e.message, "more blocks than a CUDA launch takes") != NULL);
+    CHECK(tb_launch(k, &p, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "more blocks than a CUDA launch takes") != NULL);
     {
         devptr z = 0;
         void *params[2];
@@ -904,7 +908,8 @@ static tb_bundle *tune_bundle(int mutated_out) {
         if (!strcmp(tb_bundle_launch_record(bundle, i)->cache_key, H_ADD)) src = tb_bundle_launch_record(bundle, i);
     if (!src || !k || tb_bundle_create(NULL, &b, &e) || tb_bundle_add_kernel(b, H_ADD, 0, &kk, &e)) return NULL;
     for (i = 0; i < k->artifact_count; i++)
-        if (tb_bundle_add_artifact(b, kk, k->artifacts[i].name, k->artifacts[i].data, k->artifacts[i].size, TB_REFERENCE, &e))
+        if (tb_bundle_add_artifact(b, kk, k->artifacts[i].name, k->artifacts[i].data, k->artifacts[i].size,
+                                   TB_REFERENCE, &e))
             return NULL;
     g.op_count[0] = 3, g.op_count[1] = g.op_count[2] = 1, g.ops[0] = gx, g.ops[1] = g.ops[2] = one;
     memset(&ci, 0, sizeof ci);
@@ -1002,7 +1007,8 @@ TEST(gpu_graph_capture_update) {
     const tb_loaded_kernel *k;
     int i, j, ok = 1;
     NEED_GPU();
-    memcpy(&stream_create, &s1, sizeof s1), memcpy(&stream_sync, &s2, sizeof s2), memcpy(&stream_destroy, &s3, sizeof s3);
+    memcpy(&stream_create, &s1, sizeof s1), memcpy(&stream_sync, &s2, sizeof s2),
+        memcpy(&stream_destroy, &s3, sizeof s3);
     REQUIRE(stream_create && stream_sync && stream_destroy && stream_create(&stream, 1) == 0);
     k = get(H_ADD);
     REQUIRE(k);
@@ -1167,7 +1173,8 @@ TEST(gpu_model_program) {
     for (i = 0; i < 4; i++) model_steps[i].operands = model_ops[i];
     p.input_count = 2, p.inputs = in, p.output_count = 2, p.outputs = outs, p.constant_count = 1, p.constants = &k;
     p.buffer_count = 1, p.buffers = &buf, p.workspace_size = sizeof c, p.step_count = 4, p.steps = model_steps;
-    dx = dalloc(sizeof x), dy = dalloc(sizeof y), dout = dalloc(sizeof x), dout2 = dalloc(sizeof x), dz = dalloc(sizeof x);
+    dx = dalloc(sizeof x), dy = dalloc(sizeof y), dout = dalloc(sizeof x), dout2 = dalloc(sizeof x),
+    dz = dalloc(sizeof x);
     REQUIRE(dx && dy && dout && dout2 && dz);
     cu.htod(dx, x, sizeof x), cu.htod(dy, y, sizeof y);
     for (pass = 0; pass < 3; pass++) { /* direct, graph on static buffers, graph with node updates */
@@ -1227,14 +1234,18 @@ TEST(gpu_model_programs_device_calls) {
     memset(sa, 0, sizeof sa), memset(sr, 0, sizeof sr);
     xs.name = "x", xs.dtype = TB_DTYPE_FLOAT32, xs.rank = 1, xs.align = 16, xs.shape[0] = MN, xs.strides[0] = 1;
     outs = xs, outs.name = "out";
-    k.name = "s", k.dtype = TB_DTYPE_FLOAT32, k.size = sizeof s0, k.data = s0, k.flags = TB_CONSTANT_STATE | TB_CONSTANT_SHARED;
-    oa[0] = mop(TB_SPACE_CONSTANT, 0, 0), oa[1] = mop(TB_SPACE_INPUT, 0, 0), oa[2] = mop(TB_SPACE_CONSTANT, 0, 0), oa[3] = mop(0, 0, MN);
+    k.name = "s", k.dtype = TB_DTYPE_FLOAT32, k.size = sizeof s0, k.data = s0,
+    k.flags = TB_CONSTANT_STATE | TB_CONSTANT_SHARED;
+    oa[0] = mop(TB_SPACE_CONSTANT, 0, 0), oa[1] = mop(TB_SPACE_INPUT, 0, 0), oa[2] = mop(TB_SPACE_CONSTANT, 0, 0),
+    oa[3] = mop(0, 0, MN);
     sa[0].kind = TB_STEP_LAUNCH, sa[0].record = rec, sa[0].operand_count = 4, sa[0].operands = oa;
     sa[0].grid[0] = MN / 1024, sa[0].grid[1] = sa[0].grid[2] = 1;
     orr[0] = mop(TB_SPACE_OUTPUT, 0, 0), orr[1] = mop(TB_SPACE_CONSTANT, 0, 0);
     sr[0].kind = TB_STEP_COPY, sr[0].operand_count = 2, sr[0].count = sizeof s0, sr[0].operands = orr;
-    pa.name = "acc", pa.input_count = 1, pa.inputs = &xs, pa.constant_count = 1, pa.constants = &k, pa.step_count = 1, pa.steps = sa;
-    pr.name = "read", pr.output_count = 1, pr.outputs = &outs, pr.constant_count = 1, pr.constants = &k, pr.step_count = 1, pr.steps = sr;
+    pa.name = "acc", pa.input_count = 1, pa.inputs = &xs, pa.constant_count = 1, pa.constants = &k, pa.step_count = 1,
+    pa.steps = sa;
+    pr.name = "read", pr.output_count = 1, pr.outputs = &outs, pr.constant_count = 1, pr.constants = &k,
+    pr.step_count = 1, pr.steps = sr;
     /* a bundle of its own: the fixture's records and kernels, and the two programs */
     {
         size_t n = 0;

@@ -62,7 +62,8 @@ TEST(test_grid_rule_evaluation) {
     const tb_grid_op cdiv[] = {OP(ARG, 1, 0), OP(PARAM, 0, 0), OP(CEILDIV, 0, 0)};
     /* Inductor's python form: -((n) // -(128)) */
     const tb_grid_op pyform[] = {OP(ARG, 1, 0), OP(CONST, 0, 128), OP(NEG, 0, 0), OP(FLOORDIV, 0, 0), OP(NEG, 0, 0)};
-    const tb_grid_op floors[] = {OP(CONST, 0, -7), OP(CONST, 0, 2), OP(FLOORDIV, 0, 0), OP(CONST, 0, 10), OP(ADD, 0, 0)};
+    const tb_grid_op floors[] = { OP(CONST, 0, -7), OP(CONST, 0, 2), OP(FLOORDIV, 0, 0), OP(CONST, 0, 10),
+                                  OP(ADD, 0, 0) };
     const tb_grid_op mods[] = {OP(CONST, 0, -7), OP(CONST, 0, 3), OP(MOD, 0, 0)};  /* 2, Python's sign */
     const tb_grid_op minmax[] = {OP(EXTRA, 0, 0), OP(ARG, 2, 0), OP(MAX, 0, 0), OP(CONST, 0, 40), OP(MIN, 0, 0)};
     const tb_grid_op neg_param[] = {OP(PARAM, 1, 0), OP(NEG, 0, 0), OP(EXTRA, 1, 0), OP(NEG, 0, 0),
@@ -158,7 +159,8 @@ TEST(test_grid_rule_evaluation) {
                                        OP(CONST, 0, pairs[i][2]), OP(SUB, 0, 0), OP(CONST, 0, 7), OP(ADD, 0, 0)};
             tb_result r = run1(prog, 7, a, 4, "OilK", &v, &e);
             CHECK(r == tb_ok && v == 7);
-            if (r != tb_ok || v != 7) printf("    ceildiv(%lld, %lld)\n", (long long)pairs[i][0], (long long)pairs[i][1]);
+            if (r != tb_ok || v != 7)
+                printf("    ceildiv(%lld, %lld)\n", (long long)pairs[i][0], (long long)pairs[i][1]);
         }
     }
     /* (6): a config with params but no params array is refused, not read through NULL */
@@ -169,7 +171,8 @@ TEST(test_grid_rule_evaluation) {
         g.op_count[0] = g.op_count[1] = g.op_count[2] = 1, g.ops[0] = g.ops[1] = g.ops[2] = pa;
         c = grid_config("Oi", &g, NULL, 0);
         c.param_count = 1;
-        CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_invalid_argument && strstr(e.message, "params is NULL"));
+        CHECK(tb_grid_compute(&c, a, 2, NULL, 0, grid, &e) == tb_err_invalid_argument &&
+              strstr(e.message, "params is NULL"));
     }
     /* (3): a bool reads v != 0, as the kernel gets it */
     {
@@ -208,25 +211,28 @@ TEST(test_grid_rule_from_ir_names) {
     }
     CHECK(with == 2);
     /* by cache key: that record alone, y given */
-    CHECK_OK(tb_bundle_add_grid_rule(b, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ=n // 512 + 1, 2", &n, &e), &e);
+    CHECK_OK(tb_bundle_add_grid_rule(b, "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ=n // 512 + 1, 2", &n, &e),
+             &e);
     CHECK(n == 1);
-    CHECK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(n, BLOCK)", &n, &e) == tb_err_parse && strstr(e.message, "column 9") &&
-          strstr(e.message, "BLOCK"));
+    CHECK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(n, BLOCK)", &n, &e) == tb_err_parse &&
+          strstr(e.message, "column 9") && strstr(e.message, "BLOCK"));
     CHECK(tb_bundle_add_grid_rule(b, "tb_add=cdiv(x_ptr, 4)", &n, &e) == tb_err_malformed); /* a pointer: no integer */
     CHECK(tb_bundle_add_grid_rule(b, "nope=1", &n, &e) == tb_err_not_found && n == 0);
     CHECK(tb_bundle_add_grid_rule(b, "tb_add", &n, &e) == tb_err_parse);
     CHECK(tb_bundle_add_grid_rule(b, "tb_add=1,2,3,4", &n, &e) == tb_err_parse);
     /* the parser alone: names, params, folding, errors with columns */
     CHECK_OK(tb_grid_parse("-(n // -XBLOCK) * (2 + 3)", names, 2, ps, 1, ops, &n, &e), &e);
-    CHECK(n == 7 && ops[0].op == TB_GRID_ARG && ops[0].index == 0 && ops[1].op == TB_GRID_PARAM && ops[2].op == TB_GRID_NEG &&
-          ops[3].op == TB_GRID_FLOORDIV && ops[4].op == TB_GRID_NEG && ops[5].op == TB_GRID_CONST && ops[5].value == 5 &&
-          ops[6].op == TB_GRID_MUL);
+    CHECK(n == 7 && ops[0].op == TB_GRID_ARG && ops[0].index == 0 && ops[1].op == TB_GRID_PARAM &&
+          ops[2].op == TB_GRID_NEG && ops[3].op == TB_GRID_FLOORDIV && ops[4].op == TB_GRID_NEG &&
+          ops[5].op == TB_GRID_CONST && ops[5].value == 5 && ops[6].op == TB_GRID_MUL);
     CHECK_OK(tb_grid_parse("meta['XBLOCK'] - -9223372036854775807 - 1", names, 2, ps, 1, ops, &n, &e), &e);
     CHECK(n == 5 && ops[1].value == -INT64_MAX);
     CHECK(tb_grid_parse("n / 2", names, 2, ps, 1, ops, &n, &e) == tb_err_parse && strstr(e.message, "column 3"));
     CHECK(tb_grid_parse("9223372036854775808", names, 2, ps, 1, ops, &n, &e) == tb_err_parse);
-    CHECK(tb_grid_parse("(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1))))))))))))))))))))))))))))))))"
-                        "))))))))))))))))))))))))))))))))", names, 2, ps, 1, ops, &n, &e) == tb_err_parse);
+    CHECK(tb_grid_parse(
+              "(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1))))))))))))))))))))))))))))))))"
+              "))))))))))))))))))))))))))))))))",
+              names, 2, ps, 1, ops, &n, &e) == tb_err_parse);
     tb_bundle_free(b);
 }
 
@@ -306,7 +312,8 @@ TEST(test_grid_language_table) {
             tb_result r = tb_grid_parse(text, names, 2, ps, 1, back, &m, &e);
             CHECK(r == tb_ok && m == n && memcmp(back, prog, n * sizeof *prog) == 0);
             if (r != tb_ok || m != n || memcmp(back, prog, n * sizeof *prog) != 0)
-                printf("    %s: \"%s\" does not parse back (%s)\n", row->name, text, r ? e.message : "other operations");
+                printf("    %s: \"%s\" does not parse back (%s)\n", row->name, text,
+                       r ? e.message : "other operations");
         } else {
             CHECK(tb_grid_parse(text, names, 2, ps, 1, back, &m, &e) == tb_err_parse);
         }
@@ -317,7 +324,8 @@ TEST(test_grid_language_table) {
         CHECK(tb_expr_eval(xs, (uint32_t)row->arity + 1, NULL, 0, &v, &e) == tb_ok);
         CHECK(add_rule(xs, (uint32_t)row->arity + 1, &e) == tb_ok);
         xs[row->arity - 1] = xs[row->arity];
-        CHECK(tb_expr_eval(xs, (uint32_t)row->arity, NULL, 0, &v, &e) == tb_err_malformed && strstr(e.message, "too few values"));
+        CHECK(tb_expr_eval(xs, (uint32_t)row->arity, NULL, 0, &v, &e) == tb_err_malformed &&
+              strstr(e.message, "too few values"));
         CHECK(add_rule(xs, (uint32_t)row->arity, &e) == tb_err_malformed && strstr(e.message, "too few values"));
         for (k = 0; k < 4; k++) xs[k].op = TB_GRID_CONST, xs[k].index = 0, xs[k].value = 3;
         xs[row->arity + 1].op = row->code, xs[row->arity + 1].value = 0;
@@ -367,7 +375,8 @@ TEST(test_grid_text) {
     /* as tbundle list prints a rule (tests/test_tbundle.sh) */
     CHECK_OK(tb_grid_parse("-(n // -XBLOCK) * (2 + 3)", names, 2, ps, 2, ops, &n, &e), &e);
     CHECK(tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) == 25 && !strcmp(text, "(-((n // -(XBLOCK))) * 5)"));
-    CHECK(tb_grid_text(ops, n, NULL, 0, NULL, 0, text, sizeof text) == 28 && !strcmp(text, "(-((arg0 // -(param0))) * 5)"));
+    CHECK(tb_grid_text(ops, n, NULL, 0, NULL, 0, text, sizeof text) == 28 &&
+          !strcmp(text, "(-((arg0 // -(param0))) * 5)"));
     CHECK_OK(tb_grid_parse("min(n, m, 7) + cdiv(n, XBLOCK) % max(m, 2) - 1", names, 2, ps, 2, ops, &n, &e), &e);
     CHECK(tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) > 0 &&
           !strcmp(text, "((min(min(n, m), 7) + (cdiv(n, XBLOCK) % max(m, 2))) - 1)"));
@@ -378,8 +387,9 @@ TEST(test_grid_text) {
     CHECK(tb_grid_text(ops, n, names, 2, ps, 2, small, 1) == strlen(text) && small[0] == 0);
     /* operands without a name, EXTRA and SYM; an index past the names */
     {
-        const tb_grid_op o[] = {OP(ARG, 2, 0), OP(ARG, 7, 0), OP(ADD, 0, 0), OP(PARAM, 5, 0), OP(EXTRA, 1, 0), OP(MAX, 0, 0),
-                                OP(SYM, 3, 0), OP(CONST, 0, INT64_MIN), OP(MIN, 0, 0), OP(SUB, 0, 0), OP(SUB, 0, 0)};
+        const tb_grid_op o[] = { OP(ARG, 2, 0),   OP(ARG, 7, 0), OP(ADD, 0, 0), OP(PARAM, 5, 0),
+                                 OP(EXTRA, 1, 0), OP(MAX, 0, 0), OP(SYM, 3, 0), OP(CONST, 0, INT64_MIN),
+                                 OP(MIN, 0, 0),   OP(SUB, 0, 0), OP(SUB, 0, 0) };
         CHECK(tb_grid_text(o, 11, names, 3, ps, 2, text, sizeof text) > 0 &&
               !strcmp(text, "((arg2 + arg7) - (max(param5, grid_args[1]) - min(sym3, -9223372036854775808)))"));
     }
@@ -389,14 +399,16 @@ TEST(test_grid_text) {
         const tb_grid_op stray[] = {OP(CONST, 0, 1), {TB_GRID_NEG, 1, 0}};
         tb_grid_op deep[TB_GRID_STACK * 2 + 1];
         for (i = 0; i <= TB_GRID_STACK; i++) deep[i].op = TB_GRID_CONST, deep[i].index = 0, deep[i].value = i;
-        for (i = 0; i < TB_GRID_STACK; i++) deep[TB_GRID_STACK + 1 + i].op = TB_GRID_SUB, deep[TB_GRID_STACK + 1 + i].index = 0,
-                                            deep[TB_GRID_STACK + 1 + i].value = 0;
+        for (i = 0; i < TB_GRID_STACK; i++)
+            deep[TB_GRID_STACK + 1 + i].op = TB_GRID_SUB, deep[TB_GRID_STACK + 1 + i].index = 0,
+                                     deep[TB_GRID_STACK + 1 + i].value = 0;
         CHECK(tb_grid_text(under, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
         CHECK(tb_grid_text(two, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
         CHECK(tb_grid_text(stray, 2, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
         CHECK(tb_grid_text(two, 0, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
         CHECK(tb_grid_text(NULL, 3, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
-        CHECK(tb_grid_text(deep, TB_GRID_STACK * 2 + 1, NULL, 0, NULL, 0, text, sizeof text) == 1 && !strcmp(text, "?"));
+        CHECK(tb_grid_text(deep, TB_GRID_STACK * 2 + 1, NULL, 0, NULL, 0, text, sizeof text) == 1 &&
+              !strcmp(text, "?"));
         /* one fewer: the deepest the stack may go, nested on the right */
         CHECK(tb_grid_text(deep + 1, TB_GRID_STACK * 2 - 1, NULL, 0, NULL, 0, text, sizeof text) > 0 &&
               !strncmp(text, "(1 - (2 - (3 - ", 15) && strstr(text, "(15 - 16)))"));
@@ -410,11 +422,13 @@ TEST(test_grid_text) {
             chain[i].op = TB_GRID_CONST, chain[i].index = 0, chain[i].value = 1000000 + i;
             chain[i + 1].op = TB_GRID_MUL, chain[i + 1].index = 0, chain[i + 1].value = 0;
         }
-        chain[TB_MAX_GRID_OPS - 1].op = TB_GRID_NEG, chain[TB_MAX_GRID_OPS - 1].index = 0, chain[TB_MAX_GRID_OPS - 1].value = 0;
+        chain[TB_MAX_GRID_OPS - 1].op = TB_GRID_NEG, chain[TB_MAX_GRID_OPS - 1].index = 0,
+                                chain[TB_MAX_GRID_OPS - 1].value = 0;
         len = tb_grid_text(chain, TB_MAX_GRID_OPS, names, 2, ps, 2, NULL, 0);
-        CHECK(len > 255 && len < sizeof text && tb_grid_text(chain, TB_MAX_GRID_OPS, names, 2, ps, 2, text, sizeof text) == len &&
-              strlen(text) == len && !strncmp(text, "-((((", 5) &&
-              strstr(text, "((m * 1000001) * 1000003)") && !strcmp(text + len - 11, "* 1000061))"));
+        CHECK(len > 255 && len < sizeof text &&
+              tb_grid_text(chain, TB_MAX_GRID_OPS, names, 2, ps, 2, text, sizeof text) == len && strlen(text) == len &&
+              !strncmp(text, "-((((", 5) && strstr(text, "((m * 1000001) * 1000003)") &&
+              !strcmp(text + len - 11, "* 1000061))"));
         CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_ok && m == TB_MAX_GRID_OPS &&
               !memcmp(back, chain, sizeof chain));
     }
@@ -424,7 +438,8 @@ TEST(test_grid_text) {
         memset(deep_neg, '-', 40), strcpy(deep_neg + 40, "n");
         CHECK_OK(tb_grid_parse(deep_neg, names, 2, ps, 2, ops, &n, &e), &e);
         CHECK(n == 41 && tb_grid_text(ops, n, names, 2, ps, 2, text, sizeof text) == 40 * 3 + 1);
-        CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_err_parse && strstr(e.message, "nested too deeply"));
+        CHECK(tb_grid_parse(text, names, 2, ps, 2, back, &m, &e) == tb_err_parse &&
+              strstr(e.message, "nested too deeply"));
     }
     /* round trips: a program tb_grid_parse gave, written and parsed again */
     for (i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {

@@ -105,7 +105,8 @@ TEST(test_metadata_json_errors) {
     /* every truncation of a real file */
     {
         size_t n, k;
-        unsigned char *s = u_read(FIXTURE_CACHE "/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.json", &n);
+        unsigned char *s =
+            u_read(FIXTURE_CACHE "/AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.json", &n);
         REQUIRE(s);
         for (k = 0; k < n - 1; k++) CHECK(tb_parse_metadata_json((const char *)s, k, &md, &e) == tb_err_parse);
         free(s);
@@ -114,15 +115,17 @@ TEST(test_metadata_json_errors) {
 
 /* FORMAT.md [R-derive] */
 TEST(test_ttfunc_fixture) {
-    struct { const char *path, *fn, *types, *div; } cases[] = {
-        {"WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A/tb_scalars.source", "tb_scalars", "Obhilbhileyfd",
-         "1001101110000"},
-        {"FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ/tb_matmul.source", "tb_matmul", "OOOiiiiii", "111111111"},
-        {"AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.source", "tb_add", "OOOi", "1110"},
-        {"JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA/tb_add.ttir", "tb_add", "OOOi", "1111"},
-        {"72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A/tb_noargs.source", "tb_noargs", "", ""},
-        {"CGP5WEMPIL5XNJDOE6BA37VRCQTQMF7JU35PELJMPT6XGWEE5CWQ/triton_per_fused_gelu_native_layer_norm_0.source",
-         "triton_per_fused_gelu_native_layer_norm_0", "OOOOOOii", "11111111"},
+    struct { const char *path, *fn, *types, *div;
+    } cases[] = {
+        { "WP4C7CSHRKNSVR76XZZ5T3MQKYJA4YDGZGC324HEJSBGTCPWN23A/tb_scalars.source", "tb_scalars", "Obhilbhileyfd",
+          "1001101110000" },
+        { "FICZDYIEHYTLJCYVG6Q353UAVW2KLMS5O63E5EBZEJQ6G6KKXVQQ/tb_matmul.source", "tb_matmul", "OOOiiiiii",
+          "111111111" },
+        { "AMSGNCXN7ROJH32VHMR7RF24DC4B6Y5SQRGJFMR3BKNRIK4WXZHQ/tb_add.source", "tb_add", "OOOi", "1110" },
+        { "JHIE2WWBT63JNC3MNKM4MXLWCU2GE3PH4XRUCMZMHZGOHBAFJKTA/tb_add.ttir", "tb_add", "OOOi", "1111" },
+        { "72LBHDPVFLKOS26Q3453IVCTHETIPQ7OJOQE6IR3KYFIDK5O264A/tb_noargs.source", "tb_noargs", "", "" },
+        { "CGP5WEMPIL5XNJDOE6BA37VRCQTQMF7JU35PELJMPT6XGWEE5CWQ/triton_per_fused_gelu_native_layer_norm_0.source",
+          "triton_per_fused_gelu_native_layer_norm_0", "OOOOOOii", "11111111" },
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -157,12 +160,14 @@ TEST(test_ttfunc_fixture) {
         CHECK(strcmp(types, "Ti") == 0 && strcmp(div, "01") == 0);
         CHECK(tb_parse_ttfunc(cut, strlen(cut), "k", types, div, sizeof types, &e) == tb_err_parse);
         CHECK(tb_parse_ttfunc(fp8, strlen(fp8), "k", types, div, sizeof types, &e) == tb_err_unsupported_type);
-        CHECK(tb_parse_ttfunc("tt.func public @k(%a: i32, %b: i32, %c: i32, %d: i32, %e: i32, %f: i32, %g: i32, %h: i32) {",
-                              80, "k", types, div, 4, &e) != tb_ok);
+        CHECK(tb_parse_ttfunc(
+                  "tt.func public @k(%a: i32, %b: i32, %c: i32, %d: i32, %e: i32, %f: i32, %g: i32, %h: i32) {", 80,
+                  "k", types, div, 4, &e) != tb_ok);
     }
     {
         /* Triton 3.6 compiles a bool (i1 or u1) to a 1-byte parameter: '?' */
-        const char *b = "tt.func public @k(%flag: i1 loc(\"f\"), %x: i8, %p: !tt.ptr<f32> {tt.divisibility = 16 : i32}) {";
+        const char *b =
+            "tt.func public @k(%flag: i1 loc(\"f\"), %x: i8, %p: !tt.ptr<f32> {tt.divisibility = 16 : i32}) {";
         char types[8], div[8];
         tb_error e;
         CHECK_OK(tb_parse_ttfunc(b, strlen(b), "k", types, div, sizeof types, &e), &e);
@@ -197,7 +202,8 @@ TEST(test_tensordesc_meta_short) {
                                "\"elem_size\": 4, \"elem_type\": 7, \"block_size\": [32, 32], \"fp4_padded\": false}]}";
     static const char ir[] =
         "  tt.func public @k2(%a: !tt.tensordesc<tensor<32x32xf32>> loc(\"a\"(#loc)), %a_0: i32, %a_1: i32, %a_2: i64, "
-        "%a_3: i64, %b: !tt.tensordesc<tensor<32x32xf32>> loc(\"b\"(#loc)), %b_0: i32, %b_1: i32, %b_2: i64, %b_3: i64, "
+        "%a_3: i64, %b: !tt.tensordesc<tensor<32x32xf32>> loc(\"b\"(#loc)), %b_0: i32, %b_1: i32, %b_2: i64, %b_3: "
+        "i64, "
         "%n: i32) attributes {noinline = false} {\n";
     tb_bundle *b = NULL;
     tb_options o;
@@ -252,7 +258,8 @@ TEST(test_tensordesc_records) {
     CHECK(u_le32(sec3 - 16) == 3 && u_le32(sec3) == 1);
     sec3[8 + 4] = 2; /* the entry names argument 2, which is no 'T' */
     reseal(buf, size);
-    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "tensor descriptor"));
+    CHECK(tb_bundle_read_memory(buf, size, NULL, 0, &r, &e) == tb_err_malformed &&
+          strstr(e.message, "tensor descriptor"));
     sec3[8 + 4] = 0;
     sec3[8 + 12] = 6; /* rank 6 */
     reseal(buf, size);
@@ -288,7 +295,8 @@ TEST(test_tensordesc_records) {
         memcpy(sw + o, buf + o, size - o);
         CHECK(o == size - 8);
         reseal(sw, size);
-        CHECK(tb_bundle_read_memory(sw, size, NULL, 0, &r, &e) == tb_err_malformed && strstr(e.message, "before section 2"));
+        CHECK(tb_bundle_read_memory(sw, size, NULL, 0, &r, &e) == tb_err_malformed &&
+              strstr(e.message, "before section 2"));
         free(sw);
     }
     /* without section 3 the 'T' has no description: refused */

@@ -37,7 +37,8 @@ TEST(test_program_round_trip) {
     CHECK(tb_program_read_constant(r, 2, 0, w, 1, &e) == tb_err_invalid_argument);
     snprintf(path, sizeof path, "build/test_program.%d.tbundle", (int)getpid());
     CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
-    if (getenv("TB_PROGRAM_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAM_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
+    if (getenv("TB_PROGRAM_SEED"))
+        CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAM_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
     REQUIRE(f && tb_bundle_program(f));
     CHECK(tb_bundle_format_version(f) == (0x20000u | TB_FORMAT_VERSION_MINOR));
@@ -114,7 +115,8 @@ TEST(test_program_rules) {
     BROKEN(tb_err_malformed, q.steps[3].count = 9);                      /* past the constant */
     BROKEN(tb_err_malformed, q.ops[3][0] = op(TB_SPACE_CONSTANT, 0, 0)); /* writes a read-only constant */
     BROKEN(tb_err_malformed, q.k[1].flags = 0);                          /* the memset now writes a read-only one */
-    BROKEN(tb_err_malformed, (q.ops[3][0] = op(TB_SPACE_OUTPUT, 1, 0), q.ops[3][1] = op(TB_SPACE_OUTPUT, 1, 4))); /* overlap */
+    BROKEN(tb_err_malformed,
+           (q.ops[3][0] = op(TB_SPACE_OUTPUT, 1, 0), q.ops[3][1] = op(TB_SPACE_OUTPUT, 1, 4))); /* overlap */
     BROKEN(tb_err_malformed, q.steps[4].kind = 4);
     BROKEN(tb_err_malformed, q.steps[4].operand_count = 1);
     /* a size 0: extent 0 whatever the other sizes and strides (FORMAT.md, as the Python reader; issue 38 #6), once
@@ -176,15 +178,17 @@ TEST(test_program_step_kinds) {
         for (i = 0; i < 2; i++) {
             make(&q);
             q.steps[s].operand_count = wrong[i];
-            snprintf(msg, sizeof msg, "malformed input: program step %u: %u operands, it takes %u [program \"forward\"]", s,
-                     wrong[i], want);
+            snprintf(msg, sizeof msg,
+                     "malformed input: program step %u: %u operands, it takes %u [program \"forward\"]", s, wrong[i],
+                     want);
             CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && message_is(&e, msg));
         }
         if (rows[k].operands < 0) continue; /* a launch has a record, a config and a grid */
         make(&q);
         q.steps[s].config = 1;
-        snprintf(msg, sizeof msg, "malformed input: program step %u: a %s's record, config or grid is not 0 [program \"forward\"]",
-                 s, names[k]);
+        snprintf(msg, sizeof msg,
+                 "malformed input: program step %u: a %s's record, config or grid is not 0 [program \"forward\"]", s,
+                 names[k]);
         CHECK(tb_bundle_set_program(b, &q.p, &e) == tb_err_malformed && message_is(&e, msg));
     }
     for (i = 0; i < 2; i++) {
@@ -426,7 +430,8 @@ TEST(test_programs_round_trip) {
     CHECK(same_program(tb_bundle_program_at(r, 1), pb));
     snprintf(path, sizeof path, "build/test_programs.%d.tbundle", (int)getpid());
     CHECK_OK(tb_bundle_write_file(b, path, 0, &e), &e);
-    if (getenv("TB_PROGRAMS_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAMS_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
+    if (getenv("TB_PROGRAMS_SEED"))
+        CHECK_OK(tb_bundle_write_file(b, getenv("TB_PROGRAMS_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK_OK(tb_bundle_read_file(path, NULL, 0, &f, &e), &e);
     REQUIRE(f && tb_bundle_program_count(f) == 2);
     CHECK(same_program(tb_bundle_program_at(f, 0), pa));
@@ -480,7 +485,8 @@ TEST(test_programs_refusals) {
     CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_malformed);
     make2(&q), q.b.name = "step2";
     q.bk[1].name = "kv"; /* twice in one program */
-    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument && strstr(e.message, "two constants named \"kv\", both named so"));
+    CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "two constants named \"kv\", both named so"));
     CHECK(tb_bundle_program_count(b) == 2 && tb_bundle_program(b)->constant_count == 2); /* as it was */
     make2(&q), q.b.name = "";
     CHECK(tb_bundle_add_program(b, &q.b, &e) == tb_err_bad_name);
@@ -509,13 +515,15 @@ TEST(test_programs_refusals) {
     CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r);
     memcpy(m, buf, n);
     m[10] = 3; /* section 6 in a file that says 2.3 */
-    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "2.4"));
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r &&
+          strstr(e.message, "2.4"));
     memcpy(m, buf, n);
     /* the second program's name "step" made "fill" */
     for (i = at; i + 4 < n && memcmp(m + i, "step", 4); i++) {}
     REQUIRE(i + 4 < n);
     memcpy(m + i, "fill", 4);
-    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "two programs"));
+    CHECK(tb_bundle_read_memory(m, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r &&
+          strstr(e.message, "two programs"));
     free(m);
     free(buf);
     tb_bundle_free(b);
@@ -558,7 +566,8 @@ TEST(test_bundle_properties) {
     CHECK(section_at(buf, n, 6) != 0 && section_at(buf, n, 5) == 0);
     CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
     REQUIRE(r);
-    CHECK(tb_bundle_program_count(r) == 1 && same_program(tb_bundle_program(r), &q.p) && tb_bundle_property_count(r) == 2);
+    CHECK(tb_bundle_program_count(r) == 1 && same_program(tb_bundle_program(r), &q.p) &&
+          tb_bundle_property_count(r) == 2);
     tb_bundle_free(r), free(buf), r = NULL;
     /* removed: section 5 again */
     CHECK_OK(tb_bundle_set_property(b, "note", NULL, &e), &e);

@@ -92,7 +92,8 @@ TEST(test_model_refusals) {
     t = in[0];
     in[0].dtype = TB_DTYPE_FLOAT16;
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
-    CHECK(strstr(e.message, "input \"x\"") && strstr(e.message, "expected float32 rank 1 [4]") && strstr(e.message, "got float16"));
+    CHECK(strstr(e.message, "input \"x\"") && strstr(e.message, "expected float32 rank 1 [4]") &&
+          strstr(e.message, "got float16"));
     in[0] = t, in[0].shape[0] = 8;
     CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch);
     in[0] = t, in[0].strides[0] = 2;
@@ -282,7 +283,8 @@ TEST(test_model_caller_memory) {
     CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument);
     CHECK(fake.ctx_depth() == 0); /* a refused run leaves the context too */
     fake.set_current((void *)0x1000);
-    CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) == tb_err_invalid_argument &&
+    CHECK(tb_model_run_workspace(m, in, 1, out, 3, (void *)(uintptr_t)0xBAD000, STREAM, &e) ==
+              tb_err_invalid_argument &&
           strstr(e.message, "not memory of CUDA device"));
     fake.track(ws, 256); /* as if the allocation were smaller */
     CHECK(tb_model_run_workspace(m, in, 1, out, 3, ws, STREAM, &e) == tb_err_invalid_argument &&
@@ -343,10 +345,12 @@ TEST(test_model_messages) {
     CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == tb_err_arg_mismatch &&
           strstr(e.message, "1 input and 2 outputs given; program \"forward\" takes 1 and 3"));
     in[0].rank = 9;
-    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch && strstr(e.message, "got float32 of rank 9 (over 8)"));
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_arg_mismatch &&
+          strstr(e.message, "got float32 of rank 9 (over 8)"));
     in[0].rank = 1;
     fake.fail_launches(2, 700); /* step 1 of the program, then none */
-    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_cuda && strstr(e.message, "[program \"forward\" step 0]"));
+    CHECK(tb_model_run(m, in, 1, out, 3, STREAM, &e) == tb_err_cuda &&
+          strstr(e.message, "[program \"forward\" step 0]"));
     fake.fail_launches(0, 0);
     CHECK_OK(tb_model_run(m, in, 1, out, 3, STREAM, &e), &e);
     tb_model_free(m);

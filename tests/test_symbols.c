@@ -80,7 +80,8 @@ TEST(test_dynamic_roundtrip_and_specialize) {
     make_dyn(&q, 2);
     CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
     REQUIRE((buf = write_mem(b, &n, &e)) != NULL);
-    if (getenv("TB_DYNAMIC_SEED")) CHECK_OK(tb_bundle_write_file(b, getenv("TB_DYNAMIC_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
+    if (getenv("TB_DYNAMIC_SEED"))
+        CHECK_OK(tb_bundle_write_file(b, getenv("TB_DYNAMIC_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     CHECK(section_at((const unsigned char *)buf, n, 6) != 0 && section_at((const unsigned char *)buf, n, 5) == 0);
     REQUIRE(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e) == tb_ok);
     REQUIRE((p = tb_bundle_program(r)) != NULL);
@@ -88,8 +89,9 @@ TEST(test_dynamic_roundtrip_and_specialize) {
     CHECK(p->symbol_count == 1 && !strcmp(p->symbols[0].name, "n") && p->symbols[0].min == 2 && p->symbols[0].max == 8);
     CHECK(p->expr_count == q.p.expr_count);
     for (i = 0; i < p->expr_count && i < q.p.expr_count; i++)
-        CHECK(p->exprs[i].field == q.ex[i].field && p->exprs[i].index == q.ex[i].index && p->exprs[i].sub == q.ex[i].sub &&
-              p->exprs[i].op_count == q.ex[i].op_count && !memcmp(p->exprs[i].ops, q.ex[i].ops, q.ex[i].op_count * sizeof(tb_grid_op)));
+        CHECK(p->exprs[i].field == q.ex[i].field && p->exprs[i].index == q.ex[i].index &&
+              p->exprs[i].sub == q.ex[i].sub && p->exprs[i].op_count == q.ex[i].op_count &&
+              !memcmp(p->exprs[i].ops, q.ex[i].ops, q.ex[i].op_count * sizeof(tb_grid_op)));
     CHECK_OK(tb_program_specialize(r, p, v, &at5, &e), &e);
     REQUIRE(at5 != NULL);
     CHECK(at5->values && at5->values[0] == 5 && at5->expr_count == 0);
@@ -98,7 +100,8 @@ TEST(test_dynamic_roundtrip_and_specialize) {
     CHECK(at5->steps[0].grid[0] == 3 && at5->steps[1].grid[0] == 3 && at5->steps[2].count == 5);
     CHECK(at5->steps[0].operands[2].value == 5 && at5->steps[1].operands[2].value == 5);
     CHECK(p->steps[0].operands[2].value == 8); /* the bundle's program is untouched */
-    CHECK(tb_bundle_add_program(r, at5, &e) == tb_err_invalid_argument); /* a specialized one is not a program to store */
+    /* a specialized one is not a program to store */
+    CHECK(tb_bundle_add_program(r, at5, &e) == tb_err_invalid_argument);
     tb_program_free(at5);
     v[0] = 9;
     CHECK(tb_program_specialize(r, p, v, &at5, &e) == tb_err_shape && at5 == NULL);
@@ -146,7 +149,8 @@ TEST(test_dynamic_bind) {
         memset(two, 0, sizeof two);
         two[0].rank = two[1].rank = 1, two[0].shape[0] = 4, two[1].shape[0] = 6;
         CHECK(tb_program_bind(&q.p, two, 2, v, &e) == tb_err_shape);
-        CHECK(strstr(e.message, "input \"x2\" dimension 0 is 6, where input \"x\" dimension 0 made symbol \"n\" 4") != NULL);
+        CHECK(strstr(e.message, "input \"x2\" dimension 0 is 6, where input \"x\" dimension 0 made symbol \"n\" 4") !=
+              NULL);
         two[1].shape[0] = 4;
         CHECK_OK(tb_program_bind(&q.p, two, 2, v, &e), &e);
     }
@@ -206,8 +210,11 @@ TEST(test_dynamic_refusals) {
     static const tb_grid_op sym5[1] = {{TB_GRID_SYM, 5, 0}};
     static const tb_grid_op nine[1] = {{TB_GRID_CONST, 0, 9}};
     static const tb_grid_op bad[1] = {{99, 0, 0}};
-    static const tb_grid_op nonmono[5] = {{TB_GRID_CONST, 0, 64}, {TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 4}, {TB_GRID_MUL, 0, 0},
-                                          {TB_GRID_SUB, 0, 0}}; /* 64 - 4n: 32 at n = 8, more below */
+    static const tb_grid_op nonmono[5] = { { TB_GRID_CONST, 0, 64 },
+                                           { TB_GRID_SYM, 0, 0 },
+                                           { TB_GRID_CONST, 0, 4 },
+                                           { TB_GRID_MUL, 0, 0 },
+                                           { TB_GRID_SUB, 0, 0 } }; /* 64 - 4n: 32 at n = 8, more below */
     REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.sym[0].min = 9);
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.sym[0].divisor = 0);
@@ -219,8 +226,13 @@ TEST(test_dynamic_refusals) {
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.ex[1].field = 9);
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.ex[1].sub = 1);          /* output 0 has rank 1 */
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.ex[2] = q.ex[1]);        /* twice */
-    BROKEN_FROM(make_dyn2, tb_err_malformed, { tb_program_expr t = q.ex[1]; q.ex[1] = q.ex[2]; q.ex[2] = t; }); /* unsorted */
-    BROKEN_FROM(make_dyn2, tb_err_malformed, (q.ex[4].sub = 0, q.ex[4].field = TB_FIELD_COUNT)); /* a launch has no count */
+    BROKEN_FROM(make_dyn2, tb_err_malformed, {
+        tb_program_expr t = q.ex[1];
+        q.ex[1] = q.ex[2];
+        q.ex[2] = t;
+    }); /* unsorted */
+    BROKEN_FROM(make_dyn2, tb_err_malformed,
+                (q.ex[4].sub = 0, q.ex[4].field = TB_FIELD_COUNT));     /* a launch has no count */
     BROKEN_FROM(make_dyn2, tb_err_malformed, q.steps[0].grid[0] = 3);   /* its expression gives 4 at n = 8 */
     BROKEN_FROM(make_dyn2, tb_err_malformed, (q.ex[6].ops = nine, q.ex[6].op_count = 1));
     BROKEN_FROM(make_dyn2, tb_err_malformed, (q.ex[6].ops = arg, q.ex[6].op_count = 1));
@@ -318,7 +330,9 @@ TEST(test_dynamic_eval_reference) {
                 else ops[n].op = TB_GRID_NEG;
             } else if (depth < 2 || ((seed >> 33) % 5 < 2 && depth < TB_GRID_STACK)) {
                 if ((seed >> 40) % 2) ops[n].op = TB_GRID_SYM, ops[n].index = (uint32_t)((seed >> 45) % 3);
-                else ops[n].op = TB_GRID_CONST, ops[n].value = (seed >> 50) % 4 ? (int64_t)((seed >> 20) % 17) - 8 : edge[(seed >> 24) % 10];
+                else
+                    ops[n].op = TB_GRID_CONST,
+                    ops[n].value = (seed >> 50) % 4 ? (int64_t)((seed >> 20) % 17) - 8 : edge[(seed >> 24) % 10];
                 depth++;
             } else if ((seed >> 37) % 9 == 0) {
                 ops[n].op = TB_GRID_NEG;
@@ -332,8 +346,8 @@ TEST(test_dynamic_eval_reference) {
         rr = ref_eval(ops, n, v, &want);
         cr = tb_expr_eval(ops, n, v, 3, &got, &e) != tb_ok;
         if (rr != cr || (!rr && got != want)) {
-            printf("    expression %d: reference %s %lld, tb_expr_eval %s %lld\n", t, rr ? "refuses" : "gives", (long long)want,
-                   cr ? "refuses" : "gives", (long long)got);
+            printf("    expression %d: reference %s %lld, tb_expr_eval %s %lld\n", t, rr ? "refuses" : "gives",
+                   (long long)want, cr ? "refuses" : "gives", (long long)got);
             CHECK(0);
             break;
         }
@@ -433,8 +447,9 @@ TEST(test_dynamic_model_run) {
    [-4], at n = 6 y is [6], more than at the maximum. */
 static void make_dyn_outputs(dprog *q) {
     static const tb_grid_op y[3] = {{TB_GRID_CONST, 0, 12}, {TB_GRID_SYM, 0, 0}, {TB_GRID_SUB, 0, 0}};
-    static const tb_grid_op z[7] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_MUL, 0, 0}, {TB_GRID_CONST, 0, 12},
-                                    {TB_GRID_SUB, 0, 0}, {TB_GRID_CONST, 0, 0}, {TB_GRID_MAX, 0, 0}};
+    static const tb_grid_op z[7] = { { TB_GRID_SYM, 0, 0 },    { TB_GRID_CONST, 0, 2 }, { TB_GRID_MUL, 0, 0 },
+                                     { TB_GRID_CONST, 0, 12 }, { TB_GRID_SUB, 0, 0 },   { TB_GRID_CONST, 0, 0 },
+                                     { TB_GRID_MAX, 0, 0 } };
     make_dyn(q, 4);
     q->out[0].shape[0] = q->out[1].shape[0] = 4, q->steps[2].count = 4;
     q->ex[1].ops = y, q->ex[1].op_count = 3;
@@ -473,7 +488,9 @@ TEST(test_dynamic_output_specs_refused) {
     in[0].shape[0] = 6;
     r = tb_model_output_specs(m, 0, in, 1, os, 2, &e);
     CHECK(r == tb_err_malformed);
-    CHECK(strstr(e.message, "program \"forward\": output \"y\" holds more bytes at these sizes than at every maximum [at n=6]") != NULL);
+    CHECK(strstr(e.message,
+                 "program \"forward\": output \"y\" holds more bytes at these sizes than at every maximum [at n=6]") !=
+          NULL);
     out[0].shape[0] = 6, out[1].shape[0] = 0;
     CHECK(tb_model_run(m, in, 1, out, 2, STREAM, &e) == r);
     CHECK(strstr(e.message, "[at n=6]") != NULL);
@@ -503,11 +520,15 @@ TEST(test_dynamic_specialize_messages) {
     tb_error e;
     int64_t v[1] = {4};
     /* 4n // (n - 4): 8 at n = 8, a division by zero at 4 */
-    static const tb_grid_op div[7] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 4}, {TB_GRID_MUL, 0, 0}, {TB_GRID_SYM, 0, 0},
-                                      {TB_GRID_CONST, 0, 4}, {TB_GRID_SUB, 0, 0}, {TB_GRID_FLOORDIV, 0, 0}};
+    static const tb_grid_op div[7] = { { TB_GRID_SYM, 0, 0 },     { TB_GRID_CONST, 0, 4 }, { TB_GRID_MUL, 0, 0 },
+                                       { TB_GRID_SYM, 0, 0 },     { TB_GRID_CONST, 0, 4 }, { TB_GRID_SUB, 0, 0 },
+                                       { TB_GRID_FLOORDIV, 0, 0 } };
     /* 2n - 12: 4 at n = 8, -4 at 4 */
-    static const tb_grid_op neg[5] = {{TB_GRID_SYM, 0, 0}, {TB_GRID_CONST, 0, 2}, {TB_GRID_MUL, 0, 0}, {TB_GRID_CONST, 0, 12},
-                                      {TB_GRID_SUB, 0, 0}};
+    static const tb_grid_op neg[5] = { { TB_GRID_SYM, 0, 0 },
+                                       { TB_GRID_CONST, 0, 2 },
+                                       { TB_GRID_MUL, 0, 0 },
+                                       { TB_GRID_CONST, 0, 12 },
+                                       { TB_GRID_SUB, 0, 0 } };
     REQUIRE((b = bundle_with_call(1, 1, &e)) != NULL);
     make_dyn(&q, 4);
     q.ex[6].ops = div, q.ex[6].op_count = 7;

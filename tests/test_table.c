@@ -150,15 +150,19 @@ TEST(test_table_many_arguments) {
     CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_ok && rec == 0);
     CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_ok && rec == 1);
     a[70] = tb_arg_u(0x7004);
-    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 70"));
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned &&
+          strstr(e.message, "argument 70"));
     CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_ok && rec == 2);
     a[64] = tb_arg_u(0x6408);
-    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 64"));
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned &&
+          strstr(e.message, "argument 64"));
     CHECK(tb_kernel_table_find(t, "wide", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 64"));
     a[63] = tb_arg_u(0x6302);
-    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 63"));
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned &&
+          strstr(e.message, "argument 63"));
     a[3] = tb_arg_u(0x301);
-    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 3 "));
+    CHECK(tb_kernel_table_find(t, "wide_one", 0, a, 80, &rec, &e) == tb_err_misaligned &&
+          strstr(e.message, "argument 3 "));
     CHECK(tb_kernel_table_find(t, "one", 0, a, 80, &rec, &e) == tb_err_misaligned && strstr(e.message, "argument 3 "));
     tb_kernel_table_free(t);
     tb_bundle_free(b);

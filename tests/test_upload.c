@@ -37,9 +37,10 @@ static int st_write(const char *path, const char *json, const void *data, size_t
 TEST(test_weights_read) {
     static const float w[2] = {1.5f, 2.5f};
     unsigned char d[24];
-    const char *json = "{\"__metadata__\": {\"format\": \"pt\"}, \"model.w\": {\"dtype\": \"F32\", \"shape\": [2], "
-                       "\"data_offsets\": [0, 8]}, \"b\": {\"shape\": [2, 2], \"data_offsets\": [8, 16], \"dtype\": \"BF16\", "
-                       "\"extra\": [1, {\"x\": null}]}, \"i\": {\"dtype\": \"I64\", \"shape\": [], \"data_offsets\": [16, 24]}}";
+    const char *json =
+        "{\"__metadata__\": {\"format\": \"pt\"}, \"model.w\": {\"dtype\": \"F32\", \"shape\": [2], "
+        "\"data_offsets\": [0, 8]}, \"b\": {\"shape\": [2, 2], \"data_offsets\": [8, 16], \"dtype\": \"BF16\", "
+        "\"extra\": [1, {\"x\": null}]}, \"i\": {\"dtype\": \"I64\", \"shape\": [], \"data_offsets\": [16, 24]}}";
     size_t n;
     unsigned char *p;
     tb_weights *wt = NULL;
@@ -79,33 +80,45 @@ TEST(test_weights_refusals) {
         size_t data;
         tb_result code;
     } bad[] = {
-        {"[]", 0, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}", 8, tb_err_parse},
-        {"{\"a\": {\"dtype\": \"F31\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_unsupported_type},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 12, tb_err_malformed}, /* a tail */
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4, tb_err_truncated},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"b\": {\"dtype\": \"U8\", \"shape\": [4], "
-         "\"data_offsets\": [4, 8]}}", 8, tb_err_malformed}, /* overlap */
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12, tb_err_malformed}, /* a hole */
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"a\": {\"dtype\": \"F32\", \"shape\": [0], "
-         "\"data_offsets\": [8, 8]}}", 8, tb_err_malformed}, /* a name twice */
-        {"{\"\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_bad_name},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,2], \"data_offsets\": [0, 8]}}", 8, tb_err_limit},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2,], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
-        {"{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8, 9]}}", 8, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [02], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},    /* a leading zero */
-        {"{\"__metadata__\": {\"x\": 1.e+}, \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},
-        {"{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed},
-        {"{\"__metadata__\": {}, \"__metadata__\": {}}", 0, tb_err_malformed},
-        {"{\"a\\ud83d\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse}, /* a lone surrogate */
-        {"{\"a\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse},   /* not UTF-8 */
-        {"", 0, tb_err_parse},
-        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, tb_err_malformed},
-        {"{\"a\": 5}", 0, tb_err_malformed},
+        { "[]", 0, tb_err_malformed },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}", 8, tb_err_parse },
+        { "{\"a\": {\"dtype\": \"F31\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_unsupported_type },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, tb_err_malformed },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 12,
+          tb_err_malformed }, /* a tail */
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4, tb_err_truncated },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"b\": {\"dtype\": \"U8\", "
+          "\"shape\": [4], "
+          "\"data_offsets\": [4, 8]}}",
+          8, tb_err_malformed }, /* overlap */
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12,
+          tb_err_malformed }, /* a hole */
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"a\": {\"dtype\": \"F32\", "
+          "\"shape\": [0], "
+          "\"data_offsets\": [8, 8]}}",
+          8, tb_err_malformed }, /* a name twice */
+        { "{\"\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, tb_err_bad_name },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,2], \"data_offsets\": [0, 8]}}", 8, tb_err_limit },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2,], \"data_offsets\": [0, 8]}}", 8, tb_err_parse },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, tb_err_parse },
+        { "{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 8]}}", 8, tb_err_malformed },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8, 9]}}", 8, tb_err_malformed },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_malformed },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [02], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_parse }, /* a leading zero */
+        { "{\"__metadata__\": {\"x\": 1.e+}, \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_parse },
+        { "{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_malformed },
+        { "{\"__metadata__\": {}, \"__metadata__\": {}}", 0, tb_err_malformed },
+        { "{\"a\\ud83d\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_parse }, /* a lone surrogate */
+        { "{\"a\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+          tb_err_parse }, /* not UTF-8 */
+        { "", 0, tb_err_parse },
+        { "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, tb_err_malformed },
+        { "{\"a\": 5}", 0, tb_err_malformed },
     };
     unsigned char zeros[16] = {0}, *p;
     size_t i, n, k;
@@ -117,12 +130,15 @@ TEST(test_weights_refusals) {
         w = NULL;
         REQUIRE((p = st_bytes(bad[i].json, zeros, bad[i].data, &n)) != NULL);
         r = tb_weights_open_memory(p, n, NULL, &w, &e);
-        if (r != bad[i].code || !strstr(e.message, "safetensors")) printf("    case %zu: got %s (%s)\n", i, tb_result_string(r), e.message);
+        if (r != bad[i].code || !strstr(e.message, "safetensors"))
+            printf("    case %zu: got %s (%s)\n", i, tb_result_string(r), e.message);
         CHECK(r == bad[i].code && !w && strstr(e.message, "safetensors"));
         free(p);
     }
     /* every prefix of a good file refused, and every byte of its header changed: an error or a file, never a crash */
-    REQUIRE((p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"__metadata__\": {}}", zeros, 8, &n)) != NULL);
+    REQUIRE(
+        (p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"__metadata__\": {}}",
+                      zeros, 8, &n)) != NULL);
     for (k = 0; k < n; k++)
         if (tb_weights_open_memory(p, k, NULL, &w, &e) == tb_ok) ok = 0, tb_weights_free(w);
     for (k = 0; k + 8 < n; k++) {
@@ -152,7 +168,8 @@ TEST(test_weights_refusals) {
                           "\"data_offsets\": [8, 8]}}", zeros, 8, &n)) != NULL);
     w = NULL;
     CHECK_OK(tb_weights_open_memory(p, n, NULL, &w, &e), &e);
-    CHECK(w && tb_weights_find(w, "x\xf0\x9f\x98\x80") && tb_weights_find(w, "z") && tb_weights_find(w, "z")->size == 0);
+    CHECK(w && tb_weights_find(w, "x\xf0\x9f\x98\x80") && tb_weights_find(w, "z") &&
+          tb_weights_find(w, "z")->size == 0);
     tb_weights_free(w);
     free(p);
 }
@@ -178,7 +195,8 @@ TEST(test_weights_path_beside) {
     CHECK(tb_weights_path_beside(b, "x.tbundle", out, 13, &e) == tb_err_limit && !*out); /* 14 bytes with its NUL */
     CHECK_OK(tb_weights_path_beside(b, "x.tbundle", out, 14, &e), &e);
     CHECK_OK(tb_bundle_set_property(b, "weights.file", "../w.safetensors", &e), &e);
-    CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found && strstr(e.message, "plain file name"));
+    CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found &&
+          strstr(e.message, "plain file name"));
     CHECK_OK(tb_bundle_set_property(b, "weights.file", "..", &e), &e);
     CHECK(tb_weights_path_beside(b, "m/x.tbundle", out, sizeof out, &e) == tb_err_not_found);
     CHECK(tb_weights_path_beside(NULL, "m/x.tbundle", out, sizeof out, &e) == tb_err_invalid_argument);
@@ -199,12 +217,15 @@ TEST(test_weights_keys_decoded) {
     tb_weights_free(w), w = NULL;
     free(p);
     /* an unknown key of 40 bytes with an escape: read to its end and skipped */
-    REQUIRE((p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"x\\u0022xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1, \"shape\": [2], "
-                          "\"data_offsets\": [0, 8]}}", zeros, 8, &n)) != NULL);
+    REQUIRE(
+        (p = st_bytes("{\"a\": {\"dtype\": \"F32\", \"x\\u0022xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1, \"shape\": [2], "
+                      "\"data_offsets\": [0, 8]}}",
+                      zeros, 8, &n)) != NULL);
     CHECK_OK(tb_weights_open_memory(p, n, NULL, &w, &e), &e);
     tb_weights_free(w), w = NULL;
     free(p);
-    snprintf(json, sizeof json, "{\"a\": {\"dtype\": \"F32\", \"%s\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", esc);
+    snprintf(json, sizeof json,
+             "{\"a\": {\"dtype\": \"F32\", \"%s\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", esc);
     REQUIRE((p = st_bytes(json, zeros, 8, &n)) != NULL);
     CHECK(tb_weights_open_memory(p, n, NULL, &w, &e) == tb_err_malformed && !w && strstr(e.message, "twice"));
     free(p);
@@ -256,11 +277,12 @@ TEST(test_external_constants) {
     CHECK(((unsigned char *)buf)[10] == TB_FORMAT_VERSION_MINOR);
     CHECK_OK(tb_bundle_read_memory(buf, n, NULL, 0, &r, &e), &e);
     REQUIRE(r && tb_bundle_program(r));
-    if (getenv("TB_EXTERNAL_SEED")) CHECK_OK(tb_bundle_write_file(r, getenv("TB_EXTERNAL_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
+    if (getenv("TB_EXTERNAL_SEED"))
+        CHECK_OK(tb_bundle_write_file(r, getenv("TB_EXTERNAL_SEED"), 0, &e), &e); /* fuzz/make_corpus.sh */
     {
         const tb_program_constant *k = &tb_bundle_program(r)->constants[0];
-        CHECK(k->flags == TB_CONSTANT_EXTERNAL && !k->data && k->size == 8 && !strcmp(k->tensor, "model.w") && k->rank == 1 &&
-              k->shape[0] == 2 && k->crc32 == tb_crc32(0, w_data, 8));
+        CHECK(k->flags == TB_CONSTANT_EXTERNAL && !k->data && k->size == 8 && !strcmp(k->tensor, "model.w") &&
+              k->rank == 1 && k->shape[0] == 2 && k->crc32 == tb_crc32(0, w_data, 8));
         CHECK(tb_bundle_program(r)->constants[1].tensor == NULL);
     }
     CHECK(tb_program_read_constant(r, 0, 0, w, 8, &e) == tb_err_not_found && strstr(e.message, "model.w"));
@@ -273,12 +295,14 @@ TEST(test_external_constants) {
         void *buf3;
         make_external(&q2);
         swap = q2.k[0], q2.k[0] = q2.k[1], q2.k[1] = swap;
-        q2.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q2.ops[4][1] = op(TB_SPACE_CONSTANT, 0, 0), q2.ops[5][0] = op(TB_SPACE_CONSTANT, 0, 0);
+        q2.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q2.ops[4][1] = op(TB_SPACE_CONSTANT, 0, 0),
+        q2.ops[5][0] = op(TB_SPACE_CONSTANT, 0, 0);
         REQUIRE((b2 = bundle_with_record(&e)) != NULL);
         CHECK_OK(tb_bundle_set_program(b2, &q2.p, &e), &e);
         REQUIRE((buf3 = write_mem(b2, &n2, &e)) != NULL);
         CHECK_OK(tb_bundle_read_memory(buf3, n2, NULL, 0, &r2, &e), &e);
-        CHECK(r2 && (tb_bundle_program(r2)->constants[1].flags & TB_CONSTANT_EXTERNAL) && tb_bundle_program(r2)->constants[0].data);
+        CHECK(r2 && (tb_bundle_program(r2)->constants[1].flags & TB_CONSTANT_EXTERNAL) &&
+              tb_bundle_program(r2)->constants[0].data);
         tb_bundle_free(r2);
         tb_bundle_free(b2);
         free(buf3);
@@ -290,7 +314,8 @@ TEST(test_external_constants) {
     /* the same file saying 2.4: refused */
     ((unsigned char *)buf)[10] = 4;
     r = NULL;
-    CHECK(tb_bundle_read_memory(buf, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r && strstr(e.message, "2.5"));
+    CHECK(tb_bundle_read_memory(buf, n, NULL, TB_READ_NO_CHECKSUM, &r, &e) == tb_err_malformed && !r &&
+          strstr(e.message, "2.5"));
     free(buf);
     /* its rules */
 #define BROKEN(code, change) BROKEN_FROM(make_external, code, change)
@@ -356,13 +381,16 @@ TEST(test_model_weights_file) {
     memcpy(big + 1000, w_data, 8);
     snprintf(path, sizeof path, "build/test_weights.%d.safetensors", (int)getpid());
     /* "pad" first: model.w lies at data byte 4000 */
-    snprintf(json, sizeof json, "{\"pad\": {\"dtype\": \"F32\", \"shape\": [1000], \"data_offsets\": [0, 4000]}, \"model.w\": "
-             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4000, 4008]}, \"tail\": {\"dtype\": \"F32\", \"shape\": "
+    snprintf(json, sizeof json,
+             "{\"pad\": {\"dtype\": \"F32\", \"shape\": [1000], \"data_offsets\": [0, 4000]}, \"model.w\": "
+             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4000, 4008]}, \"tail\": {\"dtype\": \"F32\", "
+             "\"shape\": "
              "[998], \"data_offsets\": [4008, 8000]}}");
     REQUIRE(st_write(path, json, big, 8000));
     make_external(&q);
     REQUIRE((b = bundle_with_record(&e)) != NULL);
-    q.k[0].name = "big", q.k[0].tensor = "tail", q.k[0].shape[0] = 998, q.k[0].size = 3992; /* a constant of 63 pieces */
+    q.k[0].name = "big", q.k[0].tensor = "tail", q.k[0].shape[0] = 998,
+    q.k[0].size = 3992; /* a constant of 63 pieces */
     q.k[0].crc32 = tb_crc32(0, big + 1002, 3992);
     {
         tb_program_constant k3[3];
@@ -371,7 +399,8 @@ TEST(test_model_weights_file) {
         k3[1] = q.k[0];
         q.k[0] = k3[1], q.k[1] = k3[2];
         q.p.constants = k3, q.p.constant_count = 3;
-        q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0), q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
+        q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0),
+        q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
         CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
     }
     CHECK_OK(tb_bundle_set_property(b, "weights.file", "model.safetensors", &e), &e);
@@ -397,7 +426,9 @@ TEST(test_model_weights_file) {
         CHECK(z[0] == 1.0f && z[1] == 1.0f && z[2] == 1.5f && z[3] == 2.5f); /* w from the file */
         {
             float back[998];
-            CHECK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0] /* (the implementation is in this file) */, sizeof back, NULL, &e) == tb_ok);
+            CHECK(tb_model_copy_to_host(m, back,
+                                        (void *)(uintptr_t)m->const_addr[0] /* (the implementation is in this file) */,
+                                        sizeof back, NULL, &e) == tb_ok);
             CHECK(!memcmp(back, big + 1002, sizeof back));
         }
         CHECK(tb_model_upload_ms(m) >= 0);
@@ -427,9 +458,11 @@ TEST(test_model_weights_file) {
         tb_program_constant *k = (tb_program_constant *)&tb_bundle_program(b)->constants[1];
         const char *keep = k->tensor;
         k->tensor = "model.v";
-        CHECK(tb_model_load(&d, &m, &e) == tb_err_not_found && strstr(e.message, "model.v") && strstr(e.message, "\"w\""));
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_not_found && strstr(e.message, "model.v") &&
+              strstr(e.message, "\"w\""));
         k->tensor = keep, k->dtype = TB_DTYPE_INT32;
-        CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && strstr(e.message, "float32 [2]") && strstr(e.message, "int32 [2]"));
+        CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && strstr(e.message, "float32 [2]") &&
+              strstr(e.message, "int32 [2]"));
         k->dtype = TB_DTYPE_FLOAT32, k->shape[0] = 1, k->rank = 2, k->shape[1] = 2;
         CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && strstr(e.message, "[1, 2]"));
         k->rank = 1, k->shape[0] = 2, k->crc32 ^= 1;
@@ -507,7 +540,8 @@ TEST(test_model_weights_verify_upload) {
     for (n = 0; n < 1000; n++) data[n] = (float)n;
     memcpy(data, w_data, 8);
     snprintf(path, sizeof path, "build/test_weights_rw.%d.safetensors", (int)getpid());
-    snprintf(json, sizeof json, "{\"model.w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"tail\": "
+    snprintf(json, sizeof json,
+             "{\"model.w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"tail\": "
              "{\"dtype\": \"F32\", \"shape\": [998], \"data_offsets\": [8, 4000]}}");
     REQUIRE((head = st_bytes(json, data, sizeof data, &n)) != NULL);
     free(head);
@@ -518,7 +552,8 @@ TEST(test_model_weights_verify_upload) {
     k3[0].name = "big", k3[0].tensor = "tail", k3[0].shape[0] = 998, k3[0].size = 3992;
     k3[0].crc32 = tb_crc32(0, data + 2, 3992);
     q.p.constants = k3, q.p.constant_count = 3;
-    q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0), q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
+    q.ops[3][1] = op(TB_SPACE_CONSTANT, 1, 0), q.ops[4][1] = op(TB_SPACE_CONSTANT, 2, 0),
+    q.ops[5][0] = op(TB_SPACE_CONSTANT, 2, 0);
     CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
     fake.set_params(sizes, 3);
     for (way = 0; way < 2; way++)
@@ -533,11 +568,13 @@ TEST(test_model_weights_verify_upload) {
             fake.on_alloc(rewrite_file, &rw);
             if (verify) {
                 CHECK(tb_model_load(&d, &m, &e) == tb_err_checksum && !m);
-                CHECK(strstr(e.message, "\"big\"") && strstr(e.message, "\"tail\"") && strstr(e.message, "changed during the load"));
+                CHECK(strstr(e.message, "\"big\"") && strstr(e.message, "\"tail\"") &&
+                      strstr(e.message, "changed during the load"));
             } else {
                 CHECK_OK(tb_model_load(&d, &m, &e), &e);
                 REQUIRE(m);
-                CHECK_OK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], sizeof back, NULL, &e), &e);
+                CHECK_OK(tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], sizeof back, NULL, &e),
+                         &e);
                 CHECK(back[498] == -1.0f && back[497] == 499.0f && back[499] == 501.0f); /* the bytes it read */
                 tb_model_free(m);
                 m = NULL;
@@ -567,9 +604,10 @@ TEST(test_weights_past_4gib) {
     NEED_FAKE();
     if (sizeof(off_t) < 8) SKIP("32-bit off_t");
     snprintf(path, sizeof path, "build/test_weights_big.%d.safetensors", (int)getpid());
-    snprintf(json, sizeof json, "{\"pad\": {\"dtype\": \"U8\", \"shape\": [%llu], \"data_offsets\": [0, %llu]}, \"model.w\": "
-             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [%llu, %llu]}}", (unsigned long long)pad,
-             (unsigned long long)pad, (unsigned long long)pad, (unsigned long long)pad + 8);
+    snprintf(json, sizeof json,
+             "{\"pad\": {\"dtype\": \"U8\", \"shape\": [%llu], \"data_offsets\": [0, %llu]}, \"model.w\": "
+             "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [%llu, %llu]}}",
+             (unsigned long long)pad, (unsigned long long)pad, (unsigned long long)pad, (unsigned long long)pad + 8);
     REQUIRE((head = st_bytes(json, NULL, 0, &n)) != NULL);
     data_at = n;
     fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
@@ -632,7 +670,8 @@ static int staged_load(const tb_model_desc *d, const unsigned char *bytes, size_
     tb_model *m = NULL;
     unsigned char *back = (unsigned char *)malloc(n);
     int ok = back && tb_model_load(d, &m, e) == tb_ok && m &&
-             tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], n, NULL, e) == tb_ok && !memcmp(back, bytes, n);
+             tb_model_copy_to_host(m, back, (void *)(uintptr_t)m->const_addr[0], n, NULL, e) == tb_ok &&
+             !memcmp(back, bytes, n);
     if (m && t) tb_model_load_times(m, t);
     tb_model_free(m);
     free(back);
@@ -703,8 +742,9 @@ TEST(test_model_staging_area) {
         uint64_t dv;
         ok = staged_load(&d, bytes, sizeof bytes, &t, &e);
         fake.memory(&dv, &pin, &peak, &calls);
-        ok = ok && dv == dev0 && pin == 0 && peak == 768 && calls == 1 && t.pinned && !t.reused && t.staging_bytes == 768 &&
-             t.upload_bytes == sizeof bytes && t.threads >= 1 && t.threads <= 4 && t.upload_ms >= t.pin_ms;
+        ok = ok && dv == dev0 && pin == 0 && peak == 768 && calls == 1 && t.pinned && !t.reused &&
+             t.staging_bytes == 768 && t.upload_bytes == sizeof bytes && t.threads >= 1 && t.threads <= 4 &&
+             t.upload_ms >= t.pin_ms;
         if (!ok) printf("    load %d: %s; device %llu (%llu before), pinned %llu, peak %llu, %llu pins\n", i, e.message,
                         (unsigned long long)dv, (unsigned long long)dev0, (unsigned long long)pin,
                         (unsigned long long)peak, (unsigned long long)calls);
@@ -772,8 +812,9 @@ TEST(test_model_staging_area) {
             CHECK(j[0].ok && j[1].ok);
             fake.memory(&dev0, &pin, &peak, &calls);
             CHECK(pin == 0 && peak <= (two ? 2u : 1u) * 768 && calls >= 1);
-            if (peak > (two ? 2u : 1u) * 768) printf("    %s: peak %llu pinned bytes\n", two ? "two contexts" : "one context",
-                                                     (unsigned long long)peak);
+            if (peak > (two ? 2u : 1u) * 768)
+                printf("    %s: peak %llu pinned bytes\n", two ? "two contexts" : "one context",
+                       (unsigned long long)peak);
         }
     }
     unlink(path);

@@ -150,11 +150,15 @@ static TB_TEST_UNUSED uint32_t u_le16(const unsigned char *p) { return (uint32_t
 static TB_TEST_UNUSED uint32_t u_le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static TB_TEST_UNUSED uint64_t u_le64(const unsigned char *p) { return (uint64_t)u_le32(p) | (uint64_t)u_le32(p + 4) << 32; }
+static TB_TEST_UNUSED uint64_t u_le64(const unsigned char *p) {
+    return (uint64_t)u_le32(p) | (uint64_t)u_le32(p + 4) << 32;
+}
 
 /* A bundle damaged by hand gets a valid checksum again, so that the reader
    reaches the damage. */
-static TB_TEST_UNUSED void reseal(unsigned char *buf, size_t size) { u_put64(buf + size - 8, tb_bundle_checksum(buf, size - 8)); }
+static TB_TEST_UNUSED void reseal(unsigned char *buf, size_t size) {
+    u_put64(buf + size - 8, tb_bundle_checksum(buf, size - 8));
+}
 
 /* One 40 MiB kernel (two files) referencing *blob_out: large enough for the
    threaded checksum. */
@@ -167,7 +171,8 @@ static TB_TEST_UNUSED tb_bundle *big_bundle(unsigned char **blob_out) {
     if (!blob) return NULL;
     for (i = 0; i < n; i++) blob[i] = (unsigned char)((uint32_t)i * 2654435761u >> 13);
     if (tb_bundle_create(NULL, &b, &e) != tb_ok) return NULL;
-    if (tb_bundle_add_kernel(b, "BIG", 0, &k, &e) || tb_bundle_add_artifact(b, k, "a.cubin", blob, n - 12345, TB_REFERENCE, &e) ||
+    if (tb_bundle_add_kernel(b, "BIG", 0, &k, &e) ||
+        tb_bundle_add_artifact(b, k, "a.cubin", blob, n - 12345, TB_REFERENCE, &e) ||
         tb_bundle_add_artifact(b, k, "b.bin", blob + 7, 12345, TB_REFERENCE, &e)) {
         tb_bundle_free(b);
         free(blob);
