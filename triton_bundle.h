@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.6.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.7.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -455,6 +455,18 @@
    tensors too. New: TB_EMIT_STOP_ON_ERROR, TB_MAX_INSTANCE_CACHE,
    tb_weights_path_beside.
 
+   CHANGES IN 2.7 (from 2.6; additions, no call changes; format 2.6)
+   New: tb_model_execute with tb_run_desc (the four tb_model_run* calls
+   wrap it) and TB_RUN_NO_GRAPH; tb_grid_text (a grid program back to
+   tb_grid_parse's syntax); tb_model_load_times with tb_model_times (each
+   phase of a load); tb_model_desc.pinned_staging_bytes (the most host
+   memory an upload pins: one staging area a process, reused by later
+   loads, freed with the last model that used it). Sections: >>symbols
+   (out of >>program), >>upload and >>device (out of >>runner); bundle
+   properties in >>model. Readers of an upload: at most 12 by default.
+   Without GCC or Clang atomics a kernel-table lookup no longer returns a
+   NULL kernel.
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -487,9 +499,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 6
+#define TB_VERSION_MINOR 7
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.6.0"
+#define TB_VERSION_STRING "2.7.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 
