@@ -92,13 +92,13 @@
      >>core      results, errors, options; allocation, logging, strings, sorting,
                  threads, atomics
      >>arena     (implementation only) a bundle's strings and copied bytes
+     >>args      argument codes and their conversion to kernel parameters
+     >>grid      grid rules: the language, tb_grid_compute, plans, expressions
      >>model     bundles, kernels, records, names: the data model and its arrays
      >>format    the binary format: the block checksum, the one writer, the reader
      >>fs        bundle files; collect, pack and emit of Triton caches
      >>parsers   Triton's metadata JSON, the tt.func line, the autotune choices text
-     >>args      argument codes and their conversion to kernel parameters
      >>derive    launch records derived from a cache entry's own files
-     >>grid      grid rules: the language, tb_grid_compute, plans, expressions
      >>program   programs: dtypes, tensor specs, the one checker, section 5
      >>symbols   shapes that vary: symbols, expressions, bind, specialize
      >>weights   safetensors weights files: the header checked, tensors by name
@@ -116,6 +116,14 @@
    API AT A GLANCE (every fallible call returns tb_result, tb_ok == 0)
      >>core      tb_result_string, tb_version; tb_error (code, message, kernel,
                  file, offset, errno, CUresult)
+     >>args      tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
+                 tb_arg_code_size, tb_arg_code_from_triton_type,
+                 tb_arg_types_from_signature (Triton's signature to codes),
+                 tb_fp16_from_double, tb_fp16_to_double, tb_bf16_from_double,
+                 tb_bf16_to_double
+     >>grid      tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count,
+                 grid[3], &err), tb_grid_parse (a Python-syntax expression to a
+                 rule's program), tb_grid_text (a program back to text)
      >>model     tb_bundle_create, tb_bundle_free, tb_bundle_add_kernel,
                  tb_bundle_add_artifact, tb_bundle_add_launch_record,
                  tb_bundle_kernel_count, tb_bundle_kernel, tb_bundle_find_kernel,
@@ -123,7 +131,8 @@
                  tb_bundle_launch_record, tb_bundle_storage, tb_bundle_names,
                  tb_names_free; tb_bundle_property, tb_bundle_property_count,
                  tb_bundle_property_at, tb_bundle_set_property (key/value
-                 strings, 2.4)
+                 strings, 2.4); grid rules in a bundle: tb_bundle_set_grid_rule,
+                 tb_bundle_add_grid_rule ("KERNEL=EXPR,...")
      >>format    tb_bundle_write_file, tb_bundle_write_memory,
                  tb_bundle_write_callback, tb_bundle_read_file (mapped, read with
                  pread), tb_bundle_read_memory (a view or a copy),
@@ -134,17 +143,7 @@
                  PyTorch's bundler lifecycle: tb_bundler_begin, tb_bundler_put,
                  tb_bundler_put_launch_record, tb_bundler_collect, tb_bundler_end
      >>parsers   tb_parse_metadata_json, tb_parse_ttfunc
-     >>args      tb_arg_i/_u/_f/_p, tb_tensor_desc (TMA), tb_arg_convert,
-                 tb_arg_code_size, tb_arg_code_from_triton_type,
-                 tb_arg_types_from_signature (Triton's signature to codes),
-                 tb_fp16_from_double, tb_fp16_to_double, tb_bf16_from_double,
-                 tb_bf16_to_double
      >>derive    tb_bundle_derive_launch_records
-     >>grid      tb_grid_compute(config, args, arg_count, grid_args, grid_arg_count,
-                 grid[3], &err), tb_grid_parse (a Python-syntax expression to a
-                 rule's program), tb_grid_text (a program back to text),
-                 tb_bundle_set_grid_rule, tb_bundle_add_grid_rule
-                 ("KERNEL=EXPR,...")
      >>program   tb_bundle_program, tb_bundle_program_count,
                  tb_bundle_program_at, tb_bundle_find_program,
                  tb_bundle_set_program, tb_bundle_add_program (checked,
@@ -463,7 +462,11 @@
    memory an upload pins: one staging area a process, reused by later
    loads, freed with the last model that used it). Sections: >>symbols
    (out of >>program), >>upload and >>device (out of >>runner); bundle
-   properties in >>model. Readers of an upload: at most 12 by default.
+   properties and the bundle's grid rules (tb_bundle_set_grid_rule,
+   tb_bundle_add_grid_rule) in >>model; >>args and >>grid before >>model,
+   tb_grid_op and tb_grid_rule declared in >>grid (tb_bundle,
+   tb_config_param and tb_launch_config typedef'd there, defined in
+   >>model: source that names them builds unchanged). Readers of an upload: at most 12 by default.
    Without GCC or Clang atomics a kernel-table lookup no longer returns a
    NULL kernel.
 
@@ -636,6 +639,132 @@ typedef struct tb_options {
 } tb_options;
 
 /* ======================================================================
+   >>args  Arguments: codes and conversions
+   ====================================================================== */
+/* Triton signature type ("*fp32", "i32", "u1", "bf16", "constexpr", ...) to
+   an argument code; *code = 0 for constexpr (dropped). TMA descriptors and
+   tensordesc<...> are refused with tb_err_unsupported_type. */
+TBDEF tb_result tb_arg_code_from_triton_type(const char *type, char *code, tb_error *err);
+/* A whole signature to a NUL-terminated code string. */
+TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out,
+                                            size_t out_capacity, tb_error *err);
+/* Bytes the code occupies as a kernel parameter; 0 for an unknown code. */
+TBDEF uint32_t tb_arg_code_size(char code);
+/* One 8-byte argument slot, converted at launch to the parameter's type:
+   integers from .i/.u, floats from .f, pointers from .p. */
+typedef union tb_arg {
+    int64_t i;
+    uint64_t u;
+    double f;
+    void *p;
+} tb_arg;
+
+static inline tb_arg tb_arg_i(int64_t v) { tb_arg a; a.i = v; return a; }
+static inline tb_arg tb_arg_u(uint64_t v) { tb_arg a; a.u = v; return a; }
+static inline tb_arg tb_arg_f(double v) { tb_arg a; a.f = v; return a; }
+static inline tb_arg tb_arg_p(const void *v) { tb_arg a; a.u = (uint64_t)(uintptr_t)v; return a; }
+
+/* fp16: round to nearest even, straight from double (as PyFloat_Pack2).
+   bf16: as Triton's launcher: double -> float (nearest even), then the top
+   16 bits (truncation). */
+TBDEF uint16_t tb_fp16_from_double(double value);
+TBDEF uint16_t tb_bf16_from_double(double value);
+TBDEF double tb_fp16_to_double(uint16_t bits);
+TBDEF double tb_bf16_to_double(uint16_t bits);
+/* Converts one argument to its parameter bytes (little-endian, in the low
+   bytes of *slot). checked: range errors for narrowing. */
+TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
+/* ======================================================================
+   >>grid  Grid rules: the language, evaluation and expressions
+   ====================================================================== */
+/* The model's types that grid rules name (defined in >>model): */
+typedef struct tb_bundle tb_bundle;
+typedef struct tb_config_param tb_config_param;
+typedef struct tb_launch_config tb_launch_config;
+/* Grid rules (format 2.2): how a config's grid follows from a launch's
+   arguments, so that a runtime can launch a kernel by name with its
+   arguments alone (TB_LAUNCH_GRID_AUTO). One small program per dimension
+   (tb_grid_rule, tb_grid_op: >>model), in postfix order over 64-bit signed
+   integers: operands push a value, operators pop two (NEG: one) and push
+   one. Division and modulo are Python's (floor), as Inductor's and
+   Triton's grid expressions are written; an overflow, a division by zero
+   or a grid out of CUDA's range is an error, never a wrong launch. Records
+   that the Python companion exports carry them; records derived from a
+   bare cache do not. A program's expressions (2.6, >>program) are the
+   same language over CONST, SYM and the operators. The implementation's
+   TB__GRID_OPS table is the one list of the operations: each one's name,
+   its spelling in a grid expression and the values it pops. */
+#define TB_GRID_CONST 1u     /* push value */
+#define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
+#define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
+#define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
+#define TB_GRID_SYM 5u       /* (2.6) push the program's symbol `index`: program expressions only, never a grid rule */
+#define TB_GRID_ADD 16u
+#define TB_GRID_SUB 17u
+#define TB_GRID_MUL 18u
+#define TB_GRID_FLOORDIV 19u /* a // b, rounding toward minus infinity */
+#define TB_GRID_CEILDIV 20u  /* ceil(a / b): triton.cdiv, Inductor's -(a // -b) */
+#define TB_GRID_MOD 21u      /* a % b, the sign of b */
+#define TB_GRID_MIN 22u
+#define TB_GRID_MAX 23u
+#define TB_GRID_NEG 24u
+#ifndef TB_MAX_GRID_OPS
+#define TB_MAX_GRID_OPS 64u      /* per dimension */
+#endif
+#define TB_GRID_STACK 16u        /* deepest stack a program may reach */
+#define TB_MAX_GRID_EXTRA 8u     /* grid_args a rule may read */
+/* Grid rules (format 2.2): a config's grid from a launch's arguments, one
+   program per dimension in the grid language (the operations TB_GRID_*,
+   the limits and the language: >>grid). */
+typedef struct tb_grid_op {
+    uint32_t op;                 /* TB_GRID_* (>>grid) */
+    uint32_t index;              /* ARG, PARAM, EXTRA: which; else 0 */
+    int64_t value;               /* CONST: the value; else 0 */
+} tb_grid_op;
+typedef struct tb_grid_rule {
+    uint32_t op_count[3];        /* x, y, z: each 1..TB_MAX_GRID_OPS */
+    const tb_grid_op *ops[3];
+} tb_grid_rule;
+/* The grid config's rule gives for these launch arguments (arg_count =
+   strlen(config->arg_types)) and grid_args (Inductor's fixed grids pass
+   theirs: the EXTRA operands). tb_err_not_found: the config has no rule;
+   tb_err_arg_range: an overflow, a division by zero, a missing grid_arg,
+   or a grid past CUDA's limits (x < 2^31, y and z < 65536). */
+TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *args, uint32_t arg_count,
+                                const int64_t *grid_args, uint32_t grid_arg_count, uint32_t grid[3],
+                                tb_error *err);
+/* Compiles one grid expression in Python's syntax, as the Python companion
+   writes them: integer literals, names, + - * // %, unary minus,
+   parentheses, cdiv (or triton.cdiv, ceildiv), min, max, int() and
+   meta['NAME']. A name is the argument of that name (arg_names[i]), else
+   the param of that name (a constexpr the config records; one a bare cache
+   inlined is written as its value). Constant parts are folded as the
+   Python companion folds them, so both give one program for one string.
+   The grammar is a strict subset of Python's: integers within int64
+   (-9223372036854775808 is INT64_MIN), no trailing commas, comments,
+   bools or line breaks; 64 levels of nesting at most. ops holds
+   TB_MAX_GRID_OPS; tb_err_parse names the column. */
+TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
+                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops,
+                              uint32_t *op_count, tb_error *err);
+/* tb_grid_parse's inverse, for people and tools (tbundle list): a
+   program as one infix expression, written into buf (cap bytes, always
+   NUL-terminated when cap > 0, cut short if it does not fit; buf may be
+   NULL when cap is 0); returns the text's full length, as snprintf does.
+   Operands: CONST its value, ARG arg_names[index] ("argN" without one),
+   PARAM params[index].name ("paramN" without one), EXTRA grid_args[N],
+   SYM symN; operators as the grid language writes them: (a + b), (a - b),
+   (a * b), (a // b), (a % b), cdiv(a, b), min(a, b), max(a, b), -(a).
+   Given the names it was parsed with (identifiers), the text of a program
+   tb_grid_parse gave parses back to that program, unless its parentheses
+   nest past the parser's 64 levels (each operator adds one, a NEG two).
+   ops that are no program of the language (none, an op this version does
+   not know, an operator with an index or a value, a short stack or one
+   past TB_GRID_STACK, other than one value left) give "?". */
+TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t op_count, const char *const *arg_names, uint32_t arg_count,
+                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap);
+
+/* ======================================================================
    >>model  Data model: bundles, kernels, records, names
    ====================================================================== */
 /* One file of a kernel directory. data is 16-byte aligned when it comes
@@ -660,10 +789,10 @@ typedef struct tb_scratch {
     uint32_t present;   /* 1: the kernel takes this scratch pointer parameter */
 } tb_scratch;
 
-typedef struct tb_config_param {
+struct tb_config_param {  /* (typedef: >>grid) */
     const char *name;   /* e.g. "XBLOCK" */
     int64_t value;
-} tb_config_param;
+};
 
 /* Config flags (tb_launch_config.flags), a field of their own: launch
    flags (tb_launch_params.flags) are TB_LAUNCH_*. */
@@ -708,18 +837,6 @@ typedef struct tb_tensor_desc {
     int padding_nan;             /* 1: reads out of bounds give NaN (padding="nan"), 0: zero */
 } tb_tensor_desc;
 
-/* Grid rules (format 2.2): a config's grid from a launch's arguments, one
-   program per dimension in the grid language (the operations TB_GRID_*,
-   the limits and the language: >>grid). */
-typedef struct tb_grid_op {
-    uint32_t op;                 /* TB_GRID_* (>>grid) */
-    uint32_t index;              /* ARG, PARAM, EXTRA: which; else 0 */
-    int64_t value;               /* CONST: the value; else 0 */
-} tb_grid_op;
-typedef struct tb_grid_rule {
-    uint32_t op_count[3];        /* x, y, z: each 1..TB_MAX_GRID_OPS */
-    const tb_grid_op *ops[3];
-} tb_grid_rule;
 
 /* What a caller of a record should know beyond the configs (format 2.2,
    from the exporter): the launch arguments' names, and which ones the
@@ -746,7 +863,7 @@ typedef struct tb_call_info {
    sees the cubin's 1-byte parameter and passes a bool there.
    arg_divisibility, when not empty, is as long as arg_types: '1' where the
    cubin assumes the argument divisible by 16 (16-byte aligned pointer). */
-typedef struct tb_launch_config {
+struct tb_launch_config { /* (typedef: >>grid) */
     const char *kernel_hash;     /* ties the config to a tb_kernel */
     const char *function_name;   /* symbol in the cubin */
     const char *binary_name;     /* artifact name, e.g. "tb_add.cubin" */
@@ -764,7 +881,7 @@ typedef struct tb_launch_config {
     uint32_t tensordesc_count;   /* one per 'T' in arg_types, in order */
     const tb_tensordesc_meta *tensordescs;
     const tb_grid_rule *grid;    /* NULL: no rule; the caller gives the grid (2.2) */
-} tb_launch_config;
+};
 
 /* PyTorch's StaticallyLaunchedAutotuner: a cache key, a kernel name and
    one or more compiled configs. */
@@ -776,7 +893,6 @@ typedef struct tb_launch_record {
     const tb_call_info *call;    /* NULL: none (2.2) */
 } tb_launch_record;
 
-typedef struct tb_bundle tb_bundle;
 
 typedef enum tb_ownership { TB_COPY = 0, TB_REFERENCE = 1 } tb_ownership;
 typedef enum tb_storage {
@@ -835,6 +951,19 @@ TBDEF const char *tb_bundle_property_at(const tb_bundle *bundle, uint32_t index,
 /* Sets key to value (a copy of each; value NULL removes the key). */
 TBDEF tb_result tb_bundle_set_property(tb_bundle *bundle, const char *key, const char *value, tb_error *err);
 
+
+/* Gives config `config` of record `record` (TB_ALL_CONFIGS: every config)
+   the grid rule, checked against each config and copied into the bundle
+   (NULL removes it). */
+#define TB_ALL_CONFIGS 0xFFFFFFFFu
+TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *bundle, uint32_t record, uint32_t config, const tb_grid_rule *rule,
+                                        tb_error *err);
+/* spec "KERNEL=EXPR[,EXPR[,EXPR]]" (y and z default to 1): the rule for
+   every record whose kernel name is KERNEL, or the one whose cache key is
+   (to pick one specialization). Names are the record's call info
+   arguments, else those its kernel's IR records (loc("n")).
+   tbundle pack --grid uses it. tb_err_not_found if no record matches. */
+TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uint32_t *records_changed, tb_error *err);
 
 /* ======================================================================
    >>format  Format: the checksum, the writer and the reader
@@ -1080,134 +1209,12 @@ TBDEF tb_result tb_parse_ttfunc(const char *text, size_t size, const char *funct
                                 tb_error *err);
 
 /* ======================================================================
-   >>args  Arguments: codes and conversions
-   ====================================================================== */
-/* Triton signature type ("*fp32", "i32", "u1", "bf16", "constexpr", ...) to
-   an argument code; *code = 0 for constexpr (dropped). TMA descriptors and
-   tensordesc<...> are refused with tb_err_unsupported_type. */
-TBDEF tb_result tb_arg_code_from_triton_type(const char *type, char *code, tb_error *err);
-/* A whole signature to a NUL-terminated code string. */
-TBDEF tb_result tb_arg_types_from_signature(const char *const *types, size_t count, char *out,
-                                            size_t out_capacity, tb_error *err);
-/* Bytes the code occupies as a kernel parameter; 0 for an unknown code. */
-TBDEF uint32_t tb_arg_code_size(char code);
-/* One 8-byte argument slot, converted at launch to the parameter's type:
-   integers from .i/.u, floats from .f, pointers from .p. */
-typedef union tb_arg {
-    int64_t i;
-    uint64_t u;
-    double f;
-    void *p;
-} tb_arg;
-
-static inline tb_arg tb_arg_i(int64_t v) { tb_arg a; a.i = v; return a; }
-static inline tb_arg tb_arg_u(uint64_t v) { tb_arg a; a.u = v; return a; }
-static inline tb_arg tb_arg_f(double v) { tb_arg a; a.f = v; return a; }
-static inline tb_arg tb_arg_p(const void *v) { tb_arg a; a.u = (uint64_t)(uintptr_t)v; return a; }
-
-/* fp16: round to nearest even, straight from double (as PyFloat_Pack2).
-   bf16: as Triton's launcher: double -> float (nearest even), then the top
-   16 bits (truncation). */
-TBDEF uint16_t tb_fp16_from_double(double value);
-TBDEF uint16_t tb_bf16_from_double(double value);
-TBDEF double tb_fp16_to_double(uint16_t bits);
-TBDEF double tb_bf16_to_double(uint16_t bits);
-/* Converts one argument to its parameter bytes (little-endian, in the low
-   bytes of *slot). checked: range errors for narrowing. */
-TBDEF tb_result tb_arg_convert(char code, tb_arg value, int checked, tb_arg *slot, tb_error *err);
-/* ======================================================================
    >>derive  Derive: launch records from a kernel's own files
    ====================================================================== */
 /* Adds one record per kernel that has NAME.cubin, NAME.json and a tt.func
    line in NAME.source or NAME.ttir: cache key = hash, kernel name = NAME.
    Kernels that already have a record (by hash) are left alone. */
 TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *bundle, tb_error *err);
-
-/* ======================================================================
-   >>grid  Grid rules: the language, evaluation and expressions
-   ====================================================================== */
-/* Grid rules (format 2.2): how a config's grid follows from a launch's
-   arguments, so that a runtime can launch a kernel by name with its
-   arguments alone (TB_LAUNCH_GRID_AUTO). One small program per dimension
-   (tb_grid_rule, tb_grid_op: >>model), in postfix order over 64-bit signed
-   integers: operands push a value, operators pop two (NEG: one) and push
-   one. Division and modulo are Python's (floor), as Inductor's and
-   Triton's grid expressions are written; an overflow, a division by zero
-   or a grid out of CUDA's range is an error, never a wrong launch. Records
-   that the Python companion exports carry them; records derived from a
-   bare cache do not. A program's expressions (2.6, >>program) are the
-   same language over CONST, SYM and the operators. The implementation's
-   TB__GRID_OPS table is the one list of the operations: each one's name,
-   its spelling in a grid expression and the values it pops. */
-#define TB_GRID_CONST 1u     /* push value */
-#define TB_GRID_ARG 2u       /* push launch argument `index` (an integer or bool code) */
-#define TB_GRID_PARAM 3u     /* push the config's param `index` (a constexpr such as XBLOCK) */
-#define TB_GRID_EXTRA 4u     /* push tb_launch_params.grid_args[index] (Inductor's _grid_0...) */
-#define TB_GRID_SYM 5u       /* (2.6) push the program's symbol `index`: program expressions only, never a grid rule */
-#define TB_GRID_ADD 16u
-#define TB_GRID_SUB 17u
-#define TB_GRID_MUL 18u
-#define TB_GRID_FLOORDIV 19u /* a // b, rounding toward minus infinity */
-#define TB_GRID_CEILDIV 20u  /* ceil(a / b): triton.cdiv, Inductor's -(a // -b) */
-#define TB_GRID_MOD 21u      /* a % b, the sign of b */
-#define TB_GRID_MIN 22u
-#define TB_GRID_MAX 23u
-#define TB_GRID_NEG 24u
-#ifndef TB_MAX_GRID_OPS
-#define TB_MAX_GRID_OPS 64u      /* per dimension */
-#endif
-#define TB_GRID_STACK 16u        /* deepest stack a program may reach */
-#define TB_MAX_GRID_EXTRA 8u     /* grid_args a rule may read */
-/* The grid config's rule gives for these launch arguments (arg_count =
-   strlen(config->arg_types)) and grid_args (Inductor's fixed grids pass
-   theirs: the EXTRA operands). tb_err_not_found: the config has no rule;
-   tb_err_arg_range: an overflow, a division by zero, a missing grid_arg,
-   or a grid past CUDA's limits (x < 2^31, y and z < 65536). */
-TBDEF tb_result tb_grid_compute(const tb_launch_config *config, const tb_arg *args, uint32_t arg_count,
-                                const int64_t *grid_args, uint32_t grid_arg_count, uint32_t grid[3],
-                                tb_error *err);
-/* Compiles one grid expression in Python's syntax, as the Python companion
-   writes them: integer literals, names, + - * // %, unary minus,
-   parentheses, cdiv (or triton.cdiv, ceildiv), min, max, int() and
-   meta['NAME']. A name is the argument of that name (arg_names[i]), else
-   the param of that name (a constexpr the config records; one a bare cache
-   inlined is written as its value). Constant parts are folded as the
-   Python companion folds them, so both give one program for one string.
-   The grammar is a strict subset of Python's: integers within int64
-   (-9223372036854775808 is INT64_MIN), no trailing commas, comments,
-   bools or line breaks; 64 levels of nesting at most. ops holds
-   TB_MAX_GRID_OPS; tb_err_parse names the column. */
-TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
-                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops,
-                              uint32_t *op_count, tb_error *err);
-/* tb_grid_parse's inverse, for people and tools (tbundle list): a
-   program as one infix expression, written into buf (cap bytes, always
-   NUL-terminated when cap > 0, cut short if it does not fit; buf may be
-   NULL when cap is 0); returns the text's full length, as snprintf does.
-   Operands: CONST its value, ARG arg_names[index] ("argN" without one),
-   PARAM params[index].name ("paramN" without one), EXTRA grid_args[N],
-   SYM symN; operators as the grid language writes them: (a + b), (a - b),
-   (a * b), (a // b), (a % b), cdiv(a, b), min(a, b), max(a, b), -(a).
-   Given the names it was parsed with (identifiers), the text of a program
-   tb_grid_parse gave parses back to that program, unless its parentheses
-   nest past the parser's 64 levels (each operator adds one, a NEG two).
-   ops that are no program of the language (none, an op this version does
-   not know, an operator with an index or a value, a short stack or one
-   past TB_GRID_STACK, other than one value left) give "?". */
-TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t op_count, const char *const *arg_names, uint32_t arg_count,
-                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap);
-/* Gives config `config` of record `record` (TB_ALL_CONFIGS: every config)
-   the grid rule, checked against each config and copied into the bundle
-   (NULL removes it). */
-#define TB_ALL_CONFIGS 0xFFFFFFFFu
-TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *bundle, uint32_t record, uint32_t config, const tb_grid_rule *rule,
-                                        tb_error *err);
-/* spec "KERNEL=EXPR[,EXPR[,EXPR]]" (y and z default to 1): the rule for
-   every record whose kernel name is KERNEL, or the one whose cache key is
-   (to pick one specialization). Names are the record's call info
-   arguments, else those its kernel's IR records (loc("n")).
-   tbundle pack --grid uses it. tb_err_not_found if no record matches. */
-TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *bundle, const char *spec, uint32_t *records_changed, tb_error *err);
 
 /* ======================================================================
    >>program  Program: a whole compiled model (format 2.3)
@@ -2616,6 +2623,954 @@ static void tb__arena_free(const tb__ctx *c, tb__arena *ar) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* >>args  Arguments: codes and conversions */
+/* What each argument code passes to the kernel.                         */
+/* ---------------------------------------------------------------------- */
+TBDEF uint16_t tb_fp16_from_double(double d) {
+    uint64_t bits, m, q, rem, half;
+    uint16_t sign;
+    int exp, e, shift;
+    memcpy(&bits, &d, 8);
+    sign = (uint16_t)((bits >> 48) & 0x8000u);
+    exp = (int)((bits >> 52) & 0x7ff);
+    m = bits & 0xFFFFFFFFFFFFFULL;
+    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0u));
+    if (exp == 0) return sign; /* double subnormals are far below fp16's range */
+    m |= (uint64_t)1 << 52;
+    e = exp - 1023 + 15;
+    shift = e >= 1 ? 42 : 42 + (1 - e);
+    if (shift > 63) return sign;
+    q = m >> shift;
+    rem = m & (((uint64_t)1 << shift) - 1);
+    half = (uint64_t)1 << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    if (e < 1) return (uint16_t)(sign | q); /* subnormal, or rounded up to the smallest normal */
+    if (q == 0x800) {
+        q >>= 1;
+        e++;
+    }
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    return (uint16_t)(sign | ((unsigned)e << 10) | (q & 0x3ffu));
+}
+
+TBDEF uint16_t tb_bf16_from_double(double d) {
+    float f = (float)d;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+TBDEF double tb_fp16_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, s;
+    double m = h & 0x3ff, v, scale = 1.0;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else if (e == 0) v = m / 16777216.0;
+    else {
+        for (s = e - 25; s > 0; s--) scale *= 2.0;
+        for (s = e - 25; s < 0; s++) scale *= 0.5;
+        v = (m + 1024.0) * scale;
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
+TBDEF double tb_bf16_to_double(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Converts without range checks; writes the parameter's bytes at the
+   start of the slot, in host order. */
+/* The low `bytes` bytes of u as that width's integer, in host order. */
+static void tb__store(tb_arg *slot, uint64_t u, uint32_t bytes) {
+    switch (bytes) {
+    case 1: { uint8_t x = (uint8_t)u; memcpy(slot, &x, 1); break; }
+    case 2: { uint16_t x = (uint16_t)u; memcpy(slot, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)u; memcpy(slot, &x, 4); break; }
+    default: slot->u = u; break;
+    }
+}
+static TB__HOT void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
+    switch (code) {
+    case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
+    case 'e': tb__store(slot, tb_fp16_from_double(v.f), 2); break;
+    case 'y': tb__store(slot, tb_bf16_from_double(v.f), 2); break;
+    default: *slot = v; break; /* d: the double's 8 bytes */
+    }
+}
+static TB__HOT void tb__convert(char code, tb_arg v, tb_arg *slot) {
+    slot->u = 0;
+    switch (code) { /* the code table as a switch: each case's kind and width are constants */
+#define TB__X(c, bytes, kind, triton, triton2, mlir)                                                                   \
+    case c:                                                                                                            \
+        if (kind == TB__KIND_FLOAT)                                                                                    \
+            tb__convert_float(c, v, slot);                                                                             \
+        else                                                                                                           \
+            tb__store(slot, kind == TB__KIND_BOOL ? (uint64_t)(v.u != 0) : v.u,                                        \
+                      bytes); /* bools: what the grid reads */                                                         \
+        break;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
+    default: *slot = v; break;
+    }
+}
+
+static double tb__fabs(double x) { return x < 0 ? -x : x; }
+
+/* Checked mode's ranges. Never narrower than Triton 3.6's launcher (which
+   parses i8 with Python's "b", 0..255; u8/u16/u32/u64 with "B"/"H"/"I"/"K",
+   any integer, masked), never wider than the parameter's bits can hold: an
+   N-bit integer takes its signed or its unsigned reading, except i16, i32
+   and i64, whose signed range Triton enforces too. A bool is 0 or 1.
+   sign_unknown (codes read from the IR, where u8 reads as i8): the signed
+   or the unsigned range of the width. */
+static int tb__in_range(char code, tb_arg v, int sign_unknown) {
+    switch (code) {
+    case '?': return v.u <= 1u;
+    case 'b': case 'B': return v.i >= -128 && v.i <= 255;
+    case 'h': return v.i >= -32768 && v.i <= (sign_unknown ? 65535 : 32767);
+    case 'H': return v.i >= -32768 && v.i <= 65535;
+    case 'i': return v.i >= INT32_MIN && v.i <= (sign_unknown ? (int64_t)UINT32_MAX : (int64_t)INT32_MAX);
+    case 'I': return v.i >= INT32_MIN && v.i <= (int64_t)UINT32_MAX;
+    case 'f': return v.f != v.f || tb__fabs(v.f) <= 3.4028234663852886e38 || isinf(v.f);
+    case 'e': return v.f != v.f || tb__fabs(v.f) < 65520.0 || isinf(v.f);
+    case 'y': return v.f != v.f || tb__fabs(v.f) <= 3.3895313892515355e38 || isinf(v.f);
+    default: return 1;
+    }
+}
+
+TBDEF tb_result tb_arg_convert(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
+    if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
+    if (!tb_arg_code_size(code))
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x",
+                        (unsigned char)code);
+    if (code == 'T')
+        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
+                        "a tensor descriptor becomes several parameters; tb_launch builds them");
+    if (checked && !tb__in_range(code, v, 0))
+        return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "value %lld (%g) does not fit type '%c'",
+                        (long long)v.i, v.f, code);
+    tb__convert(code, v, slot);
+    return tb_ok;
+}
+
+/* ---------------------------------------------------------------------- */
+/* >>grid  Grid rules: the language, evaluation and expressions */
+/* The language's table of operations and its one checker; a config's   */
+/* grid from a launch's arguments (format 2.2); expressions parsed from  */
+/* Python's syntax and written back (tb_grid_text).                      */
+/* ---------------------------------------------------------------------- */
+/* The grid language's operations, one row each: the one list of them
+   (docs/FORMAT.md, section 4). A row: the code (TB_GRID_*), its name as
+   the Python companion's OP_NAMES spells it, its spelling in a grid
+   expression (what tb_grid_parse reads and tb_grid_text writes; "" for an
+   operand), and its arity, the values it pops (an operand pops none; every
+   operation pushes one). The checker takes each operation's arity from
+   here, so a new operator is a row here (numbered past the last, the
+   evaluator telling operands by code <= TB_GRID_SYM), its case in the
+   evaluator (tb__grid_binop), and its syntax in the parser. */
+#define TB__GRID_OPS(X)                          \
+    X(TB_GRID_CONST, "CONST", "", 0)             \
+    X(TB_GRID_ARG, "ARG", "", 0)                 \
+    X(TB_GRID_PARAM, "PARAM", "", 0)             \
+    X(TB_GRID_EXTRA, "EXTRA", "", 0)             \
+    X(TB_GRID_SYM, "SYM", "", 0)                 \
+    X(TB_GRID_ADD, "ADD", "+", 2)                \
+    X(TB_GRID_SUB, "SUB", "-", 2)                \
+    X(TB_GRID_MUL, "MUL", "*", 2)                \
+    X(TB_GRID_FLOORDIV, "FLOORDIV", "//", 2)     \
+    X(TB_GRID_CEILDIV, "CEILDIV", "cdiv", 2)     \
+    X(TB_GRID_MOD, "MOD", "%", 2)                \
+    X(TB_GRID_MIN, "MIN", "min", 2)              \
+    X(TB_GRID_MAX, "MAX", "max", 2)              \
+    X(TB_GRID_NEG, "NEG", "-", 1)
+
+/* What the code reading the table assumes, checked when it builds: the
+   evaluators tell an operand from an operator by code <= TB_GRID_SYM, and
+   tb_grid_text writes operators of one or two operands. */
+#define TB__GRID_OP_OK(code, name, text, arity) && (((arity) == 0) == ((code) <= TB_GRID_SYM)) && (arity) <= 2
+typedef char tb__grid_ops_ok[(1 TB__GRID_OPS(TB__GRID_OP_OK)) ? 1 : -1];
+#undef TB__GRID_OP_OK
+
+/* An operation's arity, -1 for one this version does not know: the table
+   as a switch. */
+static int tb__grid_arity(uint32_t op) {
+    switch (op) {
+#define TB__X(code, name, text, arity) case code: return arity;
+        TB__GRID_OPS(TB__X)
+#undef TB__X
+    default: return -1;
+    }
+}
+/* An operator's spelling in a grid expression ("" for an operand). */
+static const char *tb__grid_op_text(uint32_t op) {
+    switch (op) {
+#define TB__X(code, name, text, arity) case code: return text;
+        TB__GRID_OPS(TB__X)
+#undef TB__X
+    default: return "";
+    }
+}
+
+/* How a program fails the language (tb__grid_walk's result; 0: it runs). */
+#define TB__WALK_UNKNOWN 1       /* an op this version does not know: a newer one's */
+#define TB__WALK_FOREIGN 2       /* an operand the caller never takes: SYM in a rule; ARG, PARAM, EXTRA in an
+                                    expression */
+#define TB__WALK_FIELD 3         /* an index or value out of the caller's range, or an unused field not zero */
+#define TB__WALK_SHORT 4         /* too few values on the stack for an operator */
+#define TB__WALK_DEEP 5          /* the stack past TB_GRID_STACK */
+#define TB__WALK_LEFT 6          /* other than one value left at the end */
+/* A caller's operands: 0 where it takes o, else TB__WALK_FOREIGN or
+   TB__WALK_FIELD. */
+typedef int (*tb__grid_operand_fn)(const tb_grid_op *o, const void *user);
+
+/* The grid language's one checker, for grid rules (tb__check_grid),
+   program expressions (tb__check_expr_ops) and tb_grid_text: each op one
+   the table knows, each operand one the caller takes (operand; NULL takes
+   every operand as it is), each operator's unused index and value zero,
+   the stack, at each operator's arity from the table, never short nor past
+   TB_GRID_STACK, and one value left. Returns 0 or the first fault in the
+   program's order, *at the operation (n for the end) and *depth the values
+   on the stack before it; the caller words the error. */
+static inline int tb__grid_walk(const tb_grid_op *ops, uint32_t n, tb__grid_operand_fn operand, const void *user,
+                                uint32_t *at, uint32_t *depth) {
+    uint32_t i, d = 0;
+    int a, f = 0;
+    for (i = 0; i < n; i++) {
+        const tb_grid_op *o = &ops[i];
+        if ((a = tb__grid_arity(o->op)) < 0) f = TB__WALK_UNKNOWN;
+        else if (a == 0 && operand) f = operand(o, user);
+        else if (a > 0 && (o->index || o->value)) f = TB__WALK_FIELD;
+        if (!f && d < (uint32_t)a) f = TB__WALK_SHORT;
+        if (f) break;
+        if ((d = d - (uint32_t)a + 1) > TB_GRID_STACK) {
+            f = TB__WALK_DEEP;
+            break;
+        }
+    }
+    *at = i, *depth = d;
+    return f ? f : d == 1 ? 0 : TB__WALK_LEFT;
+}
+
+/* A grid rule must run: the language's checker over each dimension of
+   1..TB_MAX_GRID_OPS operations, with the rule's operands: CONST (index
+   zero), an integer or bool argument of the config, one of its params, a
+   grid_arg under TB_MAX_GRID_EXTRA (value zero), never SYM (a program's).
+   An operation this version does not know was written by a newer one. */
+static int tb__grid_int_code(char c) {
+    int k = tb__code_kind(c);
+    return k == TB__KIND_BOOL || k == TB__KIND_SINT || k == TB__KIND_UINT;
+}
+typedef struct tb__rule_operands {
+    const tb_launch_config *cf;
+    size_t nargs;
+} tb__rule_operands;
+static inline int tb__rule_operand(const tb_grid_op *o, const void *user) {
+    const tb__rule_operands *ro = (const tb__rule_operands *)user;
+    if (o->op == TB_GRID_SYM) return TB__WALK_FOREIGN;
+    if ((o->op != TB_GRID_CONST && o->value) || (o->op == TB_GRID_CONST && o->index) ||
+        (o->op == TB_GRID_ARG && (o->index >= ro->nargs || !tb__grid_int_code(ro->cf->arg_types[o->index]))) ||
+        (o->op == TB_GRID_PARAM && o->index >= ro->cf->param_count) ||
+        (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
+        return TB__WALK_FIELD;
+    return 0;
+}
+static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
+                                tb_error *err) {
+    tb__rule_operands ro;
+    uint32_t d, i, depth;
+    ro.cf = cf, ro.nargs = strlen(cf->arg_types);
+    for (d = 0; d < 3; d++) {
+        if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
+            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset,
+                            0, "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
+        switch (tb__grid_walk(g->ops[d], g->op_count[d], tb__rule_operand, &ro, &i, &depth)) {
+        case 0: break;
+        case TB__WALK_UNKNOWN:
+            return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
+                            "grid rule operation %u is unknown (written by a newer version?)", g->ops[d][i].op);
+        case TB__WALK_FOREIGN:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: SYM (a program's symbol) in a grid rule", d, i);
+        case TB__WALK_FIELD:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
+                            "param or a grid_arg of this config, or an unused field is not zero",
+                            d, i, g->ops[d][i].index);
+        case TB__WALK_SHORT:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u, operation %u: too few values on the stack", d, i);
+        case TB__WALK_DEEP:
+            return tb__fail(err, tb_err_limit, key, NULL, offset, 0,
+                            "grid rule dimension %u needs more than %u stack entries", d, TB_GRID_STACK);
+        default:
+            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
+                            "grid rule dimension %u leaves %u values, not one", d, depth);
+        }
+    }
+    return tb_ok;
+}
+
+/* The value launch argument i gives a rule: what the kernel reads, as a
+   signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
+static int64_t tb__sext(uint64_t u, uint32_t bytes) { /* the low bytes, sign-extended */
+    switch (bytes) {
+    case 1: return (int8_t)(uint8_t)u;
+    case 2: return (int16_t)(uint16_t)u;
+    case 4: return (int32_t)(uint32_t)u;
+    default: return (int64_t)u;
+    }
+}
+static uint64_t tb__zext(uint64_t u, uint32_t bytes) { /* the low bytes */
+    return bytes == 1 ? (uint8_t)u : bytes == 2 ? (uint16_t)u : bytes == 4 ? (uint32_t)u : u;
+}
+static TB__HOT int tb__grid_arg(char code, tb_arg a, int64_t *v) {
+    uint64_t u;
+    switch (code) { /* the code table as a switch (rules only read integer and bool codes) */
+#define TB__X(c, bytes, kind, triton, triton2, mlir)                                    \
+    case c:                                                                             \
+        if (kind == TB__KIND_BOOL) *v = a.u != 0;                                       \
+        else if (kind == TB__KIND_SINT) *v = tb__sext(a.u, bytes);                      \
+        else if ((u = tb__zext(a.u, bytes)) > (uint64_t)INT64_MAX) return 1;            \
+        else *v = (int64_t)u;                                                           \
+        return 0;
+        TB__ARG_CODES(TB__X)
+#undef TB__X
+    default:
+        if (a.u > (uint64_t)INT64_MAX) return 1;
+        *v = (int64_t)a.u;
+        return 0;
+    }
+}
+
+/* Python's floor division and modulo on int64; 1 on a zero divisor or
+   INT64_MIN / -1. */
+static int tb__floordiv(int64_t a, int64_t b, int64_t *q, int64_t *m) {
+    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
+    *q = a / b, *m = a % b;
+    if (*m != 0 && ((*m < 0) != (b < 0))) *q -= 1, *m += b;
+    return 0;
+}
+
+/* ceil(a / b), exact wherever the result fits: C's truncating quotient
+   and remainder are defined for every pair but b == 0 and INT64_MIN / -1
+   (2^63, the only result that does not fit), and the quotient moves up by
+   one when the division was inexact and the true quotient positive; it
+   cannot overflow then, since |b| > 1. 1 on those two. Shared by the
+   interpreter and the launch's fast path, so they cannot disagree. */
+static TB__HOT int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
+    int64_t t, m;
+    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
+    t = a / b, m = a % b;
+    *q = t + (m != 0 && ((m < 0) == (b < 0)));
+    return 0;
+}
+
+/* What a program reads besides its own operations: the arguments' codes
+   and values, the config's params, the caller's grid values, and the
+   kernel's name for messages. tb_grid_compute fills it from a config, a
+   loaded kernel from its plan. */
+typedef struct tb__grid_env {
+    const char *codes;
+    const tb_config_param *params; /* NULL: PARAM operands were resolved (a plan) */
+    const tb_arg *args;
+    const int64_t *extra;
+    uint32_t n_extra;
+    const char *name;
+    const int64_t *syms;         /* (2.6) a program expression's symbol values */
+    uint32_t n_syms;
+    int expr;                    /* (2.6) 1: an expression's operations, not a grid rule's (for messages) */
+} tb__grid_env;
+
+/* A binary operation, exact: 1 where the result does not fit or a divisor
+   is zero. The interpreter's, and the expression parser's folding. */
+static int tb__grid_binop(uint32_t op, int64_t a, int64_t b, int64_t *v) {
+    int64_t q, m;
+    *v = 0;
+    switch (op) {
+    case TB_GRID_ADD:
+        if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+        *v = a + b;
+        return 0;
+    case TB_GRID_SUB:
+        if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) return 1;
+        *v = a - b;
+        return 0;
+    case TB_GRID_MUL:
+        if (a == 0 || b == 0) return 0;
+        if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) return 1;
+        if (a == -1 || b == -1) return *v = -(a == -1 ? b : a), 0;
+        *v = (int64_t)((uint64_t)a * (uint64_t)b);
+        return *v / b != a;
+    case TB_GRID_FLOORDIV: return tb__floordiv(a, b, v, &m);
+    case TB_GRID_MOD: return tb__floordiv(a, b, &q, v);
+    case TB_GRID_CEILDIV: return tb__ceildiv(a, b, v);
+    case TB_GRID_MIN: return *v = a < b ? a : b, 0;
+    default: return *v = a > b ? a : b, 0; /* MAX */
+    }
+}
+
+/* One dimension: the program's value, or an error naming what went wrong. */
+static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_env *env, uint32_t dim, int64_t *out,
+                              tb_error *err) {
+    const tb_arg *args = env->args;
+    const int64_t *extra = env->extra;
+    uint32_t n_extra = env->n_extra;
+    int64_t st[TB_GRID_STACK], a, b, v;
+    uint32_t sp = 0, i;
+    static const char *const dims = "xyz";
+    for (i = 0; i < n; i++) {
+        const tb_grid_op *o = &ops[i];
+        int bad = 0;
+        if (o->op <= TB_GRID_SYM) {
+            switch (o->op) {
+            case TB_GRID_CONST: v = o->value; break;
+            case TB_GRID_ARG:
+                if (tb__grid_arg(env->codes[o->index], args[o->index], &v))
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                                    "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim],
+                                    o->index);
+                if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__grid_plan_bool's mark */
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                                    "grid %c: argument %u is a 1-byte bool in the cubin where the config says integer, "
+                                    "and the grid rule reads it: pass 0 or 1, not %llu", dims[dim], o->index,
+                                    (unsigned long long)args[o->index].u);
+                break;
+            case TB_GRID_PARAM: v = env->params[o->index].value; break;
+            case TB_GRID_SYM:
+                if (o->index >= env->n_syms)
+                    return tb__fail(err, tb_err_malformed, env->name, NULL, -1, 0, "expression: symbol %u of %u",
+                                    o->index, env->n_syms);
+                v = env->syms[o->index];
+                break;
+            default:
+                if (o->index >= n_extra || !extra)
+                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                                    "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index,
+                                    n_extra);
+                v = extra[o->index];
+            }
+            st[sp++] = v;
+            continue;
+        }
+        b = st[--sp];
+        if (o->op == TB_GRID_NEG) {
+            bad = b == INT64_MIN;
+            v = bad ? 0 : -b;
+        } else {
+            a = st[--sp];
+            bad = tb__grid_binop(o->op, a, b, &v);
+        }
+        if (bad && env->expr)
+            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                            "operation %u of the expression overflows or divides by zero", i);
+        if (bad)
+            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
+                            "grid %c: operation %u of the rule overflows or divides by zero", dims[dim], i);
+        st[sp++] = v;
+    }
+    *out = st[0];
+    return tb_ok;
+}
+
+/* The evaluated dimension d into grid[d], or the error of a value CUDA's
+   launch cannot take; and the error of a config without a rule: shared by
+   tb_grid_compute and the launch (tb__rule_grid). */
+static TB__HOT tb_result tb__grid_store(const char *name, uint32_t d, int64_t v, uint32_t *grid, tb_error *err) {
+    static const int64_t most[3] = {2147483647, 65535, 65535};
+    if (TB__UNLIKELY(v < 0 || v > most[d]))
+        return tb__fail(err, tb_err_arg_range, name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
+                        (long long)v, (long long)most[d]);
+    grid[d] = (uint32_t)v;
+    return tb_ok;
+}
+static tb_result tb__no_grid_rule(const char *name, tb_error *err) {
+    return tb__fail(err, tb_err_not_found, name, NULL, -1, 0,
+                    "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
+                    "writes them): give the grid");
+}
+
+/* A caller's config may hold a rule no builder checked: checked here
+   (at most 3 x TB_MAX_GRID_OPS operations) before it runs. */
+TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, uint32_t arg_count,
+                                const int64_t *extra, uint32_t n_extra, uint32_t grid[3], tb_error *err) {
+    tb__grid_env env;
+    uint32_t d;
+    tb_result r;
+    if (!cf || !grid || !cf->arg_types)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
+    if (cf->param_count && !cf->params)
+        return tb__fail(err, tb_err_invalid_argument, cf->function_name, NULL, -1, 0,
+                        "the config has %u params and params is NULL", cf->param_count);
+    if (!cf->grid) return tb__no_grid_rule(cf->function_name, err);
+    if ((r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r;
+    if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
+        return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0,
+                        "%u arguments given, the kernel takes %u", arg_count, (unsigned)strlen(cf->arg_types));
+    env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
+    env.name = cf->function_name, env.syms = NULL, env.n_syms = 0, env.expr = 0;
+    for (d = 0; d < 3; d++) {
+        int64_t v = 0;
+        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], &env, d, &v, err)) != tb_ok ||
+            (r = tb__grid_store(cf->function_name, d, v, grid, err)) != tb_ok)
+            return r;
+    }
+    return tb_ok;
+}
+
+#ifndef TB_NO_LAUNCHER
+/* The lowest set bit of m (not 0): a power of two's shift here, the
+   kernel table's divisibility masks later. */
+static uint32_t tb__ctz64(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (uint32_t)__builtin_ctzll(m);
+#else
+    uint32_t i = 0;
+    while (!((m >> i) & 1u)) i++;
+    return i;
+#endif
+}
+
+/* ---- the rule as a loaded kernel keeps it ----
+   Params resolved to constants, and each dimension's usual shape marked so
+   that the launch evaluates it without the interpreter: form 1 a constant,
+   form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv), form
+   3 the same with c a power of two (a shift: no division, whose latency is
+   a measurable part of a launch on some hosts). The fields a launch reads
+   take 64 bytes; the operations live in the owner's storage. */
+typedef struct tb__grid_plan {
+    uint32_t count[3];          /* 0, 0, 0: the config has no rule */
+    uint8_t form[3];            /* 0: the interpreter */
+    uint8_t shift[3];           /* form 3: c == 2^shift */
+    char code[3];               /* forms 2 and 3: argument arg's code */
+    uint16_t arg[3];
+    int64_t c[3];
+    tb_grid_op (*ops)[TB_MAX_GRID_OPS]; /* [3]: the operations, PARAMs resolved */
+} tb__grid_plan;
+
+static void tb__grid_plan_make(tb__grid_plan *g, tb_grid_op (*ops)[TB_MAX_GRID_OPS], const char *codes,
+                               const tb_launch_config *cfg) {
+    uint32_t d, q;
+    memset(g->count, 0, sizeof g->count);
+    memset(g->form, 0, sizeof g->form);
+    g->ops = ops;
+    if (!cfg->grid) return;
+    for (d = 0; d < 3; d++) {
+        g->count[d] = cfg->grid->op_count[d];
+        for (q = 0; q < g->count[d]; q++) {
+            tb_grid_op o = cfg->grid->ops[d][q];
+            if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
+            ops[d][q] = o;
+        }
+        if (g->count[d] == 1 && ops[d][0].op == TB_GRID_CONST) {
+            g->form[d] = 1, g->c[d] = ops[d][0].value;
+        } else if (g->count[d] == 3 && ops[d][0].op == TB_GRID_ARG && ops[d][1].op == TB_GRID_CONST &&
+                   ops[d][1].value > 0 && ops[d][2].op == TB_GRID_CEILDIV) {
+            int64_t c = ops[d][1].value; /* the index is an argument's: under TB_MAX_ARGS, so 16 bits */
+            g->form[d] = (c & (c - 1)) ? 2 : 3, g->shift[d] = (uint8_t)tb__ctz64((uint64_t)c);
+            g->arg[d] = (uint16_t)ops[d][0].index, g->code[d] = codes[ops[d][0].index], g->c[d] = c;
+        }
+    }
+}
+
+/* Argument a is a 1-byte bool in the cubin where the config says 'i' or
+   'I': the operations that read it are marked (value 1 in the plan's ARG,
+   a field the format leaves zero), so that the launch refuses anything but
+   0 and 1 there (tb_grid_compute, which reads the config's 'i', would
+   report another grid), and no fast path skips that check. */
+static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
+    uint32_t d, q;
+    for (d = 0; d < 3; d++)
+        for (q = 0; q < g->count[d]; q++)
+            if (g->ops[d][q].op == TB_GRID_ARG && g->ops[d][q].index == a) {
+                g->ops[d][q].value = 1;
+                if (g->form[d] >= 2) g->form[d] = 0;
+            }
+}
+
+/* The launch's grid: the plan over the arguments (codes: the loaded
+   kernel's, bools included), into grid. */
+static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name,
+                                            const tb_arg *args, const int64_t *extra, uint32_t n_extra, uint32_t *grid,
+                                            tb_error *err) {
+    tb__grid_env env;
+    uint32_t d;
+    tb_result r;
+    if (TB__UNLIKELY(!g->count[0])) return tb__no_grid_rule(name, err);
+    env.codes = codes, env.params = NULL, env.args = args, env.extra = extra, env.n_extra = n_extra, env.name = name;
+    env.syms = NULL, env.n_syms = 0, env.expr = 0;
+    for (d = 0; d < 3; d++) {
+        int64_t v = 0, a;
+        if (g->form[d] == 1) {
+            v = g->c[d];
+        } else if (g->form[d] >= 2 && !tb__grid_arg(g->code[d], args[g->arg[d]], &a)) {
+            if (g->form[d] == 3 && a >= 0)
+                v = (a >> g->shift[d]) + ((a & (g->c[d] - 1)) != 0); /* ceil(a / 2^shift), exact */
+            else
+                (void)tb__ceildiv(a, g->c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
+        } else if ((r = tb__grid_run(g->ops[d], g->count[d], &env, d, &v, err)) != tb_ok) {
+            return r;
+        }
+        if ((r = tb__grid_store(name, d, v, grid, err)) != tb_ok) return r;
+    }
+    return tb_ok;
+}
+#endif
+
+/* ---- grid expressions: Python's syntax, compiled to a rule's program ----
+   The C twin of the Python companion's GridCompiler, for callers without
+   Python (tbundle pack --grid): the same grammar, the same postfix order
+   and the same constant folding, so both give one program for one string.
+       expr  = term { ("+" | "-") term }
+       term  = unary { ("*" | "//" | "%") unary }
+       unary = ("-" | "+") unary | atom
+       atom  = integer | name | name "[" 'NAME' "]" | name "(" args ")" | "(" expr ")"
+   where a name may be dotted (triton.cdiv), calls are cdiv / ceildiv (two
+   arguments), min / max (one or more) and int (one), and name["X"] reads X
+   (Triton's meta['BLOCK']). */
+typedef struct tb__gx {
+    const char *s, *p;
+    const char *const *names;
+    uint32_t name_count;
+    const tb_config_param *params;
+    uint32_t param_count;
+    tb_grid_op ops[TB_MAX_GRID_OPS + 1]; /* one over: an operation is appended, then folded, then counted */
+    uint32_t n, depth;
+    uint32_t big;               /* 1 + the index of a CONST that holds the literal 2^63, which only NEG may follow */
+    const char *big_at;
+    tb_error *err;
+} tb__gx;
+
+static tb_result tb__gx_fail(tb__gx *g, const char *at, const char *what) {
+    return tb__fail(g->err, tb_err_parse, NULL, NULL, (long long)(at - g->s), 0, "grid expression, column %u: %s",
+                    (unsigned)(at - g->s) + 1, what);
+}
+static void tb__gx_ws(tb__gx *g) {
+    while (*g->p == ' ' || *g->p == '\t') g->p++;
+}
+static int tb__gx_ident(char c, int first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+/* Appends op and folds as the Python companion's _fold_ops does: a NEG of
+   a constant (not -2^63), and ADD SUB MUL MIN MAX of two constants where
+   the result fits. */
+static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t value, const char *at) {
+    tb_grid_op *o;
+    if (g->big) { /* 2^63 is a literal only as -9223372036854775808, as Python folds it */
+        if (op != TB_GRID_NEG || g->big != g->n) return tb__gx_fail(g, g->big_at, "an integer past 2^63 - 1");
+        g->big = 0; /* its CONST already holds -2^63 */
+        return tb_ok;
+    }
+    if (g->n > TB_MAX_GRID_OPS) return tb__gx_fail(g, at, "more than TB_MAX_GRID_OPS operations");
+    o = &g->ops[g->n++];
+    o->op = op, o->index = index, o->value = value;
+    if (op == TB_GRID_NEG && g->n >= 2 && o[-1].op == TB_GRID_CONST && o[-1].value != INT64_MIN) {
+        o[-1].value = -o[-1].value;
+        g->n--;
+    } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN ||
+                op == TB_GRID_MAX) &&
+               g->n >= 3 && o[-1].op == TB_GRID_CONST && o[-2].op == TB_GRID_CONST) {
+        int64_t v;
+        if (!tb__grid_binop(op, o[-2].value, o[-1].value, &v)) { /* the interpreter's test of "fits" */
+            o[-2].value = v;
+            g->n -= 2;
+        }
+    }
+    return tb_ok;
+}
+
+static tb_result tb__gx_expr(tb__gx *g);
+
+/* A name read as an operand: an argument, else a param, else an error. */
+static tb_result tb__gx_name(tb__gx *g, const char *at, size_t len) {
+    uint32_t i;
+    for (i = 0; i < g->name_count; i++)
+        if (g->names[i] && strlen(g->names[i]) == len && memcmp(g->names[i], at, len) == 0)
+            return tb__gx_emit(g, TB_GRID_ARG, i, 0, at);
+    for (i = 0; i < g->param_count; i++)
+        if (g->params[i].name && strlen(g->params[i].name) == len && memcmp(g->params[i].name, at, len) == 0)
+            return tb__gx_emit(g, TB_GRID_PARAM, i, 0, at);
+    {
+        char what[340], names[200];
+        size_t a = 0;
+        names[0] = 0;
+        for (i = 0; i < g->name_count && a + 4 < sizeof names; i++)
+            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", i ? ", " : "", g->names[i] ? g->names[i] : "?");
+        for (i = 0; i < g->param_count && a + 4 < sizeof names; i++)
+            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", a ? ", " : "", g->params[i].name);
+        snprintf(what, sizeof what, "\"%.*s\" is no argument of the kernel and no param of the config; it has %s "
+                 "(write a constexpr's value as a literal)", (int)(len > 60 ? 60 : len), at, a ? names : "none");
+        return tb__gx_fail(g, at, what);
+    }
+}
+
+static tb_result tb__gx_atom(tb__gx *g) {
+    const char *at;
+    tb_result r;
+    tb__gx_ws(g);
+    at = g->p;
+    if (*g->p >= '0' && *g->p <= '9') { /* decimal, or 0x / 0o / 0b; '_' between digits */
+        unsigned base = 10, d;
+        uint64_t v = 0;
+        int digits = 0;
+        if (g->p[0] == '0' && (g->p[1] == 'x' || g->p[1] == 'X' || g->p[1] == 'o' || g->p[1] == 'O' || g->p[1] == 'b' ||
+                               g->p[1] == 'B'))
+            base = (g->p[1] | 32) == 'x' ? 16 : (g->p[1] | 32) == 'o' ? 8 : 2, g->p += 2;
+        for (;; g->p++) {
+            char c = *g->p;
+            if (c == '_' && digits && tb__gx_ident(g->p[1], 0) && g->p[1] != '_') continue;
+            d = c >= '0' && c <= '9'                 ? (unsigned)(c - '0')
+                : (c | 32) >= 'a' && (c | 32) <= 'f' ? (unsigned)((c | 32) - 'a' + 10)
+                                                     : 99;
+            if (d >= base) break;
+            if (v > (UINT64_MAX - d) / base) return tb__gx_fail(g, at, "an integer past 2^63 - 1");
+            v = v * base + d, digits++;
+        }
+        if (!digits || v > (uint64_t)INT64_MAX + 1u)
+            return tb__gx_fail(g, at, digits ? "an integer past 2^63 - 1" : "a bad integer");
+        if (base == 10 && at[0] == '0' && digits > 1 && v) return tb__gx_fail(g, at, "a decimal with a leading zero");
+        if (tb__gx_ident(*g->p, 0)) return tb__gx_fail(g, g->p, "a bad integer");
+        if (v > (uint64_t)INT64_MAX) { /* 2^63: the next operation must negate it (tb__gx_emit) */
+            if ((r = tb__gx_emit(g, TB_GRID_CONST, 0, INT64_MIN, at)) != tb_ok) return r;
+            g->big = g->n, g->big_at = at;
+            return tb_ok;
+        }
+        return tb__gx_emit(g, TB_GRID_CONST, 0, (int64_t)v, at);
+    }
+    if (*g->p == '(') {
+        g->p++;
+        if ((r = tb__gx_expr(g)) != tb_ok) return r;
+        tb__gx_ws(g);
+        if (*g->p != ')') return tb__gx_fail(g, g->p, "')' expected");
+        g->p++;
+        return tb_ok;
+    }
+    if (tb__gx_ident(*g->p, 1)) {
+        const char *name = g->p, *last = g->p;
+        size_t len;
+        while (tb__gx_ident(*g->p, 0) || (*g->p == '.' && tb__gx_ident(g->p[1], 1))) {
+            if (*g->p == '.') last = g->p + 1;
+            g->p++;
+        }
+        len = (size_t)(g->p - last);
+        tb__gx_ws(g);
+        if (*g->p == '(') { /* a call: the last component names it (triton.cdiv) */
+            int is_cdiv = (len == 4 && !memcmp(last, "cdiv", 4)) || (len == 7 && !memcmp(last, "ceildiv", 7));
+            int is_min = len == 3 && !memcmp(last, "min", 3), is_max = len == 3 && !memcmp(last, "max", 3);
+            int is_int = len == 3 && !memcmp(last, "int", 3);
+            uint32_t nargs = 0;
+            if (!is_cdiv && !is_min && !is_max && !is_int)
+                return tb__gx_fail(g, name, "unknown function (cdiv, ceildiv, min, max and int are known)");
+            if (++g->depth > 64) return tb__gx_fail(g, name, "nested too deeply"); /* int(int(...)) emits nothing */
+            g->p++;
+            tb__gx_ws(g);
+            while (*g->p != ')') {
+                if (nargs && *g->p++ != ',') return tb__gx_fail(g, g->p - 1, "',' or ')' expected");
+                if ((r = tb__gx_expr(g)) != tb_ok) return r;
+                nargs++;
+                if (nargs >= 2 && (is_min || is_max) &&
+                    (r = tb__gx_emit(g, is_min ? TB_GRID_MIN : TB_GRID_MAX, 0, 0, name)) != tb_ok)
+                    return r;
+                tb__gx_ws(g);
+                if (!*g->p) return tb__gx_fail(g, g->p, "')' expected");
+            }
+            g->p++;
+            g->depth--;
+            if ((is_cdiv && nargs != 2) || (is_int && nargs != 1) || ((is_min || is_max) && nargs < 1))
+                return tb__gx_fail(g, name,
+                                   is_cdiv  ? "cdiv takes two arguments"
+                                   : is_int ? "int takes one argument"
+                                            : "min and max take at least one");
+            return is_cdiv ? tb__gx_emit(g, TB_GRID_CEILDIV, 0, 0, name) : tb_ok;
+        }
+        if (*g->p == '[') { /* meta['BLOCK'] */
+            const char *q;
+            char quote;
+            g->p++;
+            tb__gx_ws(g);
+            quote = *g->p;
+            if (quote != '\'' && quote != '"') return tb__gx_fail(g, g->p, "a quoted name expected in [ ]");
+            q = strchr(g->p + 1, quote);
+            if (!q) return tb__gx_fail(g, g->p, "unterminated string");
+            at = g->p + 1;
+            g->p = q + 1;
+            tb__gx_ws(g);
+            if (*g->p != ']') return tb__gx_fail(g, g->p, "']' expected");
+            g->p++;
+            return tb__gx_name(g, at, (size_t)(q - at));
+        }
+        if (last != name) return tb__gx_fail(g, name, "a dotted name is only known as a function (triton.cdiv)");
+        return tb__gx_name(g, name, len);
+    }
+    return tb__gx_fail(g, at, *at ? "an integer, a name or '(' expected" : "the expression ends too soon");
+}
+
+static tb_result tb__gx_unary(tb__gx *g) {
+    tb_result r;
+    const char *at;
+    tb__gx_ws(g);
+    at = g->p;
+    if (*g->p == '-' || *g->p == '+') {
+        if (++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
+        g->p++;
+        if ((r = tb__gx_unary(g)) != tb_ok) return r;
+        g->depth--;
+        return *at == '-' ? tb__gx_emit(g, TB_GRID_NEG, 0, 0, at) : tb_ok;
+    }
+    if (*g->p == '(' && ++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
+    r = tb__gx_atom(g);
+    if (*at == '(') g->depth--;
+    return r;
+}
+
+static tb_result tb__gx_term(tb__gx *g) {
+    tb_result r;
+    if ((r = tb__gx_unary(g)) != tb_ok) return r;
+    for (;;) {
+        const char *at;
+        uint32_t op;
+        tb__gx_ws(g);
+        at = g->p;
+        if (g->p[0] == '/' && g->p[1] == '/') op = TB_GRID_FLOORDIV, g->p += 2;
+        else if (g->p[0] == '*' && g->p[1] != '*') op = TB_GRID_MUL, g->p++;
+        else if (g->p[0] == '%') op = TB_GRID_MOD, g->p++;
+        else if (g->p[0] == '/' || g->p[0] == '*')
+            return tb__gx_fail(g, at, "'/' and '**' are not grid operators (use //)");
+        else return tb_ok;
+        if ((r = tb__gx_unary(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
+    }
+}
+
+static tb_result tb__gx_expr(tb__gx *g) {
+    tb_result r;
+    if ((r = tb__gx_term(g)) != tb_ok) return r;
+    for (;;) {
+        const char *at;
+        uint32_t op;
+        tb__gx_ws(g);
+        at = g->p;
+        if (*g->p == '+') op = TB_GRID_ADD;
+        else if (*g->p == '-') op = TB_GRID_SUB;
+        else return tb_ok;
+        g->p++;
+        if ((r = tb__gx_term(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
+    }
+}
+
+TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
+                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops, uint32_t *op_count,
+                              tb_error *err) {
+    tb__gx g; /* a few KiB on the stack: the parser allocates nothing */
+    tb_result r;
+    if (!expr || !ops || !op_count || (arg_count && !arg_names) || (param_count && !params))
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
+                        "expr, ops, op_count, names or params is NULL");
+    *op_count = 0;
+    memset(&g, 0, sizeof g);
+    g.s = g.p = expr;
+    g.names = arg_names, g.name_count = arg_count, g.params = params, g.param_count = param_count;
+    g.err = err;
+    if ((r = tb__gx_expr(&g)) != tb_ok) return r;
+    tb__gx_ws(&g);
+    if (*g.p) return tb__gx_fail(&g, g.p, *g.p == ',' ? "one expression per dimension here" : "an operator expected");
+    if (g.big) return tb__gx_fail(&g, g.big_at, "an integer past 2^63 - 1");
+    if (g.n > TB_MAX_GRID_OPS) return tb__gx_fail(&g, g.p, "more than TB_MAX_GRID_OPS operations");
+    memcpy(ops, g.ops, g.n * sizeof *ops);
+    *op_count = g.n;
+    return tb_ok;
+}
+
+/* ---- grid text: a program back to an expression (tb_grid_parse's inverse) ----
+   A program that runs is a tree whose root is its last operation, and the
+   text is that tree written out: an operator opens ("(", "cdiv(", "-("),
+   writes its left operand, its spelling or ", ", its right operand, and
+   closes. The walk allocates nothing: it goes down each left spine in a
+   loop (an operator's left operand begins where its right one, found by
+   counting back, begins, less one), writes the operand at its foot, and
+   climbs back up, recursing only into right operands, each of which holds
+   a value on the stack: at most TB_GRID_STACK levels, however long the
+   program. */
+typedef struct tb__gt {
+    char *buf;
+    size_t room, len;            /* room: the bytes of text buf takes (cap - 1) */
+    const tb_grid_op *ops;
+    const char *const *arg_names;
+    uint32_t arg_count;
+    const tb_config_param *params;
+    uint32_t param_count;
+} tb__gt;
+static void tb__gt_put(tb__gt *t, const char *s, size_t n) {
+    if (t->len < t->room) memcpy(t->buf + t->len, s, n < t->room - t->len ? n : t->room - t->len);
+    t->len += n;
+}
+static void tb__gt_puts(tb__gt *t, const char *s) { tb__gt_put(t, s, strlen(s)); }
+static void tb__gt_operand(tb__gt *t, const tb_grid_op *o) {
+    char num[40];
+    const char *name = NULL;
+    if (o->op == TB_GRID_ARG && t->arg_names && o->index < t->arg_count) name = t->arg_names[o->index];
+    else if (o->op == TB_GRID_PARAM && t->params && o->index < t->param_count) name = t->params[o->index].name;
+    if (name) {
+        tb__gt_puts(t, name);
+        return;
+    }
+    switch (o->op) {
+    case TB_GRID_CONST: snprintf(num, sizeof num, "%lld", (long long)o->value); break;
+    case TB_GRID_ARG: snprintf(num, sizeof num, "arg%u", o->index); break;
+    case TB_GRID_PARAM: snprintf(num, sizeof num, "param%u", o->index); break;
+    case TB_GRID_EXTRA: snprintf(num, sizeof num, "grid_args[%u]", o->index); break;
+    default: snprintf(num, sizeof num, "sym%u", o->index); break; /* SYM */
+    }
+    tb__gt_puts(t, num);
+}
+/* an operator spelled with letters is called: cdiv(a, b); else infix: (a + b), -(a) */
+static int tb__gt_called(const char *text) { return (*text >= 'a' && *text <= 'z') || (*text >= 'A' && *text <= 'Z'); }
+/* The first operation of the value ops[i] pushes (its subtree's). */
+static uint32_t tb__gt_first(const tb_grid_op *ops, uint32_t i) {
+    uint32_t need = 1;
+    for (;; i--) {
+        need += (uint32_t)tb__grid_arity(ops[i].op);
+        if (--need == 0) return i;
+    }
+}
+/* The value ops[i] pushes, as text. */
+static void tb__gt_value(tb__gt *t, uint32_t i) {
+    const tb_grid_op *ops = t->ops;
+    uint32_t p = i, q, h;
+    int a;
+    while ((a = tb__grid_arity(ops[p].op)) > 0) { /* down the left spine: the openings, outermost first */
+        const char *text = tb__grid_op_text(ops[p].op);
+        if (a == 1 || tb__gt_called(text)) tb__gt_puts(t, text);
+        tb__gt_put(t, "(", 1);
+        p = a == 1 ? p - 1 : tb__gt_first(ops, p - 1) - 1;
+    }
+    tb__gt_operand(t, &ops[p]);
+    while (p < i) { /* up again: the operator that takes p's value as its left operand, innermost first */
+        for (q = p + 1, h = 0; (uint32_t)(a = tb__grid_arity(ops[q].op)) <= h; q++) h = h + 1 - (uint32_t)a;
+        if (a == 2) {
+            const char *text = tb__grid_op_text(ops[q].op);
+            if (tb__gt_called(text)) tb__gt_put(t, ", ", 2);
+            else tb__gt_put(t, " ", 1), tb__gt_puts(t, text), tb__gt_put(t, " ", 1);
+            tb__gt_value(t, q - 1);
+        }
+        tb__gt_put(t, ")", 1);
+        p = q;
+    }
+}
+TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t n, const char *const *arg_names, uint32_t arg_count,
+                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap) {
+    tb__gt t;
+    uint32_t at, depth;
+    t.buf = buf, t.room = buf && cap ? cap - 1 : 0, t.len = 0, t.ops = ops;
+    t.arg_names = arg_names, t.arg_count = arg_count, t.params = params, t.param_count = param_count;
+    if (!ops || tb__grid_walk(ops, n, NULL, NULL, &at, &depth) != 0) tb__gt_put(&t, "?", 1);
+    else tb__gt_value(&t, n - 1);
+    if (buf && cap) buf[t.len < t.room ? t.len : t.room] = 0;
+    return t.len;
+}
+
+/* ---------------------------------------------------------------------- */
 /* >>model  Data model: bundles, kernels, records, names */
 /* A bundle owns an arena (strings, copied bytes) and growable arrays of  */
 /* the public structs. A bundle read from a buffer points into it; its    */
@@ -3058,11 +4013,6 @@ static tb_result tb__check_config(const tb_launch_config *cf, const char *key, l
                         cf->flags);
     return tb_ok;
 }
-
-/* A grid rule's check: the grid language's one checker with the rule's
-   operands (>>grid); the records' and the reader's checks call it. */
-static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
-                                tb_error *err);
 
 /* Call info: names for all of the record's arguments or none, indexes of
    arguments; every config of such a record takes the same arguments. */
@@ -3516,6 +4466,217 @@ TBDEF tb_result tb_bundle_set_property(tb_bundle *b, const char *key, const char
     }
     b->properties[2 * i] = k2, b->properties[2 * i + 1] = v2;
     return tb_ok;
+}
+
+/* ---- grid rules in a bundle: a record's rules set and parsed (the language
+   and its checker are >>grid's) ---- */
+/* (>>parsers, below) */
+static tb_result tb__parse_ttfunc_ex(const char *text, size_t size, const char *fn, char *types, char *div, size_t cap,
+                                     uint8_t *ranks, const char **names, uint32_t *name_lens, tb_error *err);
+/* The names a record's grid rules read: its call info's, else those the
+   kernel's IR gives its arguments (tt.func's loc("NAME")), written into
+   buf as NUL-terminated strings with names[i] pointing at each. */
+static tb_result tb__record_arg_names(const tb_bundle *b, const tb_launch_record *rec, const char **names, char *buf,
+                                      size_t cap, tb_error *err) {
+    const tb_launch_config *cf = &rec->configs[0];
+    size_t n = strlen(cf->arg_types), used = 0, i;
+    const tb_kernel *k;
+    const tb_artifact *ir = NULL;
+    char fname[TB_MAX_NAME_LENGTH + 16], types[TB_MAX_ARGS + 1], div[TB_MAX_ARGS + 1];
+    const char *at[TB_MAX_ARGS + 1];
+    uint32_t len[TB_MAX_ARGS + 1];
+    const void *bytes;
+    void *copy;
+    tb_result r;
+    if (rec->call && rec->call->arg_count == n) {
+        for (i = 0; i < n; i++) names[i] = rec->call->arg_names[i];
+        return tb_ok;
+    }
+    k = tb_bundle_find_kernel(b, cf->kernel_hash);
+    if (k) {
+        size_t stem = strlen(cf->binary_name);
+        stem = stem > 6 && !strcmp(cf->binary_name + stem - 6, ".cubin") ? stem - 6 : stem;
+        snprintf(fname, sizeof fname, "%.*s.source", (int)stem, cf->binary_name);
+        if (!(ir = tb_kernel_find_artifact(k, fname))) {
+            snprintf(fname, sizeof fname, "%.*s.ttir", (int)stem, cf->binary_name);
+            ir = tb_kernel_find_artifact(k, fname);
+        }
+    }
+    if (!ir)
+        return tb__fail(err, tb_err_not_found, rec->cache_key, NULL, -1, 0,
+                        "the record has no argument names (no call info, and no IR of its kernel in the bundle)");
+    if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
+    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, cf->function_name, types, div, sizeof types, NULL,
+                            at, len, err);
+    if (r == tb_ok && strlen(types) != n)
+        r = tb__fail(err, tb_err_arg_mismatch, rec->cache_key, fname, -1, 0,
+                     "the IR has %zu arguments, the record %zu", strlen(types), n);
+    for (i = 0; r == tb_ok && i < n; i++) {
+        if (used + len[i] + 1 > cap) {
+            r = tb__fail(err, tb_err_limit, rec->cache_key, fname, -1, 0, "the argument names are too long");
+            break;
+        }
+        memcpy(buf + used, at[i], len[i]);
+        buf[used + len[i]] = 0;
+        names[i] = buf + used;
+        used += len[i] + 1;
+    }
+    tb__free(&b->ctx, copy);
+    return r;
+}
+
+TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *b, uint32_t record, uint32_t config, const tb_grid_rule *rule,
+                                        tb_error *err) {
+    tb_launch_record *rec;
+    const tb_grid_rule *g = NULL;
+    uint32_t j;
+    tb_result r;
+    if (!b || record >= b->record_count)
+        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL or record %u out of range",
+                        record);
+    rec = &b->records[record];
+    if (config != TB_ALL_CONFIGS && config >= rec->config_count)
+        return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "config %u of %u", config,
+                        rec->config_count);
+    for (j = 0; j < rec->config_count; j++) /* every config checked before any changes */
+        if ((config == TB_ALL_CONFIGS || j == config) && rule &&
+            (r = tb__check_grid(rule, &rec->configs[j], rec->cache_key, -1, err)) != tb_ok)
+            return r;
+    if (rule && !(g = tb__dup_grid(b, rule))) return TB__OOM(err);
+    for (j = 0; j < rec->config_count; j++)
+        if (config == TB_ALL_CONFIGS || j == config) ((tb_launch_config *)(uintptr_t)&rec->configs[j])->grid = g;
+    return tb_ok;
+}
+
+/* "KERNEL=EXPR[,EXPR[,EXPR]]" split: the key, and up to three expressions
+   at commas outside brackets, each copied NUL-terminated into exprs[]. */
+static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap, char exprs[3][1024], uint32_t *count,
+                                     tb_error *err) {
+    const char *eq = strchr(spec, '='), *p, *start;
+    int depth = 0;
+    *count = 0;
+    if (!eq || eq == spec || (size_t)(eq - spec) >= key_cap)
+        return tb__fail(err, tb_err_parse, NULL, NULL, 0, 0, "a grid rule is KERNEL=EXPR[,EXPR[,EXPR]]: \"%.80s\"",
+                        spec);
+    memcpy(key, spec, (size_t)(eq - spec));
+    key[eq - spec] = 0;
+    for (p = start = eq + 1;; p++) {
+        if (*p == '(' || *p == '[') depth++;
+        else if ((*p == ')' || *p == ']') && depth) depth--;
+        else if ((*p == ',' && !depth) || !*p) {
+            if (*count == 3)
+                return tb__fail(err, tb_err_parse, key, NULL, (long long)(p - spec), 0,
+                                "more than three grid dimensions");
+            if ((size_t)(p - start) >= sizeof exprs[0])
+                return tb__fail(err, tb_err_limit, key, NULL, (long long)(start - spec), 0,
+                                "a grid expression over 1023 bytes");
+            memcpy(exprs[*count], start, (size_t)(p - start));
+            exprs[(*count)++][p - start] = 0;
+            if (!*p) break;
+            start = p + 1;
+        }
+    }
+    return tb_ok;
+}
+
+/* One record's rule for every config, into rules[config] (ops from pool):
+   names count as the record's arguments, and every config must take that
+   many (a record whose configs differ is refused, never read past). */
+static tb_result tb__grid_rule_for(tb_bundle *b, uint32_t rec, const char *key, char exprs[3][1024], uint32_t count,
+                                   const char **names, char *namebuf, size_t namecap, tb_grid_rule *rules,
+                                   tb_grid_op *pool, tb_error *err) {
+    const tb_launch_record *r = &b->records[rec];
+    uint32_t j, d, n0 = (uint32_t)strlen(r->configs[0].arg_types);
+    tb_result res;
+    if ((res = tb__record_arg_names(b, r, names, namebuf, namecap, err)) != tb_ok) return res;
+    for (j = 0; j < r->config_count; j++) {
+        const tb_launch_config *cf = &r->configs[j];
+        if ((uint32_t)strlen(cf->arg_types) != n0)
+            return tb__fail(err, tb_err_arg_mismatch, r->cache_key, NULL, -1, 0,
+                            "config %u takes %u arguments, config 0 %u: one grid rule cannot name them", j,
+                            (unsigned)strlen(cf->arg_types), n0);
+        for (d = 0; d < 3; d++) {
+            tb_grid_op *ops = pool + ((size_t)j * 3 + d) * TB_MAX_GRID_OPS;
+            rules[j].ops[d] = ops;
+            if (d >= count) {
+                ops[0].op = TB_GRID_CONST, ops[0].index = 0, ops[0].value = 1, rules[j].op_count[d] = 1;
+            } else if ((res = tb_grid_parse(exprs[d], names, n0, cf->params, cf->param_count, ops,
+                                            &rules[j].op_count[d], err)) != tb_ok) {
+                if (err) {
+                    char dim[64];
+                    snprintf(dim, sizeof dim, " (dimension %c of the rule for %.20s)", "xyz"[d], key);
+                    if (strlen(err->message) + strlen(dim) < sizeof err->message) strcat(err->message, dim);
+                }
+                return res;
+            }
+        }
+        if ((res = tb__check_grid(&rules[j], cf, r->cache_key, -1, err)) != tb_ok) return res;
+    }
+    return tb_ok;
+}
+
+/* allow_none: no record of the name is no error (pack: another batch's).
+   Every matching record's rules are made and checked before any record
+   changes, so a rule refused for one record changes none. */
+static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_none, uint32_t *records_changed,
+                                   tb_error *err) {
+    char *key = NULL, exprs[3][1024], *namebuf = NULL;
+    const char **names = NULL;
+    tb_grid_rule *rules = NULL;
+    tb_grid_op *pool = NULL;
+    uint32_t count, i, j, pass, changed = 0, most = 0;
+    size_t keycap = (size_t)TB_MAX_STRING_LENGTH + 1, namecap = (size_t)64 << 10;
+    tb_result r = tb_ok;
+    if (records_changed) *records_changed = 0;
+    if (!b || !spec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or spec is NULL");
+    if (!(key = (char *)tb__alloc(&b->ctx, keycap))) return TB__OOM(err);
+    if ((r = tb__split_grid_spec(spec, key, keycap, exprs, &count, err)) != tb_ok) goto done;
+    for (i = 0; i < b->record_count; i++) /* the most configs a matching record has: what the rules need */
+        if ((!strcmp(b->records[i].kernel_name, key) || !strcmp(b->records[i].cache_key, key)) &&
+            b->records[i].config_count > most)
+            most = b->records[i].config_count;
+    if (!(names = (const char **)tb__alloc(&b->ctx, (TB_MAX_ARGS + 1) * sizeof *names)) ||
+        !(namebuf = (char *)tb__alloc(&b->ctx, namecap)) ||
+        !(rules = (tb_grid_rule *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * sizeof *rules)) ||
+        !(pool = (tb_grid_op *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * 3 * TB_MAX_GRID_OPS * sizeof *pool))) {
+        r = TB__OOM(err);
+        goto done;
+    }
+    for (pass = 0; pass < 2 && r == tb_ok; pass++) /* 0: make and check every rule; 1: set them */
+        for (i = 0; i < b->record_count && r == tb_ok; i++) {
+            tb_launch_record *rec = &b->records[i];
+            if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
+            if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok)
+                break;
+            if (pass == 0) continue;
+            for (j = 0; j < rec->config_count && r == tb_ok; j++) r = tb_bundle_set_grid_rule(b, i, j, &rules[j], err);
+            if (r == tb_ok && !rec->call) { /* the names the rule was written with, so that it reads back so */
+                tb_call_info ci;
+                uint32_t n0 = (uint32_t)strlen(rec->configs[0].arg_types);
+                int named = 1;
+                for (j = 0; j < n0 && named; j++)
+                    named = names[j] && *names[j] && strlen(names[j]) <= TB_MAX_NAME_LENGTH;
+                memset(&ci, 0, sizeof ci);
+                ci.arg_count = n0, ci.arg_names = names;
+                if (named && n0 && !(rec->call = tb__dup_call(b, &ci))) r = TB__OOM(err);
+            }
+            if (r == tb_ok) changed++;
+        }
+    if (r == tb_ok && !changed && !allow_none)
+        r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0,
+                     "the grid rule \"%.100s\" names no kernel (or cache key) of the bundle", spec);
+done:
+    tb__free(&b->ctx, key);
+    tb__free(&b->ctx, names);
+    tb__free(&b->ctx, namebuf);
+    tb__free(&b->ctx, rules);
+    tb__free(&b->ctx, pool);
+    if (records_changed) *records_changed = changed;
+    return r;
+}
+
+TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t *records_changed, tb_error *err) {
+    return tb__add_grid_rule(b, spec, 0, records_changed, err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -8048,139 +9209,6 @@ done:
 #endif /* TB_NO_LAUNCHER */
 
 /* ---------------------------------------------------------------------- */
-/* >>args  Arguments: codes and conversions */
-/* What each argument code passes to the kernel.                         */
-/* ---------------------------------------------------------------------- */
-TBDEF uint16_t tb_fp16_from_double(double d) {
-    uint64_t bits, m, q, rem, half;
-    uint16_t sign;
-    int exp, e, shift;
-    memcpy(&bits, &d, 8);
-    sign = (uint16_t)((bits >> 48) & 0x8000u);
-    exp = (int)((bits >> 52) & 0x7ff);
-    m = bits & 0xFFFFFFFFFFFFFULL;
-    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0u));
-    if (exp == 0) return sign; /* double subnormals are far below fp16's range */
-    m |= (uint64_t)1 << 52;
-    e = exp - 1023 + 15;
-    shift = e >= 1 ? 42 : 42 + (1 - e);
-    if (shift > 63) return sign;
-    q = m >> shift;
-    rem = m & (((uint64_t)1 << shift) - 1);
-    half = (uint64_t)1 << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    if (e < 1) return (uint16_t)(sign | q); /* subnormal, or rounded up to the smallest normal */
-    if (q == 0x800) {
-        q >>= 1;
-        e++;
-    }
-    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
-    return (uint16_t)(sign | ((unsigned)e << 10) | (q & 0x3ffu));
-}
-
-TBDEF uint16_t tb_bf16_from_double(double d) {
-    float f = (float)d;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-TBDEF double tb_fp16_to_double(uint16_t h) {
-    int e = (h >> 10) & 31, s;
-    double m = h & 0x3ff, v, scale = 1.0;
-    if (e == 31) v = m ? NAN : INFINITY;
-    else if (e == 0) v = m / 16777216.0;
-    else {
-        for (s = e - 25; s > 0; s--) scale *= 2.0;
-        for (s = e - 25; s < 0; s++) scale *= 0.5;
-        v = (m + 1024.0) * scale;
-    }
-    return (h & 0x8000) ? -v : v;
-}
-
-TBDEF double tb_bf16_to_double(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* Converts without range checks; writes the parameter's bytes at the
-   start of the slot, in host order. */
-/* The low `bytes` bytes of u as that width's integer, in host order. */
-static void tb__store(tb_arg *slot, uint64_t u, uint32_t bytes) {
-    switch (bytes) {
-    case 1: { uint8_t x = (uint8_t)u; memcpy(slot, &x, 1); break; }
-    case 2: { uint16_t x = (uint16_t)u; memcpy(slot, &x, 2); break; }
-    case 4: { uint32_t x = (uint32_t)u; memcpy(slot, &x, 4); break; }
-    default: slot->u = u; break;
-    }
-}
-static TB__HOT void tb__convert_float(char code, tb_arg v, tb_arg *slot) {
-    switch (code) {
-    case 'f': { float x = (float)v.f; memcpy(slot, &x, 4); break; }
-    case 'e': tb__store(slot, tb_fp16_from_double(v.f), 2); break;
-    case 'y': tb__store(slot, tb_bf16_from_double(v.f), 2); break;
-    default: *slot = v; break; /* d: the double's 8 bytes */
-    }
-}
-static TB__HOT void tb__convert(char code, tb_arg v, tb_arg *slot) {
-    slot->u = 0;
-    switch (code) { /* the code table as a switch: each case's kind and width are constants */
-#define TB__X(c, bytes, kind, triton, triton2, mlir)                                                                   \
-    case c:                                                                                                            \
-        if (kind == TB__KIND_FLOAT)                                                                                    \
-            tb__convert_float(c, v, slot);                                                                             \
-        else                                                                                                           \
-            tb__store(slot, kind == TB__KIND_BOOL ? (uint64_t)(v.u != 0) : v.u,                                        \
-                      bytes); /* bools: what the grid reads */                                                         \
-        break;
-        TB__ARG_CODES(TB__X)
-#undef TB__X
-    default: *slot = v; break;
-    }
-}
-
-static double tb__fabs(double x) { return x < 0 ? -x : x; }
-
-/* Checked mode's ranges. Never narrower than Triton 3.6's launcher (which
-   parses i8 with Python's "b", 0..255; u8/u16/u32/u64 with "B"/"H"/"I"/"K",
-   any integer, masked), never wider than the parameter's bits can hold: an
-   N-bit integer takes its signed or its unsigned reading, except i16, i32
-   and i64, whose signed range Triton enforces too. A bool is 0 or 1.
-   sign_unknown (codes read from the IR, where u8 reads as i8): the signed
-   or the unsigned range of the width. */
-static int tb__in_range(char code, tb_arg v, int sign_unknown) {
-    switch (code) {
-    case '?': return v.u <= 1u;
-    case 'b': case 'B': return v.i >= -128 && v.i <= 255;
-    case 'h': return v.i >= -32768 && v.i <= (sign_unknown ? 65535 : 32767);
-    case 'H': return v.i >= -32768 && v.i <= 65535;
-    case 'i': return v.i >= INT32_MIN && v.i <= (sign_unknown ? (int64_t)UINT32_MAX : (int64_t)INT32_MAX);
-    case 'I': return v.i >= INT32_MIN && v.i <= (int64_t)UINT32_MAX;
-    case 'f': return v.f != v.f || tb__fabs(v.f) <= 3.4028234663852886e38 || isinf(v.f);
-    case 'e': return v.f != v.f || tb__fabs(v.f) < 65520.0 || isinf(v.f);
-    case 'y': return v.f != v.f || tb__fabs(v.f) <= 3.3895313892515355e38 || isinf(v.f);
-    default: return 1;
-    }
-}
-
-TBDEF tb_result tb_arg_convert(char code, tb_arg v, int checked, tb_arg *slot, tb_error *err) {
-    if (!slot) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "slot is NULL");
-    if (!tb_arg_code_size(code))
-        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0, "unknown type code 0x%02x",
-                        (unsigned char)code);
-    if (code == 'T')
-        return tb__fail(err, tb_err_unsupported_type, NULL, NULL, -1, 0,
-                        "a tensor descriptor becomes several parameters; tb_launch builds them");
-    if (checked && !tb__in_range(code, v, 0))
-        return tb__fail(err, tb_err_arg_range, NULL, NULL, -1, 0, "value %lld (%g) does not fit type '%c'",
-                        (long long)v.i, v.f, code);
-    tb__convert(code, v, slot);
-    return tb_ok;
-}
-
-/* ---------------------------------------------------------------------- */
 /* >>derive  Derive: launch records from a kernel's own files */
 /* ---------------------------------------------------------------------- */
 typedef struct tb__derived {
@@ -8335,1027 +9363,6 @@ TBDEF tb_result tb_bundle_derive_launch_records(tb_bundle *b, tb_error *err) {
     tb__free(&b->ctx, have);
     tb__free(&b->ctx, d);
     return r;
-}
-
-/* ---------------------------------------------------------------------- */
-/* >>grid  Grid rules: the language, evaluation and expressions */
-/* The language's table of operations and its one checker; a config's   */
-/* grid from a launch's arguments (format 2.2); expressions parsed from  */
-/* Python's syntax and written back (tb_grid_text).                      */
-/* ---------------------------------------------------------------------- */
-/* The grid language's operations, one row each: the one list of them
-   (docs/FORMAT.md, section 4). A row: the code (TB_GRID_*), its name as
-   the Python companion's OP_NAMES spells it, its spelling in a grid
-   expression (what tb_grid_parse reads and tb_grid_text writes; "" for an
-   operand), and its arity, the values it pops (an operand pops none; every
-   operation pushes one). The checker takes each operation's arity from
-   here, so a new operator is a row here (numbered past the last, the
-   evaluator telling operands by code <= TB_GRID_SYM), its case in the
-   evaluator (tb__grid_binop), and its syntax in the parser. */
-#define TB__GRID_OPS(X)                          \
-    X(TB_GRID_CONST, "CONST", "", 0)             \
-    X(TB_GRID_ARG, "ARG", "", 0)                 \
-    X(TB_GRID_PARAM, "PARAM", "", 0)             \
-    X(TB_GRID_EXTRA, "EXTRA", "", 0)             \
-    X(TB_GRID_SYM, "SYM", "", 0)                 \
-    X(TB_GRID_ADD, "ADD", "+", 2)                \
-    X(TB_GRID_SUB, "SUB", "-", 2)                \
-    X(TB_GRID_MUL, "MUL", "*", 2)                \
-    X(TB_GRID_FLOORDIV, "FLOORDIV", "//", 2)     \
-    X(TB_GRID_CEILDIV, "CEILDIV", "cdiv", 2)     \
-    X(TB_GRID_MOD, "MOD", "%", 2)                \
-    X(TB_GRID_MIN, "MIN", "min", 2)              \
-    X(TB_GRID_MAX, "MAX", "max", 2)              \
-    X(TB_GRID_NEG, "NEG", "-", 1)
-
-/* What the code reading the table assumes, checked when it builds: the
-   evaluators tell an operand from an operator by code <= TB_GRID_SYM, and
-   tb_grid_text writes operators of one or two operands. */
-#define TB__GRID_OP_OK(code, name, text, arity) && (((arity) == 0) == ((code) <= TB_GRID_SYM)) && (arity) <= 2
-typedef char tb__grid_ops_ok[(1 TB__GRID_OPS(TB__GRID_OP_OK)) ? 1 : -1];
-#undef TB__GRID_OP_OK
-
-/* An operation's arity, -1 for one this version does not know: the table
-   as a switch. */
-static int tb__grid_arity(uint32_t op) {
-    switch (op) {
-#define TB__X(code, name, text, arity) case code: return arity;
-        TB__GRID_OPS(TB__X)
-#undef TB__X
-    default: return -1;
-    }
-}
-/* An operator's spelling in a grid expression ("" for an operand). */
-static const char *tb__grid_op_text(uint32_t op) {
-    switch (op) {
-#define TB__X(code, name, text, arity) case code: return text;
-        TB__GRID_OPS(TB__X)
-#undef TB__X
-    default: return "";
-    }
-}
-
-/* How a program fails the language (tb__grid_walk's result; 0: it runs). */
-#define TB__WALK_UNKNOWN 1       /* an op this version does not know: a newer one's */
-#define TB__WALK_FOREIGN 2       /* an operand the caller never takes: SYM in a rule; ARG, PARAM, EXTRA in an
-                                    expression */
-#define TB__WALK_FIELD 3         /* an index or value out of the caller's range, or an unused field not zero */
-#define TB__WALK_SHORT 4         /* too few values on the stack for an operator */
-#define TB__WALK_DEEP 5          /* the stack past TB_GRID_STACK */
-#define TB__WALK_LEFT 6          /* other than one value left at the end */
-/* A caller's operands: 0 where it takes o, else TB__WALK_FOREIGN or
-   TB__WALK_FIELD. */
-typedef int (*tb__grid_operand_fn)(const tb_grid_op *o, const void *user);
-
-/* The grid language's one checker, for grid rules (tb__check_grid),
-   program expressions (tb__check_expr_ops) and tb_grid_text: each op one
-   the table knows, each operand one the caller takes (operand; NULL takes
-   every operand as it is), each operator's unused index and value zero,
-   the stack, at each operator's arity from the table, never short nor past
-   TB_GRID_STACK, and one value left. Returns 0 or the first fault in the
-   program's order, *at the operation (n for the end) and *depth the values
-   on the stack before it; the caller words the error. */
-static inline int tb__grid_walk(const tb_grid_op *ops, uint32_t n, tb__grid_operand_fn operand, const void *user,
-                                uint32_t *at, uint32_t *depth) {
-    uint32_t i, d = 0;
-    int a, f = 0;
-    for (i = 0; i < n; i++) {
-        const tb_grid_op *o = &ops[i];
-        if ((a = tb__grid_arity(o->op)) < 0) f = TB__WALK_UNKNOWN;
-        else if (a == 0 && operand) f = operand(o, user);
-        else if (a > 0 && (o->index || o->value)) f = TB__WALK_FIELD;
-        if (!f && d < (uint32_t)a) f = TB__WALK_SHORT;
-        if (f) break;
-        if ((d = d - (uint32_t)a + 1) > TB_GRID_STACK) {
-            f = TB__WALK_DEEP;
-            break;
-        }
-    }
-    *at = i, *depth = d;
-    return f ? f : d == 1 ? 0 : TB__WALK_LEFT;
-}
-
-/* A grid rule must run: the language's checker over each dimension of
-   1..TB_MAX_GRID_OPS operations, with the rule's operands: CONST (index
-   zero), an integer or bool argument of the config, one of its params, a
-   grid_arg under TB_MAX_GRID_EXTRA (value zero), never SYM (a program's).
-   An operation this version does not know was written by a newer one. */
-static int tb__grid_int_code(char c) {
-    int k = tb__code_kind(c);
-    return k == TB__KIND_BOOL || k == TB__KIND_SINT || k == TB__KIND_UINT;
-}
-typedef struct tb__rule_operands {
-    const tb_launch_config *cf;
-    size_t nargs;
-} tb__rule_operands;
-static inline int tb__rule_operand(const tb_grid_op *o, const void *user) {
-    const tb__rule_operands *ro = (const tb__rule_operands *)user;
-    if (o->op == TB_GRID_SYM) return TB__WALK_FOREIGN;
-    if ((o->op != TB_GRID_CONST && o->value) || (o->op == TB_GRID_CONST && o->index) ||
-        (o->op == TB_GRID_ARG && (o->index >= ro->nargs || !tb__grid_int_code(ro->cf->arg_types[o->index]))) ||
-        (o->op == TB_GRID_PARAM && o->index >= ro->cf->param_count) ||
-        (o->op == TB_GRID_EXTRA && o->index >= TB_MAX_GRID_EXTRA))
-        return TB__WALK_FIELD;
-    return 0;
-}
-static tb_result tb__check_grid(const tb_grid_rule *g, const tb_launch_config *cf, const char *key, long long offset,
-                                tb_error *err) {
-    tb__rule_operands ro;
-    uint32_t d, i, depth;
-    ro.cf = cf, ro.nargs = strlen(cf->arg_types);
-    for (d = 0; d < 3; d++) {
-        if (g->op_count[d] == 0 || g->op_count[d] > TB_MAX_GRID_OPS || !g->ops[d])
-            return tb__fail(err, g->op_count[d] > TB_MAX_GRID_OPS ? tb_err_limit : tb_err_malformed, key, NULL, offset,
-                            0, "grid rule dimension %u has %u operations (1..TB_MAX_GRID_OPS)", d, g->op_count[d]);
-        switch (tb__grid_walk(g->ops[d], g->op_count[d], tb__rule_operand, &ro, &i, &depth)) {
-        case 0: break;
-        case TB__WALK_UNKNOWN:
-            return tb__fail(err, tb_err_unsupported_version, key, NULL, offset, 0,
-                            "grid rule operation %u is unknown (written by a newer version?)", g->ops[d][i].op);
-        case TB__WALK_FOREIGN:
-            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u, operation %u: SYM (a program's symbol) in a grid rule", d, i);
-        case TB__WALK_FIELD:
-            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u, operation %u: operand %u is not an integer argument, a "
-                            "param or a grid_arg of this config, or an unused field is not zero",
-                            d, i, g->ops[d][i].index);
-        case TB__WALK_SHORT:
-            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u, operation %u: too few values on the stack", d, i);
-        case TB__WALK_DEEP:
-            return tb__fail(err, tb_err_limit, key, NULL, offset, 0,
-                            "grid rule dimension %u needs more than %u stack entries", d, TB_GRID_STACK);
-        default:
-            return tb__fail(err, tb_err_malformed, key, NULL, offset, 0,
-                            "grid rule dimension %u leaves %u values, not one", d, depth);
-        }
-    }
-    return tb_ok;
-}
-
-/* The value launch argument i gives a rule: what the kernel reads, as a
-   signed 64-bit integer. 0, or 1 when it does not fit (a u64 past 2^63). */
-static int64_t tb__sext(uint64_t u, uint32_t bytes) { /* the low bytes, sign-extended */
-    switch (bytes) {
-    case 1: return (int8_t)(uint8_t)u;
-    case 2: return (int16_t)(uint16_t)u;
-    case 4: return (int32_t)(uint32_t)u;
-    default: return (int64_t)u;
-    }
-}
-static uint64_t tb__zext(uint64_t u, uint32_t bytes) { /* the low bytes */
-    return bytes == 1 ? (uint8_t)u : bytes == 2 ? (uint16_t)u : bytes == 4 ? (uint32_t)u : u;
-}
-static TB__HOT int tb__grid_arg(char code, tb_arg a, int64_t *v) {
-    uint64_t u;
-    switch (code) { /* the code table as a switch (rules only read integer and bool codes) */
-#define TB__X(c, bytes, kind, triton, triton2, mlir)                                    \
-    case c:                                                                             \
-        if (kind == TB__KIND_BOOL) *v = a.u != 0;                                       \
-        else if (kind == TB__KIND_SINT) *v = tb__sext(a.u, bytes);                      \
-        else if ((u = tb__zext(a.u, bytes)) > (uint64_t)INT64_MAX) return 1;            \
-        else *v = (int64_t)u;                                                           \
-        return 0;
-        TB__ARG_CODES(TB__X)
-#undef TB__X
-    default:
-        if (a.u > (uint64_t)INT64_MAX) return 1;
-        *v = (int64_t)a.u;
-        return 0;
-    }
-}
-
-/* Python's floor division and modulo on int64; 1 on a zero divisor or
-   INT64_MIN / -1. */
-static int tb__floordiv(int64_t a, int64_t b, int64_t *q, int64_t *m) {
-    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
-    *q = a / b, *m = a % b;
-    if (*m != 0 && ((*m < 0) != (b < 0))) *q -= 1, *m += b;
-    return 0;
-}
-
-/* ceil(a / b), exact wherever the result fits: C's truncating quotient
-   and remainder are defined for every pair but b == 0 and INT64_MIN / -1
-   (2^63, the only result that does not fit), and the quotient moves up by
-   one when the division was inexact and the true quotient positive; it
-   cannot overflow then, since |b| > 1. 1 on those two. Shared by the
-   interpreter and the launch's fast path, so they cannot disagree. */
-static TB__HOT int tb__ceildiv(int64_t a, int64_t b, int64_t *q) {
-    int64_t t, m;
-    if (b == 0 || (a == INT64_MIN && b == -1)) return 1;
-    t = a / b, m = a % b;
-    *q = t + (m != 0 && ((m < 0) == (b < 0)));
-    return 0;
-}
-
-/* What a program reads besides its own operations: the arguments' codes
-   and values, the config's params, the caller's grid values, and the
-   kernel's name for messages. tb_grid_compute fills it from a config, a
-   loaded kernel from its plan. */
-typedef struct tb__grid_env {
-    const char *codes;
-    const tb_config_param *params; /* NULL: PARAM operands were resolved (a plan) */
-    const tb_arg *args;
-    const int64_t *extra;
-    uint32_t n_extra;
-    const char *name;
-    const int64_t *syms;         /* (2.6) a program expression's symbol values */
-    uint32_t n_syms;
-    int expr;                    /* (2.6) 1: an expression's operations, not a grid rule's (for messages) */
-} tb__grid_env;
-
-/* A binary operation, exact: 1 where the result does not fit or a divisor
-   is zero. The interpreter's, and the expression parser's folding. */
-static int tb__grid_binop(uint32_t op, int64_t a, int64_t b, int64_t *v) {
-    int64_t q, m;
-    *v = 0;
-    switch (op) {
-    case TB_GRID_ADD:
-        if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
-        *v = a + b;
-        return 0;
-    case TB_GRID_SUB:
-        if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) return 1;
-        *v = a - b;
-        return 0;
-    case TB_GRID_MUL:
-        if (a == 0 || b == 0) return 0;
-        if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) return 1;
-        if (a == -1 || b == -1) return *v = -(a == -1 ? b : a), 0;
-        *v = (int64_t)((uint64_t)a * (uint64_t)b);
-        return *v / b != a;
-    case TB_GRID_FLOORDIV: return tb__floordiv(a, b, v, &m);
-    case TB_GRID_MOD: return tb__floordiv(a, b, &q, v);
-    case TB_GRID_CEILDIV: return tb__ceildiv(a, b, v);
-    case TB_GRID_MIN: return *v = a < b ? a : b, 0;
-    default: return *v = a > b ? a : b, 0; /* MAX */
-    }
-}
-
-/* One dimension: the program's value, or an error naming what went wrong. */
-static tb_result tb__grid_run(const tb_grid_op *ops, uint32_t n, const tb__grid_env *env, uint32_t dim, int64_t *out,
-                              tb_error *err) {
-    const tb_arg *args = env->args;
-    const int64_t *extra = env->extra;
-    uint32_t n_extra = env->n_extra;
-    int64_t st[TB_GRID_STACK], a, b, v;
-    uint32_t sp = 0, i;
-    static const char *const dims = "xyz";
-    for (i = 0; i < n; i++) {
-        const tb_grid_op *o = &ops[i];
-        int bad = 0;
-        if (o->op <= TB_GRID_SYM) {
-            switch (o->op) {
-            case TB_GRID_CONST: v = o->value; break;
-            case TB_GRID_ARG:
-                if (tb__grid_arg(env->codes[o->index], args[o->index], &v))
-                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                                    "grid %c: argument %u is over 2^63, out of the grid rule's range", dims[dim],
-                                    o->index);
-                if (TB__UNLIKELY(o->value) && args[o->index].u > 1) /* tb__grid_plan_bool's mark */
-                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                                    "grid %c: argument %u is a 1-byte bool in the cubin where the config says integer, "
-                                    "and the grid rule reads it: pass 0 or 1, not %llu", dims[dim], o->index,
-                                    (unsigned long long)args[o->index].u);
-                break;
-            case TB_GRID_PARAM: v = env->params[o->index].value; break;
-            case TB_GRID_SYM:
-                if (o->index >= env->n_syms)
-                    return tb__fail(err, tb_err_malformed, env->name, NULL, -1, 0, "expression: symbol %u of %u",
-                                    o->index, env->n_syms);
-                v = env->syms[o->index];
-                break;
-            default:
-                if (o->index >= n_extra || !extra)
-                    return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                                    "grid %c: the rule reads grid_args[%u], and %u were given", dims[dim], o->index,
-                                    n_extra);
-                v = extra[o->index];
-            }
-            st[sp++] = v;
-            continue;
-        }
-        b = st[--sp];
-        if (o->op == TB_GRID_NEG) {
-            bad = b == INT64_MIN;
-            v = bad ? 0 : -b;
-        } else {
-            a = st[--sp];
-            bad = tb__grid_binop(o->op, a, b, &v);
-        }
-        if (bad && env->expr)
-            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                            "operation %u of the expression overflows or divides by zero", i);
-        if (bad)
-            return tb__fail(err, tb_err_arg_range, env->name, NULL, -1, 0,
-                            "grid %c: operation %u of the rule overflows or divides by zero", dims[dim], i);
-        st[sp++] = v;
-    }
-    *out = st[0];
-    return tb_ok;
-}
-
-/* The evaluated dimension d into grid[d], or the error of a value CUDA's
-   launch cannot take; and the error of a config without a rule: shared by
-   tb_grid_compute and the launch (tb__rule_grid). */
-static TB__HOT tb_result tb__grid_store(const char *name, uint32_t d, int64_t v, uint32_t *grid, tb_error *err) {
-    static const int64_t most[3] = {2147483647, 65535, 65535};
-    if (TB__UNLIKELY(v < 0 || v > most[d]))
-        return tb__fail(err, tb_err_arg_range, name, NULL, -1, 0, "grid %c is %lld, outside 0..%lld", "xyz"[d],
-                        (long long)v, (long long)most[d]);
-    grid[d] = (uint32_t)v;
-    return tb_ok;
-}
-static tb_result tb__no_grid_rule(const char *name, tb_error *err) {
-    return tb__fail(err, tb_err_not_found, name, NULL, -1, 0,
-                    "the config has no grid rule (records from a Triton cache carry none; the Python exporter "
-                    "writes them): give the grid");
-}
-
-/* A caller's config may hold a rule no builder checked: checked here
-   (at most 3 x TB_MAX_GRID_OPS operations) before it runs. */
-TBDEF tb_result tb_grid_compute(const tb_launch_config *cf, const tb_arg *args, uint32_t arg_count,
-                                const int64_t *extra, uint32_t n_extra, uint32_t grid[3], tb_error *err) {
-    tb__grid_env env;
-    uint32_t d;
-    tb_result r;
-    if (!cf || !grid || !cf->arg_types)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "config or grid is NULL");
-    if (cf->param_count && !cf->params)
-        return tb__fail(err, tb_err_invalid_argument, cf->function_name, NULL, -1, 0,
-                        "the config has %u params and params is NULL", cf->param_count);
-    if (!cf->grid) return tb__no_grid_rule(cf->function_name, err);
-    if ((r = tb__check_grid(cf->grid, cf, cf->function_name, -1, err)) != tb_ok) return r;
-    if (arg_count != strlen(cf->arg_types) || (arg_count && !args))
-        return tb__fail(err, tb_err_arg_mismatch, cf->function_name, NULL, -1, 0,
-                        "%u arguments given, the kernel takes %u", arg_count, (unsigned)strlen(cf->arg_types));
-    env.codes = cf->arg_types, env.params = cf->params, env.args = args, env.extra = extra, env.n_extra = n_extra;
-    env.name = cf->function_name, env.syms = NULL, env.n_syms = 0, env.expr = 0;
-    for (d = 0; d < 3; d++) {
-        int64_t v = 0;
-        if ((r = tb__grid_run(cf->grid->ops[d], cf->grid->op_count[d], &env, d, &v, err)) != tb_ok ||
-            (r = tb__grid_store(cf->function_name, d, v, grid, err)) != tb_ok)
-            return r;
-    }
-    return tb_ok;
-}
-
-#ifndef TB_NO_LAUNCHER
-/* The lowest set bit of m (not 0): a power of two's shift here, the
-   kernel table's divisibility masks later. */
-static uint32_t tb__ctz64(uint64_t m) {
-#if defined(__GNUC__) || defined(__clang__)
-    return (uint32_t)__builtin_ctzll(m);
-#else
-    uint32_t i = 0;
-    while (!((m >> i) & 1u)) i++;
-    return i;
-#endif
-}
-
-/* ---- the rule as a loaded kernel keeps it ----
-   Params resolved to constants, and each dimension's usual shape marked so
-   that the launch evaluates it without the interpreter: form 1 a constant,
-   form 2 CEILDIV(ARG a, c > 0) (Inductor's Grid1D and Triton's cdiv), form
-   3 the same with c a power of two (a shift: no division, whose latency is
-   a measurable part of a launch on some hosts). The fields a launch reads
-   take 64 bytes; the operations live in the owner's storage. */
-typedef struct tb__grid_plan {
-    uint32_t count[3];          /* 0, 0, 0: the config has no rule */
-    uint8_t form[3];            /* 0: the interpreter */
-    uint8_t shift[3];           /* form 3: c == 2^shift */
-    char code[3];               /* forms 2 and 3: argument arg's code */
-    uint16_t arg[3];
-    int64_t c[3];
-    tb_grid_op (*ops)[TB_MAX_GRID_OPS]; /* [3]: the operations, PARAMs resolved */
-} tb__grid_plan;
-
-static void tb__grid_plan_make(tb__grid_plan *g, tb_grid_op (*ops)[TB_MAX_GRID_OPS], const char *codes,
-                               const tb_launch_config *cfg) {
-    uint32_t d, q;
-    memset(g->count, 0, sizeof g->count);
-    memset(g->form, 0, sizeof g->form);
-    g->ops = ops;
-    if (!cfg->grid) return;
-    for (d = 0; d < 3; d++) {
-        g->count[d] = cfg->grid->op_count[d];
-        for (q = 0; q < g->count[d]; q++) {
-            tb_grid_op o = cfg->grid->ops[d][q];
-            if (o.op == TB_GRID_PARAM) o.op = TB_GRID_CONST, o.value = cfg->params[o.index].value, o.index = 0;
-            ops[d][q] = o;
-        }
-        if (g->count[d] == 1 && ops[d][0].op == TB_GRID_CONST) {
-            g->form[d] = 1, g->c[d] = ops[d][0].value;
-        } else if (g->count[d] == 3 && ops[d][0].op == TB_GRID_ARG && ops[d][1].op == TB_GRID_CONST &&
-                   ops[d][1].value > 0 && ops[d][2].op == TB_GRID_CEILDIV) {
-            int64_t c = ops[d][1].value; /* the index is an argument's: under TB_MAX_ARGS, so 16 bits */
-            g->form[d] = (c & (c - 1)) ? 2 : 3, g->shift[d] = (uint8_t)tb__ctz64((uint64_t)c);
-            g->arg[d] = (uint16_t)ops[d][0].index, g->code[d] = codes[ops[d][0].index], g->c[d] = c;
-        }
-    }
-}
-
-/* Argument a is a 1-byte bool in the cubin where the config says 'i' or
-   'I': the operations that read it are marked (value 1 in the plan's ARG,
-   a field the format leaves zero), so that the launch refuses anything but
-   0 and 1 there (tb_grid_compute, which reads the config's 'i', would
-   report another grid), and no fast path skips that check. */
-static void tb__grid_plan_bool(tb__grid_plan *g, uint32_t a) {
-    uint32_t d, q;
-    for (d = 0; d < 3; d++)
-        for (q = 0; q < g->count[d]; q++)
-            if (g->ops[d][q].op == TB_GRID_ARG && g->ops[d][q].index == a) {
-                g->ops[d][q].value = 1;
-                if (g->form[d] >= 2) g->form[d] = 0;
-            }
-}
-
-/* The launch's grid: the plan over the arguments (codes: the loaded
-   kernel's, bools included), into grid. */
-static TB__HOT tb_result tb__grid_plan_eval(const tb__grid_plan *g, const char *codes, const char *name,
-                                            const tb_arg *args, const int64_t *extra, uint32_t n_extra, uint32_t *grid,
-                                            tb_error *err) {
-    tb__grid_env env;
-    uint32_t d;
-    tb_result r;
-    if (TB__UNLIKELY(!g->count[0])) return tb__no_grid_rule(name, err);
-    env.codes = codes, env.params = NULL, env.args = args, env.extra = extra, env.n_extra = n_extra, env.name = name;
-    env.syms = NULL, env.n_syms = 0, env.expr = 0;
-    for (d = 0; d < 3; d++) {
-        int64_t v = 0, a;
-        if (g->form[d] == 1) {
-            v = g->c[d];
-        } else if (g->form[d] >= 2 && !tb__grid_arg(g->code[d], args[g->arg[d]], &a)) {
-            if (g->form[d] == 3 && a >= 0)
-                v = (a >> g->shift[d]) + ((a & (g->c[d] - 1)) != 0); /* ceil(a / 2^shift), exact */
-            else
-                (void)tb__ceildiv(a, g->c[d], &v); /* c > 0: it cannot fail; the interpreter's own helper */
-        } else if ((r = tb__grid_run(g->ops[d], g->count[d], &env, d, &v, err)) != tb_ok) {
-            return r;
-        }
-        if ((r = tb__grid_store(name, d, v, grid, err)) != tb_ok) return r;
-    }
-    return tb_ok;
-}
-#endif
-
-/* ---- grid expressions: Python's syntax, compiled to a rule's program ----
-   The C twin of the Python companion's GridCompiler, for callers without
-   Python (tbundle pack --grid): the same grammar, the same postfix order
-   and the same constant folding, so both give one program for one string.
-       expr  = term { ("+" | "-") term }
-       term  = unary { ("*" | "//" | "%") unary }
-       unary = ("-" | "+") unary | atom
-       atom  = integer | name | name "[" 'NAME' "]" | name "(" args ")" | "(" expr ")"
-   where a name may be dotted (triton.cdiv), calls are cdiv / ceildiv (two
-   arguments), min / max (one or more) and int (one), and name["X"] reads X
-   (Triton's meta['BLOCK']). */
-typedef struct tb__gx {
-    const char *s, *p;
-    const char *const *names;
-    uint32_t name_count;
-    const tb_config_param *params;
-    uint32_t param_count;
-    tb_grid_op ops[TB_MAX_GRID_OPS + 1]; /* one over: an operation is appended, then folded, then counted */
-    uint32_t n, depth;
-    uint32_t big;               /* 1 + the index of a CONST that holds the literal 2^63, which only NEG may follow */
-    const char *big_at;
-    tb_error *err;
-} tb__gx;
-
-static tb_result tb__gx_fail(tb__gx *g, const char *at, const char *what) {
-    return tb__fail(g->err, tb_err_parse, NULL, NULL, (long long)(at - g->s), 0, "grid expression, column %u: %s",
-                    (unsigned)(at - g->s) + 1, what);
-}
-static void tb__gx_ws(tb__gx *g) {
-    while (*g->p == ' ' || *g->p == '\t') g->p++;
-}
-static int tb__gx_ident(char c, int first) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
-}
-
-/* Appends op and folds as the Python companion's _fold_ops does: a NEG of
-   a constant (not -2^63), and ADD SUB MUL MIN MAX of two constants where
-   the result fits. */
-static tb_result tb__gx_emit(tb__gx *g, uint32_t op, uint32_t index, int64_t value, const char *at) {
-    tb_grid_op *o;
-    if (g->big) { /* 2^63 is a literal only as -9223372036854775808, as Python folds it */
-        if (op != TB_GRID_NEG || g->big != g->n) return tb__gx_fail(g, g->big_at, "an integer past 2^63 - 1");
-        g->big = 0; /* its CONST already holds -2^63 */
-        return tb_ok;
-    }
-    if (g->n > TB_MAX_GRID_OPS) return tb__gx_fail(g, at, "more than TB_MAX_GRID_OPS operations");
-    o = &g->ops[g->n++];
-    o->op = op, o->index = index, o->value = value;
-    if (op == TB_GRID_NEG && g->n >= 2 && o[-1].op == TB_GRID_CONST && o[-1].value != INT64_MIN) {
-        o[-1].value = -o[-1].value;
-        g->n--;
-    } else if ((op == TB_GRID_ADD || op == TB_GRID_SUB || op == TB_GRID_MUL || op == TB_GRID_MIN ||
-                op == TB_GRID_MAX) &&
-               g->n >= 3 && o[-1].op == TB_GRID_CONST && o[-2].op == TB_GRID_CONST) {
-        int64_t v;
-        if (!tb__grid_binop(op, o[-2].value, o[-1].value, &v)) { /* the interpreter's test of "fits" */
-            o[-2].value = v;
-            g->n -= 2;
-        }
-    }
-    return tb_ok;
-}
-
-static tb_result tb__gx_expr(tb__gx *g);
-
-/* A name read as an operand: an argument, else a param, else an error. */
-static tb_result tb__gx_name(tb__gx *g, const char *at, size_t len) {
-    uint32_t i;
-    for (i = 0; i < g->name_count; i++)
-        if (g->names[i] && strlen(g->names[i]) == len && memcmp(g->names[i], at, len) == 0)
-            return tb__gx_emit(g, TB_GRID_ARG, i, 0, at);
-    for (i = 0; i < g->param_count; i++)
-        if (g->params[i].name && strlen(g->params[i].name) == len && memcmp(g->params[i].name, at, len) == 0)
-            return tb__gx_emit(g, TB_GRID_PARAM, i, 0, at);
-    {
-        char what[340], names[200];
-        size_t a = 0;
-        names[0] = 0;
-        for (i = 0; i < g->name_count && a + 4 < sizeof names; i++)
-            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", i ? ", " : "", g->names[i] ? g->names[i] : "?");
-        for (i = 0; i < g->param_count && a + 4 < sizeof names; i++)
-            a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", a ? ", " : "", g->params[i].name);
-        snprintf(what, sizeof what, "\"%.*s\" is no argument of the kernel and no param of the config; it has %s "
-                 "(write a constexpr's value as a literal)", (int)(len > 60 ? 60 : len), at, a ? names : "none");
-        return tb__gx_fail(g, at, what);
-    }
-}
-
-static tb_result tb__gx_atom(tb__gx *g) {
-    const char *at;
-    tb_result r;
-    tb__gx_ws(g);
-    at = g->p;
-    if (*g->p >= '0' && *g->p <= '9') { /* decimal, or 0x / 0o / 0b; '_' between digits */
-        unsigned base = 10, d;
-        uint64_t v = 0;
-        int digits = 0;
-        if (g->p[0] == '0' && (g->p[1] == 'x' || g->p[1] == 'X' || g->p[1] == 'o' || g->p[1] == 'O' || g->p[1] == 'b' ||
-                               g->p[1] == 'B'))
-            base = (g->p[1] | 32) == 'x' ? 16 : (g->p[1] | 32) == 'o' ? 8 : 2, g->p += 2;
-        for (;; g->p++) {
-            char c = *g->p;
-            if (c == '_' && digits && tb__gx_ident(g->p[1], 0) && g->p[1] != '_') continue;
-            d = c >= '0' && c <= '9'                 ? (unsigned)(c - '0')
-                : (c | 32) >= 'a' && (c | 32) <= 'f' ? (unsigned)((c | 32) - 'a' + 10)
-                                                     : 99;
-            if (d >= base) break;
-            if (v > (UINT64_MAX - d) / base) return tb__gx_fail(g, at, "an integer past 2^63 - 1");
-            v = v * base + d, digits++;
-        }
-        if (!digits || v > (uint64_t)INT64_MAX + 1u)
-            return tb__gx_fail(g, at, digits ? "an integer past 2^63 - 1" : "a bad integer");
-        if (base == 10 && at[0] == '0' && digits > 1 && v) return tb__gx_fail(g, at, "a decimal with a leading zero");
-        if (tb__gx_ident(*g->p, 0)) return tb__gx_fail(g, g->p, "a bad integer");
-        if (v > (uint64_t)INT64_MAX) { /* 2^63: the next operation must negate it (tb__gx_emit) */
-            if ((r = tb__gx_emit(g, TB_GRID_CONST, 0, INT64_MIN, at)) != tb_ok) return r;
-            g->big = g->n, g->big_at = at;
-            return tb_ok;
-        }
-        return tb__gx_emit(g, TB_GRID_CONST, 0, (int64_t)v, at);
-    }
-    if (*g->p == '(') {
-        g->p++;
-        if ((r = tb__gx_expr(g)) != tb_ok) return r;
-        tb__gx_ws(g);
-        if (*g->p != ')') return tb__gx_fail(g, g->p, "')' expected");
-        g->p++;
-        return tb_ok;
-    }
-    if (tb__gx_ident(*g->p, 1)) {
-        const char *name = g->p, *last = g->p;
-        size_t len;
-        while (tb__gx_ident(*g->p, 0) || (*g->p == '.' && tb__gx_ident(g->p[1], 1))) {
-            if (*g->p == '.') last = g->p + 1;
-            g->p++;
-        }
-        len = (size_t)(g->p - last);
-        tb__gx_ws(g);
-        if (*g->p == '(') { /* a call: the last component names it (triton.cdiv) */
-            int is_cdiv = (len == 4 && !memcmp(last, "cdiv", 4)) || (len == 7 && !memcmp(last, "ceildiv", 7));
-            int is_min = len == 3 && !memcmp(last, "min", 3), is_max = len == 3 && !memcmp(last, "max", 3);
-            int is_int = len == 3 && !memcmp(last, "int", 3);
-            uint32_t nargs = 0;
-            if (!is_cdiv && !is_min && !is_max && !is_int)
-                return tb__gx_fail(g, name, "unknown function (cdiv, ceildiv, min, max and int are known)");
-            if (++g->depth > 64) return tb__gx_fail(g, name, "nested too deeply"); /* int(int(...)) emits nothing */
-            g->p++;
-            tb__gx_ws(g);
-            while (*g->p != ')') {
-                if (nargs && *g->p++ != ',') return tb__gx_fail(g, g->p - 1, "',' or ')' expected");
-                if ((r = tb__gx_expr(g)) != tb_ok) return r;
-                nargs++;
-                if (nargs >= 2 && (is_min || is_max) &&
-                    (r = tb__gx_emit(g, is_min ? TB_GRID_MIN : TB_GRID_MAX, 0, 0, name)) != tb_ok)
-                    return r;
-                tb__gx_ws(g);
-                if (!*g->p) return tb__gx_fail(g, g->p, "')' expected");
-            }
-            g->p++;
-            g->depth--;
-            if ((is_cdiv && nargs != 2) || (is_int && nargs != 1) || ((is_min || is_max) && nargs < 1))
-                return tb__gx_fail(g, name,
-                                   is_cdiv  ? "cdiv takes two arguments"
-                                   : is_int ? "int takes one argument"
-                                            : "min and max take at least one");
-            return is_cdiv ? tb__gx_emit(g, TB_GRID_CEILDIV, 0, 0, name) : tb_ok;
-        }
-        if (*g->p == '[') { /* meta['BLOCK'] */
-            const char *q;
-            char quote;
-            g->p++;
-            tb__gx_ws(g);
-            quote = *g->p;
-            if (quote != '\'' && quote != '"') return tb__gx_fail(g, g->p, "a quoted name expected in [ ]");
-            q = strchr(g->p + 1, quote);
-            if (!q) return tb__gx_fail(g, g->p, "unterminated string");
-            at = g->p + 1;
-            g->p = q + 1;
-            tb__gx_ws(g);
-            if (*g->p != ']') return tb__gx_fail(g, g->p, "']' expected");
-            g->p++;
-            return tb__gx_name(g, at, (size_t)(q - at));
-        }
-        if (last != name) return tb__gx_fail(g, name, "a dotted name is only known as a function (triton.cdiv)");
-        return tb__gx_name(g, name, len);
-    }
-    return tb__gx_fail(g, at, *at ? "an integer, a name or '(' expected" : "the expression ends too soon");
-}
-
-static tb_result tb__gx_unary(tb__gx *g) {
-    tb_result r;
-    const char *at;
-    tb__gx_ws(g);
-    at = g->p;
-    if (*g->p == '-' || *g->p == '+') {
-        if (++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
-        g->p++;
-        if ((r = tb__gx_unary(g)) != tb_ok) return r;
-        g->depth--;
-        return *at == '-' ? tb__gx_emit(g, TB_GRID_NEG, 0, 0, at) : tb_ok;
-    }
-    if (*g->p == '(' && ++g->depth > 64) return tb__gx_fail(g, at, "nested too deeply");
-    r = tb__gx_atom(g);
-    if (*at == '(') g->depth--;
-    return r;
-}
-
-static tb_result tb__gx_term(tb__gx *g) {
-    tb_result r;
-    if ((r = tb__gx_unary(g)) != tb_ok) return r;
-    for (;;) {
-        const char *at;
-        uint32_t op;
-        tb__gx_ws(g);
-        at = g->p;
-        if (g->p[0] == '/' && g->p[1] == '/') op = TB_GRID_FLOORDIV, g->p += 2;
-        else if (g->p[0] == '*' && g->p[1] != '*') op = TB_GRID_MUL, g->p++;
-        else if (g->p[0] == '%') op = TB_GRID_MOD, g->p++;
-        else if (g->p[0] == '/' || g->p[0] == '*')
-            return tb__gx_fail(g, at, "'/' and '**' are not grid operators (use //)");
-        else return tb_ok;
-        if ((r = tb__gx_unary(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
-    }
-}
-
-static tb_result tb__gx_expr(tb__gx *g) {
-    tb_result r;
-    if ((r = tb__gx_term(g)) != tb_ok) return r;
-    for (;;) {
-        const char *at;
-        uint32_t op;
-        tb__gx_ws(g);
-        at = g->p;
-        if (*g->p == '+') op = TB_GRID_ADD;
-        else if (*g->p == '-') op = TB_GRID_SUB;
-        else return tb_ok;
-        g->p++;
-        if ((r = tb__gx_term(g)) != tb_ok || (r = tb__gx_emit(g, op, 0, 0, at)) != tb_ok) return r;
-    }
-}
-
-TBDEF tb_result tb_grid_parse(const char *expr, const char *const *arg_names, uint32_t arg_count,
-                              const tb_config_param *params, uint32_t param_count, tb_grid_op *ops, uint32_t *op_count,
-                              tb_error *err) {
-    tb__gx g; /* a few KiB on the stack: the parser allocates nothing */
-    tb_result r;
-    if (!expr || !ops || !op_count || (arg_count && !arg_names) || (param_count && !params))
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0,
-                        "expr, ops, op_count, names or params is NULL");
-    *op_count = 0;
-    memset(&g, 0, sizeof g);
-    g.s = g.p = expr;
-    g.names = arg_names, g.name_count = arg_count, g.params = params, g.param_count = param_count;
-    g.err = err;
-    if ((r = tb__gx_expr(&g)) != tb_ok) return r;
-    tb__gx_ws(&g);
-    if (*g.p) return tb__gx_fail(&g, g.p, *g.p == ',' ? "one expression per dimension here" : "an operator expected");
-    if (g.big) return tb__gx_fail(&g, g.big_at, "an integer past 2^63 - 1");
-    if (g.n > TB_MAX_GRID_OPS) return tb__gx_fail(&g, g.p, "more than TB_MAX_GRID_OPS operations");
-    memcpy(ops, g.ops, g.n * sizeof *ops);
-    *op_count = g.n;
-    return tb_ok;
-}
-
-/* ---- grid text: a program back to an expression (tb_grid_parse's inverse) ----
-   A program that runs is a tree whose root is its last operation, and the
-   text is that tree written out: an operator opens ("(", "cdiv(", "-("),
-   writes its left operand, its spelling or ", ", its right operand, and
-   closes. The walk allocates nothing: it goes down each left spine in a
-   loop (an operator's left operand begins where its right one, found by
-   counting back, begins, less one), writes the operand at its foot, and
-   climbs back up, recursing only into right operands, each of which holds
-   a value on the stack: at most TB_GRID_STACK levels, however long the
-   program. */
-typedef struct tb__gt {
-    char *buf;
-    size_t room, len;            /* room: the bytes of text buf takes (cap - 1) */
-    const tb_grid_op *ops;
-    const char *const *arg_names;
-    uint32_t arg_count;
-    const tb_config_param *params;
-    uint32_t param_count;
-} tb__gt;
-static void tb__gt_put(tb__gt *t, const char *s, size_t n) {
-    if (t->len < t->room) memcpy(t->buf + t->len, s, n < t->room - t->len ? n : t->room - t->len);
-    t->len += n;
-}
-static void tb__gt_puts(tb__gt *t, const char *s) { tb__gt_put(t, s, strlen(s)); }
-static void tb__gt_operand(tb__gt *t, const tb_grid_op *o) {
-    char num[40];
-    const char *name = NULL;
-    if (o->op == TB_GRID_ARG && t->arg_names && o->index < t->arg_count) name = t->arg_names[o->index];
-    else if (o->op == TB_GRID_PARAM && t->params && o->index < t->param_count) name = t->params[o->index].name;
-    if (name) {
-        tb__gt_puts(t, name);
-        return;
-    }
-    switch (o->op) {
-    case TB_GRID_CONST: snprintf(num, sizeof num, "%lld", (long long)o->value); break;
-    case TB_GRID_ARG: snprintf(num, sizeof num, "arg%u", o->index); break;
-    case TB_GRID_PARAM: snprintf(num, sizeof num, "param%u", o->index); break;
-    case TB_GRID_EXTRA: snprintf(num, sizeof num, "grid_args[%u]", o->index); break;
-    default: snprintf(num, sizeof num, "sym%u", o->index); break; /* SYM */
-    }
-    tb__gt_puts(t, num);
-}
-/* an operator spelled with letters is called: cdiv(a, b); else infix: (a + b), -(a) */
-static int tb__gt_called(const char *text) { return (*text >= 'a' && *text <= 'z') || (*text >= 'A' && *text <= 'Z'); }
-/* The first operation of the value ops[i] pushes (its subtree's). */
-static uint32_t tb__gt_first(const tb_grid_op *ops, uint32_t i) {
-    uint32_t need = 1;
-    for (;; i--) {
-        need += (uint32_t)tb__grid_arity(ops[i].op);
-        if (--need == 0) return i;
-    }
-}
-/* The value ops[i] pushes, as text. */
-static void tb__gt_value(tb__gt *t, uint32_t i) {
-    const tb_grid_op *ops = t->ops;
-    uint32_t p = i, q, h;
-    int a;
-    while ((a = tb__grid_arity(ops[p].op)) > 0) { /* down the left spine: the openings, outermost first */
-        const char *text = tb__grid_op_text(ops[p].op);
-        if (a == 1 || tb__gt_called(text)) tb__gt_puts(t, text);
-        tb__gt_put(t, "(", 1);
-        p = a == 1 ? p - 1 : tb__gt_first(ops, p - 1) - 1;
-    }
-    tb__gt_operand(t, &ops[p]);
-    while (p < i) { /* up again: the operator that takes p's value as its left operand, innermost first */
-        for (q = p + 1, h = 0; (uint32_t)(a = tb__grid_arity(ops[q].op)) <= h; q++) h = h + 1 - (uint32_t)a;
-        if (a == 2) {
-            const char *text = tb__grid_op_text(ops[q].op);
-            if (tb__gt_called(text)) tb__gt_put(t, ", ", 2);
-            else tb__gt_put(t, " ", 1), tb__gt_puts(t, text), tb__gt_put(t, " ", 1);
-            tb__gt_value(t, q - 1);
-        }
-        tb__gt_put(t, ")", 1);
-        p = q;
-    }
-}
-TBDEF size_t tb_grid_text(const tb_grid_op *ops, uint32_t n, const char *const *arg_names, uint32_t arg_count,
-                          const tb_config_param *params, uint32_t param_count, char *buf, size_t cap) {
-    tb__gt t;
-    uint32_t at, depth;
-    t.buf = buf, t.room = buf && cap ? cap - 1 : 0, t.len = 0, t.ops = ops;
-    t.arg_names = arg_names, t.arg_count = arg_count, t.params = params, t.param_count = param_count;
-    if (!ops || tb__grid_walk(ops, n, NULL, NULL, &at, &depth) != 0) tb__gt_put(&t, "?", 1);
-    else tb__gt_value(&t, n - 1);
-    if (buf && cap) buf[t.len < t.room ? t.len : t.room] = 0;
-    return t.len;
-}
-
-/* The names a record's grid rules read: its call info's, else those the
-   kernel's IR gives its arguments (tt.func's loc("NAME")), written into
-   buf as NUL-terminated strings with names[i] pointing at each. */
-static tb_result tb__record_arg_names(const tb_bundle *b, const tb_launch_record *rec, const char **names, char *buf,
-                                      size_t cap, tb_error *err) {
-    const tb_launch_config *cf = &rec->configs[0];
-    size_t n = strlen(cf->arg_types), used = 0, i;
-    const tb_kernel *k;
-    const tb_artifact *ir = NULL;
-    char fname[TB_MAX_NAME_LENGTH + 16], types[TB_MAX_ARGS + 1], div[TB_MAX_ARGS + 1];
-    const char *at[TB_MAX_ARGS + 1];
-    uint32_t len[TB_MAX_ARGS + 1];
-    const void *bytes;
-    void *copy;
-    tb_result r;
-    if (rec->call && rec->call->arg_count == n) {
-        for (i = 0; i < n; i++) names[i] = rec->call->arg_names[i];
-        return tb_ok;
-    }
-    k = tb_bundle_find_kernel(b, cf->kernel_hash);
-    if (k) {
-        size_t stem = strlen(cf->binary_name);
-        stem = stem > 6 && !strcmp(cf->binary_name + stem - 6, ".cubin") ? stem - 6 : stem;
-        snprintf(fname, sizeof fname, "%.*s.source", (int)stem, cf->binary_name);
-        if (!(ir = tb_kernel_find_artifact(k, fname))) {
-            snprintf(fname, sizeof fname, "%.*s.ttir", (int)stem, cf->binary_name);
-            ir = tb_kernel_find_artifact(k, fname);
-        }
-    }
-    if (!ir)
-        return tb__fail(err, tb_err_not_found, rec->cache_key, NULL, -1, 0,
-                        "the record has no argument names (no call info, and no IR of its kernel in the bundle)");
-    if ((r = tb__artifact_bytes(b, k, ir, 0, &bytes, &copy, err)) != tb_ok) return r;
-    r = tb__parse_ttfunc_ex((const char *)bytes, (size_t)ir->size, cf->function_name, types, div, sizeof types, NULL,
-                            at, len, err);
-    if (r == tb_ok && strlen(types) != n)
-        r = tb__fail(err, tb_err_arg_mismatch, rec->cache_key, fname, -1, 0,
-                     "the IR has %zu arguments, the record %zu", strlen(types), n);
-    for (i = 0; r == tb_ok && i < n; i++) {
-        if (used + len[i] + 1 > cap) {
-            r = tb__fail(err, tb_err_limit, rec->cache_key, fname, -1, 0, "the argument names are too long");
-            break;
-        }
-        memcpy(buf + used, at[i], len[i]);
-        buf[used + len[i]] = 0;
-        names[i] = buf + used;
-        used += len[i] + 1;
-    }
-    tb__free(&b->ctx, copy);
-    return r;
-}
-
-TBDEF tb_result tb_bundle_set_grid_rule(tb_bundle *b, uint32_t record, uint32_t config, const tb_grid_rule *rule,
-                                        tb_error *err) {
-    tb_launch_record *rec;
-    const tb_grid_rule *g = NULL;
-    uint32_t j;
-    tb_result r;
-    if (!b || record >= b->record_count)
-        return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle is NULL or record %u out of range",
-                        record);
-    rec = &b->records[record];
-    if (config != TB_ALL_CONFIGS && config >= rec->config_count)
-        return tb__fail(err, tb_err_invalid_argument, rec->cache_key, NULL, -1, 0, "config %u of %u", config,
-                        rec->config_count);
-    for (j = 0; j < rec->config_count; j++) /* every config checked before any changes */
-        if ((config == TB_ALL_CONFIGS || j == config) && rule &&
-            (r = tb__check_grid(rule, &rec->configs[j], rec->cache_key, -1, err)) != tb_ok)
-            return r;
-    if (rule && !(g = tb__dup_grid(b, rule))) return TB__OOM(err);
-    for (j = 0; j < rec->config_count; j++)
-        if (config == TB_ALL_CONFIGS || j == config) ((tb_launch_config *)(uintptr_t)&rec->configs[j])->grid = g;
-    return tb_ok;
-}
-
-/* "KERNEL=EXPR[,EXPR[,EXPR]]" split: the key, and up to three expressions
-   at commas outside brackets, each copied NUL-terminated into exprs[]. */
-static tb_result tb__split_grid_spec(const char *spec, char *key, size_t key_cap, char exprs[3][1024], uint32_t *count,
-                                     tb_error *err) {
-    const char *eq = strchr(spec, '='), *p, *start;
-    int depth = 0;
-    *count = 0;
-    if (!eq || eq == spec || (size_t)(eq - spec) >= key_cap)
-        return tb__fail(err, tb_err_parse, NULL, NULL, 0, 0, "a grid rule is KERNEL=EXPR[,EXPR[,EXPR]]: \"%.80s\"",
-                        spec);
-    memcpy(key, spec, (size_t)(eq - spec));
-    key[eq - spec] = 0;
-    for (p = start = eq + 1;; p++) {
-        if (*p == '(' || *p == '[') depth++;
-        else if ((*p == ')' || *p == ']') && depth) depth--;
-        else if ((*p == ',' && !depth) || !*p) {
-            if (*count == 3)
-                return tb__fail(err, tb_err_parse, key, NULL, (long long)(p - spec), 0,
-                                "more than three grid dimensions");
-            if ((size_t)(p - start) >= sizeof exprs[0])
-                return tb__fail(err, tb_err_limit, key, NULL, (long long)(start - spec), 0,
-                                "a grid expression over 1023 bytes");
-            memcpy(exprs[*count], start, (size_t)(p - start));
-            exprs[(*count)++][p - start] = 0;
-            if (!*p) break;
-            start = p + 1;
-        }
-    }
-    return tb_ok;
-}
-
-/* One record's rule for every config, into rules[config] (ops from pool):
-   names count as the record's arguments, and every config must take that
-   many (a record whose configs differ is refused, never read past). */
-static tb_result tb__grid_rule_for(tb_bundle *b, uint32_t rec, const char *key, char exprs[3][1024], uint32_t count,
-                                   const char **names, char *namebuf, size_t namecap, tb_grid_rule *rules,
-                                   tb_grid_op *pool, tb_error *err) {
-    const tb_launch_record *r = &b->records[rec];
-    uint32_t j, d, n0 = (uint32_t)strlen(r->configs[0].arg_types);
-    tb_result res;
-    if ((res = tb__record_arg_names(b, r, names, namebuf, namecap, err)) != tb_ok) return res;
-    for (j = 0; j < r->config_count; j++) {
-        const tb_launch_config *cf = &r->configs[j];
-        if ((uint32_t)strlen(cf->arg_types) != n0)
-            return tb__fail(err, tb_err_arg_mismatch, r->cache_key, NULL, -1, 0,
-                            "config %u takes %u arguments, config 0 %u: one grid rule cannot name them", j,
-                            (unsigned)strlen(cf->arg_types), n0);
-        for (d = 0; d < 3; d++) {
-            tb_grid_op *ops = pool + ((size_t)j * 3 + d) * TB_MAX_GRID_OPS;
-            rules[j].ops[d] = ops;
-            if (d >= count) {
-                ops[0].op = TB_GRID_CONST, ops[0].index = 0, ops[0].value = 1, rules[j].op_count[d] = 1;
-            } else if ((res = tb_grid_parse(exprs[d], names, n0, cf->params, cf->param_count, ops,
-                                            &rules[j].op_count[d], err)) != tb_ok) {
-                if (err) {
-                    char dim[64];
-                    snprintf(dim, sizeof dim, " (dimension %c of the rule for %.20s)", "xyz"[d], key);
-                    if (strlen(err->message) + strlen(dim) < sizeof err->message) strcat(err->message, dim);
-                }
-                return res;
-            }
-        }
-        if ((res = tb__check_grid(&rules[j], cf, r->cache_key, -1, err)) != tb_ok) return res;
-    }
-    return tb_ok;
-}
-
-/* allow_none: no record of the name is no error (pack: another batch's).
-   Every matching record's rules are made and checked before any record
-   changes, so a rule refused for one record changes none. */
-static tb_result tb__add_grid_rule(tb_bundle *b, const char *spec, int allow_none, uint32_t *records_changed,
-                                   tb_error *err) {
-    char *key = NULL, exprs[3][1024], *namebuf = NULL;
-    const char **names = NULL;
-    tb_grid_rule *rules = NULL;
-    tb_grid_op *pool = NULL;
-    uint32_t count, i, j, pass, changed = 0, most = 0;
-    size_t keycap = (size_t)TB_MAX_STRING_LENGTH + 1, namecap = (size_t)64 << 10;
-    tb_result r = tb_ok;
-    if (records_changed) *records_changed = 0;
-    if (!b || !spec) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "bundle or spec is NULL");
-    if (!(key = (char *)tb__alloc(&b->ctx, keycap))) return TB__OOM(err);
-    if ((r = tb__split_grid_spec(spec, key, keycap, exprs, &count, err)) != tb_ok) goto done;
-    for (i = 0; i < b->record_count; i++) /* the most configs a matching record has: what the rules need */
-        if ((!strcmp(b->records[i].kernel_name, key) || !strcmp(b->records[i].cache_key, key)) &&
-            b->records[i].config_count > most)
-            most = b->records[i].config_count;
-    if (!(names = (const char **)tb__alloc(&b->ctx, (TB_MAX_ARGS + 1) * sizeof *names)) ||
-        !(namebuf = (char *)tb__alloc(&b->ctx, namecap)) ||
-        !(rules = (tb_grid_rule *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * sizeof *rules)) ||
-        !(pool = (tb_grid_op *)tb__alloc(&b->ctx, (size_t)(most ? most : 1) * 3 * TB_MAX_GRID_OPS * sizeof *pool))) {
-        r = TB__OOM(err);
-        goto done;
-    }
-    for (pass = 0; pass < 2 && r == tb_ok; pass++) /* 0: make and check every rule; 1: set them */
-        for (i = 0; i < b->record_count && r == tb_ok; i++) {
-            tb_launch_record *rec = &b->records[i];
-            if (strcmp(rec->kernel_name, key) != 0 && strcmp(rec->cache_key, key) != 0) continue;
-            if ((r = tb__grid_rule_for(b, i, key, exprs, count, names, namebuf, namecap, rules, pool, err)) != tb_ok)
-                break;
-            if (pass == 0) continue;
-            for (j = 0; j < rec->config_count && r == tb_ok; j++) r = tb_bundle_set_grid_rule(b, i, j, &rules[j], err);
-            if (r == tb_ok && !rec->call) { /* the names the rule was written with, so that it reads back so */
-                tb_call_info ci;
-                uint32_t n0 = (uint32_t)strlen(rec->configs[0].arg_types);
-                int named = 1;
-                for (j = 0; j < n0 && named; j++)
-                    named = names[j] && *names[j] && strlen(names[j]) <= TB_MAX_NAME_LENGTH;
-                memset(&ci, 0, sizeof ci);
-                ci.arg_count = n0, ci.arg_names = names;
-                if (named && n0 && !(rec->call = tb__dup_call(b, &ci))) r = TB__OOM(err);
-            }
-            if (r == tb_ok) changed++;
-        }
-    if (r == tb_ok && !changed && !allow_none)
-        r = tb__fail(err, tb_err_not_found, key, NULL, -1, 0,
-                     "the grid rule \"%.100s\" names no kernel (or cache key) of the bundle", spec);
-done:
-    tb__free(&b->ctx, key);
-    tb__free(&b->ctx, names);
-    tb__free(&b->ctx, namebuf);
-    tb__free(&b->ctx, rules);
-    tb__free(&b->ctx, pool);
-    if (records_changed) *records_changed = changed;
-    return r;
-}
-
-TBDEF tb_result tb_bundle_add_grid_rule(tb_bundle *b, const char *spec, uint32_t *records_changed, tb_error *err) {
-    return tb__add_grid_rule(b, spec, 0, records_changed, err);
 }
 
 /* ---------------------------------------------------------------------- */

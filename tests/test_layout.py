@@ -23,9 +23,11 @@ from pycheck import check, summary  # noqa: E402
 
 
 def header_fields(text, name):
-    """The field names of `typedef struct|union NAME { ... } NAME;` in the
-    header, in order; None if it is not there."""
-    m = re.search(r"typedef (?:struct|union) %s \{(.*?)\} %s;" % (name, name), text, re.S)
+    """The field names of `typedef struct|union NAME { ... } NAME;` (or of
+    `struct NAME { ... };`, typedef'd ahead of it) in the header, in order;
+    None if it is not there."""
+    m = (re.search(r"typedef (?:struct|union) %s \{(.*?)\} %s;" % (name, name), text, re.S) or
+         re.search(r"^(?:struct|union) %s \{(.*?)^\};" % name, text, re.S | re.M))
     if m is None:
         return None
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
