@@ -465,10 +465,10 @@
    properties and the bundle's grid rules (tb_bundle_set_grid_rule,
    tb_bundle_add_grid_rule) in >>model; >>args and >>grid before >>model,
    tb_grid_op and tb_grid_rule declared in >>grid (tb_bundle,
-   tb_config_param and tb_launch_config typedef'd there, defined in
-   >>model: source that names them builds unchanged). Readers of an upload: at most 12 by default.
-   Without GCC or Clang atomics a kernel-table lookup no longer returns a
-   NULL kernel.
+   tb_config_param and tb_launch_config typedef'd there and defined in the
+   model's section: source that names them builds unchanged). Readers of
+   an upload: at most 12 by default. Without GCC or Clang atomics a
+   kernel-table lookup no longer returns a NULL kernel.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
