@@ -37,7 +37,7 @@ $(B)/tbundle: $(TBUNDLE_SRC) examples/tbundle_cli.h $(HDR) | $(B)
 
 # the examples: C99, and as C++ (the header and a program of the README's
 # are both languages'), -Werror; -I. as a user's -I or pkg-config's cflags
-$(B)/launch $(B)/run_model $(B)/generate: $(B)/%: examples/%.c $(HDR) | $(B)
+$(B)/launch $(B)/run_model $(B)/generate: $(B)/%: examples/%.c $(HDR) examples/tbundle_cli.h | $(B)
 	$(CC) -std=c99 $(WARN) $(OPT) -I. -o $@ $< $(LIBS)
 	$(CXX) -x c++ -std=c++11 $(WARN) $(OPT) -I. -o $@_cpp $< $(LIBS)
 
@@ -58,7 +58,7 @@ $(B)/test_%_cpp: tests/test_%.c $(HDR) $(TESTHDR) | $(B)
 $(B)/libfakecuda.so: tests/fake_cuda.c tests/fake_cuda.h | $(B)
 	$(CC) -std=c99 $(WARN) -O2 -fPIC -shared -o $@ $<
 
-FAKETESTS := launcher graphs grid table autotune program
+FAKETESTS := launcher graphs grid table autotune program symbols runner upload
 $(foreach t,$(FAKETESTS),$(B)/test_$(t) $(B)/test_$(t)_cpp): $(B)/libfakecuda.so
 
 # autotune again without the per-thread launch memo (TB_NO_LAUNCH_MEMO)

@@ -32,9 +32,9 @@ Standard library only, Python 3.9 or later, MIT No Attribution licence
 
 Installed with `pip install .` from the repository root (pyproject.toml).
 The package's modules mirror the header's sections; this one re-exports
-their public names (import triton_bundle as tb; tb.read, tb.write,
-tb.CLibrary...), no private one (a test or a tool that needs one imports
-it from its module):
+the public API listed here (import triton_bundle as tb; tb.read,
+tb.write, tb.CLibrary...), no private name (a test or a tool that needs
+one, or a module's other names, imports it from its module):
     spec      every number and table that mirrors the header: the limits,
               the flags, the section ids, the argument codes, the dtypes,
               the grid operations, the step kinds, the results and

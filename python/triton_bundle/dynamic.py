@@ -305,14 +305,15 @@ def sym_tensor(wc, node, line, symmap):
         if isinstance(node, ast.Call):
             f = _fname(node)
             if f in _ALLOCATORS and len(node.args) >= 2:
-                if view is None:
-                    view = ([_compile(wc, e, line, symmap) for e in _elts(node.args[0])],
-                            [_compile(wc, e, line, symmap) for e in _elts(node.args[1])])
-                return SymTensor("alloc", line, _sum_offsets(offs), *view)
+                here = ([_compile(wc, e, line, symmap) for e in _elts(node.args[0])],
+                        [_compile(wc, e, line, symmap) for e in _elts(node.args[1])])
+                return SymTensor("alloc", line, _sum_offsets(offs), *(view or here))
             if f == "reinterpret_tensor" and len(node.args) == 4:
-                if view is None:
-                    view = ([_compile(wc, e, line, symmap) for e in _elts(node.args[1])],
-                            [_compile(wc, e, line, symmap) for e in _elts(node.args[2])])
+                # every view's sizes and strides compiled (an undeclared
+                # symbol in an inner one refused), the outermost one's kept
+                here = ([_compile(wc, e, line, symmap) for e in _elts(node.args[1])],
+                        [_compile(wc, e, line, symmap) for e in _elts(node.args[2])])
+                view = view or here
                 offs.append(_compile(wc, node.args[3], line, symmap))
                 node = node.args[0]
                 continue

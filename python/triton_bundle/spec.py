@@ -2,7 +2,8 @@
 Python companion that mirrors a #define, an enum or an X-macro table of
 triton_bundle.h, under the header's section tags (>>core, >>format, >>args,
 >>grid, >>program, >>weights, >>launch, >>runner). The other modules
-import them from here; none defines its own copy. tests/test_spec.py
+import them from here (the numbers C writes as literals, not #defines,
+such as program.MAX_ALIGN, stay with their code). tests/test_spec.py
 checks each one against the header by its C name (tests/test_codes.py the
 argument codes and the dtypes, row for row), so a number changed on one
 side and not the other fails a test. BundleError is here too, with the
