@@ -1837,7 +1837,8 @@ TBDEF uint64_t tb_model_workspace_size(const tb_model *model);
 /* Device bytes of the model's constants and state (its own workspace is
    tb_model_workspace_size more). */
 TBDEF uint64_t tb_model_constant_bytes(const tb_model *model);
-/* Milliseconds the load spent uploading the constants (reads included). */
+/* Milliseconds the load spent uploading the constants (reads, pinning and
+   any wait for another load's upload in the same context included). */
 TBDEF double tb_model_upload_ms(const tb_model *model);
 /* (2.7) Where a load's time went, phase by phase, and how its upload went:
    the parts of a first token's wait (tbundle run -v prints them). */
@@ -1850,7 +1851,8 @@ typedef struct tb_model_times {
     double kernels_ms;           /* the steps resolved: every kernel's module loaded */
     double memory_ms;            /* device memory allocated */
     double upload_ms;            /* the constants read and copied (tb_model_upload_ms); pin_ms and wait_ms in it */
-    double pin_ms;               /* pinning staging memory (0: pinned by an earlier load, or the pageable way) */
+    double pin_ms;               /* pinning staging memory (0: pinned by an earlier load, pinning failed, or the
+                                    pageable way) */
     double wait_ms;              /* waiting for another load's upload to be done with the staging area */
     uint64_t upload_bytes;       /* bytes read from files (the bundle's mapped file, the weights file) */
     uint64_t staging_bytes;      /* pinned staging the upload used (0: the pageable way) */
@@ -14690,7 +14692,7 @@ typedef char tb__TB_UPLOAD_PIN_SHARE_is_positive[(TB_UPLOAD_PIN_SHARE) > 0 ? 1 :
 
 /* The upload (>>upload) and the device calls (>>device), defined after the runner. */
 static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err);
-static void tb__staging_drop(tb_model *m);
+static void tb__staging_drop(tb_model *m, int unpin);
 static uint32_t tb__upload_threads(uint32_t asked);
 
 /* Appends " [program "NAME" step S]" to err's message: a run-time
@@ -14867,10 +14869,10 @@ static void tb__model_release(tb_model *m) {
             if (m->progs[j].io_dev)
                 for (i = 0; i < m->progs[j].p->input_count + m->progs[j].p->output_count; i++)
                     if (m->progs[j].io_dev[i]) tb__drv.cuMemFree(m->progs[j].io_dev[i]);
-        tb__staging_drop(m); /* its context current, and before a retained one is released below */
+        tb__staging_drop(m, 1); /* its context current, and before a retained one is released below */
         tb__leave(pushed);
     }
-    tb__staging_drop(m); /* (the context could not be entered: the count, at least) */
+    tb__staging_drop(m, 0); /* (the context could not be entered: the count, at least) */
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
         for (i = 0; i < mp->inst_count; i++) tb__model_prog_free(m, &mp->inst[i]);
@@ -15851,6 +15853,7 @@ static tb_result tb__pipe_run(tb__pipe *q, tb__CUresult *cr, tb_error *err) {
    pageable way, which pins nothing). */
 static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, uint32_t *pin) {
     uint64_t p = TB_UPLOAD_PIECE, n, share;
+    if (bound > SIZE_MAX) bound = SIZE_MAX; /* slots x piece is a size_t */
     if (bound / 2 < p) p = bound / 2 / TB__PIECE_ALIGN * TB__PIECE_ALIGN;
     *piece = 0, *pin = 0;
     if (!p || !bytes) return 0;
@@ -15870,7 +15873,9 @@ static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, ui
    - Bounded: an upload uses at most its model's desc.pinned_staging_bytes
      of it, and pins at most 1/TB_UPLOAD_PIN_SHARE of its bytes. The area
      is the largest ring an upload has pinned since it was pinned (pinned
-     again, larger, when one needs more; never smaller).
+     again, larger, when one needs more, the old one unpinned once the new
+     one is there; never smaller: if that pinning fails the upload uses the
+     area as it is, given two slots).
    - Held by the models whose uploads used it (tb_model.staged), all of
      the context it was pinned in, and freed with the last of them
      (tb_model_free, or the load that fails), its context still current.
@@ -15883,8 +15888,10 @@ static uint32_t tb__ring_shape(uint64_t bound, uint64_t bytes, size_t *piece, ui
      (both would share one bus: waiting costs no bandwidth and pins nothing
      more); an upload in another context while the area is held there pins
      a ring of its own, within its own bound, and frees it when done.
-   So pinned uploads hold at most the largest bound that a load gave, and
-   one bound more for each other context uploading at that moment. */
+   So pinned uploads hold at most the largest bound that a load gave (and,
+   while an upload pins the area again, larger, the old one beside the new
+   one until the new one is there), and one bound more for each other
+   context uploading at that moment. */
 typedef struct tb__staging {
     tb__CUctx ctx;               /* the context it was pinned in (while it has users) */
     unsigned char *block;        /* NULL: nothing pinned */
@@ -15914,8 +15921,9 @@ typedef struct tb__ring {
    another context holds it, ring->pin slots of m's own. Returns
    cuMemAllocHost's failure (ring->block NULL then). */
 static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
-    size_t want = (size_t)ring->pin * ring->piece;
-    unsigned char *old = NULL, *block = NULL;
+    size_t want = (size_t)ring->pin * ring->piece, have = 0;
+    unsigned char *old = NULL, *block = NULL, *unpin = NULL;
+    int added = 0;
     tb__CUresult cr;
     double t0 = tb__now(), t1;
     pthread_mutex_lock(&tb__staging_mu);
@@ -15923,28 +15931,41 @@ static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
         pthread_cond_wait(&tb__staging_cv, &tb__staging_mu);
     if (!tb__stage.users || tb__stage.ctx == m->cu_ctx) {
         tb__stage.busy = 1, tb__stage.ctx = m->cu_ctx;
-        if (!m->staged) tb__stage.users++, m->staged = 1;
+        if (!m->staged) tb__stage.users++, m->staged = 1, added = 1;
         ring->area = 1;
-        if (tb__stage.bytes >= want) { /* as far as the bound goes */
-            size_t have = tb__stage.bytes / ring->piece;
-            ring->block = tb__stage.block, ring->reused = 1;
-            if (have < ring->slots) ring->slots = (uint32_t)have;
-        } else
-            old = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0; /* too small: pinned again */
+        old = tb__stage.block, have = tb__stage.bytes;
     }
     pthread_mutex_unlock(&tb__staging_mu);
     t1 = tb__now();
     ring->wait_ms = (t1 - t0) * 1e3;
-    if (ring->block) return 0;
-    if (old) tb__drv.cuMemFreeHost(old);
-    if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
-    ring->block = block, ring->slots = ring->pin;
-    ring->pin_ms = (tb__now() - t1) * 1e3;
-    if (ring->area) { /* the area is this upload's (busy): no other thread reads these meanwhile */
-        pthread_mutex_lock(&tb__staging_mu);
-        tb__stage.block = block, tb__stage.bytes = block ? want : 0;
-        pthread_mutex_unlock(&tb__staging_mu);
+    if (ring->area && have >= want) { /* as far as the bound goes */
+        ring->block = old, ring->reused = 1;
+        if (have / ring->piece < ring->slots) ring->slots = (uint32_t)(have / ring->piece);
+        return 0;
     }
+    /* too small, or none: pinned again, the old area kept until the new
+       one is there (the area is this upload's while busy: no other thread
+       reads it meanwhile) */
+    if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
+    ring->pin_ms = block ? (tb__now() - t1) * 1e3 : 0;
+    ring->block = block, ring->slots = ring->pin;
+    if (!ring->area) return cr;
+    if (block) {
+        unpin = old;
+        old = block, have = want;
+    } else if (old && have / ring->piece >= 2) { /* the area as it is: fewer slots, still pinned */
+        ring->block = old, ring->reused = 1, ring->slots = (uint32_t)(have / ring->piece);
+        if (ring->slots > ring->pin) ring->slots = ring->pin;
+        cr = 0;
+    }
+    pthread_mutex_lock(&tb__staging_mu);
+    tb__stage.block = old, tb__stage.bytes = old ? have : 0;
+    if (!ring->block && added) { /* a model whose pinning failed holds no area */
+        tb__stage.users--, m->staged = 0;
+        if (!tb__stage.users) unpin = tb__stage.block, tb__stage.block = NULL, tb__stage.bytes = 0;
+    }
+    pthread_mutex_unlock(&tb__staging_mu);
+    if (unpin) tb__drv.cuMemFreeHost(unpin); /* m's context, the area's, current */
     return cr;
 }
 /* After the upload (its copies done): the area to the next upload, or
@@ -15960,17 +15981,21 @@ static void tb__ring_give(tb__ring *ring) {
     }
     ring->block = NULL, ring->area = 0;
 }
-/* m lets go of the staging area; the last user frees it (with m's
-   context, the area's, current). */
-static void tb__staging_drop(tb_model *m) {
+/* m lets go of the staging area; the last user unpins it, with m's
+   context (the area's) current, after the lock (other contexts' uploads
+   do not wait for it). unpin 0 (the context could not be entered): the
+   count only; the driver frees the block with its context. */
+static void tb__staging_drop(tb_model *m, int unpin) {
+    unsigned char *block = NULL;
     if (!m->staged) return;
     m->staged = 0;
     pthread_mutex_lock(&tb__staging_mu);
     if (!--tb__stage.users) {
-        if (tb__stage.block) tb__drv.cuMemFreeHost(tb__stage.block);
+        block = tb__stage.block;
         tb__stage.block = NULL, tb__stage.bytes = 0, tb__stage.ctx = NULL;
     }
     pthread_mutex_unlock(&tb__staging_mu);
+    if (block && unpin) tb__drv.cuMemFreeHost(block);
 }
 
 /* A pinned-path reader: takes the next piece, waits for its slot's last

@@ -763,16 +763,24 @@ TEST(test_model_staging_area) {
     CHECK(ok && reused);
     fake.memory(&dev0, &pin, &peak, &calls);
     CHECK(pin == 768 && peak == 768 && calls == 0);
-    /* a smaller bound uses part of the held area; a larger one pins it
-       again, larger (a quarter of the upload: 16 slots), and the next
-       one uses all of it */
+    /* a smaller bound uses part of the held area; a larger one whose
+       pinning fails uses the area as it is (still pinned, held, no pin
+       left over); a larger one pins it again, larger (a quarter of the
+       upload: 16 slots), the old area unpinned once the new one is there,
+       and the next one uses all of it */
     d.pinned_staging_bytes = 200;
     CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.reused && t.staging_bytes == 192);
     d.pinned_staging_bytes = 2048;
+    fake.pin_limit(900);
+    CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.pinned && t.reused && t.staging_bytes == 768 &&
+          t.pin_ms == 0);
+    fake.pin_limit(UINT64_MAX);
+    fake.memory(&dev0, &pin, &peak, &calls);
+    CHECK(pin == 768 && calls == 0);
     CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && !t.reused && t.staging_bytes == 1024);
     CHECK(staged_load(&d, bytes, sizeof bytes, &t, &e) && t.reused && t.staging_bytes == 1024);
     fake.memory(&dev0, &pin, &peak, &calls);
-    CHECK(pin == 1024 && calls == 1 && peak <= 1024);
+    CHECK(pin == 1024 && calls == 1 && peak <= 768 + 1024);
     tb_model_free(holder);
     holder = NULL;
     fake.memory(&dev0, &pin, &peak, &calls);
