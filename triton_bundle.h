@@ -1820,7 +1820,8 @@ typedef struct tb_model_desc {
        of its own for its upload, within its own bound. So the pinned
        uploads hold at most the largest bound given, plus one for each
        other context uploading at the time. tb_model_load_times says how
-       an upload went; when pinning fails, it goes the pageable way. */
+       an upload went; when pinning fails, it uses the area already pinned
+       in its context (two slots or more), else goes the pageable way. */
     uint64_t pinned_staging_bytes;
 } tb_model_desc;
 
@@ -16172,8 +16173,9 @@ static tb_result tb__model_verify_upload(const tb_model *m, const tb_weights *w,
    pieces through the checked path (pread, which a truncated file turns
    into an error where a mapping would raise SIGBUS), the pinned way from
    pinned_min bytes on (the model's bound allowing two slots), else the
-   pageable way; the pageable way too when pinning fails (the host's
-   locked-memory limit). tm (NULL: none) receives how it went. */
+   pageable way; when pinning fails (the host's locked-memory limit), the
+   area as it is (tb__ring_take), else the pageable way. tm (NULL: none)
+   receives how it went. */
 static tb_result tb__model_upload(tb_model *m, const tb_weights *w, int state_only, tb_model_times *tm, tb_error *err) {
     const tb_program_constant *k = m->constants;
     const tb_bundle *b = m->bundle;
