@@ -271,7 +271,11 @@ UPLOAD_DEFS ?=
 $(B)/bench_upload: bench/bench_upload.c bench/bench_util.h $(HDR) tests/util.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 $(UPLOAD_DEFS) -o $@ $< $(LIBS)
 
-bench: $(B)/tbundle $(B)/bench_format $(B)/mkcache $(B)/bench_launch $(B)/bench_upload $(B)/libtriton_bundle.so
+$(B)/bench_load: bench/bench_load.c bench/bench_util.h $(HDR) tests/util.h | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(WARN) -O2 -o $@ $< $(LIBS)
+
+bench: $(B)/tbundle $(B)/bench_format $(B)/mkcache $(B)/bench_launch $(B)/bench_upload $(B)/bench_load \
+       $(B)/libtriton_bundle.so
 	bench/run.sh
 
 clean:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.7.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.8.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -178,7 +178,8 @@
                  tb_model_output_count, tb_model_input, tb_model_output,
                  tb_tensor_for, tb_model_workspace_size,
                  tb_model_constant_bytes, tb_model_upload_ms, tb_model_load_times
-                 (2.7: each phase of a load, and its upload), tb_model_state_count, tb_model_run,
+                 (2.7: each phase of a load, and its upload), tb_model_pinned_bytes
+                 (2.8: the host memory uploads hold pinned), tb_model_state_count, tb_model_run,
                  tb_model_run_workspace (the caller's workspace: several
                  threads), tb_model_reset_state, tb_model_free;
                  several programs: tb_model_program_count, tb_model_program,
@@ -470,6 +471,13 @@
    an upload: at most 12 by default. Without GCC or Clang atomics a
    kernel-table lookup no longer returns a NULL kernel.
 
+   CHANGES IN 2.8 (from 2.7; additions, no call changes; format 2.6)
+   tb_model_load loads the kernels' modules on a thread of its own while
+   the calling thread uploads the constants (its allocator and logger may
+   be called from both); TB_MODEL_SERIAL_LOAD loads them first, as 2.7
+   did. New: tb_model_times.beside, tb_model_pinned_bytes (the host memory
+   uploads hold pinned).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -481,7 +489,8 @@
    thread-safe. A graph is captured from one thread; tb_graph_launch may
    run from any.
    tb_collect_cache, tb_pack_cache and tb_emit use worker threads of their
-   own (options .threads; the result does not depend on their number), and
+   own (options .threads; the result does not depend on their number);
+   tb_model_load one to load kernels beside the upload, and readers; and
    writing or verifying a bundle of 16 MiB or more hashes its 1 MiB blocks
    on up to 8 threads.
    POSIX: the library needs pthreads (the Core section sizes worker teams);
@@ -502,9 +511,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 7
+#define TB_VERSION_MINOR 8
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.7.0"
+#define TB_VERSION_STRING "2.8.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 
@@ -630,8 +639,9 @@ typedef struct tb_allocator {
 typedef enum tb_log_level { TB_LOG_ERROR = 0, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG } tb_log_level;
 
 /* The allocator and the logger may be called from the worker threads of
-   tb_collect_cache, tb_pack_cache and tb_emit: give thread-safe ones, or
-   set those options' threads to 1. */
+   tb_collect_cache, tb_pack_cache and tb_emit, and (2.8) of tb_model_load:
+   give thread-safe ones, or set those options' threads to 1 (for
+   tb_model_load: TB_MODEL_SERIAL_LOAD). */
 typedef struct tb_options {
     tb_allocator allocator;  /* all three functions or none */
     void (*log)(void *user, tb_log_level level, const char *message);
@@ -1779,6 +1789,12 @@ typedef struct tb_model tb_model;
    the file is rewritten during the load; another is tb_err_checksum (the
    model freed, nothing returned). */
 #define TB_MODEL_VERIFY_WEIGHTS 4u /* check each EXTERNAL constant's CRC-32 over the bytes uploaded */
+/* (2.8) tb_model_load loads the kernels' modules on a thread of its own
+   while the calling thread uploads the constants (the two phases of a
+   load that take longest, overlapped; the allocator and the logger may be
+   called from both). TB_MODEL_SERIAL_LOAD loads them on the calling
+   thread first, then uploads, as 2.7 did. */
+#define TB_MODEL_SERIAL_LOAD 8u
 #ifndef TB_MAX_INSTANCE_CACHE
 #define TB_MAX_INSTANCE_CACHE 4096u /* tb_model_desc.instance_cache at most */
 #endif
@@ -1787,7 +1803,7 @@ typedef struct tb_model_desc {
     const tb_bundle *bundle;     /* holds a program; must outlive the model */
     tb_kernel_table *table;      /* NULL: the model makes its own from the bundle */
     int device;                  /* with no current context: this device's primary context (default 0) */
-    unsigned flags;              /* TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS */
+    unsigned flags;              /* TB_MODEL_GRAPH, _STATIC_IO, _VERIFY_WEIGHTS, _SERIAL_LOAD (or'd) */
     const tb_options *options;   /* allocator, logger; NULL: defaults */
     size_t upload_chunk;         /* a mapped file's constants are read in pieces of this many bytes; 0: 1 MiB */
     /* (2.5) the safetensors file of the bundle's EXTERNAL constants (the
@@ -1849,7 +1865,8 @@ typedef struct tb_model_times {
     double weights_ms;           /* the weights file opened and its header checked (0: none) */
     double context_ms;           /* the current context found, or desc.device's primary context retained (made, when
                                     none is) */
-    double kernels_ms;           /* the steps resolved: every kernel's module loaded */
+    double kernels_ms;           /* the steps resolved: every kernel's module loaded (beside: during upload_ms,
+                                    on a thread of the load's own, so not part of total_ms's sum) */
     double memory_ms;            /* device memory allocated */
     double upload_ms;            /* the constants read and copied (tb_model_upload_ms); pin_ms and wait_ms in it */
     double pin_ms;               /* pinning staging memory (0: pinned by an earlier load, pinning failed, or the
@@ -1860,9 +1877,14 @@ typedef struct tb_model_times {
     uint32_t threads;            /* reader threads that ran */
     uint32_t pinned;             /* 1: the pinned way; 0: the pageable way, or nothing read from files */
     uint32_t reused;             /* 1: the staging area was pinned already (by an earlier load; pin_ms 0) */
+    uint32_t beside;             /* (2.8) 1: the kernels loaded beside the upload; 0: first (TB_MODEL_SERIAL_LOAD) */
 } tb_model_times;
 /* The load's times and upload (all zero for a NULL model). */
 TBDEF void tb_model_load_times(const tb_model *model, tb_model_times *out);
+/* (2.8) Host memory the process's uploads hold pinned now: the staging
+   area (while a model that used it lives), plus the rings of uploads in
+   other contexts under way. 0 once every model is freed. */
+TBDEF uint64_t tb_model_pinned_bytes(void);
 TBDEF uint32_t tb_model_state_count(const tb_model *model);
 /* Runs the program once on stream (asynchronous, as a kernel launch is).
    inputs and outputs: one tensor each, in order, with exactly the dtype,
@@ -2059,7 +2081,9 @@ typedef char tb__flags_constant[TB__FLAGS3(TB_CONSTANT_STATE, TB_CONSTANT_SHARED
 #ifndef TB_NO_LAUNCHER
 typedef char tb__flags_load[TB__FLAGS2(TB_LOAD_NO_PARAM_CHECK, TB_LOAD_PRIMARY_CONTEXT) ? 1 : -1];
 typedef char tb__flags_launch[TB__FLAGS2(TB_LAUNCH_CHECKED, TB_LAUNCH_GRID_AUTO) ? 1 : -1];
-typedef char tb__flags_model[TB__FLAGS3(TB_MODEL_GRAPH, TB_MODEL_STATIC_IO, TB_MODEL_VERIFY_WEIGHTS) ? 1 : -1];
+typedef char
+    tb__flags_model[TB__FLAGS4(TB_MODEL_GRAPH, TB_MODEL_STATIC_IO, TB_MODEL_VERIFY_WEIGHTS, TB_MODEL_SERIAL_LOAD) ? 1
+                                                                                                                 : -1];
 #endif
 
 #if defined(__SSE2__)
@@ -14919,11 +14943,12 @@ static tb_result tb__model_context(tb_model *m, int device, int *pushed, tb_erro
 }
 
 /* The device memory: constants (each at a multiple of 64, as the file
-   lays them out), one workspace for every program (the largest's size),
-   and static input and output buffers for each static-io graph. */
-static tb_result tb__model_memory(tb_model *m, tb_error *err) {
+   lays them out) first, for the upload; then one workspace for every
+   program (the largest's size), and static input and output buffers for
+   each static-io graph. */
+static tb_result tb__model_const_memory(tb_model *m, tb_error *err) {
     uint64_t at = 0;
-    uint32_t i, j;
+    uint32_t i;
     tb__CUresult cr;
     if (!(m->const_addr =
               (uint64_t *)tb__alloc(&m->ctx, (m->constant_count ? m->constant_count : 1) * sizeof(uint64_t))))
@@ -14936,11 +14961,21 @@ static tb_result tb__model_memory(tb_model *m, tb_error *err) {
         at = tb__align_up64(at + m->constants[i].size, TB__CONSTANT_ALIGN); /* the file's layout: one piece to upload */
     }
     m->const_bytes = at;
-    if (at > (uint64_t)SIZE_MAX || m->ws_bytes > (uint64_t)SIZE_MAX)
-        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the model's memory is too large for this host");
+    if (at > (uint64_t)SIZE_MAX)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the model's constants are too large for this host");
     if (at && (cr = tb__drv.cuMemAlloc(&m->consts, (size_t)at)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of constants", (unsigned long long)at);
     for (i = 0; i < m->constant_count; i++) m->const_addr[i] += m->consts;
+    return tb_ok;
+}
+
+/* The rest, once every program's steps are resolved: the workspace and the
+   static buffers. */
+static tb_result tb__model_memory(tb_model *m, tb_error *err) {
+    uint32_t i, j;
+    tb__CUresult cr;
+    if (m->ws_bytes > (uint64_t)SIZE_MAX)
+        return tb__fail(err, tb_err_limit, NULL, NULL, -1, 0, "the model's workspace is too large for this host");
     if (m->ws_bytes && (cr = tb__drv.cuMemAlloc(&m->ws, (size_t)m->ws_bytes)) != 0)
         return tb__cufail(err, cr, tb_err_cuda, NULL, "cuMemAlloc", "%llu bytes of workspace",
                           (unsigned long long)m->ws_bytes);
@@ -15003,13 +15038,43 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
     return r;
 }
 
+/* Every program's steps resolved, each kernel's module loaded (the
+   table's lazy loads): on a thread of its own while the caller's thread
+   uploads the constants (tb_model_load), or on the caller's thread
+   (TB_MODEL_SERIAL_LOAD, or no thread to be had). The two share no field:
+   this writes the programs' steps, the upload reads the constants. */
+typedef struct tb__model_kernels {
+    tb_model *m;
+    tb_result r;
+    double ms;
+    tb_error err; /* its own: the caller's err is the upload's meanwhile */
+} tb__model_kernels;
+
+static void *tb__model_kernels_run(void *arg) {
+    tb__model_kernels *k = (tb__model_kernels *)arg;
+    tb_model *m = k->m;
+    double t0 = tb__now();
+    int pushed = 0;
+    uint32_t j;
+    tb__CUresult cr = tb__model_enter(m, &pushed); /* a module loads into the current context */
+    k->r = cr ? tb__cufail(&k->err, cr, tb_err_cuda, NULL, "cuCtxPushCurrent", "loading the kernels") : tb_ok;
+    for (j = 0; j < m->prog_count && k->r == tb_ok; j++)
+        if ((k->r = tb__model_steps(m, &m->progs[j], &k->err)) == tb_ok)
+            k->r = tb__model_written(m, &m->progs[j], &k->err);
+    if (pushed) tb__leave(pushed);
+    k->ms = (tb__now() - t0) * 1e3;
+    return NULL;
+}
+
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
     tb_model *m;
     tb__ctx c;
     double t[8];
     tb_result r;
     uint32_t j;
-    int pushed = 0;
+    int pushed = 0, beside = 0;
+    pthread_t kt;
+    tb__model_kernels kj;
     tb_weights *w = NULL;
     if (!out) return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "out is NULL");
     *out = NULL;
@@ -15020,7 +15085,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if (!desc->bundle->program_count)
         return tb__fail(err, tb_err_not_found, NULL, NULL, -1, 0,
                         "the bundle holds no program (export a model with the Python companion's export_model)");
-    if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS))
+    if (desc->flags & ~(TB_MODEL_GRAPH | TB_MODEL_STATIC_IO | TB_MODEL_VERIFY_WEIGHTS | TB_MODEL_SERIAL_LOAD))
         return tb__fail(err, tb_err_invalid_argument, NULL, NULL, -1, 0, "unknown model flags 0x%x", desc->flags);
     if ((desc->flags & TB_MODEL_STATIC_IO) && !(desc->flags & TB_MODEL_GRAPH))
         return tb__fail(
@@ -15087,23 +15152,40 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
             goto fail;
         m->own_table = 1;
     }
+    /* the constants' memory, then their upload on this thread while the
+       kernels load on another: a model's modules take tens of
+       milliseconds to load, its weights' upload as long or longer */
+    t[5] = tb__now();
+    if ((r = tb__model_const_memory(m, err)) != tb_ok) goto fail;
+    t[6] = tb__now();
+    memset(&kj, 0, sizeof kj);
+    kj.m = m;
+    if (!(desc->flags & TB_MODEL_SERIAL_LOAD)) beside = pthread_create(&kt, NULL, tb__model_kernels_run, &kj) == 0;
+    else tb__model_kernels_run(&kj); /* in order: the kernels, then the upload */
+    t[7] = tb__now();
+    r = kj.r == tb_ok ? tb__model_upload(m, w, 0, &m->times, err) : tb_ok;
+    m->times.upload_ms = (tb__now() - t[7]) * 1e3;
+    if (beside) pthread_join(kt, NULL);
+    else if (!(desc->flags & TB_MODEL_SERIAL_LOAD)) tb__model_kernels_run(&kj); /* no thread: after the upload */
+    if (kj.r != tb_ok) { /* the kernels' failure first, as a serial load meets it */
+        if (err) *err = kj.err;
+        r = kj.r;
+    }
+    if (r != tb_ok) goto fail;
     for (j = 0; j < m->prog_count; j++) {
         tb__model_prog *mp = &m->progs[j];
-        if ((r = tb__model_steps(m, mp, err)) != tb_ok || (r = tb__model_written(m, mp, err)) != tb_ok) goto fail;
         if (mp->ws_bytes > m->ws_bytes) m->ws_bytes = mp->ws_bytes;
         mp->static_io =
             (m->flags & TB_MODEL_GRAPH) && ((m->flags & TB_MODEL_STATIC_IO) || tb__model_needs_static_io(mp));
     }
-    t[5] = tb__now();
-    if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
-    t[6] = tb__now();
-    if ((r = tb__model_upload(m, w, 0, &m->times, err)) != tb_ok) goto fail;
     t[7] = tb__now();
+    if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
     {
         tb_model_times *tm = &m->times;
         char way[160];
-        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = (t[5] - t[4]) * 1e3, tm->memory_ms = (t[6] - t[5]) * 1e3;
-        tm->upload_ms = (t[7] - t[6]) * 1e3, tm->total_ms = (t[7] - t[0]) * 1e3;
+        double done = tb__now();
+        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = kj.ms, tm->beside = (uint32_t)beside;
+        tm->memory_ms = (t[6] - t[5] + done - t[7]) * 1e3, tm->total_ms = (done - t[0]) * 1e3;
         if (!tm->upload_bytes) snprintf(way, sizeof way, "copied from the bundle's memory");
         else if (!tm->pinned) snprintf(way, sizeof way, "read by one thread into two pageable buffers");
         else
@@ -15113,12 +15195,11 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
                      "pinned for this upload (another context holds the staging area)");
         tb__log(&m->ctx, TB_LOG_INFO,
                 "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u "
-                "program%s resolved "
-                "(kernels loaded) %.3f, %llu bytes of device memory allocated %.3f, %u constants (%llu bytes) uploaded "
-                "%.3f "
-                "(%s; pinning %.3f, waiting %.3f)%s%s",
+                "program%s resolved (kernels loaded%s) %.3f, %llu bytes of device memory allocated %.3f, %u "
+                "constants (%llu bytes) uploaded %.3f (%s; pinning %.3f, waiting %.3f)%s%s",
                 tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms, m->prog_count,
-                m->prog_count == 1 ? "" : "s", tm->kernels_ms, (unsigned long long)(m->const_bytes + m->ws_bytes),
+                m->prog_count == 1 ? "" : "s", beside ? " beside the upload" : ", then the upload", tm->kernels_ms,
+                (unsigned long long)(m->const_bytes + m->ws_bytes),
                 tm->memory_ms, m->constant_count, (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms,
                 tm->wait_ms, w ? "; weights from " : "", w ? desc->weights : "");
     }
@@ -15899,6 +15980,7 @@ typedef struct tb__staging {
     size_t bytes;
     uint32_t users;              /* models holding it (a load's included) */
     int busy;                    /* an upload is using it */
+    uint64_t own;                /* bytes of rings pinned for one upload alone (other contexts'), pinned now */
 } tb__staging;
 static pthread_mutex_t tb__staging_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tb__staging_cv = PTHREAD_COND_INITIALIZER;
@@ -15950,7 +16032,14 @@ static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
     if ((cr = tb__drv.cuMemAllocHost((void **)&block, want)) != 0) block = NULL;
     ring->pin_ms = block ? (tb__now() - t1) * 1e3 : 0;
     ring->block = block, ring->slots = ring->pin;
-    if (!ring->area) return cr;
+    if (!ring->area) {
+        if (block) {
+            pthread_mutex_lock(&tb__staging_mu);
+            tb__stage.own += want;
+            pthread_mutex_unlock(&tb__staging_mu);
+        }
+        return cr;
+    }
     if (block) {
         unpin = old;
         old = block, have = want;
@@ -15973,7 +16062,12 @@ static tb__CUresult tb__ring_take(tb_model *m, tb__ring *ring) {
    the block of m's own unpinned. */
 static void tb__ring_give(tb__ring *ring) {
     if (!ring->area) {
-        if (ring->block) tb__drv.cuMemFreeHost(ring->block);
+        if (ring->block) {
+            tb__drv.cuMemFreeHost(ring->block);
+            pthread_mutex_lock(&tb__staging_mu);
+            tb__stage.own -= (uint64_t)ring->pin * ring->piece;
+            pthread_mutex_unlock(&tb__staging_mu);
+        }
     } else {
         pthread_mutex_lock(&tb__staging_mu);
         tb__stage.busy = 0;
@@ -15981,6 +16075,13 @@ static void tb__ring_give(tb__ring *ring) {
         pthread_mutex_unlock(&tb__staging_mu);
     }
     ring->block = NULL, ring->area = 0;
+}
+TBDEF uint64_t tb_model_pinned_bytes(void) {
+    uint64_t n;
+    pthread_mutex_lock(&tb__staging_mu);
+    n = (uint64_t)tb__stage.bytes + tb__stage.own;
+    pthread_mutex_unlock(&tb__staging_mu);
+    return n;
 }
 /* m lets go of the staging area; the last user unpins it, with m's
    context (the area's) current, after the lock (other contexts' uploads

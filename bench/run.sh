@@ -60,11 +60,12 @@ else
 fi
 echo "== 12. generation at real size (GPU, torch, transformers): the Llama-3.2-1B and Llama-3-8B shapes, bf16,"
 echo "   weights in safetensors: tbundle generate --graph per token against the bytes-over-bandwidth floor, the"
-echo "   kernels and reduce-overhead; export time, bundle and weights sizes, time to first token"
+echo "   kernels and reduce-overhead; export time, bundle and weights sizes, time to first token from the process's"
+echo "   start with each load phase (kernels beside the upload and before it), PyTorch's load, 20 loads in one process"
 if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
   for size in 1b 8b; do
     python3 tests/model/gpu_realsize.py "$(mktemp -d "${TMPDIR:-/tmp}/tbreal$size-XXXXXX")" $size --budget 560 |
-      grep -E '^(ok|FAIL|skip)|passed|^     \|'
+      grep -E '^(ok|FAIL|skip)|passed|^     (\||first token|phases|PyTorch|loads|two at once|serial vs)'
   done
 else
   echo "skipped: no torch with a GPU, or no transformers"

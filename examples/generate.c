@@ -4,6 +4,7 @@
    ids out (no tokenizer).
 
        generate MODEL --prompt-ids 15496,11,995 [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]
+                [--serial-load]
 
    The bundle holds (README, "Generate text from C"):
      prefill      (2.6) one program whose length varies: input "ids" int64
@@ -26,9 +27,12 @@
    property generate.eos, if any) or at the cache's end; a --max-new past
    the cache's end is refused before anything runs, as an empty prompt or
    one longer than the prefill takes is. It prints the new ids, comma
-   separated, and the timings; --bench adds the time to first token from
-   the start of the process against one pageable copy of the weights, and
-   the decode step's median.
+   separated (the first as soon as it is known), and the timings; --bench
+   adds the time to first token from the start of the process against one
+   pageable copy of the weights, the load's phases (tb_model_load_times)
+   and the decode step's median. --serial-load loads the kernels before
+   the weights' upload instead of beside it (TB_MODEL_SERIAL_LOAD), to
+   compare.
    With next_token, the host does not wait for each token: the steps are
    queued on the stream (the token copied on the device to the next step's
    ids) and their tokens read back once per GEN_EOS_CHUNK steps when there
@@ -100,7 +104,7 @@ static int gen_input(const tb_program *p, const char *name, uint32_t fallback) {
 }
 
 const char gen_usage_line[] =
-    "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench]";
+    "MODEL --prompt-ids ID,ID,... [--max-new N] [--eos ID] [--weights FILE] [--graph] [--bench] [--serial-load]";
 static int gen_usage(const char *prog, int status) {
     fprintf(status ? stderr : stdout,
             "usage: %s %s\n"
@@ -114,8 +118,11 @@ static int gen_usage(const char *prog, int status) {
             "                (default: the file its property weights.file names, beside MODEL)\n"
             "  --graph       replay each program as a CUDA graph\n"
             "  --bench       also print the time to first token from the process's start, one\n"
-            "                pageable copy of the weights, and the decode step's median (with\n"
-            "                next_token, steps are timed by chunk: see generate.c)\n", prog, gen_usage_line);
+            "                pageable copy of the weights, the load's phases, and the decode\n"
+            "                step's median (with next_token, steps are timed by chunk: see\n"
+            "                generate.c)\n"
+            "  --serial-load load the kernels, then upload the weights (default: both at once)\n", prog,
+            gen_usage_line);
     return status;
 }
 
@@ -143,7 +150,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     uint32_t nprompt = 0, i, np, bucket = UINT32_MAX, decode = UINT32_MAX, count = 0;
     uint64_t bucket_len = 0, largest = 0;
     int64_t dyn_min = 0, dyn_max = 0;
-    int a, graph = 0, bench = 0, has_eos = 0, status = 1, ids_in, pos_in, next_out = -1, dynamic = 0;
+    int a, graph = 0, bench = 0, serial = 0, has_eos = 0, status = 1, ids_in, pos_in, next_out = -1, dynamic = 0;
+    int printed = 0; /* the first id printed (and flushed) as soon as it is known */
     tb_bundle *b = NULL;
     tb_model *m = NULL;
     tb_model_desc d;
@@ -151,7 +159,7 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     void *stream = NULL;
     gen_buf pin, pout, dids, dpos, dout, dnext;
     unsigned char *logits = NULL;
-    double t_load = 0, t_prefill = 0, t_first = 0, *step_s = NULL;
+    double t_load = 0, t_prefill = 0, t_first = 0, t_first_wall = 0, t_load0 = 0, *step_s = NULL;
     const tb_program *pp, *pd;
     const char *v;
     memset(&pin, 0, sizeof pin), memset(&pout, 0, sizeof pout), memset(&dids, 0, sizeof dids);
@@ -161,6 +169,7 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         if (!strcmp(x, "--help") || !strcmp(x, "-h")) return gen_usage(prog, 0);
         if (!strcmp(x, "--graph")) graph = 1;
         else if (!strcmp(x, "--bench")) bench = 1;
+        else if (!strcmp(x, "--serial-load")) serial = 1;
         else if (!strcmp(x, "--prompt-ids") || !strcmp(x, "--max-new") || !strcmp(x, "--eos") ||
                  !strcmp(x, "--weights")) {
             if (a + 1 >= argc) {
@@ -342,7 +351,8 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     }
     /* load: weights uploaded once for every program; device memory */
     memset(&d, 0, sizeof d);
-    d.bundle = b, d.flags = graph ? TB_MODEL_GRAPH : 0, d.weights = weights;
+    d.bundle = b, d.flags = (graph ? TB_MODEL_GRAPH : 0) | (serial ? TB_MODEL_SERIAL_LOAD : 0), d.weights = weights;
+    t_load0 = gen_now();
     if (tb_model_load(&d, &m, &e) != tb_ok) goto fail;
     t_load = gen_now();
     pin.bytes = tb_tensor_spec_extent(&pp->inputs[0]), pout.bytes = tb_tensor_spec_extent(&pp->outputs[0]);
@@ -402,6 +412,14 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         t_first = gen_now();
         t_prefill = t_first - t_load;
         out[count++] = tok;
+        printf("%lld", (long long)tok); /* the first token as soon as it is known: the time to it is the user's wait */
+        fflush(stdout);
+        printed = 1;
+        {
+            struct timespec wall; /* the wall clock, for a caller that timed the process's start */
+            clock_gettime(CLOCK_REALTIME, &wall);
+            t_first_wall = (double)wall.tv_sec + wall.tv_nsec * 1e-9;
+        }
     }
     /* decode: one token a step at the next position, until a stop */
     {
@@ -486,8 +504,9 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
             if ((int)i != next_out) tb_model_device_free(m, tout[i].data);
     }
     if (tb_model_synchronize(m, stream, &e) != tb_ok) goto fail;
-    for (i = 0; i < count; i++) printf("%s%lld", i ? "," : "", (long long)out[i]);
+    for (i = 1; i < count; i++) printf(",%lld", (long long)out[i]);
     printf("\n");
+    printed = 0;
     {
         double dsum = 0, med = 0;
         for (i = 0; i + 1 < count; i++) dsum += step_s[i];
@@ -515,9 +534,22 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
             free(host);
             printf(
                 "time_to_first_token %.3f ms\nload %.3f ms\nprefill %.3f ms\nh2d_weights %.3f ms\nweights %llu bytes\n"
-                "decode_median %.3f us\ndecode_tokens %u\n",
+                "decode_median %.3f us\ndecode_tokens %u\nfirst_token_wall %.6f s\n",
                 (t_first - t_start) * 1e3, (t_load - t_start) * 1e3, t_prefill * 1e3, h2d * 1e3, (unsigned long long)cb,
-                med * 1e6, count > 1 ? count - 1 : 0);
+                med * 1e6, count > 1 ? count - 1 : 0, t_first_wall);
+            {
+                /* the first token's wait, phase by phase: before the load
+                   (the bundle read, the arguments), then the load's own */
+                tb_model_times lt;
+                tb_model_load_times(m, &lt);
+                printf("phase_before_load %.3f ms\nphase_driver %.3f ms\nphase_weights_file %.3f ms\n"
+                       "phase_context %.3f ms\nphase_kernels %.3f ms\nphase_memory %.3f ms\nphase_upload %.3f ms\n"
+                       "phase_pinning %.3f ms\nphase_first_prefill %.3f ms\nkernels_beside_upload %u\n"
+                       "upload_threads %u\nstaging_bytes %llu\n",
+                       (t_load0 - t_start) * 1e3, lt.driver_ms, lt.weights_ms, lt.context_ms, lt.kernels_ms,
+                       lt.memory_ms, lt.upload_ms, lt.pin_ms, t_prefill * 1e3, lt.beside, lt.threads,
+                       (unsigned long long)lt.staging_bytes);
+            }
         }
     }
     status = 0;
@@ -526,8 +558,11 @@ oom:
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
 fail:
+    if (printed) printf("\n"); /* the line of ids ends before the error */
+    printed = 0;
     fprintf(stderr, "%s: %s\n", prog, e.message);
 done:
+    if (printed) printf("\n");
     if (m) {
         if (stream) tb_model_synchronize(m, stream, &e);
         tb_model_device_free(m, pin.dev), tb_model_device_free(m, pout.dev), tb_model_device_free(m, dids.dev);

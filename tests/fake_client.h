@@ -28,6 +28,10 @@ static struct {
        cuMemAllocHost calls since the last call (which starts both again) */
     void (*memory)(uint64_t *, uint64_t *, uint64_t *, uint64_t *);
     void (*pin_limit)(uint64_t);         /* cuMemAllocHost refuses past this many bytes outstanding */
+    /* module loads wait up to ms for a host-to-device copy (0: off); then
+       the loads, those that saw a copy start, those on another thread */
+    void (*module_waits)(int);
+    void (*module_overlap)(int *, int *, int *);
 } fake;
 
 static inline int fake_ready(void) {
@@ -56,9 +60,11 @@ static inline int fake_ready(void) {
     *(void **)&fake.on_alloc = dlsym(h, "fake_on_alloc");
     *(void **)&fake.memory = dlsym(h, "fake_memory");
     *(void **)&fake.pin_limit = dlsym(h, "fake_pin_limit");
+    *(void **)&fake.module_waits = dlsym(h, "fake_module_waits");
+    *(void **)&fake.module_overlap = dlsym(h, "fake_module_overlap");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
            fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth &&
-           fake.memsets && fake.on_alloc && fake.memory && fake.pin_limit;
+           fake.memsets && fake.on_alloc && fake.memory && fake.pin_limit && fake.module_waits && fake.module_overlap;
 }
 
 #define NEED_FAKE() \

@@ -7,11 +7,13 @@
    the library makes with fixed values and records what a launch and a
    tensor map encoding were given, for the test to read back through the
    fake_* functions. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_cuda.h"
 
@@ -20,6 +22,7 @@
 /* the record that models loading on several threads at once share
    (modules, events, allocations, pinned memory) */
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+static void module_wait(void); /* a load's overlap, below with the copies */
 
 static size_t param_sizes[FAKE_MAX];
 static int param_count;
@@ -103,6 +106,7 @@ int cuModuleLoadData(void **m, const void *image) {
     const char *s = (const char *)image;
     int n;
     pthread_mutex_lock(&fake_mu);
+    module_wait();
     n = ++modules;
     if (n < FAKE_MAX) module_ms[n] = strncmp(s, "fakeT", 5) == 0 ? s[5] - '0' : 1;
     pthread_mutex_unlock(&fake_mu);
@@ -312,12 +316,55 @@ int cuMemFree_v2(uint64_t p) {
     return 0;
 }
 /* (device copies and memsets: below, with the graphs, which capture them) */
+/* A load's overlap (fake_module_waits): while on, each module load waits
+   up to that many milliseconds for a host-to-device copy (one since it was
+   turned on), and counts the loads, those that saw one before they ended,
+   and those on another thread than the one that turned it on. */
+static pthread_cond_t copy_cv = PTHREAD_COND_INITIALIZER;
+static int wait_ms, htod_copies, copies_at_on, waited_loads, waited_saw, waited_other;
+static pthread_t waits_from;
+void fake_module_waits(int ms);
+void fake_module_waits(int ms) {
+    pthread_mutex_lock(&fake_mu);
+    wait_ms = ms, waited_loads = waited_saw = waited_other = 0, waits_from = pthread_self();
+    copies_at_on = htod_copies;
+    pthread_mutex_unlock(&fake_mu);
+}
+void fake_module_overlap(int *loads, int *saw_copy, int *other_thread);
+void fake_module_overlap(int *loads, int *saw_copy, int *other_thread) {
+    pthread_mutex_lock(&fake_mu);
+    *loads = waited_loads, *saw_copy = waited_saw, *other_thread = waited_other;
+    pthread_mutex_unlock(&fake_mu);
+}
+static void module_wait(void) { /* under fake_mu */
+    struct timespec until;
+    int before = copies_at_on;
+    if (!wait_ms) return;
+    waited_loads++;
+    waited_other += !pthread_equal(pthread_self(), waits_from);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000, until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    while (htod_copies == before && pthread_cond_timedwait(&copy_cv, &fake_mu, &until) == 0) {}
+    waited_saw += htod_copies != before;
+}
+static void copy_started(void) {
+    pthread_mutex_lock(&fake_mu);
+    htod_copies++;
+    pthread_cond_broadcast(&copy_cv);
+    pthread_mutex_unlock(&fake_mu);
+}
 /* the runner's upload: pinned host memory is plain memory here */
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n);
-int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) {
+    copy_started();
+    memcpy((void *)(uintptr_t)d, s, n);
+    return 0;
+}
 int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st);
 int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) {
     UNUSED(st);
+    copy_started();
     memcpy((void *)(uintptr_t)d, s, n);
     return 0;
 }

@@ -41,6 +41,7 @@ C_ONLY = {
     "TB_LAUNCH_COOPERATIVE": "the older name of TB_CONFIG_COOPERATIVE",
     "TB_LAUNCH_PDL": "the older name of TB_CONFIG_PDL",
     "TB_MODEL_VERIFY_WEIGHTS": "a tb_model_load flag CLibrary.model does not offer",
+    "TB_MODEL_SERIAL_LOAD": "a tb_model_load flag CLibrary.model does not offer",
 }
 
 # spec.py's numbers that mirror no #define, and why.

@@ -742,6 +742,17 @@ if [ -x build/tbundle_fake ] && [ -x build/mkprogram ] && [ -x build/run_model_f
   check "logits without next_token: the argmax on the host" sh -c "build/tbundle_fake generate '$W/gen2.tbundle' --prompt-ids 3,1,2 --max-new 4 2>/dev/null | grep -qx '3,1,1,1'"
   check "--bench prints the time to first token and the weights' copy" sh -c "build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1,2 --bench 2>/dev/null | grep -q '^time_to_first_token ' &&
     build/tbundle_fake generate '$W/gen.tbundle' --prompt-ids 1,2 --bench 2>/dev/null | grep -q '^h2d_weights '"
+  gen_phases() { # --bench's phases, beside and serial; the same ids either way
+    build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 3,1,2 --bench 2>/dev/null >"$W/gb1" &&
+      build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 3,1,2 --bench --serial-load 2>/dev/null >"$W/gb2" &&
+      grep -qx 'kernels_beside_upload 1' "$W/gb1" && grep -qx 'kernels_beside_upload 0' "$W/gb2" &&
+      head -1 "$W/gb1" | grep -qx '3,3,4,5,6' && head -1 "$W/gb2" | grep -qx '3,3,4,5,6' || return 1
+    for k in phase_before_load phase_driver phase_context phase_kernels phase_memory phase_upload phase_first_prefill; do
+      grep -Eq "^$k [0-9]+[.][0-9]{3} ms$" "$W/gb1" || return 1
+    done
+    grep -Eq '^first_token_wall [0-9]+[.][0-9]{6} s$' "$W/gb1"
+  }
+  check "--bench prints the load's phases, the kernels beside the upload; --serial-load before it, the same ids" gen_phases
   check "a prompt longer than the largest bucket fails (1) before anything runs" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2,3,4,5
   check "... saying so" err_has "the prompt has 5 tokens, and the largest prefill bucket holds 4"
   check "--max-new past the cache fails (1)" status_is 1 build/tbundle_fake generate "$W/gen.tbundle" --prompt-ids 1,2 --max-new 39

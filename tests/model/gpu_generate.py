@@ -270,15 +270,20 @@ def tbundle_generate(exe, path, prompt, graph, bench=False):
     r = subprocess.run(cmd, capture_output=True, text=True)
     lines = r.stdout.strip().splitlines()
     ids = [int(x) for x in lines[0].split(",")] if r.returncode == 0 and lines else None
+    return ids, bench_lines(lines[1:]), r.stderr.strip()
+
+
+def bench_lines(lines):
+    """--bench's "name value unit" lines after the ids, as {name: value}."""
     kv = {}
-    for ln in lines[1:]:
+    for ln in lines:
         parts = ln.split()
         if len(parts) >= 2:
             try:
                 kv[parts[0]] = float(parts[1])
             except ValueError:
                 pass
-    return ids, kv, r.stderr.strip()
+    return kv
 
 
 def median_ms(torch, fn, n=200):

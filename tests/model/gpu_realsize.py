@@ -16,7 +16,16 @@ a safetensors file beside the bundle (option weights), then:
   1. the exporter's compiled functions generate NEW tokens greedily from
      two prompts, the cache put back between them: the reference ids;
   2. tbundle generate, plain and --graph, must give the same ids;
-  3. the figures (in OUTDIR/SIZE.json and one table): tbundle generate
+  3. the first token (issue 40): from the process's start (the spawn) to
+     the first id tbundle generate prints, the weights file in the page
+     cache, the kernels loaded beside the upload and (--serial-load)
+     before it, alternated, with each load's phases; beside the pinned
+     cuMemcpyHtoD time of the same bytes (the floor) and PyTorch's
+     safetensors.torch.load_file(device="cuda") plus the first token from
+     the already-compiled prefill; then build/bench_load: 20 loads and
+     frees in one process (no device or pinned memory kept, the last
+     load within 1.1x the second) and two models at once;
+  4. the figures (in OUTDIR/SIZE.json and one table): tbundle generate
      --graph --bench's decode time per token against the floor (the bytes
      a step must read: every weight but the rows of an untied embedding
      it does not look up, plus the KV cache up to the position, over a
@@ -45,7 +54,7 @@ import triton_bundle as tb  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
 from pycheck import check as _check, summary  # noqa: E402 - the Python tests' harness
-from gpu_generate import NEW, llama_programs, tbundle_generate  # noqa: E402 - 64 new tokens, the programs, tbundle generate
+from gpu_generate import NEW, bench_lines, llama_programs, tbundle_generate  # noqa: E402 - 64 new tokens, the programs
 
 SIZES = {
     "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
@@ -104,6 +113,104 @@ def copy_bandwidth(torch, nbytes=2 << 30):
         times.append(a.elapsed_time(b) / 1e3)
     del x, y
     return 2 * nbytes / statistics.median(times)
+
+
+def spawn_first_token(exe, path, prompt, serial):
+    """tbundle generate --bench, timed from the spawn: (ms from the spawn
+    to the first id printed, its --bench lines) or (None, stderr)."""
+    cmd = [exe, "generate", path, "--prompt-ids", ",".join(map(str, prompt)), "--max-new", "2", "--bench"]
+    if serial:
+        cmd.append("--serial-load")
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    kv = bench_lines(r.stdout.strip().splitlines()[1:])
+    if r.returncode or "first_token_wall" not in kv:
+        return None, r.stderr.strip()[-400:]
+    return (kv["first_token_wall"] - t0) * 1e3, kv
+
+
+def first_token(torch, exe, path, wfile, prompt, fns, reset, info):
+    """Issue 40's figures and checks: the first token from the process's
+    start, the load's phases, PyTorch's way, 20 loads in one process."""
+    if left() < 120:
+        skip(3, "the first token (%.0f s left)" % left())
+        return
+    wbytes = os.path.getsize(wfile)
+    with open(wfile, "rb") as f:  # the page cache
+        while f.read(64 << 20):
+            pass
+    runs = {False: [], True: []}
+    err = ""
+    for k in range(6):  # alternated: both ways see the same host
+        serial = bool(k & 1)
+        ms, kv = spawn_first_token(exe, path, prompt, serial)
+        if ms is None:
+            err = kv
+            break
+        kv["from_spawn_ms"] = ms
+        runs[serial].append(kv)
+    ok = all(len(v) == 3 for v in runs.values())
+    check(ok, "first token: tbundle generate --bench from the spawn, 3 runs each way", err)
+    if ok:
+        def med(serial, key):
+            return statistics.median(r[key] for r in runs[serial])
+        ph = ("phase_before_load", "phase_driver", "phase_weights_file", "phase_context", "phase_kernels",
+              "phase_memory", "phase_upload", "phase_pinning", "phase_first_prefill")
+        info["first_token"] = {("serial" if s else "beside"): {k: med(s, k) for k in ("from_spawn_ms",
+                               "time_to_first_token", "load") + ph} for s in (False, True)}
+        b = info["first_token"]["beside"]
+        print("     first token from the spawn: %.1f ms with the kernels beside the upload, %.1f ms before it "
+              "(--serial-load); medians of 3" % (b["from_spawn_ms"], info["first_token"]["serial"]["from_spawn_ms"]))
+        print("     phases (beside), ms: " + ", ".join("%s %.1f" % (k[6:], b[k]) for k in ph))
+    # the floor: one pinned cuMemcpyHtoD's bandwidth (2 GiB) over the weights' bytes
+    n = min(wbytes, 2 << 30)
+    src = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    del src, dst
+    h2d_bw = n / min(times)
+    info["pinned_h2d_GBps"], info["weights_floor_ms"] = h2d_bw / 1e9, wbytes / h2d_bw * 1e3
+    # PyTorch: safetensors' load_file to the GPU, then the first token from the compiled prefill
+    try:
+        import safetensors.torch
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        sd = safetensors.torch.load_file(wfile, device="cuda")
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        with torch.no_grad():
+            reset()
+            ids = torch.tensor([prompt], device="cuda")
+            tok = int(tb.output_tensors(fns["prefill"](ids))[0][0, len(prompt) - 1].argmax())
+        t2 = time.perf_counter()
+        del sd
+        info["pytorch_first_token"] = {"load_file_ms": (t1 - t0) * 1e3, "prefill_ms": (t2 - t1) * 1e3,
+                                       "token": tok}
+        print("     PyTorch: safetensors.torch.load_file(device='cuda') %.1f ms + the compiled prefill's first token "
+              "%.1f ms (in a process with CUDA and the model already up); the pinned copy of the %.2f GB: %.1f ms "
+              "(%.1f GB/s)" % ((t1 - t0) * 1e3, (t2 - t1) * 1e3, wbytes / 1e9, info["weights_floor_ms"],
+                               h2d_bw / 1e9))
+    except ImportError:
+        print("     PyTorch's load: no safetensors module")
+    torch.cuda.empty_cache()
+    # 20 loads and frees in one process, and two at once
+    r = subprocess.run([os.path.join(ROOT, "build", "bench_load"), path, "--loads", "20", "--serial"],
+                       capture_output=True, text=True)
+    out = r.stdout
+    info["bench_load"] = out[-3000:]
+    print("     " + "\n     ".join(out.strip().splitlines()[-9:]))
+    fails = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+    oks = [ln for ln in out.splitlines() if ln.startswith("ok")]
+    check(r.returncode == 0 and len(oks) == 4 and not fails,
+          "20 loads and frees in one process: no device or pinned memory kept, the last load within 1.1x the "
+          "second; two models at once share the staging area", (fails or [r.stderr[-400:] or out[-400:]])[0])
 
 
 def main(argv):
@@ -195,6 +302,7 @@ def main(argv):
             check(got == ref[k], "%s: tbundle generate%s, prompt of %d tokens: the compiled functions' %d ids" % (
                 size, " --graph" if graph else "", len(prompt), NEW), (err[-600:] if got is None else
                                                                       "got %s, want %s" % (got[:8], ref[k][:8])))
+    first_token(torch, exe, path, wfile, prompts[1], fns, reset, info)
     # the figures
     bw = copy_bandwidth(torch)
     params = {id(p): p for p in model.parameters()}
