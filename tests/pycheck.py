@@ -15,3 +15,12 @@ def check(cond, what):
 def summary(skipped=0):
     print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], skipped))
     return 1 if counts["failed"] else 0
+
+
+def cuda_torch():
+    """torch, where it imports and sees a CUDA device; else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None

@@ -82,9 +82,12 @@ def left():
     return BUDGET - (time.time() - START)
 
 
-def build(torch, size):
+def build(torch, size, layers=None):
+    """The model in the shape (layers: fewer than the shape's, for
+    bench/decode_kernels.py), its programs over a StaticCache of MAX_SEQ."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(max_position_embeddings=4096, attn_implementation="eager", **SIZES[size])
+    shape = dict(SIZES[size], **({"num_hidden_layers": layers} if layers else {}))
+    cfg = LlamaConfig(max_position_embeddings=4096, attn_implementation="eager", **shape)
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
     try:
