@@ -471,12 +471,16 @@
    an upload: at most 12 by default. Without GCC or Clang atomics a
    kernel-table lookup no longer returns a NULL kernel.
 
-   CHANGES IN 2.8 (from 2.7; additions, no call changes; format 2.6)
+   CHANGES IN 2.8 (from 2.7; additions, no call changes, one behaviour
+   change; format 2.6)
    tb_model_load loads the kernels' modules on a thread of its own while
-   the calling thread uploads the constants (its allocator and logger may
-   be called from both); TB_MODEL_SERIAL_LOAD loads them first, as 2.7
-   did. New: tb_model_times.beside, tb_model_pinned_bytes (the host memory
-   uploads hold pinned).
+   the calling thread uploads the constants, so the allocator and logger
+   of desc.options (and of a desc.table) are now called from two threads
+   during a load: a single-threaded allocator (an arena, say) needs
+   TB_MODEL_SERIAL_LOAD, which loads the kernels first, as 2.7 did. A
+   kernel that fails to load fails the load once the upload is done. New:
+   tb_model_times.beside, tb_model_pinned_bytes (the host memory uploads
+   hold pinned).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -639,9 +643,9 @@ typedef struct tb_allocator {
 typedef enum tb_log_level { TB_LOG_ERROR = 0, TB_LOG_WARN, TB_LOG_INFO, TB_LOG_DEBUG } tb_log_level;
 
 /* The allocator and the logger may be called from the worker threads of
-   tb_collect_cache, tb_pack_cache and tb_emit, and (2.8) of tb_model_load:
-   give thread-safe ones, or set those options' threads to 1 (for
-   tb_model_load: TB_MODEL_SERIAL_LOAD). */
+   tb_collect_cache, tb_pack_cache and tb_emit, and (2.8) of tb_model_load
+   (its desc.options', and a desc.table's): give thread-safe ones, or set
+   those options' threads to 1 (for tb_model_load: TB_MODEL_SERIAL_LOAD). */
 typedef struct tb_options {
     tb_allocator allocator;  /* all three functions or none */
     void (*log)(void *user, tb_log_level level, const char *message);
@@ -1860,13 +1864,14 @@ TBDEF double tb_model_upload_ms(const tb_model *model);
 /* (2.7) Where a load's time went, phase by phase, and how its upload went:
    the parts of a first token's wait (tbundle run -v prints them). */
 typedef struct tb_model_times {
-    double total_ms;             /* tb_model_load, from its call to its return */
+    double total_ms;             /* tb_model_load, from its call to its return (beside: the longer of kernels_ms
+                                    and upload_ms counts) */
     double driver_ms;            /* libcuda opened and initialized (the process's first load; then about 0) */
     double weights_ms;           /* the weights file opened and its header checked (0: none) */
     double context_ms;           /* the current context found, or desc.device's primary context retained (made, when
                                     none is) */
-    double kernels_ms;           /* the steps resolved: every kernel's module loaded (beside: during upload_ms,
-                                    on a thread of the load's own, so not part of total_ms's sum) */
+    double kernels_ms;           /* the kernel table made, the steps resolved: every kernel's module loaded
+                                    (beside: on a thread of the load's own, during upload_ms) */
     double memory_ms;            /* device memory allocated */
     double upload_ms;            /* the constants read and copied (tb_model_upload_ms); pin_ms and wait_ms in it */
     double pin_ms;               /* pinning staging memory (0: pinned by an earlier load, pinning failed, or the
@@ -1877,7 +1882,8 @@ typedef struct tb_model_times {
     uint32_t threads;            /* reader threads that ran */
     uint32_t pinned;             /* 1: the pinned way; 0: the pageable way, or nothing read from files */
     uint32_t reused;             /* 1: the staging area was pinned already (by an earlier load; pin_ms 0) */
-    uint32_t beside;             /* (2.8) 1: the kernels loaded beside the upload; 0: first (TB_MODEL_SERIAL_LOAD) */
+    uint32_t beside;             /* (2.8) 1: the kernels loaded beside the upload; 0: before it
+                                    (TB_MODEL_SERIAL_LOAD), or after it when no thread could be made */
 } tb_model_times;
 /* The load's times and upload (all zero for a NULL model). */
 TBDEF void tb_model_load_times(const tb_model *model, tb_model_times *out);
@@ -15041,8 +15047,10 @@ static tb_result tb__model_weights(const tb_model_desc *desc, tb_weights **w, tb
 /* Every program's steps resolved, each kernel's module loaded (the
    table's lazy loads): on a thread of its own while the caller's thread
    uploads the constants (tb_model_load), or on the caller's thread
-   (TB_MODEL_SERIAL_LOAD, or no thread to be had). The two share no field:
-   this writes the programs' steps, the upload reads the constants. */
+   (TB_MODEL_SERIAL_LOAD first; with no thread to be had, after the
+   upload). Beside, the two share no field: this writes the programs' steps
+   and its job's result (read after the join), the upload reads the
+   constants. A failure on either side is reported once both are done. */
 typedef struct tb__model_kernels {
     tb_model *m;
     tb_result r;
@@ -15163,10 +15171,13 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     if (!(desc->flags & TB_MODEL_SERIAL_LOAD)) beside = pthread_create(&kt, NULL, tb__model_kernels_run, &kj) == 0;
     else tb__model_kernels_run(&kj); /* in order: the kernels, then the upload */
     t[7] = tb__now();
-    r = kj.r == tb_ok ? tb__model_upload(m, w, 0, &m->times, err) : tb_ok;
+    /* (beside, kj is the thread's until the join: the upload runs whatever
+       the kernels give) */
+    r = beside || kj.r == tb_ok ? tb__model_upload(m, w, 0, &m->times, err) : tb_ok;
     m->times.upload_ms = (tb__now() - t[7]) * 1e3;
     if (beside) pthread_join(kt, NULL);
-    else if (!(desc->flags & TB_MODEL_SERIAL_LOAD)) tb__model_kernels_run(&kj); /* no thread: after the upload */
+    else if (!(desc->flags & TB_MODEL_SERIAL_LOAD) && r == tb_ok)
+        tb__model_kernels_run(&kj); /* no thread to be had: after the upload */
     if (kj.r != tb_ok) { /* the kernels' failure first, as a serial load meets it */
         if (err) *err = kj.err;
         r = kj.r;
@@ -15184,7 +15195,9 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
         tb_model_times *tm = &m->times;
         char way[160];
         double done = tb__now();
-        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = kj.ms, tm->beside = (uint32_t)beside;
+        /* the table made (t[4] to t[5]), then the modules loaded */
+        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = (t[5] - t[4]) * 1e3 + kj.ms;
+        tm->beside = (uint32_t)beside;
         tm->memory_ms = (t[6] - t[5] + done - t[7]) * 1e3, tm->total_ms = (done - t[0]) * 1e3;
         if (!tm->upload_bytes) snprintf(way, sizeof way, "copied from the bundle's memory");
         else if (!tm->pinned) snprintf(way, sizeof way, "read by one thread into two pageable buffers");
@@ -15198,10 +15211,13 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
                 "program%s resolved (kernels loaded%s) %.3f, %llu bytes of device memory allocated %.3f, %u "
                 "constants (%llu bytes) uploaded %.3f (%s; pinning %.3f, waiting %.3f)%s%s",
                 tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms, m->prog_count,
-                m->prog_count == 1 ? "" : "s", beside ? " beside the upload" : ", then the upload", tm->kernels_ms,
-                (unsigned long long)(m->const_bytes + m->ws_bytes),
-                tm->memory_ms, m->constant_count, (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms,
-                tm->wait_ms, w ? "; weights from " : "", w ? desc->weights : "");
+                m->prog_count == 1 ? "" : "s",
+                beside                                 ? " beside the upload"
+                : (desc->flags & TB_MODEL_SERIAL_LOAD) ? ", then the upload"
+                                                       : " after the upload: no thread to be had",
+                tm->kernels_ms, (unsigned long long)(m->const_bytes + m->ws_bytes), tm->memory_ms, m->constant_count,
+                (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms, tm->wait_ms,
+                w ? "; weights from " : "", w ? desc->weights : "");
     }
     tb_weights_free(w);
     if (pushed) tb__leave(pushed);

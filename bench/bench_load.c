@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     for (i = 0; i < n && ok; i++) {
         size_t f;
         uint64_t after;
-        ok = load_once(&d, &t, &pinned, NULL);
+        if (!(ok = load_once(&d, &t, &pinned, NULL))) break;
         f = free_bytes(), after = tb_model_pinned_bytes();
         if (after > pinned_after_max) pinned_after_max = after;
         ms[i] = t.total_ms, free_last = f;
@@ -140,7 +140,10 @@ int main(int argc, char **argv) {
         tb_model *first = NULL, *second = NULL;
         tb_model_times t2;
         uint64_t p1 = 0, p2 = 0;
-        if (load_once(&d, &t, &p1, &first) && load_once(&d, &t2, &p2, &second)) {
+        if (!load_once(&d, &t, &p1, &first) || !load_once(&d, &t2, &p2, &second)) {
+            printf("FAIL two models at once: a load failed\n");
+            ok = 0;
+        } else {
             printf("two at once: the second reused the staging area (%u), pinned %llu bytes with one, %llu with "
                    "two (the bound %llu)\n",
                    t2.reused, (unsigned long long)p1, (unsigned long long)p2, (unsigned long long)TB_UPLOAD_STAGING);

@@ -71,6 +71,15 @@ static double gen_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Ends the line of ids that the first token began (printed early), before
+   a message on standard error: the two streams may share one file. */
+static void gen_end_line(int *printed) {
+    if (!*printed) return;
+    putchar('\n');
+    fflush(stdout);
+    *printed = 0;
+}
+
 static int gen_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -429,6 +438,7 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
         const tb_tensor_spec *lo = &pd->outputs[0];
         memset(tout, 0, sizeof tout);
         if (pd->output_count > 8) {
+            gen_end_line(&printed);
             fprintf(stderr, "%s: decode has %u outputs; generation takes at most 8\n", prog, pd->output_count);
             goto done;
         }
@@ -505,8 +515,7 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     }
     if (tb_model_synchronize(m, stream, &e) != tb_ok) goto fail;
     for (i = 1; i < count; i++) printf(",%lld", (long long)out[i]);
-    printf("\n");
-    printed = 0;
+    gen_end_line(&printed);
     {
         double dsum = 0, med = 0;
         for (i = 0; i + 1 < count; i++) dsum += step_s[i];
@@ -555,14 +564,14 @@ int generate_main(int argc, char **argv, const char *prog, double t_start) {
     status = 0;
     goto done;
 oom:
+    gen_end_line(&printed);
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
 fail:
-    if (printed) printf("\n"); /* the line of ids ends before the error */
-    printed = 0;
+    gen_end_line(&printed);
     fprintf(stderr, "%s: %s\n", prog, e.message);
 done:
-    if (printed) printf("\n");
+    gen_end_line(&printed);
     if (m) {
         if (stream) tb_model_synchronize(m, stream, &e);
         tb_model_device_free(m, pin.dev), tb_model_device_free(m, pout.dev), tb_model_device_free(m, dids.dev);

@@ -29,9 +29,12 @@ static struct {
     void (*memory)(uint64_t *, uint64_t *, uint64_t *, uint64_t *);
     void (*pin_limit)(uint64_t);         /* cuMemAllocHost refuses past this many bytes outstanding */
     /* module loads wait up to ms for a host-to-device copy (0: off); then
-       the loads, those that saw a copy start, those on another thread */
+       the loads, those that saw a copy start, those on another thread,
+       those with no context current */
     void (*module_waits)(int);
-    void (*module_overlap)(int *, int *, int *);
+    void (*module_overlap)(int *, int *, int *, int *);
+    void (*bare_threads)(int);           /* 1: threads but the first start with no context current */
+    int (*ctx_net)(void);                /* contexts pushed minus popped, over every thread */
 } fake;
 
 static inline int fake_ready(void) {
@@ -62,9 +65,12 @@ static inline int fake_ready(void) {
     *(void **)&fake.pin_limit = dlsym(h, "fake_pin_limit");
     *(void **)&fake.module_waits = dlsym(h, "fake_module_waits");
     *(void **)&fake.module_overlap = dlsym(h, "fake_module_overlap");
+    *(void **)&fake.bare_threads = dlsym(h, "fake_bare_threads");
+    *(void **)&fake.ctx_net = dlsym(h, "fake_ctx_net");
     return fake.set_params && fake.launches && fake.param && fake.function && fake.grid && fake.encode &&
            fake.unloads && fake.graphs_live && fake.track && fake.fail_launches && fake.set_current && fake.ctx_depth &&
-           fake.memsets && fake.on_alloc && fake.memory && fake.pin_limit && fake.module_waits && fake.module_overlap;
+           fake.memsets && fake.on_alloc && fake.memory && fake.pin_limit && fake.module_waits && fake.module_overlap &&
+           fake.bare_threads && fake.ctx_net;
 }
 
 #define NEED_FAKE() \

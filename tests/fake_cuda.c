@@ -73,28 +73,51 @@ int cuDeviceGetAttribute(int *v, int a, int d) { UNUSED(a); UNUSED(d); *v = 2324
    (fake_set_current) to check that the library enters the model's context
    before a call that needs one. */
 static __thread void *ctx_stack[16] = {(void *)0x1000};
-static __thread int ctx_top, ctx_underflows;
+static __thread int ctx_top, ctx_underflows, ctx_seen;
+/* fake_bare_threads(1): threads other than the one that loaded the
+   stand-in start with no current context (as the driver's do), from
+   their first call on; pushes minus pops over every thread (fake_ctx_net)
+   shows that a thread of the library's pops what it pushed */
+static pthread_t main_thread;
+static int bare_threads, ctx_net;
+__attribute__((constructor)) static void fake_loaded(void) { main_thread = pthread_self(); }
+static void ctx_first(void) {
+    if (ctx_seen) return;
+    ctx_seen = 1;
+    if (bare_threads && !pthread_equal(pthread_self(), main_thread)) ctx_stack[0] = NULL;
+}
+void fake_bare_threads(int on);
+void fake_bare_threads(int on) { bare_threads = on; }
+int fake_ctx_net(void);
+int fake_ctx_net(void) { return ctx_net; }
 void fake_set_current(void *c);
-void fake_set_current(void *c) { ctx_stack[ctx_top] = c; }
+void fake_set_current(void *c) { ctx_first(), ctx_stack[ctx_top] = c; }
 /* this thread's contexts pushed and not popped, plus pops of an empty stack
    (0 between calls: the library pops what it pushed, no more) */
 int fake_ctx_depth(void);
 int fake_ctx_depth(void) { return ctx_top + ctx_underflows; }
 int cuCtxGetCurrent(void **c);
-int cuCtxGetCurrent(void **c) { *c = ctx_stack[ctx_top]; return 0; }
+int cuCtxGetCurrent(void **c) { ctx_first(), *c = ctx_stack[ctx_top]; return 0; }
 int cuCtxGetDevice(int *d);
-int cuCtxGetDevice(int *d) { *d = 0; return ctx_stack[ctx_top] ? 0 : 201; } /* CUDA_ERROR_INVALID_CONTEXT */
+int cuCtxGetDevice(int *d) { /* no context: CUDA_ERROR_INVALID_CONTEXT */
+    ctx_first(), *d = 0;
+    return ctx_stack[ctx_top] ? 0 : 201;
+}
 int cuCtxPushCurrent_v2(void *c);
 int cuCtxPushCurrent_v2(void *c) {
+    ctx_first();
     if (ctx_top + 1 >= 16) return 1;
     ctx_stack[++ctx_top] = c;
+    __sync_fetch_and_add(&ctx_net, 1);
     return 0;
 }
 int cuCtxPopCurrent_v2(void **c);
 int cuCtxPopCurrent_v2(void **c) {
+    ctx_first();
     if (c) *c = ctx_stack[ctx_top];
     if (ctx_top == 0) return ++ctx_underflows, 201;
     --ctx_top;
+    __sync_fetch_and_sub(&ctx_net, 1);
     return 0;
 }
 int cuDevicePrimaryCtxRetain(void **c, int d);
@@ -319,21 +342,22 @@ int cuMemFree_v2(uint64_t p) {
 /* A load's overlap (fake_module_waits): while on, each module load waits
    up to that many milliseconds for a host-to-device copy (one since it was
    turned on), and counts the loads, those that saw one before they ended,
-   and those on another thread than the one that turned it on. */
+   those on another thread than the one that turned it on, and those with
+   no context current. */
 static pthread_cond_t copy_cv = PTHREAD_COND_INITIALIZER;
-static int wait_ms, htod_copies, copies_at_on, waited_loads, waited_saw, waited_other;
+static int wait_ms, htod_copies, copies_at_on, waited_loads, waited_saw, waited_other, waited_bare;
 static pthread_t waits_from;
 void fake_module_waits(int ms);
 void fake_module_waits(int ms) {
     pthread_mutex_lock(&fake_mu);
-    wait_ms = ms, waited_loads = waited_saw = waited_other = 0, waits_from = pthread_self();
+    wait_ms = ms, waited_loads = waited_saw = waited_other = waited_bare = 0, waits_from = pthread_self();
     copies_at_on = htod_copies;
     pthread_mutex_unlock(&fake_mu);
 }
-void fake_module_overlap(int *loads, int *saw_copy, int *other_thread);
-void fake_module_overlap(int *loads, int *saw_copy, int *other_thread) {
+void fake_module_overlap(int *loads, int *saw_copy, int *other_thread, int *no_context);
+void fake_module_overlap(int *loads, int *saw_copy, int *other_thread, int *no_context) {
     pthread_mutex_lock(&fake_mu);
-    *loads = waited_loads, *saw_copy = waited_saw, *other_thread = waited_other;
+    *loads = waited_loads, *saw_copy = waited_saw, *other_thread = waited_other, *no_context = waited_bare;
     pthread_mutex_unlock(&fake_mu);
 }
 static void module_wait(void) { /* under fake_mu */
@@ -342,6 +366,7 @@ static void module_wait(void) { /* under fake_mu */
     if (!wait_ms) return;
     waited_loads++;
     waited_other += !pthread_equal(pthread_self(), waits_from);
+    waited_bare += ctx_stack[ctx_top] == NULL; /* a module loads into the current context */
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += wait_ms / 1000, until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;

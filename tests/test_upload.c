@@ -590,7 +590,10 @@ TEST(test_model_weights_verify_upload) {
    start: one does while it waits), unless TB_MODEL_SERIAL_LOAD, which
    loads them first on the calling thread (no copy yet); both give the
    same model. A kernel that fails to load fails the load the same way
-   either way, after the upload's thread is done: nothing left over. */
+   either way, after the upload's thread is done: nothing left over. The
+   kernels' thread starts with no context current (the stand-in as the
+   driver): each module still loads in the model's context, and every
+   context pushed on any thread is popped. */
 TEST(test_model_load_beside) {
     prog q;
     tb_bundle *b;
@@ -603,7 +606,7 @@ TEST(test_model_load_beside) {
     float *x = (float *)dev(16), *y = (float *)dev(16), *z = (float *)dev(16);
     int32_t *s = (int32_t *)dev(4);
     uint64_t dev0, pin, peak, calls, dv;
-    int serial, loads, saw, other;
+    int serial, loads, saw, other, bare, net;
     NEED_FAKE();
     snprintf(path, sizeof path, "build/test_beside.%d.safetensors", (int)getpid());
     snprintf(json, sizeof json, "{\"model.w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}");
@@ -612,6 +615,8 @@ TEST(test_model_load_beside) {
     REQUIRE((b = bundle_with_record(&e)) != NULL);
     CHECK_OK(tb_bundle_set_program(b, &q.p, &e), &e);
     fake.memory(&dev0, &pin, &peak, &calls);
+    fake.bare_threads(1);
+    net = fake.ctx_net();
     for (serial = 0; serial < 2; serial++) {
         memset(&d, 0, sizeof d);
         d.bundle = b, d.weights = path, d.flags = serial ? TB_MODEL_SERIAL_LOAD : 0, d.pinned_upload_min = 1;
@@ -619,12 +624,13 @@ TEST(test_model_load_beside) {
         fake.module_waits(serial ? 30 : 10000);
         m = NULL;
         CHECK_OK(tb_model_load(&d, &m, &e), &e);
-        fake.module_overlap(&loads, &saw, &other);
+        fake.module_overlap(&loads, &saw, &other, &bare);
         fake.module_waits(0);
-        if (loads != 1 || saw != !serial || other != !serial)
-            printf("    %d loads, %d saw a copy, %d on another thread\n", loads, saw, other);
+        if (loads != 1 || saw != !serial || other != !serial || bare)
+            printf("    %d loads, %d saw a copy, %d on another thread, %d with no context\n", loads, saw, other, bare);
         if (serial) CHECK(loads == 1 && saw == 0 && other == 0); /* the kernel first, then the upload */
         else CHECK(loads == 1 && saw == 1 && other == 1);        /* the upload ran while the kernel loaded */
+        CHECK(bare == 0 && fake.ctx_net() == net);               /* in a context; none left pushed */
         REQUIRE(m);
         tb_model_load_times(m, &t);
         CHECK(t.beside == (uint32_t)!serial && t.kernels_ms > 0 && t.upload_bytes == 8);
@@ -640,10 +646,11 @@ TEST(test_model_load_beside) {
         CHECK(tb_model_load(&d, &m, &e) == tb_err_arg_mismatch && !m);
         if (serial) CHECK(!strcmp(first, e.message));
         else snprintf(first, sizeof first, "%s", e.message);
-        CHECK(fake.ctx_depth() == 0);
+        CHECK(fake.ctx_depth() == 0 && fake.ctx_net() == net);
         fake.memory(&dv, &pin, &peak, &calls);
         CHECK(dv == dev0 && pin == 0);
     }
+    fake.bare_threads(0);
     fake.set_params(sizes, 3);
     d.flags = 64u; /* not a flag */
     CHECK(tb_model_load(&d, &m, &e) == tb_err_invalid_argument && strstr(e.message, "0x40"));
