@@ -15074,6 +15074,37 @@ static void *tb__model_kernels_run(void *arg) {
     return NULL;
 }
 
+/* A load's times (t: tb_model_load's clock at its phases' bounds; the
+   kernels' own time) in m->times, and its INFO line. */
+static void tb__model_load_report(tb_model *m, const double *t, double kernels_ms, int beside, unsigned flags,
+                                  const char *weights) {
+    tb_model_times *tm = &m->times;
+    char way[160];
+    double done = tb__now();
+    /* the table made (t[4] to t[5]), then the modules loaded */
+    tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = (t[5] - t[4]) * 1e3 + kernels_ms;
+    tm->beside = (uint32_t)beside;
+    tm->memory_ms = (t[6] - t[5] + done - t[7]) * 1e3, tm->total_ms = (done - t[0]) * 1e3;
+    if (!tm->upload_bytes) snprintf(way, sizeof way, "copied from the bundle's memory");
+    else if (!tm->pinned) snprintf(way, sizeof way, "read by one thread into two pageable buffers");
+    else
+        snprintf(way, sizeof way, "read by %u threads into %llu pinned bytes of staging, %s", tm->threads,
+                 (unsigned long long)tm->staging_bytes,
+                 tm->reused ? "pinned by an earlier load" : m->staged ? "pinned now (kept while a model holds it)" :
+                 "pinned for this upload (another context holds the staging area)");
+    tb__log(&m->ctx, TB_LOG_INFO,
+            "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u "
+            "program%s resolved (kernels loaded%s) %.3f, %llu bytes of device memory allocated %.3f, %u "
+            "constants (%llu bytes) uploaded %.3f (%s; pinning %.3f, waiting %.3f)%s%s",
+            tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms, m->prog_count, m->prog_count == 1 ? "" : "s",
+            beside                           ? " beside the upload"
+            : (flags & TB_MODEL_SERIAL_LOAD) ? ", then the upload"
+                                             : " after the upload: no thread to be had",
+            tm->kernels_ms, (unsigned long long)(m->const_bytes + m->ws_bytes), tm->memory_ms, m->constant_count,
+            (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms, tm->wait_ms,
+            weights ? "; weights from " : "", weights ? weights : "");
+}
+
 TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_error *err) {
     tb_model *m;
     tb__ctx c;
@@ -15191,34 +15222,7 @@ TBDEF tb_result tb_model_load(const tb_model_desc *desc, tb_model **out, tb_erro
     }
     t[7] = tb__now();
     if ((r = tb__model_memory(m, err)) != tb_ok) goto fail;
-    {
-        tb_model_times *tm = &m->times;
-        char way[160];
-        double done = tb__now();
-        /* the table made (t[4] to t[5]), then the modules loaded */
-        tm->context_ms = (t[4] - t[3]) * 1e3, tm->kernels_ms = (t[5] - t[4]) * 1e3 + kj.ms;
-        tm->beside = (uint32_t)beside;
-        tm->memory_ms = (t[6] - t[5] + done - t[7]) * 1e3, tm->total_ms = (done - t[0]) * 1e3;
-        if (!tm->upload_bytes) snprintf(way, sizeof way, "copied from the bundle's memory");
-        else if (!tm->pinned) snprintf(way, sizeof way, "read by one thread into two pageable buffers");
-        else
-            snprintf(way, sizeof way, "read by %u threads into %llu pinned bytes of staging, %s", tm->threads,
-                     (unsigned long long)tm->staging_bytes,
-                     tm->reused ? "pinned by an earlier load" : m->staged ? "pinned now (kept while a model holds it)" :
-                     "pinned for this upload (another context holds the staging area)");
-        tb__log(&m->ctx, TB_LOG_INFO,
-                "model: loaded in %.3f ms: driver %.3f, weights file checked %.3f, context %.3f, the steps of %u "
-                "program%s resolved (kernels loaded%s) %.3f, %llu bytes of device memory allocated %.3f, %u "
-                "constants (%llu bytes) uploaded %.3f (%s; pinning %.3f, waiting %.3f)%s%s",
-                tm->total_ms, tm->driver_ms, tm->weights_ms, tm->context_ms, m->prog_count,
-                m->prog_count == 1 ? "" : "s",
-                beside                                 ? " beside the upload"
-                : (desc->flags & TB_MODEL_SERIAL_LOAD) ? ", then the upload"
-                                                       : " after the upload: no thread to be had",
-                tm->kernels_ms, (unsigned long long)(m->const_bytes + m->ws_bytes), tm->memory_ms, m->constant_count,
-                (unsigned long long)m->const_bytes, tm->upload_ms, way, tm->pin_ms, tm->wait_ms,
-                w ? "; weights from " : "", w ? desc->weights : "");
-    }
+    tb__model_load_report(m, t, kj.ms, beside, desc->flags, w ? desc->weights : NULL);
     tb_weights_free(w);
     if (pushed) tb__leave(pushed);
     *out = m;
