@@ -27,12 +27,6 @@
 #include "../tests/util.h"
 #include "bench_util.h"
 
-#define SYM(var, name)                          \
-    do {                                        \
-        void *p_ = tb_driver_symbol(name);      \
-        memcpy(&var, &p_, sizeof var);          \
-    } while (0)
-
 static int (*mem_info)(size_t *, size_t *);
 
 static size_t free_bytes(void) {
@@ -40,15 +34,11 @@ static size_t free_bytes(void) {
     return mem_info && mem_info(&f, &t) == 0 ? f : 0;
 }
 
-/* One load and free: its times; 0 on failure (printed). */
+/* One load (bench_util.h's): its times, and the bytes pinned while it is
+   loaded; freed unless keep. */
 static int load_once(const tb_model_desc *d, tb_model_times *t, uint64_t *pinned_loaded, tb_model **keep) {
     tb_model *m = NULL;
-    tb_error e;
-    if (tb_model_load(d, &m, &e) != tb_ok) {
-        printf("load failed: %s\n", e.message);
-        return 0;
-    }
-    tb_model_load_times(m, t);
+    if (!bench_load_once(d, t, &m)) return 0;
     *pinned_loaded = tb_model_pinned_bytes();
     if (keep) *keep = m;
     else tb_model_free(m);
@@ -99,9 +89,9 @@ int main(int argc, char **argv) {
         tb_bundle_free(b);
         return 0;
     }
-    SYM(mem_info, "cuMemGetInfo_v2");
-    SYM(retain, "cuDevicePrimaryCtxRetain");
-    SYM(push, "cuCtxPushCurrent_v2");
+    BENCH_SYM(mem_info, "cuMemGetInfo_v2");
+    BENCH_SYM(retain, "cuDevicePrimaryCtxRetain");
+    BENCH_SYM(push, "cuCtxPushCurrent_v2");
     if (!retain || !push || retain(&ctx, 0) != 0 || push(ctx) != 0) {
         printf("skipped: no device 0 context\n");
         return 0;

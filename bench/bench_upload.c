@@ -45,12 +45,6 @@ typedef int (*fn_h2d)(uint64_t, const void *, size_t);
 typedef int (*fn_ctx)(void *);
 typedef int (*fn_pop)(void **);
 
-#define SYM(var, name)                          \
-    do {                                        \
-        void *p_ = tb_driver_symbol(name);      \
-        memcpy(&var, &p_, sizeof var);          \
-    } while (0)
-
 static int write_weights(const char *path, uint64_t n) {
     char json[256];
     size_t h, pad, i;
@@ -151,8 +145,8 @@ static void probe_register(void) {
     fn_unreg unreg;
     size_t i;
     int touch;
-    SYM(reg, "cuMemHostRegister_v2");
-    SYM(unreg, "cuMemHostUnregister");
+    BENCH_SYM(reg, "cuMemHostRegister_v2");
+    BENCH_SYM(unreg, "cuMemHostUnregister");
     if (!reg || !unreg) return;
     for (touch = 0; touch < 2; touch++)
         for (i = 0; i < sizeof mib / sizeof mib[0]; i++) {
@@ -227,21 +221,6 @@ static void probe(const char *dir, fn_alloc_host alloc_host, fn_free_host free_h
     unlink(path);
 }
 
-/* One load of d: the upload's milliseconds and its report; 0 on failure
-   (said). keep: the model is left loaded, in *held. */
-static int load_once(const tb_model_desc *d, tb_model_times *t, tb_model **held) {
-    tb_model *m = NULL;
-    tb_error e;
-    if (tb_model_load(d, &m, &e) != tb_ok) {
-        printf("FAIL: tb_model_load: %s\n", e.message);
-        return 0;
-    }
-    tb_model_load_times(m, t);
-    if (held) *held = m;
-    else tb_model_free(m);
-    return 1;
-}
-
 /* --sweep: the reused pinned way (a model holding an area of the largest
    bound) for each bound and reader count, the median of 3. */
 static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
@@ -253,7 +232,7 @@ static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
     size_t i, j;
     int r;
     d.pinned_staging_bytes = (uint64_t)256 << 20;
-    if (!load_once(&d, &t, &holder)) return 0;
+    if (!bench_load_once(&d, &t, &holder)) return 0;
     printf("  sweep (%llu MiB; a staging area of %llu MiB pinned once, in %.1f ms; slots of %zu bytes):\n",
            (unsigned long long)(n >> 20), (unsigned long long)(t.staging_bytes >> 20), t.pin_ms,
            (size_t)TB_UPLOAD_PIECE);
@@ -261,7 +240,7 @@ static int sweep(const tb_model_desc *base, uint64_t n, double pinned_copy_ms) {
         for (j = 0; j < sizeof readers / sizeof readers[0]; j++) {
             d.pinned_staging_bytes = (uint64_t)mib[i] << 20, d.upload_threads = readers[j];
             for (r = 0; r < 3; r++) {
-                if (!load_once(&d, &t, NULL)) {
+                if (!bench_load_once(&d, &t, NULL)) {
                     tb_model_free(holder);
                     return 0;
                 }
@@ -312,20 +291,20 @@ int main(int argc, char **argv) {
         printf("skipped: no CUDA driver (%s)\n", e.message);
         return 0;
     }
-    SYM(alloc_host, "cuMemAllocHost_v2");
-    SYM(free_host, "cuMemFreeHost");
-    SYM(alloc, "cuMemAlloc_v2");
-    SYM(dfree, "cuMemFree_v2");
-    SYM(h2d, "cuMemcpyHtoD_v2");
-    SYM(push, "cuCtxPushCurrent_v2");
-    SYM(pop, "cuCtxPopCurrent_v2");
-    SYM(retain, "cuDevicePrimaryCtxRetain");
+    BENCH_SYM(alloc_host, "cuMemAllocHost_v2");
+    BENCH_SYM(free_host, "cuMemFreeHost");
+    BENCH_SYM(alloc, "cuMemAlloc_v2");
+    BENCH_SYM(dfree, "cuMemFree_v2");
+    BENCH_SYM(h2d, "cuMemcpyHtoD_v2");
+    BENCH_SYM(push, "cuCtxPushCurrent_v2");
+    BENCH_SYM(pop, "cuCtxPopCurrent_v2");
+    BENCH_SYM(retain, "cuDevicePrimaryCtxRetain");
     {
         typedef int (*fn_name)(char *, int, int);
         fn_name name;
         char gpu[256] = "?";
         char readers[32] = "the default";
-        SYM(name, "cuDeviceGetName");
+        BENCH_SYM(name, "cuDeviceGetName");
         if (name) name(gpu, (int)sizeof gpu, 0);
         if (threads) snprintf(readers, sizeof readers, "%u", threads);
         printf("device 0: %s; %ld cores; slots of %zu bytes, staging bound %llu MiB, pinned at most 1/%u of an upload, "
@@ -366,10 +345,10 @@ int main(int argc, char **argv) {
         /* the pinned way: a first load (the area pinned in it), kept
            loaded while three more reuse the area; three rounds */
         for (r = 0; r < 3 && !failed; r++) {
-            if (!load_once(&d, &tm, &holder)) failed = 1;
+            if (!bench_load_once(&d, &tm, &holder)) failed = 1;
             t_first[r] = tm.upload_ms, pin_first[r] = tm.pin_ms, ran = tm.threads;
             for (k = 0; k < 3 && !failed; k++) {
-                if (!load_once(&d, &tm, NULL)) failed = 1;
+                if (!bench_load_once(&d, &tm, NULL)) failed = 1;
                 t_reused[r * 3 + k] = tm.upload_ms;
             }
             tb_model_free(holder);
@@ -377,7 +356,7 @@ int main(int argc, char **argv) {
         }
         d.pinned_upload_min = UINT64_MAX;
         for (r = 0; r < 3 && !failed; r++) {
-            if (!load_once(&d, &tm, NULL)) failed = 1;
+            if (!bench_load_once(&d, &tm, NULL)) failed = 1;
             t_page[r] = tm.upload_ms;
         }
         if (failed) break;

@@ -21,4 +21,28 @@ static TB_TEST_UNUSED double median(double *v, int n) {
     return v[n / 2];
 }
 
+#if defined(TRITON_BUNDLE_H) && !defined(TB_NO_LAUNCHER)
+/* A driver entry point into a function pointer (no cuda.h here). */
+#define BENCH_SYM(var, name)                    \
+    do {                                        \
+        void *p_ = tb_driver_symbol(name);      \
+        memcpy(&var, &p_, sizeof var);          \
+    } while (0)
+
+/* One load of d: its times in *t; 0 on failure (said). held: the model is
+   left loaded, in *held; else freed. */
+static TB_TEST_UNUSED int bench_load_once(const tb_model_desc *d, tb_model_times *t, tb_model **held) {
+    tb_model *m = NULL;
+    tb_error e;
+    if (tb_model_load(d, &m, &e) != tb_ok) {
+        printf("FAIL: tb_model_load: %s\n", e.message);
+        return 0;
+    }
+    tb_model_load_times(m, t);
+    if (held) *held = m;
+    else tb_model_free(m);
+    return 1;
+}
+#endif
+
 #endif
