@@ -47,7 +47,7 @@ def main(argv):
     if args:
         print(__doc__)
         return 2
-    from pycheck import cuda_torch
+    from pycheck import cuda_torch, step_kernels
     torch = cuda_torch()
     if torch is None:
         print("skipped: no torch with a GPU")
@@ -74,24 +74,13 @@ def main(argv):
                 fn(ids, pos)
             torch.cuda.synchronize()
             compile_s = time.time() - t0
-            from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(5):
-                    fn(ids, pos)
-                torch.cuda.synchronize()
-        per = {}
-        for e in prof.events():
-            if not str(getattr(e, "device_type", "")).endswith("CUDA"):
-                continue
-            d = per.setdefault(e.name, [0.0, 0])
-            d[0] += (e.time_range.end - e.time_range.start) / 5.0
-            d[1] += 1
+            per = step_kernels(torch, lambda: fn(ids, pos))
         total = sum(v[0] for v in per.values())
-        count = sum(v[1] for v in per.values()) / 5.0
+        count = sum(v[1] for v in per.values())
         first = first or total
         print("variant %s (%s):" % (name, VARIANTS[name] or "the exporter's options"))
         for k, (us, n) in sorted(per.items(), key=lambda x: -x[1][0]):
-            print("   %9.1f us  %4.0f/step  %s" % (us, n / 5.0, k[:110]))
+            print("   %9.1f us  %4.0f/step  %s" % (us, n, k[:110]))
         print("variant %s: kernel sum %.1f us per step (%.3f x the first), %.0f kernels, compile %.0f s" % (
             name, total, total / first, count, compile_s))
         sys.stdout.flush()

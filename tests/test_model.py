@@ -11,6 +11,7 @@ workspace plan, the outputs a kernel with atomics reaches, the refusals
 module that checks programs (check_program), the program is checked too.
 usage: tests/test_model.py  (from the repository root)"""
 
+import contextlib
 import os
 import struct
 import sys
@@ -592,6 +593,110 @@ def weights_check():
     check(e.code == "unsupported" and "context is lost" not in str(e), "ExportStageError: another error is unsupported")
 
 
+def narrow_configs():
+    """inductor.narrow_product_configs against a stand-in for Inductor's
+    triton_heuristics module: which kernels get the fixed config, how it
+    is compiled, and that the original tuning comes back."""
+    from triton_bundle import inductor as I
+    calls = []
+
+    class Config:
+        def __init__(self, kwargs, num_warps=4, num_stages=1):
+            self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
+
+    class Result:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def make_launcher(self):
+            return types.SimpleNamespace(config=self.cfg)
+
+    class Tuner:
+        def __init__(self, name="triton_red_fused_add_mean_mm_t_19", kind="REDUCTION", hint="ReductionHint.INNER",
+                     sizes=None):
+            self.inductor_meta = {"kernel_name": name, "reduction_hint": hint}
+            self.heuristic_type = "HeuristicType." + kind
+            self.size_hints = sizes or {"x": 2048, "r0_": 8192}
+            self.lock = contextlib.nullcontext()
+            self.fn = types.SimpleNamespace(fn=None)
+
+        def _reload_kernel(self):
+            calls.append("reload")
+            return types.SimpleNamespace(fn=types.SimpleNamespace(fn="loaded"))
+
+        def _precompile_config(self, cfg):
+            calls.append(("compile", dict(cfg.kwargs), cfg.num_warps, cfg.num_stages))
+            return Result(cfg)
+
+        def coordinate_descent_tuning(self, launcher, *args, **kwargs):
+            calls.append(("tuned", self.inductor_meta["kernel_name"]))
+            return launcher
+
+    th = types.ModuleType("torch._inductor.runtime.triton_heuristics")
+    th.CachingAutotuner, th.Config = Tuner, Config
+    names = ["torch", "torch._inductor", "torch._inductor.runtime", "torch._inductor.runtime.triton_heuristics"]
+    saved = {n: sys.modules.get(n) for n in names}
+    for n in names[:-1]:
+        sys.modules[n] = sys.modules.get(n) or types.ModuleType(n)
+    sys.modules[names[-1]] = th
+    sys.modules["torch._inductor.runtime"].triton_heuristics = th
+    orig = Tuner.coordinate_descent_tuning
+    launcher = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64}))
+    try:
+        with I.narrow_product_configs() as ctx:
+            got = Tuner().coordinate_descent_tuning(launcher, "a", b=1)
+            check(calls == ["reload", ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1)] and
+                  got.config.found_by_coordesc is True and got is not launcher and
+                  ctx.chosen == {"triton_red_fused_add_mean_mm_t_19": {"XBLOCK": 2, "R0_BLOCK": 2048}},
+                  "narrow_product_configs: a one-row product gets the fixed config, compiled as coordinate "
+                  "descent compiles, marked as its choice, not tuned")
+            del calls[:]
+            Tuner(sizes={"x": 1, "r0_": 1024}).coordinate_descent_tuning(launcher)
+            check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 1024}, 8, 1),
+                  "narrow_product_configs: the block sizes clamped to the kernel's sizes")
+            del calls[:]
+            others = [Tuner(name="triton_red_fused_add_mean_pow_3"), Tuner(kind="PERSISTENT_REDUCTION"),
+                      Tuner(kind="POINTWISE"), Tuner(hint="ReductionHint.OUTER"),
+                      Tuner(sizes={"x": 2048, "r0_": 512}), Tuner(sizes={"x": 64, "y": 64, "r0_": 4096}),
+                      Tuner(name="triton_red_fused_bmm_softmax_7")]
+            for t in others:
+                t.coordinate_descent_tuning(launcher)
+            three = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64, "RSPLIT": 4}))
+            Tuner().coordinate_descent_tuning(three)
+            check([c[0] for c in calls] == ["tuned"] * (len(others) + 1),
+                  "narrow_product_configs: no mm in the name, a persistent reduction, a pointwise kernel, an outer "
+                  "reduction, fewer than 1,024 elements, a tiled reduction, a bmm, other block names: tuned as before")
+        check(Tuner.coordinate_descent_tuning is orig, "narrow_product_configs: Inductor's tuning back on exit")
+        try:
+            with I.narrow_product_configs({"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 2}) as c2:
+                del calls[:]
+                Tuner().coordinate_descent_tuning(launcher)
+                check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 512}, 4, 2) and len(c2.chosen) == 1,
+                      "narrow_product_configs: a config given is the one compiled")
+                raise KeyError("inside")
+        except KeyError:
+            pass
+        check(Tuner.coordinate_descent_tuning is orig, "narrow_product_configs: Inductor's tuning back after an "
+              "exception")
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+    for bad, what in (({"XBLOCK": 2}, "names XBLOCK"), ({"XBLOCK": 3, "R0_BLOCK": 2048, "num_warps": 8,
+                                                         "num_stages": 1}, "power of two"),
+                      ({"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 0}, "positive"),
+                      ({"XBLOCK": 2, "R0_BLOCK": "2048", "num_warps": 8, "num_stages": 1}, "positive")):
+        check(raises(lambda: M._Export(None, (), None, {"narrow_mm_config": bad}), "invalid_argument", what),
+              "options['narrow_mm_config'] %r refused (%s)" % (bad, what))
+    check(raises(lambda: M._Export(None, (), None, {"narrow_mm_config": 3}), "invalid_argument", "a dict"),
+          "options['narrow_mm_config'] neither None, False nor a dict refused")
+    check(M._Export(None, (), None, {"narrow_mm_config": False}).narrow_config is None and
+          M._Export(None, (), None, {}).narrow_config.config == I.NARROW_PRODUCT_CONFIG,
+          "options['narrow_mm_config']: False gives none, the default inductor.py's")
+
+
 def main():
     helpers()
     program_checks()
@@ -599,6 +704,7 @@ def main():
     options()
     merge()
     weights_check()
+    narrow_configs()
     return summary()
 
 

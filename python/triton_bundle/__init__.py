@@ -56,8 +56,9 @@ one, or a module's other names, imports it from its module):
               memset patterns, the workspace plan, the GPU events matched
     tensors   what an export reads of torch's tensors and modules
     capture   the capture run's recorder and its aten hooks
-    inductor  Inductor's options for an export (TRITON_ONLY) and
-              conv_as_mm_backend
+    inductor  Inductor's options for an export (TRITON_ONLY),
+              conv_as_mm_backend, and the one-row products' config
+              (NARROW_PRODUCT_CONFIG, narrow_product_configs)
     model     export_model and export_programs (a whole model as
               programs) and their reports; it runs the four above
     dynamic   (2.6) the shapes that vary: export_model's dynamic_shapes
@@ -75,7 +76,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.8.0"
+__version__ = "2.9.0"
 
 from .spec import (  # noqa: E402
     # limits and the format's numbers

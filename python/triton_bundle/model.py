@@ -79,7 +79,7 @@ from . import format as _format
 from .capture import _Recorder, _dispatch_mode, _gpu_events, _method_hooks
 from .export import TorchCapture
 from .format import Bundle, Record, read, write_file
-from .inductor import TRITON_ONLY, conv_as_mm_backend
+from .inductor import TRITON_ONLY, conv_as_mm_backend, narrow_product_configs
 from .program import Buffer, Constant, External, Program, Step, TensorSpec, check_dynamic, rule_grid
 from .spec import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC,  # noqa: F401
                    KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, BundleError)
@@ -132,7 +132,11 @@ EXPORT_OPTIONS = {
                                 # the weights near the memory's bandwidth where Triton's mm template reads a quarter
                                 # of it: "auto" where an eager run of the model (before compiling) makes such a
                                 # product, True always, False never. Either way coordinate descent then tunes every
-                                # kernel of the program (a longer compile)
+                                # other kernel of the program (a longer compile)
+    "narrow_mm_config": None,   # (2.9) the config of those products' kernels, not tuned: None inductor.py's
+                                # NARROW_PRODUCT_CONFIG (measured faster than coordinate descent's choices, which
+                                # vary from one compile to the next), a dict (XBLOCK, R0_BLOCK, num_warps,
+                                # num_stages) another, False: coordinate descent tunes them too (2.8's way)
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -294,6 +298,15 @@ class _Export:
             set(self.opts["compile_options"] or {})
         self.narrow = None
         self.timings = {}
+        config = self.opts["narrow_mm_config"]
+        self.narrow_config = None
+        if config is not False:
+            try:
+                if config is not None and not isinstance(config, dict):
+                    raise ValueError("None, False or a dict, not %r" % (config,))
+                self.narrow_config = narrow_product_configs(config)
+            except ValueError as e:
+                raise BundleError("invalid_argument", "options['narrow_mm_config']: %s" % e)
 
     def grad(self):
         """The context of every call of the model: no_grad, and the math
@@ -325,7 +338,9 @@ class _Export:
         if dev.type != "cuda":
             raise BundleError("unsupported", "input 0 is on %s: export_model runs the model on a CUDA device" % dev)
         self.device = dev
-        with torch.cuda.device(dev):
+        # (the narrow products' config, from compile() to the end: a capture
+        # at other sizes may compile and tune more kernels)
+        with torch.cuda.device(dev), contextlib.ExitStack() as self.exit_stack:
             if self.opts["dynamic_shapes"] is not None:
                 return self.run_dynamic()
             sizes = "at the example inputs' sizes"
@@ -470,6 +485,7 @@ class _Export:
             self.narrow = self.narrow_products()
             if self.narrow:
                 self.compile_options["coordinate_descent_tuning"] = True
+                self.narrow_configs()
         if self.compiled_here and self.opts["conv_as_mm"]:
             self.compiled = torch.compile(self.model, backend=conv_as_mm_backend(torch, self.compile_options),
                                           **self.compile_kwargs)
@@ -485,6 +501,17 @@ class _Export:
                 del out
         torch.cuda.synchronize()
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
+
+    def narrow_configs(self):
+        """The narrow products' config (options["narrow_mm_config"]), given
+        while the export lasts. Inductor's autotune cache stays off then: a
+        config that coordinate descent chose for the same kernel in an
+        earlier compile would come back from it untouched."""
+        if self.narrow_config is None:
+            return
+        self.narrow_chosen = self.exit_stack.enter_context(self.narrow_config).chosen
+        if "autotune_local_cache" not in self.user_compile_options:
+            self.compile_options["autotune_local_cache"] = False
 
     def fresh(self):
         """options["before_run"], before an uncaptured run of the model."""
@@ -857,6 +884,7 @@ class _Export:
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             narrow_products=getattr(self, "narrow", None),
+            narrow_configs=dict(getattr(self, "narrow_chosen", None) or {}),
             warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],
             constant_tensors=[c[1] for c in const_list], name=self.opts["program_name"],

@@ -275,6 +275,7 @@ def main(argv):
     info["export_s"] = time.time() - t0
     info["bundle_bytes"], info["weights_bytes"] = os.path.getsize(path), os.path.getsize(wfile)
     info["narrow_products"] = {k: v.narrow_products for k, v in rep.programs.items()}
+    info["narrow_configs"] = {k: len(getattr(v, "narrow_configs", None) or {}) for k, v in rep.programs.items()}
     info["timings"] = {k: v.timings for k, v in rep.programs.items()}
     info["export_timings"] = rep.timings
     check(rep.weights and rep.weights["external"] > 0 and not rep.weights["in_bundle"],
@@ -369,7 +370,8 @@ def main(argv):
     check(ok, "%s: tbundle generate --graph --bench gave a decode time" % size, err[-400:])
     with open(os.path.join(outdir, "%s.json" % size), "w") as f:
         json.dump(info, f, indent=1, default=str)
-    print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "export_timings")
+    print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "narrow_configs",
+                                                          "export_timings")
                                   if k in info}, default=str)[:2500])
     return summary(SKIPPED[0])
 
