@@ -4,7 +4,7 @@ exporter gives them (issue 37; inductor.py's NARROW_PRODUCT_CONFIG came
 from it). On one GPU, random weights, no downloads.
 
     python3 bench/gemv_probe.py OUTDIR [--skip-sweep] [--skip-model] [--shape 1b|8b]
-                                [--layers N] [--variants base,fixed,x1,x2,x4,x8]
+                                [--layers N] [--variants base,fixed,x1,x2,x4,x8,r512]
 
 The sweep: each product of a Llama-3.2-1B-shaped step alone (one row
 times a bf16 weight, the weight in several copies so that no launch finds
@@ -14,7 +14,8 @@ Inductor's decomposition tuned by coordinate descent. The model: the whole
 decode step (gpu_realsize.py's build, all layers unless --layers), compiled
 with the exporter's options once per variant: "base" lets coordinate
 descent tune every kernel, "fixed" gives the products NARROW_PRODUCT_CONFIG
-(narrow_product_configs), x1 to x8 give them 1 to 8 outputs per program;
+(narrow_product_configs), x1 to x8 give them 1 to 8 outputs per program,
+r512 one output and 512-element steps;
 per variant the step's time in a CUDA graph (the cache's state put back
 before each replay of 20 steps), the profiler's kernels and the configs:
 
@@ -147,7 +148,8 @@ def model(out, shape, layers, variants):
              "x1": {"XBLOCK": 1, "R0_BLOCK": 1024, "num_warps": 4, "num_stages": 1},
              "x2": {"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1},
              "x4": {"XBLOCK": 4, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1},
-             "x8": {"XBLOCK": 8, "R0_BLOCK": 1024, "num_warps": 8, "num_stages": 1}}
+             "x8": {"XBLOCK": 8, "R0_BLOCK": 1024, "num_warps": 8, "num_stages": 1},
+             "r512": {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 1}}
     for v in variants:
         torch._dynamo.reset()
         t0 = time.time()
@@ -173,7 +175,7 @@ def model(out, shape, layers, variants):
         for k, (us, n) in sorted(per.items(), key=lambda x: -x[1][0])[:14]:
             print("   %9.1f us  %4.0f/step  %s" % (us, n, k[:120]))
         print("variant %s: graph step %.1f us, kernel sum %.1f us, %d kernels, products %s, compile %.0f s" % (
-            v, step, sum(x[0] for x in per.values()), sum(x[1] for x in per.values()),
+            v, step, sum(x[0] for x in per.values()), round(sum(x[1] for x in per.values())),
             len(ctx.chosen) if ctx else "-", compile_s))
         if ctx:
             print("   chosen: %s" % sorted(ctx.chosen.items()))

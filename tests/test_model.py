@@ -34,6 +34,14 @@ def raises(f, code=None, text=""):
     return False
 
 
+def raises_any(f, kind):
+    try:
+        f()
+    except kind:
+        return True
+    return False
+
+
 def plan_ok(bufs, offs, ws):
     """FORMAT.md's R-program-plan, and 256-aligned offsets within ws."""
     for i, (si, fi, li) in enumerate(bufs):
@@ -596,7 +604,8 @@ def weights_check():
 def narrow_configs():
     """inductor.narrow_product_configs against a stand-in for Inductor's
     triton_heuristics module: which kernels get the fixed config, how it
-    is compiled, and that the original tuning comes back."""
+    is compiled, when Inductor's tuning takes over, nesting, and that the
+    original tuning comes back; then the exporter's wiring."""
     from triton_bundle import inductor as I
     calls = []
 
@@ -604,19 +613,15 @@ def narrow_configs():
         def __init__(self, kwargs, num_warps=4, num_stages=1):
             self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
 
-    class Result:
-        def __init__(self, cfg):
-            self.cfg = cfg
-
-        def make_launcher(self):
-            return types.SimpleNamespace(config=self.cfg)
-
     class Tuner:
+        spills, fail = 0, False
+
         def __init__(self, name="triton_red_fused_add_mean_mm_t_19", kind="REDUCTION", hint="ReductionHint.INNER",
-                     sizes=None):
+                     sizes=None, deterministic=False):
             self.inductor_meta = {"kernel_name": name, "reduction_hint": hint}
             self.heuristic_type = "HeuristicType." + kind
             self.size_hints = sizes or {"x": 2048, "r0_": 8192}
+            self.deterministic_mode = deterministic
             self.lock = contextlib.nullcontext()
             self.fn = types.SimpleNamespace(fn=None)
 
@@ -626,7 +631,9 @@ def narrow_configs():
 
         def _precompile_config(self, cfg):
             calls.append(("compile", dict(cfg.kwargs), cfg.num_warps, cfg.num_stages))
-            return Result(cfg)
+            if self.fail:
+                raise RuntimeError("out of resources")
+            return types.SimpleNamespace(make_launcher=lambda: types.SimpleNamespace(config=cfg, n_spills=self.spills))
 
         def coordinate_descent_tuning(self, launcher, *args, **kwargs):
             calls.append(("tuned", self.inductor_meta["kernel_name"]))
@@ -639,55 +646,92 @@ def narrow_configs():
     for n in names[:-1]:
         sys.modules[n] = sys.modules.get(n) or types.ModuleType(n)
     sys.modules[names[-1]] = th
-    sys.modules["torch._inductor.runtime"].triton_heuristics = th
+    runtime = sys.modules["torch._inductor.runtime"]
+    saved_attr = runtime.__dict__.get("triton_heuristics")
+    runtime.triton_heuristics = th
     orig = Tuner.coordinate_descent_tuning
     launcher = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64}))
+
+    def tuned_as_before(tuner):
+        del calls[:]
+        got = tuner.coordinate_descent_tuning(launcher)
+        return got is launcher and calls[-1][0] == "tuned"
     try:
         with I.narrow_product_configs() as ctx:
             got = Tuner().coordinate_descent_tuning(launcher, "a", b=1)
             check(calls == ["reload", ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1)] and
                   got.config.found_by_coordesc is True and got is not launcher and
+                  launcher.config.kwargs == {"XBLOCK": 1, "R0_BLOCK": 64} and
                   ctx.chosen == {"triton_red_fused_add_mean_mm_t_19": {"XBLOCK": 2, "R0_BLOCK": 2048}},
-                  "narrow_product_configs: a one-row product gets the fixed config, compiled as coordinate "
-                  "descent compiles, marked as its choice, not tuned")
+                  "narrow_product_configs: a one-row product gets the fixed config (a new one), compiled "
+                  "as coordinate descent compiles, marked as its choice, not tuned")
             del calls[:]
-            Tuner(sizes={"x": 1, "r0_": 1024}).coordinate_descent_tuning(launcher)
+            Tuner(name="triton_red_fused_mm_2", sizes={"x": 1, "r0_": 1024}).coordinate_descent_tuning(launcher)
             check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 1024}, 8, 1),
                   "narrow_product_configs: the block sizes clamped to the kernel's sizes")
-            del calls[:]
             others = [Tuner(name="triton_red_fused_add_mean_pow_3"), Tuner(kind="PERSISTENT_REDUCTION"),
                       Tuner(kind="POINTWISE"), Tuner(hint="ReductionHint.OUTER"),
                       Tuner(sizes={"x": 2048, "r0_": 512}), Tuner(sizes={"x": 64, "y": 64, "r0_": 4096}),
-                      Tuner(name="triton_red_fused_bmm_softmax_7")]
-            for t in others:
-                t.coordinate_descent_tuning(launcher)
-            three = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64, "RSPLIT": 4}))
-            Tuner().coordinate_descent_tuning(three)
-            check([c[0] for c in calls] == ["tuned"] * (len(others) + 1),
+                      Tuner(name="triton_red_fused_bmm_softmax_7"), Tuner(deterministic=True)]
+            check(all(tuned_as_before(t) for t in others),
                   "narrow_product_configs: no mm in the name, a persistent reduction, a pointwise kernel, an outer "
-                  "reduction, fewer than 1,024 elements, a tiled reduction, a bmm, other block names: tuned as before")
-        check(Tuner.coordinate_descent_tuning is orig, "narrow_product_configs: Inductor's tuning back on exit")
+                  "reduction, fewer than 1,024 elements, a tiled reduction, a bmm, deterministic mode: tuned as before")
+            three = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64, "RSPLIT": 4}))
+            del calls[:]
+            check(Tuner().coordinate_descent_tuning(three) is three and calls[-1][0] == "tuned",
+                  "narrow_product_configs: a kernel with other block names is tuned as before")
+            spilling, failing = Tuner(), Tuner()
+            spilling.spills, failing.fail = 40, True
+            check(tuned_as_before(spilling) and tuned_as_before(failing) and ctx.fallbacks == 2 and
+                  len(ctx.chosen) == 2, "narrow_product_configs: a config that spills registers or does not "
+                  "compile: Inductor's tuning instead, counted")
+            check(raises_any(lambda: ctx.__enter__(), RuntimeError), "narrow_product_configs: one context is "
+                  "entered once at a time")
+            inner = I.narrow_product_configs({"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 2})
+            inner.__enter__()
+            del calls[:]
+            Tuner().coordinate_descent_tuning(launcher)
+            check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 512}, 4, 2) and len(inner.chosen) == 1,
+                  "narrow_product_configs: nested, the newest context's config (a config given) applies")
+        check(Tuner.coordinate_descent_tuning is not orig, "narrow_product_configs: the outer context left first, "
+              "the inner one still active")
+        inner.__exit__(None, None, None)
+        check(Tuner.coordinate_descent_tuning is orig and tuned_as_before(Tuner()),
+              "narrow_product_configs: Inductor's tuning back when the last context leaves, in either order")
         try:
-            with I.narrow_product_configs({"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 2}) as c2:
-                del calls[:]
-                Tuner().coordinate_descent_tuning(launcher)
-                check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 512}, 4, 2) and len(c2.chosen) == 1,
-                      "narrow_product_configs: a config given is the one compiled")
+            with I.narrow_product_configs():
                 raise KeyError("inside")
         except KeyError:
             pass
         check(Tuner.coordinate_descent_tuning is orig, "narrow_product_configs: Inductor's tuning back after an "
               "exception")
+        # the exporter's wiring: the context given for the export's life, Inductor's autotune cache off
+        for user, config, want_cache, active in ((set(), None, False, True), ({"autotune_local_cache"}, None, True, True),
+                                                 (set(), False, True, False)):
+            e = M._Export(None, (), None, {"narrow_mm_config": config})
+            e.compile_options, e.user_compile_options = {"autotune_local_cache": True}, user
+            with contextlib.ExitStack() as e.exit_stack:
+                e.narrow_configs()
+                during = Tuner.coordinate_descent_tuning is not orig
+            check(during == active and Tuner.coordinate_descent_tuning is orig and
+                  e.compile_options["autotune_local_cache"] is want_cache,
+                  "export: narrow_mm_config %r, the caller's options %s: the config %s, the autotune cache %s" % (
+                      config, sorted(user), "given while the export lasts" if active else "not given",
+                      "left as set" if want_cache else "off"))
     finally:
         for n, m in saved.items():
             if m is None:
                 sys.modules.pop(n, None)
             else:
                 sys.modules[n] = m
-    for bad, what in (({"XBLOCK": 2}, "names XBLOCK"), ({"XBLOCK": 3, "R0_BLOCK": 2048, "num_warps": 8,
-                                                         "num_stages": 1}, "power of two"),
-                      ({"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 0}, "positive"),
-                      ({"XBLOCK": 2, "R0_BLOCK": "2048", "num_warps": 8, "num_stages": 1}, "positive")):
+        if saved_attr is not None:
+            runtime.triton_heuristics = saved_attr
+    for bad, what in (({"XBLOCK": 2}, "names XBLOCK"),
+                      ({"XBLOCK": 3, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}, "power of two"),
+                      ({"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 0}, "from 1 to 8"),
+                      ({"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 64, "num_stages": 1}, "from 1 to 32"),
+                      ({"XBLOCK": 16, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}, "at most 16384"),
+                      ({"XBLOCK": 2, "R0_BLOCK": "2048", "num_warps": 8, "num_stages": 1}, "an integer")):
         check(raises(lambda: M._Export(None, (), None, {"narrow_mm_config": bad}), "invalid_argument", what),
               "options['narrow_mm_config'] %r refused (%s)" % (bad, what))
     check(raises(lambda: M._Export(None, (), None, {"narrow_mm_config": 3}), "invalid_argument", "a dict"),

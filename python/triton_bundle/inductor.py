@@ -4,6 +4,8 @@ backend that runs 2-D convolutions as Triton matrix products
 (conv_as_mm_backend), and one config for a decode step's one-row products
 (NARROW_PRODUCT_CONFIG, given by narrow_product_configs)."""
 
+import threading
+
 # Inductor's options that make every GPU operation of a forward a Triton
 # kernel: matrix products and convolutions as Triton templates, and no CUDA
 # graphs (a graph replay launches kernels outside CachingAutotuner.run).
@@ -75,32 +77,74 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
 
 
 # The config of every one-row product that Inductor's decomposition made a
-# reduction (options["narrow_mm"]), in place of coordinate descent's walk
-# from one config to its neighbours, whose choice for the same kernel varied
-# by up to 2.5x from one compile to the next. Two outputs per program,
-# 2,048-element steps, 8 warps: on an H200, a Llama-3.2-1B-shaped decode
-# step took 1,153 and 1,234 us with it in two runs against coordinate
-# descent's 1,396 us; one output per program 1,283 us, four 1,348 us, eight
-# 1,247 us, and the fastest of those four measured per kernel 1,171 us
-# (bench/gemv_probe.py). Alone, a plain product is within 2% of the best of
-# 80 configs with one output per program; in the step, a product whose
-# prologue (a norm, SiLU) every program recomputes wants wider programs.
+# reduction (options["narrow_mm"]; a one-column product matches as well), in
+# place of coordinate descent's walk from one config to its neighbours, whose
+# choice for the same kernel varied by up to 2x from one compile to the next
+# (PERFORMANCE.md sections 18 and 19). Two outputs per program, 2,048-element
+# steps, 8 warps: on an H200 a Llama-3.2-1B-shaped decode step took 1,234 us
+# with it against coordinate descent's 1,396 us in the same run, one output
+# per program 1,283 us, 512-element steps 1,405 us; on another machine 1,153
+# us, four outputs 1,348 us, eight 1,247 us (bench/gemv_probe.py). Alone, a
+# plain product is within 2% of the best of 80 configs with one output per
+# program; in the step, a product whose prologue (a norm, SiLU) every program
+# recomputes does better with two.
 NARROW_PRODUCT_CONFIG = {"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}
 
 
 def _narrow_product(tuner, launcher):
     """Whether an Inductor kernel is a one-row product as a reduction: a
-    looped reduction whose name has the mm it came from, over at least
-    1,024 contiguous elements (the weight's rows), tiled by XBLOCK and
-    R0_BLOCK only."""
+    looped reduction whose name has the mm it came from (Inductor's
+    descriptive names, its default), over at least 1,024 contiguous
+    elements (the weight's rows), tiled by XBLOCK and R0_BLOCK only, and
+    not in Inductor's deterministic mode (where a reduction's config is
+    part of its numerics and coordinate descent leaves it alone)."""
     meta = getattr(tuner, "inductor_meta", None) or {}
     hints = dict(getattr(tuner, "size_hints", None) or {})
     kind = str(getattr(tuner, "heuristic_type", ""))
     return (kind.endswith("REDUCTION") and "PERSISTENT" not in kind
+            and not getattr(tuner, "deterministic_mode", False)
             and "mm" in str(meta.get("kernel_name", "")).split("_")
             and str(meta.get("reduction_hint", "")).endswith("INNER")
             and set(hints) == {"x", "r0_"} and hints["r0_"] >= 1024
             and set(launcher.config.kwargs) == {"XBLOCK", "R0_BLOCK"})
+
+
+# The contexts active now, newest last, and Inductor's own tuning while any
+# is: the method is replaced once, by the first to enter, and put back by
+# the last to leave, in whichever order they leave; the newest one's config
+# applies. (It is process-wide: a kernel another thread tunes meanwhile
+# gets the config too.)
+_ACTIVE = []
+_ACTIVE_LOCK = threading.Lock()
+_INDUCTOR_TUNING = [None]
+
+
+def _tuning(tuner, launcher, *args, **kwargs):
+    """CachingAutotuner.coordinate_descent_tuning while a
+    narrow_product_configs is active."""
+    with _ACTIVE_LOCK:
+        ctx, orig = (_ACTIVE[-1] if _ACTIVE else None), _INDUCTOR_TUNING[0]
+    if ctx is None or not _narrow_product(tuner, launcher):
+        return orig(tuner, launcher, *args, **kwargs)
+    import torch._inductor.runtime.triton_heuristics as th
+    c = ctx.config
+    cfg = th.Config({"XBLOCK": min(c["XBLOCK"], tuner.size_hints["x"]),
+                     "R0_BLOCK": min(c["R0_BLOCK"], tuner.size_hints["r0_"])},
+                    num_warps=c["num_warps"], num_stages=c["num_stages"])
+    if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load it here, as coordinate descent does
+        tuner.fn = tuner._reload_kernel().fn
+    try:
+        with tuner.lock:
+            chosen = tuner._precompile_config(cfg).make_launcher()
+    except Exception:  # noqa: BLE001 - out of resources, a compiler error: Inductor's tuning instead
+        ctx.fallbacks += 1
+        return orig(tuner, launcher, *args, **kwargs)
+    if (getattr(chosen, "n_spills", 0) or 0) > (tuner.inductor_meta or {}).get("spill_threshold", 16):
+        ctx.fallbacks += 1  # (coordinate descent's benchmark counts such a config infinitely slow)
+        return orig(tuner, launcher, *args, **kwargs)
+    cfg.found_by_coordesc = True
+    ctx.chosen[tuner.inductor_meta.get("kernel_name")] = dict(cfg.kwargs)
+    return chosen
 
 
 class narrow_product_configs:
@@ -108,46 +152,47 @@ class narrow_product_configs:
     gives each one-row product (_narrow_product) one config
     (NARROW_PRODUCT_CONFIG, or the dict given: XBLOCK, R0_BLOCK, num_warps,
     num_stages) instead of tuning it; every other kernel is tuned as
-    before. The config is compiled the way coordinate descent compiles its
-    own (a compile result of the kernel's autotuner), so a capture records
-    it as any other. .chosen maps each such kernel's name to its block
-    sizes (clamped to the kernel's sizes)."""
+    before, and so is a product whose config does not compile or spills
+    registers (.fallbacks counts them). The config is compiled the way
+    coordinate descent compiles its own (a compile result of the kernel's
+    autotuner), so a capture records it as any other. .chosen maps each
+    product's kernel name to its block sizes (clamped to the kernel's
+    sizes). Contexts nest, the newest one's config applying; one context
+    is entered once at a time."""
 
     def __init__(self, config=None):
         self.config = dict(NARROW_PRODUCT_CONFIG if config is None else config)
         if set(self.config) != {"XBLOCK", "R0_BLOCK", "num_warps", "num_stages"}:
             raise ValueError("a narrow product's config names XBLOCK, R0_BLOCK, num_warps and num_stages, not %s"
                              % sorted(self.config))
+        limits = {"XBLOCK": 1024, "R0_BLOCK": 16384, "num_warps": 32, "num_stages": 8}
         for k, v in sorted(self.config.items()):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1 or (k != "num_stages" and v & (v - 1)):
-                raise ValueError("%s is %r: a positive integer%s" % (k, v, "" if k == "num_stages" else
-                                                                    ", a power of two"))
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v > limits[k] or \
+                    (k != "num_stages" and v & (v - 1)):
+                raise ValueError("%s is %r: an integer from 1 to %d%s" % (
+                    k, v, limits[k], "" if k == "num_stages" else ", a power of two"))
+        if self.config["XBLOCK"] * self.config["R0_BLOCK"] > 16384:
+            raise ValueError("XBLOCK x R0_BLOCK is %d: at most 16384 (a program's tile)"
+                             % (self.config["XBLOCK"] * self.config["R0_BLOCK"]))
         self.chosen = {}
-        self._orig = None
+        self.fallbacks = 0
 
     def __enter__(self):
         import torch._inductor.runtime.triton_heuristics as th
-        self._th = th
-        self._orig = orig = th.CachingAutotuner.coordinate_descent_tuning
-        ctx = self
-
-        def tuning(tuner, launcher, *args, **kwargs):
-            if not _narrow_product(tuner, launcher):
-                return orig(tuner, launcher, *args, **kwargs)
-            c = ctx.config
-            cfg = th.Config({"XBLOCK": min(c["XBLOCK"], tuner.size_hints["x"]),
-                             "R0_BLOCK": min(c["R0_BLOCK"], tuner.size_hints["r0_"])},
-                            num_warps=c["num_warps"], num_stages=c["num_stages"])
-            if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load it here, as coordinate descent does
-                tuner.fn = tuner._reload_kernel().fn
-            with tuner.lock:
-                chosen = tuner._precompile_config(cfg).make_launcher()
-            cfg.found_by_coordesc = True
-            ctx.chosen[tuner.inductor_meta.get("kernel_name")] = dict(cfg.kwargs)
-            return chosen
-        th.CachingAutotuner.coordinate_descent_tuning = tuning
+        with _ACTIVE_LOCK:
+            if self in _ACTIVE:
+                raise RuntimeError("this narrow_product_configs is active already")
+            if not _ACTIVE:
+                _INDUCTOR_TUNING[0] = th.CachingAutotuner.coordinate_descent_tuning
+                th.CachingAutotuner.coordinate_descent_tuning = _tuning
+            _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc):
-        self._th.CachingAutotuner.coordinate_descent_tuning = self._orig
+        import torch._inductor.runtime.triton_heuristics as th
+        with _ACTIVE_LOCK:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+                if not _ACTIVE:
+                    th.CachingAutotuner.coordinate_descent_tuning = _INDUCTOR_TUNING[0]
         return False

@@ -131,12 +131,14 @@ EXPORT_OPTIONS = {
                                 # coordinate descent tunes (its coordinate_descent_tuning decomposes them), which read
                                 # the weights near the memory's bandwidth where Triton's mm template reads a quarter
                                 # of it: "auto" where an eager run of the model (before compiling) makes such a
-                                # product, True always, False never. Either way coordinate descent then tunes every
-                                # other kernel of the program (a longer compile)
+                                # product, True always, False never. Coordinate descent then tunes the program's
+                                # kernels (a longer compile), the products as narrow_mm_config says
     "narrow_mm_config": None,   # (2.9) the config of those products' kernels, not tuned: None inductor.py's
                                 # NARROW_PRODUCT_CONFIG (measured faster than coordinate descent's choices, which
                                 # vary from one compile to the next), a dict (XBLOCK, R0_BLOCK, num_warps,
-                                # num_stages) another, False: coordinate descent tunes them too (2.8's way)
+                                # num_stages) another, False: coordinate descent tunes them too (2.8's way). Not
+                                # applied where narrow_mm is off or found none, to a model compiled already, or
+                                # where the caller sets coordinate_descent_tuning
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -153,7 +155,9 @@ class ExportReport:
     may have written: compare those with a tolerance), gpu_events (the
     profiler's count, or None when not verified), aten_ops (the aten
     operations the run called besides fill_/zero_/copy_, with counts),
-    timings (seconds), warnings, compiled (the compiled callable, to
+    narrow_products (the one-row products the narrow_mm probe counted),
+    narrow_configs (2.9: each kernel given narrow_mm_config, by name, with
+    its block sizes), timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)

@@ -282,6 +282,8 @@ def main(argv):
           "%s: export_programs in %.0f s: %d weights (%.2f GB) in %s, bundle %.1f MB, read back and checked; one-row "
           "products %s" % (size, info["export_s"], rep.weights["external"], rep.weights["bytes"] / 1e9,
                            os.path.basename(wfile), info["bundle_bytes"] / 1e6, info["narrow_products"]))
+    check(opt["--narrow"] == "off" or info["narrow_configs"].get("decode", 0) > 0,
+          "%s: the decode's one-row products given narrow_mm_config (%s kernels)" % (size, info["narrow_configs"]))
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state()]
 
