@@ -513,7 +513,7 @@ class _Export:
         earlier compile would come back from it untouched."""
         if self.narrow_config is None:
             return
-        self.narrow_chosen = self.exit_stack.enter_context(self.narrow_config).chosen
+        self.exit_stack.enter_context(self.narrow_config)
         if "autotune_local_cache" not in self.user_compile_options:
             self.compile_options["autotune_local_cache"] = False
 
@@ -888,7 +888,7 @@ class _Export:
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             narrow_products=getattr(self, "narrow", None),
-            narrow_configs=dict(getattr(self, "narrow_chosen", None) or {}),
+            narrow_configs=dict(getattr(getattr(self, "narrow_config", None), "chosen", {})),
             warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],
             constant_tensors=[c[1] for c in const_list], name=self.opts["program_name"],
