@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.9.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.10.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -486,6 +486,10 @@
    The Python companion's exporter gives a decode step's one-row products
    one config instead of coordinate descent's (options["narrow_mm_config"]).
 
+   CHANGES IN 2.10 (from 2.9; the C library is unchanged; format 2.6)
+   The exporter times a decode step's costly reductions in the step itself
+   and keeps the config that took least (options["program_tuning"]).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -519,9 +523,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 9
+#define TB_VERSION_MINOR 10
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.9.0"
+#define TB_VERSION_STRING "2.10.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

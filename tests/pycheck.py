@@ -28,16 +28,7 @@ def cuda_torch():
 
 def step_kernels(torch, fn, steps=5):
     """The GPU kernels of fn() run steps times under PyTorch's profiler:
-    {name: [microseconds per step, launches per step]}."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            fn()
-        torch.cuda.synchronize()
-    per = {}
-    for e in prof.events():
-        if str(getattr(e, "device_type", "")).endswith("CUDA"):
-            d = per.setdefault(e.name, [0.0, 0.0])
-            d[0] += (e.time_range.end - e.time_range.start) / float(steps)
-            d[1] += 1.0 / steps
-    return per
+    {name: [microseconds per step, launches per step]}
+    (triton_bundle.inductor.kernel_times)."""
+    from triton_bundle.inductor import kernel_times
+    return kernel_times(torch, fn, steps)

@@ -601,6 +601,33 @@ def weights_check():
     check(e.code == "unsupported" and "context is lost" not in str(e), "ExportStageError: another error is unsupported")
 
 
+@contextlib.contextmanager
+def stand_in_heuristics(tuner_class, config_class):
+    """Inductor's triton_heuristics module replaced, while the context
+    lasts, by one whose CachingAutotuner and Config are the classes given
+    (torch itself need not be installed)."""
+    th = types.ModuleType("torch._inductor.runtime.triton_heuristics")
+    th.CachingAutotuner, th.Config = tuner_class, config_class
+    names = ["torch", "torch._inductor", "torch._inductor.runtime", "torch._inductor.runtime.triton_heuristics"]
+    saved = {n: sys.modules.get(n) for n in names}
+    for n in names[:-1]:
+        sys.modules[n] = sys.modules.get(n) or types.ModuleType(n)
+    sys.modules[names[-1]] = th
+    runtime = sys.modules["torch._inductor.runtime"]
+    saved_attr = runtime.__dict__.get("triton_heuristics")
+    runtime.triton_heuristics = th
+    try:
+        yield th
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+        if saved_attr is not None:
+            runtime.triton_heuristics = saved_attr
+
+
 def narrow_configs():
     """inductor.narrow_product_configs against a stand-in for Inductor's
     triton_heuristics module: which kernels get the fixed config, how it
@@ -639,16 +666,6 @@ def narrow_configs():
             calls.append(("tuned", self.inductor_meta["kernel_name"]))
             return launcher
 
-    th = types.ModuleType("torch._inductor.runtime.triton_heuristics")
-    th.CachingAutotuner, th.Config = Tuner, Config
-    names = ["torch", "torch._inductor", "torch._inductor.runtime", "torch._inductor.runtime.triton_heuristics"]
-    saved = {n: sys.modules.get(n) for n in names}
-    for n in names[:-1]:
-        sys.modules[n] = sys.modules.get(n) or types.ModuleType(n)
-    sys.modules[names[-1]] = th
-    runtime = sys.modules["torch._inductor.runtime"]
-    saved_attr = runtime.__dict__.get("triton_heuristics")
-    runtime.triton_heuristics = th
     orig = Tuner.coordinate_descent_tuning
     launcher = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64}))
 
@@ -656,7 +673,7 @@ def narrow_configs():
         del calls[:]
         got = tuner.coordinate_descent_tuning(launcher)
         return got is launcher and calls[-1][0] == "tuned"
-    try:
+    with stand_in_heuristics(Tuner, Config):
         with I.narrow_product_configs() as ctx:
             got = Tuner().coordinate_descent_tuning(launcher, "a", b=1)
             check(calls == ["reload", ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1)] and
@@ -718,14 +735,6 @@ def narrow_configs():
                   "export: narrow_mm_config %r, the caller's options %s: the config %s, the autotune cache %s" % (
                       config, sorted(user), "given while the export lasts" if active else "not given",
                       "left as set" if want_cache else "off"))
-    finally:
-        for n, m in saved.items():
-            if m is None:
-                sys.modules.pop(n, None)
-            else:
-                sys.modules[n] = m
-        if saved_attr is not None:
-            runtime.triton_heuristics = saved_attr
     for bad, what in (({"XBLOCK": 2}, "names XBLOCK"),
                       ({"XBLOCK": 3, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}, "power of two"),
                       ({"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 0}, "from 1 to 8"),
@@ -741,6 +750,147 @@ def narrow_configs():
           "options['narrow_mm_config']: False gives none, the default inductor.py's")
 
 
+def program_tuning():
+    """inductor.tune_in_program and record_tuners against stand-in
+    kernels whose times the stand-in profiler computes from each one's
+    config: which kernels are tuned, which candidate each keeps, the
+    thresholds, putting back; then the exporter's option and its failure
+    path."""
+    from triton_bundle import inductor as I
+
+    class Config:
+        def __init__(self, kwargs, num_warps=4, num_stages=1):
+            self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
+
+    compiles = []
+
+    class Tuner:
+        def __init__(self, name, xblock=2, rblock=2048, kind="REDUCTION", sizes=None, cost=None, fail=()):
+            self.inductor_meta = {"kernel_name": name}
+            self.heuristic_type = "HeuristicType." + kind
+            self.size_hints = sizes or {"x": 2048, "r0_": 8192}
+            kw = {"XBLOCK": xblock} if kind == "PERSISTENT_REDUCTION" else {"XBLOCK": xblock, "R0_BLOCK": rblock}
+            self.launchers = [types.SimpleNamespace(config=Config(kw, 8), n_spills=0)]
+            self.lock, self.fn = contextlib.nullcontext(), types.SimpleNamespace(fn="here")
+            self.cost, self.fail = cost or (lambda kw, w: 10.0), fail
+
+        def _precompile_config(self, cfg):
+            compiles.append((self.inductor_meta["kernel_name"], dict(cfg.kwargs), cfg.num_warps))
+            if (cfg.kwargs.get("XBLOCK"), cfg.num_warps) in self.fail:
+                raise RuntimeError("out of resources")
+            return types.SimpleNamespace(make_launcher=lambda: types.SimpleNamespace(config=cfg, n_spills=0))
+
+        def run(self, *args, **kwargs):
+            return "ran"
+
+    tuners = {
+        # the down product: 16 rows a program take half its own config's time
+        "down": Tuner("down", cost=lambda kw, w: 5.0 if kw["XBLOCK"] == 16 and w == 8 and kw["R0_BLOCK"] == 512
+                      else 10.0),
+        "best_already": Tuner("best_already", cost=lambda kw, w: 10.0 if kw["XBLOCK"] == 2 else 12.0),
+        "tiny": Tuner("tiny", cost=lambda kw, w: 0.05 if kw["XBLOCK"] == 2 else 0.01),
+        "two_percent": Tuner("two_percent", cost=lambda kw, w: 10.0 if kw["XBLOCK"] == 2 else 9.8),
+        "softmax": Tuner("softmax", 4, 16, sizes={"x": 4096, "r0_": 128},
+                         cost=lambda kw, w: 2.0 if kw["R0_BLOCK"] == 128 and kw["XBLOCK"] == 16 else 6.4,
+                         fail={(8, 8)}),
+        "stats": Tuner("stats", 8, kind="PERSISTENT_REDUCTION", sizes={"x": 32, "r0_": 256},
+                       cost=lambda kw, w: 1.0 if kw["XBLOCK"] == 1 else 3.0),
+        "pointwise": Tuner("pointwise", kind="POINTWISE", cost=lambda kw, w: 50.0),
+    }
+    state = {"runs": 0, "profiles": 0, "worse_after": False, "fail_round": None}
+
+    def fake_times(torch, run, steps):
+        state["profiles"] += 1
+        if state["fail_round"] == state["profiles"]:
+            raise RuntimeError("a candidate failed")
+        for _ in range(steps):
+            run()
+        out = {}
+        # the last profile, of the chosen configs alone (3 kernels), slower where worse_after says so
+        changed = sum(1 for n, t in tuners.items() if t.launchers[0] is not own[n])
+        for n, t in tuners.items():
+            c = t.launchers[0].config
+            out[n] = t.cost(c.kwargs, c.num_warps) * (3.0 if state["worse_after"] and 0 < changed <= 3 else 1.0)
+        out["at::native::copy"] = 3.0
+        return out
+
+    own = {n: t.launchers[0] for n, t in tuners.items()}
+
+    def run():
+        state["runs"] += 1
+    saved_times = I._kernel_times
+    I._kernel_times = fake_times
+    try:
+        with stand_in_heuristics(Tuner, Config):
+            with I.record_tuners() as rec:
+                for n in ("down", "down", "softmax"):
+                    tuners[n].run()
+                Tuner("softmax").run()
+                Tuner("pointwise").run()
+                Tuner("pointwise").run()
+            check(list(rec.tuners) == ["down"] and rec.shared == {"softmax", "pointwise"} and
+                  Tuner.run.__name__ == "run" and Tuner("x").run() == "ran",
+                  "record_tuners: each kernel by name once, a name two kernels share left out, run put back")
+            cands = I._program_candidates(tuners["softmax"], I.PROGRAM_TUNING_CONFIGS)
+            check(({"XBLOCK": 16, "R0_BLOCK": 128}, 8) in cands and all(c["R0_BLOCK"] <= 128 for c, _ in cands) and
+                  len(cands) == len({(tuple(sorted(c.items())), w) for c, w in cands}),
+                  "program tuning: a looped reduction's candidates clamped to its sizes, each once")
+            pc = I._program_candidates(tuners["stats"], I.PROGRAM_TUNING_CONFIGS)
+            check(pc and all(c["XBLOCK"] * 256 <= 16384 and set(c) == {"XBLOCK"} for c, _ in pc) and
+                  ({"XBLOCK": 8}, 8) not in pc, "program tuning: a persistent reduction's candidates: XBLOCK only, "
+                  "a tile of at most 16,384 elements, its own config left out")
+            check(I._program_candidates(tuners["pointwise"], I.PROGRAM_TUNING_CONFIGS) == [] and
+                  I._program_candidates(Tuner("d", kind="REDUCTION"), I.PROGRAM_TUNING_CONFIGS) and
+                  I._program_candidates(types.SimpleNamespace(**dict(vars(Tuner("d")), deterministic_mode=True)),
+                                        I.PROGRAM_TUNING_CONFIGS) == [],
+                  "program tuning: a pointwise kernel and Inductor's deterministic mode have no candidates")
+            got = I.tune_in_program(None, run, dict(tuners))
+            check(set(got) == {"down", "softmax", "stats"} and
+                  got["down"] == {"config": {"XBLOCK": 16, "R0_BLOCK": 512, "num_warps": 8}, "us": [10.0, 5.0]} and
+                  got["softmax"]["config"] == {"XBLOCK": 16, "R0_BLOCK": 128, "num_warps": 8} and
+                  got["stats"]["config"] == {"XBLOCK": 1, "num_warps": 4},
+                  "program tuning: each costly reduction keeps the candidate that took least in the program")
+            check(tuners["down"].launchers[0].config.kwargs == {"XBLOCK": 16, "R0_BLOCK": 512} and
+                  tuners["best_already"].launchers[0] is own["best_already"] and
+                  tuners["two_percent"].launchers[0] is own["two_percent"] and
+                  tuners["tiny"].launchers[0] is own["tiny"] and tuners["pointwise"].launchers[0] is own["pointwise"],
+                  "program tuning: a kernel whose own config is best, one only 2% faster with another, one under 1% "
+                  "of the program, a pointwise kernel: their own configs stay")
+            check(not any(n == "tiny" for n, _, _ in compiles) and ("softmax", {"XBLOCK": 8, "R0_BLOCK": 128}, 8)
+                  in compiles and state["runs"] == 3 * state["profiles"],
+                  "program tuning: no candidate compiled for a kernel too small to tune, one that does not compile "
+                  "skipped; every profile runs the program (its state put back by run itself)")
+            # the chosen ones together slower than before: every kernel back
+            for n, t in tuners.items():
+                t.launchers = [own[n]]
+            state.update(profiles=0, worse_after=True)
+            check(I.tune_in_program(None, run, dict(tuners)) == {} and
+                  all(t.launchers[0] is own[n] for n, t in tuners.items()),
+                  "program tuning: where the chosen configs together take longer than before, every kernel goes back")
+            for n, t in tuners.items():
+                t.launchers = [own[n]]
+            state.update(profiles=0, worse_after=False, fail_round=3)
+            check(raises_any(lambda: I.tune_in_program(None, run, dict(tuners)), RuntimeError) and
+                  all(t.launchers[0] is own[n] for n, t in tuners.items()),
+                  "program tuning: a run that fails mid-way puts every kernel's launcher back and raises")
+            # the exporter: the option checked, a failure is a warning and Inductor's choices stay
+            check(raises(lambda: M._Export(None, (), None, {"program_tuning": "yes"}), "invalid_argument",
+                         "'auto', True or False"), "options['program_tuning'] neither 'auto', True nor False refused")
+            e = M._Export(None, (), None, {"sdpa": None, "no_grad": False})
+            e.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+
+            def boom():
+                raise RuntimeError("profiler unavailable")
+            e.call = boom
+            e.tune_program()
+            check(e.program_tuned == {} and e.tuning_warnings == [
+                "program tuning left out (RuntimeError: profiler unavailable)"] and
+                "program_tuning_s" in e.timings, "export: a program tuning that fails leaves a warning, tunes nothing")
+            check(M.EXPORT_OPTIONS["program_tuning"] == "auto", "options['program_tuning'] is 'auto' by default")
+    finally:
+        I._kernel_times = saved_times
+
+
 def main():
     helpers()
     program_checks()
@@ -749,6 +899,7 @@ def main():
     merge()
     weights_check()
     narrow_configs()
+    program_tuning()
     return summary()
 
 

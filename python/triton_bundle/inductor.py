@@ -196,3 +196,185 @@ class narrow_product_configs:
                 if not _ACTIVE:
                     th.CachingAutotuner.coordinate_descent_tuning = _INDUCTOR_TUNING[0]
         return False
+
+
+# ------------------------------------------------------ in-program tuning
+# Inductor benchmarks each kernel alone (and coordinate descent walks from
+# one config to its neighbours by those benchmarks). In a decode step that
+# misjudges kernels whose cost is what the program around them leaves: a
+# product whose prologue (SiLU times up) every program recomputes, the
+# softmax of a 256-position attention (coordinate descent gave it 16-element
+# steps, 6.4 us a launch, where 128-element steps and 16 rows take 2.0), the
+# LM head (134 us against 118). tune_in_program times every candidate
+# config of the program's costly reductions in the program itself: each
+# round gives every such kernel its next candidate and runs the program
+# under the profiler, which times each kernel where it runs; a kernel keeps
+# the candidate that took least, where it took clearly less than its own.
+# The candidates, clamped to a kernel's sizes: (XBLOCK, R0_BLOCK, warps) of
+# a looped reduction, (XBLOCK, warps) of a persistent one.
+PROGRAM_TUNING_CONFIGS = {
+    "reduction": ((1, 1024, 4), (2, 2048, 8), (4, 1024, 8), (8, 1024, 8), (16, 512, 8), (16, 1024, 8)),
+    "persistent": ((1, 4), (4, 4), (16, 4), (64, 8)),
+}
+
+
+class record_tuners:
+    """A context manager: Inductor's kernels (CachingAutotuner objects)
+    that run while it is active, by kernel name, in the order first run
+    (.tuners); a name that two kernels share (two compiled graphs) is left
+    out (.shared), as the profiler could not tell them apart."""
+
+    def __init__(self):
+        self.tuners, self.shared = {}, set()
+
+    def __enter__(self):
+        import torch._inductor.runtime.triton_heuristics as th
+        self._orig = th.CachingAutotuner.run
+        rec, orig = self, self._orig
+
+        def run(tuner, *args, **kwargs):
+            name = (getattr(tuner, "inductor_meta", None) or {}).get("kernel_name")
+            if name and rec.tuners.setdefault(name, tuner) is not tuner:
+                rec.shared.add(name)
+            return orig(tuner, *args, **kwargs)
+        th.CachingAutotuner.run = run
+        return self
+
+    def __exit__(self, *exc):
+        import torch._inductor.runtime.triton_heuristics as th
+        th.CachingAutotuner.run = self._orig
+        for name in self.shared:
+            self.tuners.pop(name, None)
+        return False
+
+
+def kernel_times(torch, run, steps=5):
+    """The GPU operations of run() run steps times under PyTorch's
+    profiler: {name: [microseconds per run, launches per run]}."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize()
+    per = {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).split(".")[-1] == "CUDA" and not getattr(e, "is_user_annotation", False):
+            d = per.setdefault(e.name, [0.0, 0.0])
+            d[0] += (e.time_range.end - e.time_range.start) / float(steps)
+            d[1] += 1.0 / steps
+    return per
+
+
+def _kernel_times(torch, run, steps):
+    """Microseconds per run of each GPU operation, by name."""
+    return {k: v[0] for k, v in kernel_times(torch, run, steps).items()}
+
+
+def _program_candidates(tuner, table):
+    """A kernel's candidate configs ({block sizes}, warps), clamped to its
+    sizes, its own left out; [] for a kernel this does not tune (a
+    template, a pointwise kernel, deterministic mode)."""
+    if getattr(tuner, "deterministic_mode", False) or len(getattr(tuner, "launchers", None) or []) != 1:
+        return []
+    cur = tuner.launchers[0].config
+    kw, hints = dict(cur.kwargs), dict(getattr(tuner, "size_hints", None) or {})
+    kind = str(getattr(tuner, "heuristic_type", ""))
+    if not kind.endswith("REDUCTION"):
+        return []
+    if "PERSISTENT" not in kind and set(kw) == {"XBLOCK", "R0_BLOCK"} and set(hints) == {"x", "r0_"}:
+        out = [({"XBLOCK": min(x, hints["x"]), "R0_BLOCK": min(r, hints["r0_"])}, w)
+               for x, r, w in table["reduction"]]
+    elif "PERSISTENT" in kind and set(kw) == {"XBLOCK"} and set(hints) == {"x", "r0_"}:
+        out = [({"XBLOCK": min(x, hints["x"])}, w) for x, w in table["persistent"]
+               if min(x, hints["x"]) * hints["r0_"] <= 16384]
+    else:
+        return []
+    seen, keep = {(tuple(sorted(kw.items())), cur.num_warps)}, []
+    for c, w in out:
+        k = (tuple(sorted(c.items())), w)
+        if k not in seen:
+            seen.add(k)
+            keep.append((c, w))
+    return keep
+
+
+def _launcher(tuner, kwargs, warps):
+    """A launcher of the kernel with that config, compiled the way
+    coordinate descent compiles its own; None where it does not compile
+    or spills registers."""
+    import torch._inductor.runtime.triton_heuristics as th
+    cfg = th.Config(dict(kwargs), num_warps=warps, num_stages=1)
+    if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load it here, as coordinate descent does
+        tuner.fn = tuner._reload_kernel().fn
+    try:
+        with tuner.lock:
+            ln = tuner._precompile_config(cfg).make_launcher()
+    except Exception:  # noqa: BLE001 - out of resources, a compiler error: not a candidate
+        return None
+    if (getattr(ln, "n_spills", 0) or 0) > (tuner.inductor_meta or {}).get("spill_threshold", 16):
+        return None
+    cfg.found_by_coordesc = True
+    return ln
+
+
+def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=None, most=24):
+    """Tunes the reductions of a program in the program (see
+    PROGRAM_TUNING_CONFIGS): run() runs it once (its state put back first),
+    tuners as record_tuners found them. Only kernels that take at least
+    share of the program's kernel time are tuned (at most `most`, the
+    costliest), and one keeps a candidate only where it took at least
+    `gain` less and 0.25 us less a run than its own config; if the chosen
+    ones together do not take less than before, every kernel goes back.
+    The launchers are Inductor's (CachingAutotuner.launchers), so the
+    capture that follows records what was chosen. Returns {kernel name:
+    {"config": block sizes and num_warps, "us": [before, after]}} for the
+    kernels changed."""
+    table = PROGRAM_TUNING_CONFIGS if table is None else table
+    base = _kernel_times(torch, run, steps)
+    total = sum(base.values()) or 1.0
+    names = sorted((n for n in tuners if base.get(n, 0.0) >= share * total), key=lambda n: -base[n])[:most]
+    cands = {n: _program_candidates(tuners[n], table) for n in names}
+    own = {n: tuners[n].launchers for n in names}
+    built = {}
+    times = {n: [] for n in names}
+    try:
+        for i in range(max([len(c) for c in cands.values()] or [0])):
+            live = []
+            for n in names:
+                if i < len(cands[n]):
+                    c, w = cands[n][i]
+                    ln = built.setdefault((n, i), _launcher(tuners[n], c, w))
+                    if ln is not None:
+                        tuners[n].launchers = [ln]
+                        live.append(n)
+            if not live:
+                continue
+            got = _kernel_times(torch, run, steps)
+            for n in live:
+                if n in got:
+                    times[n].append((got[n], i))
+                tuners[n].launchers = own[n]
+        again = _kernel_times(torch, run, steps)
+        before = {n: min(base.get(n, 0.0), again.get(n, base.get(n, 0.0))) for n in names}
+        chosen = {}
+        for n in names:
+            if times[n]:
+                t, i = min(times[n])
+                if t <= before[n] * (1.0 - gain) and before[n] - t >= 0.25:
+                    chosen[n] = i
+        for n, i in chosen.items():
+            tuners[n].launchers = [built[(n, i)]]
+        after = _kernel_times(torch, run, steps) if chosen else {}
+        if chosen and sum(after.get(n, 0.0) for n in chosen) >= sum(before[n] for n in chosen):
+            for n in chosen:
+                tuners[n].launchers = own[n]
+            chosen = {}
+    except BaseException:
+        for n in names:
+            tuners[n].launchers = own[n]
+        raise
+    out = {}
+    for n, i in chosen.items():
+        c, w = cands[n][i]
+        out[n] = {"config": dict(c, num_warps=w), "us": [round(before[n], 2), round(after.get(n, 0.0), 2)]}
+    return out

@@ -79,7 +79,7 @@ from . import format as _format
 from .capture import _Recorder, _dispatch_mode, _gpu_events, _method_hooks
 from .export import TorchCapture
 from .format import Bundle, Record, read, write_file
-from .inductor import TRITON_ONLY, conv_as_mm_backend, narrow_product_configs
+from .inductor import TRITON_ONLY, conv_as_mm_backend, narrow_product_configs, record_tuners, tune_in_program
 from .program import Buffer, Constant, External, Program, Step, TensorSpec, check_dynamic, rule_grid
 from .spec import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC,  # noqa: F401
                    KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, BundleError)
@@ -139,6 +139,11 @@ EXPORT_OPTIONS = {
                                 # num_stages) another, False: coordinate descent tunes them too (2.8's way). Not
                                 # applied where narrow_mm is off or found none, to a model compiled already, or
                                 # where the caller sets coordinate_descent_tuning
+    "program_tuning": "auto",   # (2.10) the program's costly reductions tuned in the program itself
+                                # (inductor.tune_in_program: each candidate config timed where the kernel runs, by the
+                                # profiler), after Inductor's own tuning, which benchmarks each kernel alone: "auto"
+                                # where narrow_mm found one-row products (a decode step) and the shapes are static,
+                                # True for every program compiled here, False never
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -157,7 +162,9 @@ class ExportReport:
     operations the run called besides fill_/zero_/copy_, with counts),
     narrow_products (the one-row products the narrow_mm probe counted),
     narrow_configs (2.9: each kernel given narrow_mm_config, by name, with
-    its block sizes), timings (seconds), warnings, compiled (the compiled callable, to
+    its block sizes), program_tuning (2.10: each kernel the program tuning
+    changed, by name: its config and its microseconds a run before and
+    after), timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
@@ -302,6 +309,10 @@ class _Export:
             set(self.opts["compile_options"] or {})
         self.narrow = None
         self.timings = {}
+        self.program_tuned, self.tuning_warnings = {}, []
+        if self.opts["program_tuning"] not in ("auto", True, False):
+            raise BundleError("invalid_argument", "options['program_tuning'] is 'auto', True or False, not %r"
+                              % (self.opts["program_tuning"],))
         config = self.opts["narrow_mm_config"]
         self.narrow_config = None
         if config is not False:
@@ -505,6 +516,32 @@ class _Export:
                 del out
         torch.cuda.synchronize()
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
+        tuning = self.opts["program_tuning"]
+        if self.compiled_here and (tuning is True or (tuning == "auto" and self.narrow and
+                                                      self.opts["dynamic_shapes"] is None)):
+            self.tune_program()
+
+    def tune_program(self):
+        """options["program_tuning"]: the costly reductions tuned in the
+        program (inductor.tune_in_program), each run from the state
+        options["before_run"] puts back. A failure leaves Inductor's
+        choices and says so in the report's warnings."""
+        torch = self.torch
+        t0 = time.perf_counter()
+
+        def run():
+            self.fresh()
+            out = self.call()
+            del out
+        try:
+            with self.grad():
+                with record_tuners() as rec:
+                    run()
+                torch.cuda.synchronize()
+                self.program_tuned = tune_in_program(torch, run, rec.tuners)
+        except Exception as e:  # noqa: BLE001 - the profiler missing, a candidate failing: Inductor's choices stay
+            self.tuning_warnings.append("program tuning left out (%s: %s)" % (type(e).__name__, e))
+        self.timings["program_tuning_s"] = time.perf_counter() - t0
 
     def narrow_configs(self):
         """The narrow products' config (options["narrow_mm_config"]), given
@@ -889,7 +926,9 @@ class _Export:
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             narrow_products=getattr(self, "narrow", None),
             narrow_configs=dict(getattr(getattr(self, "narrow_config", None), "chosen", {})),
-            warnings=list(self.warnings), timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
+            program_tuning=dict(getattr(self, "program_tuned", {})),
+            warnings=list(getattr(self, "tuning_warnings", [])) + list(self.warnings),
+            timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],
             constant_tensors=[c[1] for c in const_list], name=self.opts["program_name"],
             weights=weights_note)

@@ -284,6 +284,13 @@ def main(argv):
                            os.path.basename(wfile), info["bundle_bytes"] / 1e6, info["narrow_products"]))
     check(opt["--narrow"] == "off" or info["narrow_configs"].get("decode", 0) > 0,
           "%s: the decode's one-row products given narrow_mm_config (%s kernels)" % (size, info["narrow_configs"]))
+    info["program_tuning"] = {k: getattr(v, "program_tuning", {}) for k, v in rep.programs.items()}
+    tuning_left = [w for v in rep.programs.values() for w in v.warnings if w.startswith("program tuning")]
+    tuned = info["program_tuning"].get("decode", {})
+    check(opt["--narrow"] == "off" or not tuning_left,
+          "%s: the decode tuned in the program: %d kernels changed, %.1f us a step before, %.1f after (%s s)" % (
+              size, len(tuned), sum(t["us"][0] for t in tuned.values()), sum(t["us"][1] for t in tuned.values()),
+              info["timings"].get("decode", {}).get("program_tuning_s")), str(tuning_left))
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state()]
 
@@ -373,7 +380,7 @@ def main(argv):
     with open(os.path.join(outdir, "%s.json" % size), "w") as f:
         json.dump(info, f, indent=1, default=str)
     print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "narrow_configs",
-                                                          "export_timings")
+                                                          "program_tuning", "export_timings")
                                   if k in info}, default=str)[:2500])
     return summary(SKIPPED[0])
 
