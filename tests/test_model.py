@@ -626,6 +626,8 @@ def stand_in_heuristics(tuner_class, config_class):
                 sys.modules[n] = m
         if saved_attr is not None:
             runtime.triton_heuristics = saved_attr
+        else:
+            runtime.__dict__.pop("triton_heuristics", None)
 
 
 def narrow_configs():
@@ -754,8 +756,8 @@ def program_tuning():
     """inductor.tune_in_program and record_tuners against stand-in
     kernels whose times the stand-in profiler computes from each one's
     config: which kernels are tuned, which candidate each keeps, the
-    thresholds, putting back; then the exporter's option and its failure
-    path."""
+    thresholds, putting back; then the exporter's option, when it tunes,
+    its failures and its report."""
     from triton_bundle import inductor as I
 
     class Config:
@@ -765,63 +767,75 @@ def program_tuning():
     compiles = []
 
     class Tuner:
-        def __init__(self, name, xblock=2, rblock=2048, kind="REDUCTION", sizes=None, cost=None, fail=()):
-            self.inductor_meta = {"kernel_name": name}
+        def __init__(self, name, xblock=2, rblock=2048, kind="REDUCTION", sizes=None, cost=None, fail=(),
+                     warps=8, spills=None):
+            self.inductor_meta = {"kernel_name": name, "spill_threshold": 16}
             self.heuristic_type = "HeuristicType." + kind
             self.size_hints = sizes or {"x": 2048, "r0_": 8192}
             kw = {"XBLOCK": xblock} if kind == "PERSISTENT_REDUCTION" else {"XBLOCK": xblock, "R0_BLOCK": rblock}
-            self.launchers = [types.SimpleNamespace(config=Config(kw, 8), n_spills=0)]
+            self.launchers = [types.SimpleNamespace(config=Config(kw, warps), n_spills=0)]
             self.lock, self.fn = contextlib.nullcontext(), types.SimpleNamespace(fn="here")
-            self.cost, self.fail = cost or (lambda kw, w: 10.0), fail
+            self.cost, self.fail, self.spills = cost or (lambda kw, w: 10.0), fail, spills or {}
 
         def _precompile_config(self, cfg):
             compiles.append((self.inductor_meta["kernel_name"], dict(cfg.kwargs), cfg.num_warps))
             if (cfg.kwargs.get("XBLOCK"), cfg.num_warps) in self.fail:
                 raise RuntimeError("out of resources")
-            return types.SimpleNamespace(make_launcher=lambda: types.SimpleNamespace(config=cfg, n_spills=0))
+            n = self.spills.get((cfg.kwargs.get("XBLOCK"), cfg.num_warps), 0)
+            return types.SimpleNamespace(make_launcher=lambda: types.SimpleNamespace(config=cfg, n_spills=n))
 
         def run(self, *args, **kwargs):
             return "ran"
 
+    def fastest_at(xblock, warps, rblock=None, fast=5.0, slow=10.0):
+        return lambda kw, w: fast if kw["XBLOCK"] == xblock and w == warps and \
+            (rblock is None or kw["R0_BLOCK"] == rblock) else slow
     tuners = {
         # the down product: 16 rows a program take half its own config's time
-        "down": Tuner("down", cost=lambda kw, w: 5.0 if kw["XBLOCK"] == 16 and w == 8 and kw["R0_BLOCK"] == 512
-                      else 10.0),
+        "down": Tuner("down", cost=fastest_at(16, 8, 512)),
         "best_already": Tuner("best_already", cost=lambda kw, w: 10.0 if kw["XBLOCK"] == 2 else 12.0),
         "tiny": Tuner("tiny", cost=lambda kw, w: 0.05 if kw["XBLOCK"] == 2 else 0.01),
         "two_percent": Tuner("two_percent", cost=lambda kw, w: 10.0 if kw["XBLOCK"] == 2 else 9.8),
-        "softmax": Tuner("softmax", 4, 16, sizes={"x": 4096, "r0_": 128},
-                         cost=lambda kw, w: 2.0 if kw["R0_BLOCK"] == 128 and kw["XBLOCK"] == 16 else 6.4,
+        "small_gain": Tuner("small_gain", cost=fastest_at(1, 4, fast=3.8, slow=4.0)),  # 5%, 0.2 us
+        "softmax": Tuner("softmax", 4, 16, sizes={"x": 4096, "r0_": 128}, cost=fastest_at(16, 8, 128, 2.0, 6.4),
                          fail={(8, 8)}),
-        "stats": Tuner("stats", 8, kind="PERSISTENT_REDUCTION", sizes={"x": 32, "r0_": 256},
-                       cost=lambda kw, w: 1.0 if kw["XBLOCK"] == 1 else 3.0),
+        "stats": Tuner("stats", 16, kind="PERSISTENT_REDUCTION", sizes={"x": 128, "r0_": 1024}, warps=4,
+                       cost=fastest_at(1, 4, fast=1.0, slow=3.0)),
+        # the fastest candidate spills registers: the next fastest
+        "spilly": Tuner("spilly", cost=lambda kw, w: {16: 2.0, 4: 7.0}.get(kw["XBLOCK"], 10.0) if w == 8 else 10.0,
+                        spills={(16, 8): 40}),
         "pointwise": Tuner("pointwise", kind="POINTWISE", cost=lambda kw, w: 50.0),
     }
-    state = {"runs": 0, "profiles": 0, "worse_after": False, "fail_round": None}
+    own = {n: t.launchers[0] for n, t in tuners.items()}
+    state = {"runs": 0, "profiles": 0, "slow_at": None, "fail_at": None, "empty": False}
 
     def fake_times(torch, run, steps):
         state["profiles"] += 1
-        if state["fail_round"] == state["profiles"]:
+        if state["fail_at"] == state["profiles"]:
             raise RuntimeError("a candidate failed")
         for _ in range(steps):
             run()
-        out = {}
-        # the last profile, of the chosen configs alone (3 kernels), slower where worse_after says so
-        changed = sum(1 for n, t in tuners.items() if t.launchers[0] is not own[n])
+        if state["empty"]:
+            return {"at::native::copy": 3.0}
+        out = {"Memcpy HtoD (the state put back)": 500.0}
         for n, t in tuners.items():
             c = t.launchers[0].config
-            out[n] = t.cost(c.kwargs, c.num_warps) * (3.0 if state["worse_after"] and 0 < changed <= 3 else 1.0)
-        out["at::native::copy"] = 3.0
+            slow = state["slow_at"] == state["profiles"] and t.launchers[0] is not own[n]
+            out[n] = t.cost(c.kwargs, c.num_warps) * (3.0 if slow else 1.0)
         return out
 
-    own = {n: t.launchers[0] for n, t in tuners.items()}
+    def fresh():
+        for n, t in tuners.items():
+            t.launchers = [own[n]]
+        state["profiles"] = 0
 
     def run():
         state["runs"] += 1
-    saved_times = I._kernel_times
+    saved_times, saved_tune = I._kernel_times, M.tune_in_program
     I._kernel_times = fake_times
     try:
         with stand_in_heuristics(Tuner, Config):
+            orig_run = Tuner.__dict__["run"]
             with I.record_tuners() as rec:
                 for n in ("down", "down", "softmax"):
                     tuners[n].run()
@@ -829,66 +843,133 @@ def program_tuning():
                 Tuner("pointwise").run()
                 Tuner("pointwise").run()
             check(list(rec.tuners) == ["down"] and rec.shared == {"softmax", "pointwise"} and
-                  Tuner.run.__name__ == "run" and Tuner("x").run() == "ran",
+                  Tuner.__dict__["run"] is orig_run,
                   "record_tuners: each kernel by name once, a name two kernels share left out, run put back")
             cands = I._program_candidates(tuners["softmax"], I.PROGRAM_TUNING_CONFIGS)
             check(({"XBLOCK": 16, "R0_BLOCK": 128}, 8) in cands and all(c["R0_BLOCK"] <= 128 for c, _ in cands) and
                   len(cands) == len({(tuple(sorted(c.items())), w) for c, w in cands}),
                   "program tuning: a looped reduction's candidates clamped to its sizes, each once")
             pc = I._program_candidates(tuners["stats"], I.PROGRAM_TUNING_CONFIGS)
-            check(pc and all(c["XBLOCK"] * 256 <= 16384 and set(c) == {"XBLOCK"} for c, _ in pc) and
-                  ({"XBLOCK": 8}, 8) not in pc, "program tuning: a persistent reduction's candidates: XBLOCK only, "
-                  "a tile of at most 16,384 elements, its own config left out")
+            check(({"XBLOCK": 1}, 4) in pc and ({"XBLOCK": 4}, 4) in pc and ({"XBLOCK": 16}, 4) not in pc and
+                  ({"XBLOCK": 64}, 8) not in pc and all(set(c) == {"XBLOCK"} for c, _ in pc),
+                  "program tuning: a persistent reduction's candidates: XBLOCK only, its own config left out, none "
+                  "over 16,384 elements (64 rows of 1,024)")
             check(I._program_candidates(tuners["pointwise"], I.PROGRAM_TUNING_CONFIGS) == [] and
                   I._program_candidates(Tuner("d", kind="REDUCTION"), I.PROGRAM_TUNING_CONFIGS) and
                   I._program_candidates(types.SimpleNamespace(**dict(vars(Tuner("d")), deterministic_mode=True)),
                                         I.PROGRAM_TUNING_CONFIGS) == [],
                   "program tuning: a pointwise kernel and Inductor's deterministic mode have no candidates")
             got = I.tune_in_program(None, run, dict(tuners))
-            check(set(got) == {"down", "softmax", "stats"} and
+            profiles = state["profiles"]
+            check(set(got) == {"down", "softmax", "stats", "spilly"} and
                   got["down"] == {"config": {"XBLOCK": 16, "R0_BLOCK": 512, "num_warps": 8}, "us": [10.0, 5.0]} and
                   got["softmax"]["config"] == {"XBLOCK": 16, "R0_BLOCK": 128, "num_warps": 8} and
-                  got["stats"]["config"] == {"XBLOCK": 1, "num_warps": 4},
-                  "program tuning: each costly reduction keeps the candidate that took least in the program")
+                  got["stats"]["config"] == {"XBLOCK": 1, "num_warps": 4} and
+                  got["spilly"]["config"] == {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 8},
+                  "program tuning: each costly reduction keeps the candidate that took least in the program, one "
+                  "that spills registers not a candidate (%s)" % sorted(got))
             check(tuners["down"].launchers[0].config.kwargs == {"XBLOCK": 16, "R0_BLOCK": 512} and
-                  tuners["best_already"].launchers[0] is own["best_already"] and
-                  tuners["two_percent"].launchers[0] is own["two_percent"] and
-                  tuners["tiny"].launchers[0] is own["tiny"] and tuners["pointwise"].launchers[0] is own["pointwise"],
-                  "program tuning: a kernel whose own config is best, one only 2% faster with another, one under 1% "
-                  "of the program, a pointwise kernel: their own configs stay")
+                  all(tuners[n].launchers[0].config.found_by_coordesc is True for n in got),
+                  "program tuning: the kernels run the chosen launchers, marked as tuned (Inductor tunes them no more)")
+            check(all(tuners[n].launchers[0] is own[n] for n in
+                      ("best_already", "two_percent", "small_gain", "tiny", "pointwise")),
+                  "program tuning: a kernel whose own config is best, one 2% faster with another, one 5% but only "
+                  "0.2 us faster, one under 1% of the Inductor kernels' time, a pointwise kernel: their own configs")
             check(not any(n == "tiny" for n, _, _ in compiles) and ("softmax", {"XBLOCK": 8, "R0_BLOCK": 128}, 8)
-                  in compiles and state["runs"] == 3 * state["profiles"],
+                  in compiles and state["runs"] == 3 * profiles,
                   "program tuning: no candidate compiled for a kernel too small to tune, one that does not compile "
                   "skipped; every profile runs the program (its state put back by run itself)")
-            # the chosen ones together slower than before: every kernel back
-            for n, t in tuners.items():
-                t.launchers = [own[n]]
-            state.update(profiles=0, worse_after=True)
+            fresh()
+            check(set(I.tune_in_program(None, run, dict(tuners), keep={"down", "stats"})) == {"softmax", "spilly"} and
+                  tuners["down"].launchers[0] is own["down"],
+                  "program tuning: the kernels named in keep are left alone")
+            fresh()
+            check(list(I.tune_in_program(None, run, dict(tuners), most=1)) == ["down"],
+                  "program tuning: most=1 tunes the costliest kernel that has candidates (not the pointwise one)")
+            fresh()
+            state["slow_at"] = profiles  # the last profile: the chosen configs, all together
             check(I.tune_in_program(None, run, dict(tuners)) == {} and
                   all(t.launchers[0] is own[n] for n, t in tuners.items()),
-                  "program tuning: where the chosen configs together take longer than before, every kernel goes back")
-            for n, t in tuners.items():
-                t.launchers = [own[n]]
-            state.update(profiles=0, worse_after=False, fail_round=3)
+                  "program tuning: where the program's kernels with the chosen configs take longer than before, "
+                  "every kernel goes back")
+            fresh()
+            state.update(slow_at=None, fail_at=3)
             check(raises_any(lambda: I.tune_in_program(None, run, dict(tuners)), RuntimeError) and
                   all(t.launchers[0] is own[n] for n, t in tuners.items()),
                   "program tuning: a run that fails mid-way puts every kernel's launcher back and raises")
-            # the exporter: the option checked, a failure is a warning and Inductor's choices stay
-            check(raises(lambda: M._Export(None, (), None, {"program_tuning": "yes"}), "invalid_argument",
-                         "'auto', True or False"), "options['program_tuning'] neither 'auto', True nor False refused")
-            e = M._Export(None, (), None, {"sdpa": None, "no_grad": False})
-            e.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+            fresh()
+            state.update(fail_at=None, empty=True)
+            check(raises_any(lambda: I.tune_in_program(None, run, dict(tuners)), RuntimeError),
+                  "program tuning: a profiler that timed none of the kernels is an error, not silence")
+            state["empty"] = False
+            # the exporter: the option checked, when it tunes
+            for bad in ("yes", 1, None):
+                check(raises(lambda: M._Export(None, (), None, {"program_tuning": bad}), "invalid_argument",
+                             "'auto', True or False"), "options['program_tuning'] %r refused" % (bad,))
+            check(M.EXPORT_OPTIONS["program_tuning"] == "auto", "options['program_tuning'] is 'auto' by default")
+            for opt, here, narrow, dyn, before, want in (
+                    ("auto", True, 19, None, True, True), ("auto", True, -1, None, True, True),
+                    ("auto", True, 0, None, True, False), ("auto", True, 19, {"x": {}}, True, False),
+                    ("auto", True, 19, None, False, False), ("auto", False, 19, None, True, False),
+                    (True, True, 0, {"x": {}}, False, True), (True, False, 0, None, True, False),
+                    (False, True, 19, None, True, False)):
+                e = M._Export(None, (), None, {"program_tuning": opt, "dynamic_shapes": dyn,
+                                              "before_run": (lambda: None) if before else None})
+                e.compiled_here, e.narrow = here, narrow
+                check(e.tuning_wanted() is want, "export: program_tuning %r, compiled here %s, %s one-row products, "
+                      "%s, before_run %s: %s" % (opt, here, narrow, "dynamic" if dyn else "static",
+                                                 "set" if before else "none", "tuned" if want else "not tuned"))
 
-            def boom():
-                raise RuntimeError("profiler unavailable")
-            e.call = boom
+            def exporter(**opts):
+                e = M._Export(None, (), None, dict({"sdpa": None, "no_grad": False}, **opts))
+                e.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+                e.call = lambda: None
+                return e
+
+            def raiser(err):
+                def f():
+                    raise err
+                return f
+            e = exporter()
+            e.call = raiser(RuntimeError("profiler unavailable"))
             e.tune_program()
             check(e.program_tuned == {} and e.tuning_warnings == [
                 "program tuning left out (RuntimeError: profiler unavailable)"] and
                 "program_tuning_s" in e.timings, "export: a program tuning that fails leaves a warning, tunes nothing")
-            check(M.EXPORT_OPTIONS["program_tuning"] == "auto", "options['program_tuning'] is 'auto' by default")
+            e = exporter(program_name="decode")
+            e.call = raiser(RuntimeError("CUDA error: an illegal memory access was encountered"))
+            err = [None]
+            try:
+                e.tune_program()
+            except M.ExportStageError as x:
+                err[0] = x
+            check(err[0] is not None and err[0].code == "cuda" and err[0].stage == "program tuning" and
+                  "program 'decode', program tuning" in str(err[0]) and not e.tuning_warnings,
+                  "export: a device error during the program tuning is the export's, named, not a warning")
+            e = exporter(before_run=raiser(tb.BundleError("malformed", "the state put back failed")))
+            check(raises(e.tune_program, "malformed", "put back failed"),
+                  "export: a BundleError of before_run during the tuning passes through")
+            seen = []
+            M.tune_in_program = lambda torch, run, tuners, keep=(): seen.append(set(keep)) or {}
+            for config, want in (({"XBLOCK": 1, "R0_BLOCK": 1024, "num_warps": 4, "num_stages": 1}, {"k_mm"}),
+                                 (None, set())):
+                e = exporter(narrow_mm_config=config)
+                e.narrow_config.chosen["k_mm"] = {"XBLOCK": 1, "R0_BLOCK": 1024}
+                e.tune_program()
+                check(seen[-1] == want, "export: products given a narrow_mm_config %s %s" % (
+                    "dict" if config else "by default", "keep it" if want else "are tuned too"))
     finally:
-        I._kernel_times = saved_times
+        I._kernel_times, M.tune_in_program = saved_times, saved_tune
+    # the report: what the tuning changed, its warning first, narrow_configs only those that kept the config
+    w = World()
+    w.ex.program_tuned = {"k_mm": {"config": {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 8}, "us": [10.0, 7.0]}}
+    w.ex.tuning_warnings = ["program tuning left out (X: y)"]
+    w.ex.narrow_config = I.narrow_product_configs()
+    w.ex.narrow_config.chosen.update(k_mm={"XBLOCK": 2, "R0_BLOCK": 2048}, k_bn={"XBLOCK": 2, "R0_BLOCK": 2048})
+    r = w.build()
+    check(r.program_tuning == w.ex.program_tuned and r.warnings[:1] == w.ex.tuning_warnings and
+          r.narrow_configs == {"k_bn": {"XBLOCK": 2, "R0_BLOCK": 2048}} and "program_tuning" in r.as_dict(),
+          "report: program_tuning, the tuning's warning, narrow_configs without the kernels the tuning changed")
 
 
 def main():

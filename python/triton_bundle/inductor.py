@@ -209,7 +209,9 @@ class narrow_product_configs:
 # config of the program's costly reductions in the program itself: each
 # round gives every such kernel its next candidate and runs the program
 # under the profiler, which times each kernel where it runs; a kernel keeps
-# the candidate that took least, where it took clearly less than its own.
+# the candidate that took least, where it took clearly less than its own,
+# and the choices stand only if the program's kernels, all of them, then
+# take less than before (a kernel's choice may slow the next one).
 # The candidates, clamped to a kernel's sizes: (XBLOCK, R0_BLOCK, warps) of
 # a looped reduction, (XBLOCK, warps) of a persistent one.
 PROGRAM_TUNING_CONFIGS = {
@@ -317,35 +319,42 @@ def _launcher(tuner, kwargs, warps):
     return ln
 
 
-def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=None, most=24):
+def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=None, most=24, keep=()):
     """Tunes the reductions of a program in the program (see
     PROGRAM_TUNING_CONFIGS): run() runs it once (its state put back first),
-    tuners as record_tuners found them. Only kernels that take at least
-    share of the program's kernel time are tuned (at most `most`, the
-    costliest), and one keeps a candidate only where it took at least
-    `gain` less and 0.25 us less a run than its own config; if the chosen
-    ones together do not take less than before, every kernel goes back.
+    tuners as record_tuners found them; the kernels named in keep are left
+    alone. Only kernels with candidates that take at least share of the
+    program's Inductor-kernel time are tuned (the `most` costliest), and
+    one keeps a candidate only where it took at least `gain` less and 0.25
+    us less a run than its own config; if the program's Inductor kernels
+    together do not then take less than before, every kernel goes back.
     The launchers are Inductor's (CachingAutotuner.launchers), so the
     capture that follows records what was chosen. Returns {kernel name:
     {"config": block sizes and num_warps, "us": [before, after]}} for the
-    kernels changed."""
+    kernels changed; raises where the profiler saw none of the kernels."""
     table = PROGRAM_TUNING_CONFIGS if table is None else table
     base = _kernel_times(torch, run, steps)
-    total = sum(base.values()) or 1.0
-    names = sorted((n for n in tuners if base.get(n, 0.0) >= share * total), key=lambda n: -base[n])[:most]
-    cands = {n: _program_candidates(tuners[n], table) for n in names}
+    total = sum(base.get(n, 0.0) for n in tuners)
+    if not total:
+        raise RuntimeError("the profiler timed none of the program's %d Inductor kernels" % len(tuners))
+    cands = {n: _program_candidates(tuners[n], table) for n in tuners
+             if n not in keep and base.get(n, 0.0) >= share * total}
+    names = sorted((n for n in cands if cands[n]), key=lambda n: -base[n])[:most]
     own = {n: tuners[n].launchers for n in names}
     built = {}
     times = {n: [] for n in names}
+
+    def inductor_time(got):
+        return sum(got.get(n, 0.0) for n in tuners)
     try:
-        for i in range(max([len(c) for c in cands.values()] or [0])):
+        for i in range(max([len(cands[n]) for n in names] or [0])):
             live = []
             for n in names:
                 if i < len(cands[n]):
-                    c, w = cands[n][i]
-                    ln = built.setdefault((n, i), _launcher(tuners[n], c, w))
-                    if ln is not None:
-                        tuners[n].launchers = [ln]
+                    if (n, i) not in built:
+                        built[(n, i)] = _launcher(tuners[n], *cands[n][i])
+                    if built[(n, i)] is not None:
+                        tuners[n].launchers = [built[(n, i)]]
                         live.append(n)
             if not live:
                 continue
@@ -365,7 +374,7 @@ def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=No
         for n, i in chosen.items():
             tuners[n].launchers = [built[(n, i)]]
         after = _kernel_times(torch, run, steps) if chosen else {}
-        if chosen and sum(after.get(n, 0.0) for n in chosen) >= sum(before[n] for n in chosen):
+        if chosen and (any(n not in after for n in chosen) or inductor_time(after) >= inductor_time(again)):
             for n in chosen:
                 tuners[n].launchers = own[n]
             chosen = {}
@@ -376,5 +385,5 @@ def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=No
     out = {}
     for n, i in chosen.items():
         c, w = cands[n][i]
-        out[n] = {"config": dict(c, num_warps=w), "us": [round(before[n], 2), round(after.get(n, 0.0), 2)]}
+        out[n] = {"config": dict(c, num_warps=w), "us": [round(before[n], 2), round(after[n], 2)]}
     return out

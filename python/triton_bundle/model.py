@@ -112,9 +112,10 @@ EXPORT_OPTIONS = {
     "keep_ir": True,            # False: each kernel keeps only what a runner loads (its .cubin and .json
                                 # files), not Triton's IR and sources; a bundle a fraction of the size
     "before_run": None,         # called before each uncaptured run of the model (the narrow_mm probe, each warm-up
-                                # run, the peak-memory run): export_programs puts the state back there, so that no
-                                # run starts where the one before left it (a transformers StaticCache's layers count
-                                # the positions written: repeated prefills at the maximum pass its end)
+                                # run, the program tuning's runs, the peak-memory run): export_programs puts the
+                                # state back there, so that no run starts where the one before left it (a
+                                # transformers StaticCache's layers count the positions written: repeated prefills
+                                # at the maximum pass its end)
     "before_capture": None,     # called after the warm-up runs, right before the captured one (export_programs
                                 # puts the state back there, so that every program starts from the same bytes)
     "weights": None,            # a path: the constants that are not state go to this safetensors file (written,
@@ -133,7 +134,8 @@ EXPORT_OPTIONS = {
                                 # of it: "auto" where an eager run of the model (before compiling) makes such a
                                 # product, True always, False never. Coordinate descent then tunes the program's
                                 # kernels (a longer compile), the products as narrow_mm_config says
-    "narrow_mm_config": None,   # (2.9) the config of those products' kernels, not tuned: None inductor.py's
+    "narrow_mm_config": None,   # (2.9) the config of those products' kernels, not tuned by coordinate descent
+                                # (program_tuning may change it in the program, unless a dict): None inductor.py's
                                 # NARROW_PRODUCT_CONFIG (measured faster than coordinate descent's choices, which
                                 # vary from one compile to the next), a dict (XBLOCK, R0_BLOCK, num_warps,
                                 # num_stages) another, False: coordinate descent tunes them too (2.8's way). Not
@@ -141,9 +143,14 @@ EXPORT_OPTIONS = {
                                 # where the caller sets coordinate_descent_tuning
     "program_tuning": "auto",   # (2.10) the program's costly reductions tuned in the program itself
                                 # (inductor.tune_in_program: each candidate config timed where the kernel runs, by the
-                                # profiler), after Inductor's own tuning, which benchmarks each kernel alone: "auto"
-                                # where narrow_mm found one-row products (a decode step) and the shapes are static,
-                                # True for every program compiled here, False never
+                                # profiler; about 28 more runs of the model, each after before_run), after Inductor's
+                                # own tuning, which benchmarks each kernel alone: "auto" where narrow_mm made one-row
+                                # products reductions (found by its probe, or narrow_mm=True), the shapes are static
+                                # and before_run puts the state back (export_programs sets it); True for every
+                                # program compiled here (with dynamic_shapes, tuned at the example inputs' sizes);
+                                # False never. It may change the products' narrow_mm_config, except one given as a
+                                # dict. Inductor reuses a kernel of the same source in another program: a program
+                                # exported earlier in the same process may then run the config chosen later
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -161,10 +168,10 @@ class ExportReport:
     profiler's count, or None when not verified), aten_ops (the aten
     operations the run called besides fill_/zero_/copy_, with counts),
     narrow_products (the one-row products the narrow_mm probe counted),
-    narrow_configs (2.9: each kernel given narrow_mm_config, by name, with
-    its block sizes), program_tuning (2.10: each kernel the program tuning
-    changed, by name: its config and its microseconds a run before and
-    after), timings (seconds), warnings, compiled (the compiled callable, to
+    narrow_configs (2.9: each kernel given narrow_mm_config and keeping it,
+    by name, with its block sizes), program_tuning (2.10: each kernel the
+    program tuning changed, by name: its config and its microseconds a run
+    before and after), timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
@@ -196,7 +203,8 @@ class ExportReport:
 
 class ExportStageError(BundleError):
     """The compiled model itself failed during an export: .program, .stage
-    ("compile and warm-up", "the peak-memory run", "capture"), .sizes, and
+    ("compile and warm-up", "program tuning", "the peak-memory run",
+    "capture"), .sizes, and
     .original, the error PyTorch raised (also the exception's __cause__).
     Code "cuda" where the error is the device's (a device-side assert, an
     illegal address: the CUDA context is then lost for this process),
@@ -310,7 +318,8 @@ class _Export:
         self.narrow = None
         self.timings = {}
         self.program_tuned, self.tuning_warnings = {}, []
-        if self.opts["program_tuning"] not in ("auto", True, False):
+        tuning = self.opts["program_tuning"]
+        if not (tuning == "auto" or tuning is True or tuning is False):
             raise BundleError("invalid_argument", "options['program_tuning'] is 'auto', True or False, not %r"
                               % (self.opts["program_tuning"],))
         config = self.opts["narrow_mm_config"]
@@ -516,18 +525,28 @@ class _Export:
                 del out
         torch.cuda.synchronize()
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
-        tuning = self.opts["program_tuning"]
-        if self.compiled_here and (tuning is True or (tuning == "auto" and self.narrow and
-                                                      self.opts["dynamic_shapes"] is None)):
+        if self.tuning_wanted():
             self.tune_program()
+
+    def tuning_wanted(self):
+        """Whether options["program_tuning"] tunes this program."""
+        tuning = self.opts["program_tuning"]
+        if not self.compiled_here or tuning is False:
+            return False
+        return tuning is True or bool(self.narrow and self.opts["dynamic_shapes"] is None and
+                                      self.opts["before_run"] is not None)
 
     def tune_program(self):
         """options["program_tuning"]: the costly reductions tuned in the
         program (inductor.tune_in_program), each run from the state
-        options["before_run"] puts back. A failure leaves Inductor's
-        choices and says so in the report's warnings."""
+        options["before_run"] puts back; products given a narrow_mm_config
+        dict keep it. An error of the device or out of memory is the
+        export's (ExportStageError, stage "program tuning"); any other
+        leaves Inductor's choices and says so in the report's warnings."""
         torch = self.torch
         t0 = time.perf_counter()
+        keep = set(self.narrow_config.chosen) if self.narrow_config is not None and \
+            isinstance(self.opts["narrow_mm_config"], dict) else set()
 
         def run():
             self.fresh()
@@ -538,8 +557,13 @@ class _Export:
                 with record_tuners() as rec:
                     run()
                 torch.cuda.synchronize()
-                self.program_tuned = tune_in_program(torch, run, rec.tuners)
+                self.program_tuned = tune_in_program(torch, run, rec.tuners, keep=keep)
+        except BundleError:
+            raise
         except Exception as e:  # noqa: BLE001 - the profiler missing, a candidate failing: Inductor's choices stay
+            err = ExportStageError(self.opts["program_name"], "program tuning", "at the example inputs' sizes", e)
+            if err.code != "unsupported":  # the device's error (the context is lost) or out of memory
+                raise err from e
             self.tuning_warnings.append("program tuning left out (%s: %s)" % (type(e).__name__, e))
         self.timings["program_tuning_s"] = time.perf_counter() - t0
 
@@ -925,7 +949,8 @@ class _Export:
             aten_ops=dict(rec.aten_ops), compiled_here=self.compiled_here,
             compile_options=dict(self.compile_options) if self.compiled_here else None,
             narrow_products=getattr(self, "narrow", None),
-            narrow_configs=dict(getattr(getattr(self, "narrow_config", None), "chosen", {})),
+            narrow_configs={k: v for k, v in getattr(getattr(self, "narrow_config", None), "chosen", {}).items()
+                            if k not in getattr(self, "program_tuned", {})},
             program_tuning=dict(getattr(self, "program_tuned", {})),
             warnings=list(getattr(self, "tuning_warnings", [])) + list(self.warnings),
             timings=dict(self.timings), compiled=self.compiled, bundle=bundle,

@@ -463,6 +463,8 @@ def run_model(torch, name, outdir, lib, exe, do_bench):
             "programs": {k: {"steps": v.steps, "workspace": v.workspace_size, "pytorch_peak": v.pytorch_peak,
                              "timings": v.timings} for k, v in rep.programs.items()}}
     info["warnings"] = list(rep.warnings) + [w for v in rep.programs.values() for w in v.warnings]
+    info["program_tuning"] = {k: getattr(v, "program_tuning", {}) for k, v in rep.programs.items()}
+    print("     program tuning: %s kernels changed" % {k: len(v) for k, v in info["program_tuning"].items()})
     for w in info["warnings"]:
         print("     warning: %s" % w)
     fns = {k: v.compiled for k, v in rep.programs.items()}
