@@ -11,8 +11,10 @@ How a forward becomes a program
 1. The model is compiled with Inductor's Triton-only options (TRITON_ONLY:
    max-autotune, Triton templates for matrix products and convolutions, no
    CUDA graphs) unless it is already compiled, and run `warmup` times
-   (compilation, autotuning, coordinate descent) and once more, uncaptured,
-   for PyTorch's peak memory.
+   (compilation, autotuning, coordinate descent), then (options
+   ["program_tuning"], a decode step's by default) about 28 times more
+   while its costly reductions are tuned in the program, and once more,
+   uncaptured, for PyTorch's peak memory.
 2. One more run is captured, every GPU operation of it in order:
    - each Triton launch, by TorchCapture (export.py), which wraps
      CachingAutotuner.run: Inductor's generated wrapper calls
