@@ -126,25 +126,36 @@ def _tuning(tuner, launcher, *args, **kwargs):
         ctx, orig = (_ACTIVE[-1] if _ACTIVE else None), _INDUCTOR_TUNING[0]
     if ctx is None or not _narrow_product(tuner, launcher):
         return orig(tuner, launcher, *args, **kwargs)
-    import torch._inductor.runtime.triton_heuristics as th
     c = ctx.config
-    cfg = th.Config({"XBLOCK": min(c["XBLOCK"], tuner.size_hints["x"]),
-                     "R0_BLOCK": min(c["R0_BLOCK"], tuner.size_hints["r0_"])},
-                    num_warps=c["num_warps"], num_stages=c["num_stages"])
+    blocks = {"XBLOCK": min(c["XBLOCK"], tuner.size_hints["x"]),
+              "R0_BLOCK": min(c["R0_BLOCK"], tuner.size_hints["r0_"])}
+    chosen = _launcher(tuner, blocks, c["num_warps"], c["num_stages"])
+    if chosen is None:  # out of resources, a compiler error, spilled registers: Inductor's tuning instead
+        ctx.fallbacks += 1
+        return orig(tuner, launcher, *args, **kwargs)
+    ctx.chosen[tuner.inductor_meta.get("kernel_name")] = blocks
+    return chosen
+
+
+def _launcher(tuner, kwargs, warps, stages=1):
+    """A launcher of the kernel with that config, compiled the way
+    coordinate descent compiles its own and marked as its choice (so that
+    Inductor tunes it no more); None where it does not compile or spills
+    registers (coordinate descent's benchmark counts such a config
+    infinitely slow)."""
+    import torch._inductor.runtime.triton_heuristics as th
+    cfg = th.Config(dict(kwargs), num_warps=warps, num_stages=stages)
     if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load it here, as coordinate descent does
         tuner.fn = tuner._reload_kernel().fn
     try:
         with tuner.lock:
-            chosen = tuner._precompile_config(cfg).make_launcher()
-    except Exception:  # noqa: BLE001 - out of resources, a compiler error: Inductor's tuning instead
-        ctx.fallbacks += 1
-        return orig(tuner, launcher, *args, **kwargs)
-    if (getattr(chosen, "n_spills", 0) or 0) > (tuner.inductor_meta or {}).get("spill_threshold", 16):
-        ctx.fallbacks += 1  # (coordinate descent's benchmark counts such a config infinitely slow)
-        return orig(tuner, launcher, *args, **kwargs)
+            ln = tuner._precompile_config(cfg).make_launcher()
+    except Exception:  # noqa: BLE001 - out of resources, a compiler error: not a candidate
+        return None
+    if (getattr(ln, "n_spills", 0) or 0) > (tuner.inductor_meta or {}).get("spill_threshold", 16):
+        return None
     cfg.found_by_coordesc = True
-    ctx.chosen[tuner.inductor_meta.get("kernel_name")] = dict(cfg.kwargs)
-    return chosen
+    return ln
 
 
 class narrow_product_configs:
@@ -298,25 +309,6 @@ def _program_candidates(tuner, table):
             seen.add(k)
             keep.append((c, w))
     return keep
-
-
-def _launcher(tuner, kwargs, warps):
-    """A launcher of the kernel with that config, compiled the way
-    coordinate descent compiles its own; None where it does not compile
-    or spills registers."""
-    import torch._inductor.runtime.triton_heuristics as th
-    cfg = th.Config(dict(kwargs), num_warps=warps, num_stages=1)
-    if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load it here, as coordinate descent does
-        tuner.fn = tuner._reload_kernel().fn
-    try:
-        with tuner.lock:
-            ln = tuner._precompile_config(cfg).make_launcher()
-    except Exception:  # noqa: BLE001 - out of resources, a compiler error: not a candidate
-        return None
-    if (getattr(ln, "n_spills", 0) or 0) > (tuner.inductor_meta or {}).get("spill_threshold", 16):
-        return None
-    cfg.found_by_coordesc = True
-    return ln
 
 
 def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=None, most=24, keep=()):
