@@ -488,7 +488,9 @@
 
    CHANGES IN 2.10 (from 2.9; the C library is unchanged; format 2.6)
    The exporter times a decode step's costly reductions in the step itself
-   and keeps the config that took least (options["program_tuning"]).
+   and gives each a candidate config 3% and 0.25 us faster than its own,
+   where the step's Inductor kernels together then take less
+   (options["program_tuning"]).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.

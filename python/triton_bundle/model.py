@@ -149,7 +149,7 @@ EXPORT_OPTIONS = {
                                 # own tuning, which benchmarks each kernel alone: "auto" where narrow_mm made one-row
                                 # products reductions (found by its probe, or narrow_mm=True), the shapes are static
                                 # and before_run puts the state back (export_programs sets it); True for every
-                                # program compiled here (with dynamic_shapes, tuned at the example inputs' sizes);
+                                # program compiled here (with dynamic_shapes, tuned at the maximum sizes);
                                 # False never. It may change the products' narrow_mm_config, except one given as a
                                 # dict. Inductor reuses a kernel of the same source in another program: a program
                                 # exported earlier in the same process may then run the config chosen later
@@ -380,6 +380,7 @@ class _Export:
         error of the model itself (an exception, a device-side assert that
         a synchronize reports) becomes an ExportStageError that names the
         program, the stage and the sizes, the original kept as its cause."""
+        self.stage_sizes = sizes  # (for an error the stage raises itself: the program tuning's)
         try:
             return fn(*args)
         except BundleError:
@@ -563,7 +564,8 @@ class _Export:
         except BundleError:
             raise
         except Exception as e:  # noqa: BLE001 - the profiler missing, a candidate failing: Inductor's choices stay
-            err = ExportStageError(self.opts["program_name"], "program tuning", "at the example inputs' sizes", e)
+            err = ExportStageError(self.opts["program_name"], "program tuning",
+                                   getattr(self, "stage_sizes", "at the example inputs' sizes"), e)
             if err.code != "unsupported":  # the device's error (the context is lost) or out of memory
                 raise err from e
             self.tuning_warnings.append("program tuning left out (%s: %s)" % (type(e).__name__, e))
