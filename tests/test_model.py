@@ -937,6 +937,7 @@ def program_tuning():
                 "program tuning left out (RuntimeError: profiler unavailable)"] and
                 "program_tuning_s" in e.timings, "export: a program tuning that fails leaves a warning, tunes nothing")
             e = exporter(program_name="decode")
+            e.stage("compile and warm-up", "at the maximum sizes {'T': 64}", lambda: None)  # the stage that tunes
             e.call = raiser(RuntimeError("CUDA error: an illegal memory access was encountered"))
             err = [None]
             try:
@@ -944,8 +945,14 @@ def program_tuning():
             except M.ExportStageError as x:
                 err[0] = x
             check(err[0] is not None and err[0].code == "cuda" and err[0].stage == "program tuning" and
-                  "program 'decode', program tuning" in str(err[0]) and not e.tuning_warnings,
-                  "export: a device error during the program tuning is the export's, named, not a warning")
+                  "program 'decode', program tuning at the maximum sizes {'T': 64}" in str(err[0]) and
+                  not e.tuning_warnings,
+                  "export: a device error during the program tuning is the export's, named with the stage's sizes, "
+                  "not a warning")
+            e = exporter()
+            e.call = raiser(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+            check(raises(e.tune_program, "out_of_memory", "program tuning") and not e.tuning_warnings,
+                  "export: running out of memory during the program tuning is the export's too")
             e = exporter(before_run=raiser(tb.BundleError("malformed", "the state put back failed")))
             check(raises(e.tune_program, "malformed", "put back failed"),
                   "export: a BundleError of before_run during the tuning passes through")
