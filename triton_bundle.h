@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.10.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.11.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -492,6 +492,18 @@
    where the step's Inductor kernels together then take less
    (options["program_tuning"]).
 
+   CHANGES IN 2.11 (from 2.10; the C library is unchanged; format 2.6)
+   The exporter compiles a decode step (where its probe finds one-row
+   products, on compute capability 9 or more, with a PyTorch that has the
+   option) with Inductor's programmatic dependent launch (options["pdl"]):
+   its configs carry the "pdl" flag (TB_CONFIG_PDL, from Triton's
+   launch_pdl), which the launcher already honoured: the device may start
+   such a kernel while the one before it ends, and the kernel waits for
+   that one (gdc_wait) before it reads what that one wrote or writes what
+   it read or wrote, else after its first read. The exporter clears the
+   flag of a kernel that never waits, and plans the workspace so that a
+   kernel touches no bytes the one before it used.
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -525,9 +537,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 10
+#define TB_VERSION_MINOR 11
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.10.0"
+#define TB_VERSION_STRING "2.11.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 
@@ -1781,8 +1793,10 @@ TBDEF void tb_graph_free(tb_graph *graph);
    run captures it, which allocates on the host). With TB_MODEL_GRAPH the
    steps are captured once into a CUDA graph and each run replays it (the
    kernels whose input or output pointers changed are updated in place;
-   a program whose memset or copy steps touch inputs or outputs replays on
-   static buffers it copies through instead).
+   a program whose memset or copy steps, or launches with launch
+   attributes (tensor descriptors, clusters, cooperative or programmatic
+   dependent launch), touch inputs or outputs replays on static buffers it
+   copies through instead).
    Threads: one model runs on one thread at a time with its own workspace
    (and graph). Several threads may run one model at once when each passes
    its own workspace of tb_model_workspace_size bytes to

@@ -979,6 +979,85 @@ def program_tuning():
           "report: program_tuning, the tuning's warning, narrow_configs without the kernels the tuning changed")
 
 
+def pdl():
+    """options["pdl"] (2.11): when the exporter turns on Inductor's
+    programmatic dependent launch, and what the report says."""
+    for bad in ("yes", 1, None):
+        check(raises(lambda: M._Export(None, (), None, {"pdl": bad}), "invalid_argument", "'auto', True or False"),
+              "options['pdl'] %r refused" % (bad,))
+    check(M.EXPORT_OPTIONS["pdl"] == "auto", "options['pdl'] is 'auto' by default")
+
+    def fake(has, major):
+        triton = types.SimpleNamespace(enable_pdl=False) if has else types.SimpleNamespace()
+        return types.SimpleNamespace(_inductor=types.SimpleNamespace(config=types.SimpleNamespace(triton=triton)),
+                                     cuda=types.SimpleNamespace(get_device_capability=lambda: (major, 0)))
+    for opt, extra, has, major, narrow, want in (
+            ("auto", {}, True, 9, 113, True), ("auto", {}, True, 9, -1, True), ("auto", {}, True, 9, 0, None),
+            ("auto", {}, True, 9, None, None), ("auto", {}, True, 8, 113, None), ("auto", {}, False, 9, 113, None),
+            ("auto", {"triton.enable_pdl": False}, True, 9, 113, None),
+            ("auto", {"compile_options": {"triton.enable_pdl": True}}, True, 9, 113, None),
+            (True, {}, True, 8, 0, True), (False, {}, True, 9, 113, False), (False, {}, False, 9, 113, None),
+            (False, {"triton.enable_pdl": True}, True, 9, 113, None)):
+        e = M._Export(None, (), None, dict({"pdl": opt}, **extra))
+        e.torch, e.narrow = fake(has, major), narrow
+        check(e.pdl_setting() is want, "export: pdl %r%s, Inductor %s the option, compute capability %d, %s one-row "
+              "products: triton.enable_pdl %s" % (
+                  opt, " (the caller sets triton.enable_pdl)" if extra else "", "has" if has else "lacks", major,
+                  narrow, {True: "on", False: "off", None: "left as Inductor's config has it"}[want]))
+    e = M._Export(None, (), None, {"pdl": True})
+    e.torch, e.narrow = fake(False, 9), 113
+    check(raises(e.pdl_setting, "unsupported", "no triton.enable_pdl"),
+          "export: pdl True where Inductor lacks the option is an error, not silence")
+    # a config whose kernel never waits, or uses global scratch, loses the flag
+    def kernel(name, **files):
+        return tb.Kernel("h_" + name, 0, [tb.Artifact(name + ext, data) for ext, data in files.items()])
+    b = tb.Bundle()
+    b.kernels = [kernel("ptx", **{".ptx": b"  griddepcontrol.wait;\n"}),
+                 kernel("ttir", **{".ttir": b'tt.elementwise_inline_asm {asm_string = "griddepcontrol.wait; // $0"}'}),
+                 kernel("src", **{".source": b"    tl.extra.cuda.gdc_wait()\n"}),
+                 kernel("none", **{".ptx": b"ld.global.b32 st.global.b32", ".source": b"gdc_waiting = 1"}),
+                 kernel("scratch", **{".ptx": b"griddepcontrol.wait;"})]
+    b.records = [tb.Record("key_" + n, n, [config(n, "Oi")]) for n in ("ptx", "ttir", "src", "none", "scratch", "bare")]
+    for r_ in b.records:
+        r_.configs[0].flags = tb.CONFIG_PDL
+    b.records[4].configs[0].global_scratch = (1024, 128, 0)
+    check(M._pdl_without_wait(b) == 3 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL] * 3 + [0] * 3,
+          "export: the pdl flag kept where the kernel waits (its PTX, its IR, its source), cleared where it never "
+          "waits, uses global scratch, or has no such file")
+    # the report: whether it was on, and the launches whose config has the flag
+    w = World()
+    w.ex.pdl = True
+    w.ex.cap.bundle().kernels[1].artifacts.append(tb.Artifact("k_mm.ptx", b"griddepcontrol.wait;"))
+    w.ex.cap.bundle().records[0].configs[0].flags |= tb.CONFIG_PDL
+    w.ex.cap.bundle().records[1].configs[0].flags |= tb.CONFIG_PDL  # k_atomic: its IR has no wait
+    r = w.build()
+    check(r.pdl is True and r.pdl_launches == 1 and r.as_dict()["pdl_launches"] == 1 and
+          r.bundle.records[1].configs[0].flags == 0 and
+          any("programmatic dependent launch left out for 1 config:" in x for x in r.warnings),
+          "report: pdl, the one launch whose config keeps the pdl flag (%s, %s), the one that never waits cleared "
+          "with a warning" % (r.pdl, r.pdl_launches))
+    r = World().build()
+    check(r.pdl is False and r.pdl_launches == 0, "report: pdl off, no launch with the flag")
+    # the workspace: with a launch of the flag, each buffer's life planned one step longer
+    saved, seen = M.plan_workspace, []
+    M.plan_workspace = lambda bufs: seen.append(list(bufs)) or saved(bufs)
+    try:
+        lives = []
+        for flag in (0, tb.CONFIG_PDL):
+            w = World()
+            w.ex.cap.bundle().kernels[1].artifacts.append(tb.Artifact("k_mm.ptx", b"griddepcontrol.wait;"))
+            w.ex.cap.bundle().records[0].configs[0].flags |= flag
+            r = w.build()
+            lives.append([(b.first, b.last) for b in r.bundle.program.buffers])
+            check(len(seen) == len(lives) and lives[-1] and
+                  [(f, l) for _, f, l in seen[-1]] == [(f, l + (1 if flag else 0)) for f, l in lives[-1]],
+                  "workspace: %s (planned %s, recorded %s)" % (
+                      "a program with a pdl launch plans every buffer's life one step longer, records its own"
+                      if flag else "without pdl launches, planned as recorded", seen[-1], lives[-1]))
+    finally:
+        M.plan_workspace = saved
+
+
 def main():
     helpers()
     program_checks()
@@ -988,6 +1067,7 @@ def main():
     weights_check()
     narrow_configs()
     program_tuning()
+    pdl()
     return summary()
 
 

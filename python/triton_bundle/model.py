@@ -10,7 +10,8 @@ How a forward becomes a program
 -------------------------------
 1. The model is compiled with Inductor's Triton-only options (TRITON_ONLY:
    max-autotune, Triton templates for matrix products and convolutions, no
-   CUDA graphs) unless it is already compiled, and run `warmup` times
+   CUDA graphs; a decode step's with programmatic dependent launch,
+   options["pdl"]) unless it is already compiled, and run `warmup` times
    (compilation, autotuning, coordinate descent), then (options
    ["program_tuning"], a decode step's by default) about 28 times more
    while its costly reductions are tuned in the program, and once more,
@@ -83,8 +84,9 @@ from .export import TorchCapture
 from .format import Bundle, Record, read, write_file
 from .inductor import TRITON_ONLY, conv_as_mm_backend, narrow_product_configs, record_tuners, tune_in_program
 from .program import Buffer, Constant, External, Program, Step, TensorSpec, check_dynamic, rule_grid
-from .spec import (ARG_CODES, BUFFER, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL, KIND_DESC,  # noqa: F401
-                   KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT, BundleError)
+from .spec import (ARG_CODES, BUFFER, CONFIG_PDL, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL,  # noqa: F401
+                   KIND_DESC, KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT,
+                   BundleError)
 from .steps import (WORKSPACE_ALIGN, extent, gpu_event_hint, is_dense, literal_bits,  # noqa: F401 - model's too
                     match_gpu_events, memset_pattern, plan_workspace)
 # (what _Export.build calls by these names, tests/test_model.py replaces here)
@@ -153,6 +155,19 @@ EXPORT_OPTIONS = {
                                 # False never. It may change the products' narrow_mm_config, except one given as a
                                 # dict. Inductor reuses a kernel of the same source in another program: a program
                                 # exported earlier in the same process may then run the config chosen later
+    "pdl": "auto",              # (2.11) Inductor's programmatic dependent launch (its triton.enable_pdl): the device
+                                # may start a kernel (Inductor's templates excepted) while the one before it ends,
+                                # and the kernel waits for that one (gdc_wait) before it reads what it wrote or
+                                # writes what it read or wrote, else after its first read; the bundle's configs say
+                                # so (flag "pdl"; cleared for a kernel that never waits or uses global scratch), the
+                                # C launcher launches them so, and the workspace plan keeps each buffer's bytes one
+                                # step longer. "auto" where narrow_mm made one-row products reductions (found by
+                                # its probe, or narrow_mm=True: every program), on a device of compute capability 9
+                                # or more, with a PyTorch that has the option, else (also where the caller sets
+                                # coordinate_descent_tuning: no probe) Inductor's config as it is; True for every
+                                # program compiled here (an error where PyTorch lacks it; Inductor itself leaves it
+                                # out below compute capability 9); False off, whatever Inductor's config says. Not
+                                # applied to a model compiled already or where the caller names triton.enable_pdl
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
 }
@@ -173,7 +188,9 @@ class ExportReport:
     narrow_configs (2.9: each kernel given narrow_mm_config and keeping it,
     by name, with its block sizes), program_tuning (2.10: each kernel the
     program tuning changed, by name: its config and its microseconds a run
-    before and after), timings (seconds), warnings, compiled (the compiled callable, to
+    before and after), pdl (2.11: whether options["pdl"] turned on
+    Inductor's programmatic dependent launch), pdl_launches (the launches
+    whose config has the "pdl" flag), timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
@@ -287,6 +304,33 @@ def _atomic_configs(bundle, tuners):
     return out
 
 
+def _pdl_without_wait(bundle):
+    """Clears the pdl flag of every config whose kernel never waits for the
+    kernel before it (no griddepcontrol.wait in its PTX or Triton IR, no
+    gdc_wait in its source: a kernel with no reads, writing only buffers
+    the kernel before it did not touch, gets none from Inductor) or that
+    uses Triton's global scratch (one area that every launch shares, which
+    the workspace plan does not separate). Such a kernel could run beside
+    the one before it, and a kernel after it beside both; launched without
+    the flag, it waits for the kernel before it to end. Returns how many
+    configs it cleared."""
+    cleared = 0
+    for rec in bundle.records:
+        for cfg in rec.configs:
+            if not cfg.flags & CONFIG_PDL:
+                continue
+            k = bundle.kernel(cfg.kernel_hash)
+            stem = cfg.binary_name[:-len(".cubin")] if cfg.binary_name.endswith(".cubin") else cfg.binary_name
+            text = {a.name: bytes(a.data) for a in (k.artifacts if k else ())
+                    if a.name in (stem + ".ptx", stem + ".ttir", stem + ".source")}
+            waits = any(b"griddepcontrol.wait" in text.get(stem + ext, b"") for ext in (".ptx", ".ttir")) or \
+                re.search(rb"\bgdc_wait\s*\(", text.get(stem + ".source", b"")) is not None
+            if not waits or cfg.global_scratch[0] > 0:
+                cfg.flags &= ~CONFIG_PDL
+                cleared += 1
+    return cleared
+
+
 def _written_args(rec):
     """Indices of a record's arguments its kernel writes: the mutated ones
     and Inductor's out_ptr/in_out_ptr; every argument when the names say
@@ -320,10 +364,11 @@ class _Export:
         self.narrow = None
         self.timings = {}
         self.program_tuned, self.tuning_warnings = {}, []
-        tuning = self.opts["program_tuning"]
-        if not (tuning == "auto" or tuning is True or tuning is False):
-            raise BundleError("invalid_argument", "options['program_tuning'] is 'auto', True or False, not %r"
-                              % (self.opts["program_tuning"],))
+        for key in ("program_tuning", "pdl"):
+            mode = self.opts[key]
+            if not (mode is True or mode is False or (isinstance(mode, str) and mode == "auto")):
+                raise BundleError("invalid_argument", "options[%r] is 'auto', True or False, not %r" % (key, mode))
+        self.pdl = False
         config = self.opts["narrow_mm_config"]
         self.narrow_config = None
         if config is not False:
@@ -513,6 +558,9 @@ class _Export:
             if self.narrow:
                 self.compile_options["coordinate_descent_tuning"] = True
                 self.narrow_configs()
+        pdl = self.pdl_setting() if self.compiled_here else None
+        if pdl is not None:
+            self.compile_options["triton.enable_pdl"] = self.pdl = pdl
         if self.compiled_here and self.opts["conv_as_mm"]:
             self.compiled = torch.compile(self.model, backend=conv_as_mm_backend(torch, self.compile_options),
                                           **self.compile_kwargs)
@@ -530,6 +578,25 @@ class _Export:
         self.timings["compile_and_warmup_s"] = time.perf_counter() - t0
         if self.tuning_wanted():
             self.tune_program()
+
+    def pdl_setting(self):
+        """Inductor's triton.enable_pdl for this program (compiled here) as
+        options["pdl"] sets it: True, False (options["pdl"] False: off even
+        where Inductor's config or TORCHINDUCTOR_ENABLE_PDL turned it on),
+        or None (left as Inductor's config has it: the caller named the
+        option, Inductor lacks it, or "auto" found no one-row products)."""
+        mode = self.opts["pdl"]
+        if "triton.enable_pdl" in self.user_compile_options:
+            return None
+        torch = self.torch
+        if not hasattr(getattr(torch._inductor.config, "triton", None), "enable_pdl"):
+            if mode is True:
+                raise BundleError("unsupported", "options['pdl'] is True: this PyTorch's Inductor has no "
+                                  "triton.enable_pdl (programmatic dependent launch)")
+            return None
+        if mode is True or mode is False:
+            return mode
+        return True if self.narrow and torch.cuda.get_device_capability()[0] >= 9 else None
 
     def tuning_wanted(self):
         """Whether options["program_tuning"] tunes this program."""
@@ -718,6 +785,11 @@ class _Export:
         torch, rec, cap = self.torch, self.rec, self.cap
         t0 = time.perf_counter()
         bundle = cap.bundle()
+        cleared = _pdl_without_wait(bundle)
+        if cleared:
+            self.warnings.append("programmatic dependent launch left out for %d config%s: the kernel never waits "
+                                 "for the one before it, or uses Triton's global scratch" % (
+                                     cleared, "" if cleared == 1 else "s"))
         rindex = {r.cache_key: i for i, r in enumerate(bundle.records)}
         tuners = {key: tuner for key, tuner in cap._tuners.values()}
         storages = {}  # data_ptr -> a tensor of that storage (the first seen)
@@ -919,7 +991,18 @@ class _Export:
 
         # the workspace
         sizes = [_storage_of(storages[s])[1] for s in buffer_ptrs]
-        offsets, ws = plan_workspace([(sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))])
+        # With programmatic dependent launch a kernel may start while the
+        # one before it ends, and Inductor makes it wait (gdc_wait) only
+        # before it reads what that kernel wrote or writes what it read or
+        # wrote, by Inductor's buffer names, and otherwise after its first
+        # read: bytes this plan gives a buffer whose life starts at step s
+        # and another whose life ends at s - 1 would be written while the
+        # step before may still read them (or write a store no step reads).
+        # So there each life counts one step longer (the recorded ones stay).
+        pdl = any(st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL
+                  for st in steps)
+        offsets, ws = plan_workspace([(sizes[i], first[i], last[i] + (1 if pdl else 0))
+                                      for i in range(len(buffer_ptrs))])
         buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
 
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])
@@ -956,6 +1039,9 @@ class _Export:
             narrow_configs={k: v for k, v in getattr(getattr(self, "narrow_config", None), "chosen", {}).items()
                             if k not in getattr(self, "program_tuned", {})},
             program_tuning=dict(getattr(self, "program_tuned", {})),
+            pdl=bool(getattr(self, "pdl", False)),
+            pdl_launches=sum(1 for st in steps if st.kind == LAUNCH and
+                             bundle.records[st.record].configs[st.config].flags & CONFIG_PDL),
             warnings=list(getattr(self, "tuning_warnings", [])) + list(self.warnings),
             timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],

@@ -33,7 +33,10 @@ a safetensors file beside the bundle (option weights), then:
      decode step's kernel sum (the profiler's, the exporter's compiled
      function), the same decode compiled with mode="reduce-overhead" and
      driven from Python (the token fed back on the device), the export's
-     time and the sizes.
+     time and the sizes; where the decode's kernels have programmatic
+     dependent launch (options["pdl"]), the same bundle with every
+     config's pdl flag cleared too (the kernels launched one after
+     another), which must give the same ids.
 
 --narrow off exports with options["narrow_mm"] = False (Triton's mm
 template for the one-row products), for the comparison. Prints one line
@@ -291,6 +294,11 @@ def main(argv):
           "%s: the decode tuned in the program: %d kernels changed, %.1f us a step before, %.1f after (%s s)" % (
               size, len(tuned), sum(t["us"][0] for t in tuned.values()), sum(t["us"][1] for t in tuned.values()),
               info["timings"].get("decode", {}).get("program_tuning_s")), str(tuning_left))
+    info["pdl_launches"] = {k: getattr(v, "pdl_launches", 0) for k, v in rep.programs.items()}
+    check(opt["--narrow"] == "off" or torch.cuda.get_device_capability()[0] < 9 or
+          not hasattr(torch._inductor.config.triton, "enable_pdl") or info["pdl_launches"].get("decode", 0) > 0,
+          "%s: the decode's kernels launched with programmatic dependent launch (%s launches)" % (
+              size, info["pdl_launches"]))
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state()]
 
@@ -335,6 +343,23 @@ def main(argv):
     info.update({"copy_bandwidth_GBps": bw / 1e9, "step_bytes": weight_bytes + kv_bytes, "floor_us": floor_us,
                  "c_decode_us": c_us, "c_ttft_ms": kv.get("time_to_first_token"), "c_load_ms": kv.get("load"),
                  "c_prefill_ms": kv.get("prefill"), "generate_stderr": err[-400:]})
+    if info["pdl_launches"].get("decode", 0):
+        # the same bundle with every config's pdl flag cleared: the kernels
+        # (their gdc_wait returns at once) launched one after another. (Not
+        # quite the same run: a launch with attributes is not updatable in
+        # a graph, so with the flags the runner copies the inputs and
+        # outputs through static buffers around each replay.)
+        nopdl = os.path.join(outdir, "llama%s.nopdl.tbundle" % size)
+        b = tb.read_file(path)
+        for r in b.records:
+            for c in r.configs:
+                c.flags &= ~tb.CONFIG_PDL
+        tb.write_file(b, nopdl)
+        got2, kv2, err2 = tbundle_generate(exe, nopdl, prompts[1], True, bench=True)
+        info["c_decode_nopdl_us"] = kv2.get("decode_median")
+        check(got2 == ref[1] and info["c_decode_nopdl_us"] is not None and c_us is not None,
+              "%s: without programmatic dependent launch (flags cleared), the same ids; decode %s us a token, %s us "
+              "with it" % (size, info["c_decode_nopdl_us"], c_us), err2[-400:])
     with torch.no_grad():
         from torch.profiler import ProfilerActivity, profile
         reset()
@@ -376,11 +401,16 @@ def main(argv):
         print("     | tbundle generate --graph | %.1f | %.1f | %.2f | %.1f | %s | %s | %.0f |" % (
             c_us, 1e6 / c_us, c_us / floor_us, floor_us, "%.1f" % info["kernel_sum_us"] if info["kernel_sum_us"]
             else "-", "%.1f" % info["ro_decode_us"] if info.get("ro_decode_us") else "-", info["export_s"]))
+        if info.get("c_decode_nopdl_us"):
+            nu = info["c_decode_nopdl_us"]
+            print("     | the same bundle, pdl flags cleared | %.1f | %.1f | %.2f | %.1f | - | - | - |" % (
+                nu, 1e6 / nu, nu / floor_us, floor_us))
     check(ok, "%s: tbundle generate --graph --bench gave a decode time" % size, err[-400:])
     with open(os.path.join(outdir, "%s.json" % size), "w") as f:
         json.dump(info, f, indent=1, default=str)
     print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "narrow_configs",
-                                                          "program_tuning", "export_timings")
+                                                          "program_tuning", "export_timings", "pdl_launches",
+                                                          "c_decode_nopdl_us")
                                   if k in info}, default=str)[:2500])
     return summary(SKIPPED[0])
 

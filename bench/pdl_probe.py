@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Probe (issue 37): a 1B-shaped decode step compiled with the exporter's
+options, with and without Inductor's programmatic dependent launch
+(triton.enable_pdl), timed in a CUDA graph; the outputs compared.
+
+    python3 bench/pdl_probe.py [--layers N]
+"""
+
+import os
+import re
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+
+def show_source(torch):
+    """Where Inductor writes the grid-dependency calls (its version's)."""
+    import torch._inductor.codegen.triton as ct
+    src = open(ct.__file__).read().splitlines()
+    for i, line in enumerate(src):
+        if re.search(r"gdc_|GDC_|enable_pdl|launch_pdl", line):
+            print("  triton.py:%d: %s" % (i + 1, line.strip()[:110]))
+
+
+def main(argv):
+    layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else 4
+    from pycheck import cuda_torch, step_kernels
+    torch = cuda_torch()
+    import gemv_probe
+    gemv_probe.torch = torch
+    import triton_bundle as tb
+    from triton_bundle.inductor import narrow_product_configs
+    from gpu_realsize import build
+    print("torch %s, enable_pdl in config: %s" % (torch.__version__,
+                                                   hasattr(torch._inductor.config.triton, "enable_pdl")))
+    show_source(torch)
+    if not hasattr(torch._inductor.config.triton, "enable_pdl"):
+        return 0
+    cfg, model, cache, _, decode, state = build(torch, "1b", layers)
+    state0 = [t.clone() for t in state()]
+
+    def reset():
+        for t, s0 in zip(state(), state0):
+            t.copy_(s0)
+    ids, pos = torch.tensor([[7]], device="cuda"), torch.tensor([40], device="cuda")
+    results = {}
+    for pdl in (False, True, False, True):
+        t0 = time.time()
+        torch._dynamo.reset()
+        options = dict(tb.TRITON_ONLY, coordinate_descent_tuning=True, autotune_local_cache=False)
+        options["triton.enable_pdl"] = pdl
+        with narrow_product_configs(), torch.no_grad():
+            fn = torch.compile(decode, options=options)
+            for _ in range(2):
+                reset()
+                out = fn(ids, pos)
+            torch.cuda.synchronize()
+        compiled = time.time() - t0
+        with torch.no_grad():
+            step = min(gemv_probe.time_graph(lambda: fn(ids, pos), 20, reset) for _ in range(3))
+            reset()
+            per = step_kernels(torch, lambda: fn(ids, pos))
+            reset()
+            out = fn(ids, pos)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        results.setdefault(pdl, []).append(step)
+        same = ""
+        if False in results and pdl:
+            same = "; output equal to no-PDL's: %s" % bool(torch.equal(first, results["out"]))
+        results["out"] = first.clone()
+        print("pdl=%s: compiled %.0f s, graph step %.1f us, kernel sum %.1f us (%d launches)%s" % (
+            pdl, compiled, step, sum(v[0] for v in per.values()), sum(v[1] for v in per.values()), same))
+        sys.stdout.flush()
+    a, b = min(results[False]), min(results[True])
+    print("best of each: without %.1f us, with %.1f us: %.3fx" % (a, b, b / a))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
