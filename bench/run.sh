@@ -60,8 +60,9 @@ else
 fi
 echo "== 12. generation at real size (GPU, torch, transformers): the Llama-3.2-1B and Llama-3-8B shapes, bf16,"
 echo "   weights in safetensors: tbundle generate --graph per token against the bytes-over-bandwidth floor, the"
-echo "   kernels and reduce-overhead; export time, bundle and weights sizes, time to first token from the process's"
-echo "   start with each load phase (kernels beside the upload and before it), PyTorch's load, 20 loads in one process"
+echo "   kernels, the same bundle with its pdl flags cleared and reduce-overhead; export time, bundle and weights"
+echo "   sizes, time to first token from the process's start with each load phase (kernels beside the upload and"
+echo "   before it), PyTorch's load, 20 loads in one process"
 if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
   for size in 1b 8b; do
     python3 tests/model/gpu_realsize.py "$(mktemp -d "${TMPDIR:-/tmp}/tbreal$size-XXXXXX")" $size --budget 560 |
