@@ -285,6 +285,14 @@ def _spec(torch, t, name, what):
                       16 if t.data_ptr() % 16 == 0 else 1)
 
 
+def _kernel_texts(bundle, cfg, exts):
+    """{extension: bytes} of the files of the config's kernel with those
+    extensions, by its stem (the name of its .cubin)."""
+    k = bundle.kernel(cfg.kernel_hash)
+    stem = cfg.binary_name[:-len(".cubin")] if cfg.binary_name.endswith(".cubin") else cfg.binary_name
+    return {ext: bytes(a.data) for a in (k.artifacts if k else ()) for ext in exts if a.name == stem + ext}
+
+
 def _atomic_configs(bundle, tuners):
     """{(record index, config index)} of configs whose kernel uses atomics:
     Inductor's atomic_add_found, or an atomic operation in the kernel's
@@ -294,12 +302,9 @@ def _atomic_configs(bundle, tuners):
         tuner = tuners.get(rec.cache_key)
         flagged = bool(tuner is not None and (getattr(tuner, "inductor_meta", None) or {}).get("atomic_add_found"))
         for ci, cfg in enumerate(rec.configs):
-            k = bundle.kernel(cfg.kernel_hash)
-            stem = cfg.binary_name[:-len(".cubin")] if cfg.binary_name.endswith(".cubin") else cfg.binary_name
-            text = {a.name: bytes(a.data) for a in (k.artifacts if k else ())
-                    if a.name in (stem + ".ttir", stem + ".source")}
-            if flagged or re.search(rb"tt\.atomic_(rmw|cas)", text.get(stem + ".ttir", b"")) or \
-                    re.search(rb"\batomic_(add|max|min|and|or|xor|xchg|cas)\b", text.get(stem + ".source", b"")):
+            text = _kernel_texts(bundle, cfg, (".ttir", ".source"))
+            if flagged or re.search(rb"tt\.atomic_(rmw|cas)", text.get(".ttir", b"")) or \
+                    re.search(rb"\batomic_(add|max|min|and|or|xor|xchg|cas)\b", text.get(".source", b"")):
                 out.add((ri, ci))
     return out
 
@@ -319,12 +324,9 @@ def _pdl_without_wait(bundle):
         for cfg in rec.configs:
             if not cfg.flags & CONFIG_PDL:
                 continue
-            k = bundle.kernel(cfg.kernel_hash)
-            stem = cfg.binary_name[:-len(".cubin")] if cfg.binary_name.endswith(".cubin") else cfg.binary_name
-            text = {a.name: bytes(a.data) for a in (k.artifacts if k else ())
-                    if a.name in (stem + ".ptx", stem + ".ttir", stem + ".source")}
-            waits = any(b"griddepcontrol.wait" in text.get(stem + ext, b"") for ext in (".ptx", ".ttir")) or \
-                re.search(rb"\bgdc_wait\s*\(", text.get(stem + ".source", b"")) is not None
+            text = _kernel_texts(bundle, cfg, (".ptx", ".ttir", ".source"))
+            waits = any(b"griddepcontrol.wait" in text.get(ext, b"") for ext in (".ptx", ".ttir")) or \
+                re.search(rb"\bgdc_wait\s*\(", text.get(".source", b"")) is not None
             if not waits or cfg.global_scratch[0] > 0:
                 cfg.flags &= ~CONFIG_PDL
                 cleared += 1
