@@ -346,8 +346,8 @@ def main(argv):
     if info["pdl_launches"].get("decode", 0):
         # the same bundle with every config's pdl flag cleared: the kernels
         # (their gdc_wait returns at once) launched one after another. (Not
-        # quite the same run: a launch with attributes is not updatable in
-        # a graph, so with the flags the runner copies the inputs and
+        # quite the same run: the runner does not update a launch with
+        # attributes in a graph, so with the flags it copies the inputs and
         # outputs through static buffers around each replay.)
         nopdl = os.path.join(outdir, "llama%s.nopdl.tbundle" % size)
         b = tb.read_file(path)
