@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.11.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.12.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -504,6 +504,12 @@
    flag of a kernel that never waits, and plans the workspace so that a
    kernel touches no bytes the one before it used.
 
+   CHANGES IN 2.12 (from 2.11; the C library is unchanged; format 2.6)
+   The exporter compiles an argmax over a long row (a greedy token over
+   the vocabulary) in two stages, the same index (options["split_argmax"]),
+   and keeps a buffer's workspace bytes one step longer only where a
+   launch with the "pdl" flag follows its last use, not everywhere.
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -537,9 +543,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 11
+#define TB_VERSION_MINOR 12
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.11.0"
+#define TB_VERSION_STRING "2.12.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

@@ -71,3 +71,10 @@ if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/
 else
   echo "skipped: no torch with a GPU, or no transformers"
 fi
+echo "== 13. the greedy token (GPU, torch): an argmax over a vocabulary's logits, Inductor's one program a row"
+echo "   against the exporter's two stages (split_argmax), each in a CUDA graph"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 bench/argmax_probe.py
+else
+  echo "skipped: no torch with a GPU"
+fi

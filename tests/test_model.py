@@ -1038,24 +1038,89 @@ def pdl():
           "with a warning" % (r.pdl, r.pdl_launches))
     r = World().build()
     check(r.pdl is False and r.pdl_launches == 0, "report: pdl off, no launch with the flag")
-    # the workspace: with a launch of the flag, each buffer's life planned one step longer
+    # the workspace: a life that ends just before a launch with the flag planned one step longer
     saved, seen = M.plan_workspace, []
     M.plan_workspace = lambda bufs: seen.append(list(bufs)) or saved(bufs)
     try:
         lives = []
         for flag in (0, tb.CONFIG_PDL):
-            w = World()
+            w = World()  # steps: 0 mm, 1 memset, 2 atomic, 3 copy, 4 bn, 5 empty
             w.ex.cap.bundle().kernels[1].artifacts.append(tb.Artifact("k_mm.ptx", b"griddepcontrol.wait;"))
-            w.ex.cap.bundle().records[0].configs[0].flags |= flag
+            w.ex.cap.bundle().kernels.append(tb.Kernel("h_k_bn", 0, [tb.Artifact("k_bn.ptx", b"griddepcontrol.wait;")]))
+            for k in (0, 2):  # mm (the first step: no life ends before it) and bn (buf0's ends just before it)
+                w.ex.cap.bundle().records[k].configs[0].flags |= flag
             r = w.build()
-            lives.append([(b.first, b.last) for b in r.bundle.program.buffers])
-            check(len(seen) == len(lives) and lives[-1] and
-                  [(f, l) for _, f, l in seen[-1]] == [(f, l + (1 if flag else 0)) for f, l in lives[-1]],
-                  "workspace: %s (planned %s, recorded %s)" % (
-                      "a program with a pdl launch plans every buffer's life one step longer, records its own"
-                      if flag else "without pdl launches, planned as recorded", seen[-1], lives[-1]))
+            prog = r.bundle.program
+            pdl_at = {k for k, st in enumerate(prog.steps) if st.kind == M.LAUNCH and
+                      r.bundle.records[st.record].configs[st.config].flags & tb.CONFIG_PDL}
+            lives.append([(b.first, b.last) for b in prog.buffers])
+            longer = [(f, l + (1 if l + 1 in pdl_at else 0)) for f, l in lives[-1]]
+            check(len(seen) == len(lives) and lives[-1] and [(f, l) for _, f, l in seen[-1]] == longer and
+                  (longer != lives[-1] if flag else pdl_at == set()) and
+                  (not flag or any(l + 1 not in pdl_at for _, l in lives[-1])),
+                  "workspace: %s (planned %s, recorded %s, launches with the flag at %s)" % (
+                      "a life that ends just before a launch with the pdl flag planned one step longer, the others "
+                      "and the recorded lives as they are" if flag else "without pdl launches, planned as recorded",
+                      seen[-1], lives[-1], sorted(pdl_at)))
     finally:
         M.plan_workspace = saved
+
+
+def split_argmax():
+    """options["split_argmax"] (2.12): the chunks an argmax's row is cut
+    into, and the split's answer (its two stages done in Python here, as the
+    decomposition does them in torch) against one argmax, on rows made to
+    catch a wrong split."""
+    from triton_bundle import inductor as I
+    check(M.EXPORT_OPTIONS["split_argmax"] is True, "options['split_argmax'] is True by default")
+    for n, rows, want in ((128256, 1, (64, 2004)), (50001, 4, (48, 1042)), (32768, 1, (32, 1024)),
+                          (32767, 1, None), (128256, 9, None), (128256, 0, None), (151936, 8, (64, 2374))):
+        check(I.split_arg_shape(n, rows) == want, "split_argmax: a row of %d in %d row(s): %s" % (n, rows, want))
+    bad = [n for n in range(32768, 1 << 20, 997)
+           for s_, c in [I.split_arg_shape(n, 1)] if not ((s_ - 1) * c < n <= s_ * c and s_ <= 64 and c >= 1024)]
+    check(not bad, "split_argmax: every row from 32,768 to 1 Mi is cut into at most 64 chunks of 1,024 or more, the "
+          "last holding one element of the row at least (%s)" % bad[:3])
+    nan, inf = float("nan"), float("inf")
+
+    def first(v, largest):  # Inductor's argmax: NaN the largest (argmin's smallest), ties to the first
+        best = 0
+        for i, x in enumerate(v):
+            b = v[best]
+            if b != b:
+                break
+            if x != x or (x > b if largest else x < b):
+                best = i
+        return best
+
+    def split(v, largest):
+        s_, c = I.split_arg_shape(len(v), 1)
+        p = list(v) + [-inf if largest else inf] * (s_ * c - len(v))
+        at = [first(p[k * c:(k + 1) * c], largest) for k in range(s_)]
+        j = first([p[k * c + at[k]] for k in range(s_)], largest)
+        return j * c + at[j]
+    rows = []
+    r = [float((i * 7919) % 1000) for i in range(50001)]
+    r[700] = r[30000] = 5000.0
+    rows.append(("a tie between chunks", r))
+    rows.append(("all -inf", [-inf] * 40000))
+    r = [float(i % 97) for i in range(50001)]
+    r[1000] = r[40000] = nan
+    rows.append(("NaN twice", r))
+    r = [0.0] * 50001
+    r[50000] = 1.0
+    rows.append(("the largest in the padded chunk's last element", r))
+    r = [-inf] * 50001
+    r[50000] = -inf
+    rows.append(("all -inf, padding after", r))
+    r = [1.0] * 128256
+    rows.append(("all equal", r))
+    r = [1.0] * 50001
+    r[50000], r[3000], r[20000] = -1.0, 2.0, 2.0
+    rows.append(("argmin's answer the last element, argmax's a tie", r))
+    for what, v in rows:
+        for largest in (True, False):
+            check(split(v, largest) == first(v, largest), "split_argmax: %s (%s): the split's index %d, one "
+                  "argmax's %d" % (what, "argmax" if largest else "argmin", split(v, largest), first(v, largest)))
 
 
 def main():
@@ -1068,6 +1133,7 @@ def main():
     narrow_configs()
     program_tuning()
     pdl()
+    split_argmax()
     return summary()
 
 

@@ -56,8 +56,11 @@ one, or a module's other names, imports it from its module):
               memset patterns, the workspace plan, the GPU events matched
     tensors   what an export reads of torch's tensors and modules
     capture   the capture run's recorder and its aten hooks
-    inductor  Inductor's options for an export (TRITON_ONLY),
-              conv_as_mm_backend, and the one-row products' config
+    inductor  Inductor's options for an export (TRITON_ONLY), the
+              backend with the exporter's decompositions
+              (exporter_backend: convolutions as products, an argmax
+              in two stages; conv_as_mm_backend), and the one-row
+              products' config
               (NARROW_PRODUCT_CONFIG, narrow_product_configs)
     model     export_model and export_programs (a whole model as
               programs) and their reports; it runs the four above
@@ -76,7 +79,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.11.0"
+__version__ = "2.12.0"
 
 from .spec import (  # noqa: E402
     # limits and the format's numbers
@@ -113,7 +116,7 @@ from .program import (  # noqa: E402
 from .grid import GridCompiler, GridRule, check_grid, eval_expr, eval_grid, grid_rule  # noqa: E402
 from .collect import collect_kernel  # noqa: E402
 from .export import TorchCapture, export_triton  # noqa: E402
-from .inductor import TRITON_ONLY, conv_as_mm_backend  # noqa: E402
+from .inductor import TRITON_ONLY, conv_as_mm_backend, exporter_backend  # noqa: E402
 from .steps import literal_bits, memset_pattern, is_dense, plan_workspace, match_gpu_events, gpu_event_hint  # noqa
 from .tensors import named_tensors, unique_names, output_tensors, element_bytes  # noqa: E402
 from .model import (  # noqa: E402

@@ -1,8 +1,10 @@
 """What export_model asks of Inductor: its options that make every GPU
 operation of a forward a Triton kernel (TRITON_ONLY), a torch.compile
-backend that runs 2-D convolutions as Triton matrix products
-(conv_as_mm_backend), and one config for a decode step's one-row products
-(NARROW_PRODUCT_CONFIG, given by narrow_product_configs)."""
+backend with the exporter's decompositions (exporter_backend: 2-D
+convolutions as Triton matrix products, an argmax over a long row in two
+stages; conv_as_mm_backend, the first alone), and one config for a decode
+step's one-row products (NARROW_PRODUCT_CONFIG, given by
+narrow_product_configs)."""
 
 import threading
 
@@ -23,13 +25,22 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
     windows (im2col) first. Inductor's own convolution template is slower
     than cuDNN at these sizes (FORMAT.md's performance notes); this is
     measured against it in bench/."""
+    return exporter_backend(torch, compile_options, conv=True, argmax=False, split_k=split_k, sms=sms,
+                            prologue_fusion=prologue_fusion)
+
+
+def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=True, sms=132, prologue_fusion=False):
+    """A torch.compile backend: Inductor (compile_fx) with compile_options
+    and the exporter's decompositions: with conv, 2-D convolutions as a
+    gather and a matrix product (conv_as_mm_backend says how; Inductor's
+    prologue fusion then off unless prologue_fusion); with argmax, an
+    argmax or argmin over a long row in two stages (_split_arg_reduction)."""
     from torch._decomp import register_decomposition
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.decomposition import select_decomp_table
     aten = torch.ops.aten
     table = dict(select_decomp_table())
 
-    @register_decomposition(aten.convolution.default, registry=table)
     def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
         if transposed or groups != 1 or x.dim() != 4 or w.dim() != 4 or any(d != 1 for d in dilation):
             return NotImplemented
@@ -63,10 +74,16 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
         return out.reshape(n, ho, wo, d).permute(0, 3, 1, 2)
 
     patches = dict(compile_options)
-    if not prologue_fusion and hasattr(torch._inductor.config, "prologue_fusion"):
-        # a window gather fused into the matrix product's loads makes them
-        # uncoalesced: measured 345 us for one of ResNet-18's products
-        patches["prologue_fusion"] = False
+    if conv:
+        register_decomposition(aten.convolution.default, registry=table)(_conv)
+        if not prologue_fusion and hasattr(torch._inductor.config, "prologue_fusion"):
+            # a window gather fused into the matrix product's loads makes them
+            # uncoalesced: measured 345 us for one of ResNet-18's products
+            patches["prologue_fusion"] = False
+    if argmax:
+        for op, largest in ((aten.argmax.default, True), (aten.argmin.default, False)):
+            register_decomposition(op, registry=table)(_split_arg_reduction(torch, largest))
+
 
     def backend(gm, example_inputs, **_):
         # AOTAutograd's cache keys on the graph before decomposition, not on
@@ -74,6 +91,67 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
         with torch._functorch.config.patch(enable_autograd_cache=False):
             return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
     return backend
+
+
+# An argmax over a row this long, in this few rows, is split in two stages.
+# Inductor runs an argmax as one reduction with a program per row, and does
+# not split it as it splits a sum: a decode step's argmax over a vocabulary
+# of 128,256 logits took 18-29 us in one program (PERFORMANCE.md section 20),
+# where the bytes (256 KB) take well under a microsecond at the bandwidth.
+SPLIT_ARG_LEAST = 32768     # elements in the row
+SPLIT_ARG_ROWS = 8          # rows at most (a decode's batch)
+SPLIT_ARG_CHUNK = 1024      # elements in a stage-1 chunk at least
+SPLIT_ARG_CHUNKS = 64       # chunks in a row at most
+
+
+def split_arg_shape(n, rows):
+    """(S, C): the chunks a row of n elements, in `rows` rows, is cut into
+    by split_argmax (S chunks of C, S * C - n of them padding, all in the
+    last chunk, which holds one element of the row at least), or None:
+    Inductor's own argmax (a row under SPLIT_ARG_LEAST, or more rows than
+    SPLIT_ARG_ROWS, or none)."""
+    if n < SPLIT_ARG_LEAST or not 1 <= rows <= SPLIT_ARG_ROWS:
+        return None
+    s = min(SPLIT_ARG_CHUNKS, n // SPLIT_ARG_CHUNK)
+    c = -(-n // s)
+    return -(-n // c), c  # fewer chunks where the last would be padding alone
+
+
+def _split_arg_reduction(torch, largest):
+    """aten.argmax (largest) or aten.argmin as two reductions, for a float
+    tensor of static shape whose reduced row has at least SPLIT_ARG_LEAST
+    elements, in at most SPLIT_ARG_ROWS rows (else NotImplemented: Inductor's
+    own lowering). The row is cut into S chunks of C (split_arg_shape; the last padded with
+    -inf for an argmax, +inf for an argmin); stage 1 is each chunk's max
+    and its index (aten.max.dim: many programs), stage 2 the argmax of the
+    chunks' maxima and the index in that chunk. The same index as one
+    argmax: ties go to the first chunk and, in it, to the first element, so
+    to the first in the row; a NaN counts as the largest (and smallest)
+    value in every stage, as in Inductor's argmax; a padded element never
+    comes first, since it ties at most with an element before it."""
+    def split(x, dim=None, keepdim=False):
+        shape = list(x.shape)
+        if not x.is_floating_point() or not shape or not all(isinstance(s, int) for s in shape):
+            return NotImplemented
+        if dim is None:
+            v, rows, n = x.reshape(1, -1), 1, x.numel()
+            out_shape = [1] * len(shape) if keepdim else []
+        else:
+            d = dim % len(shape)
+            n = shape[d]
+            rows = x.numel() // n if n else 0
+            v = x.movedim(d, -1).reshape(rows, n)
+            out_shape = [1 if i == d else s for i, s in enumerate(shape)] if keepdim else shape[:d] + shape[d + 1:]
+        shape_ = split_arg_shape(n, rows)
+        if shape_ is None:
+            return NotImplemented
+        s, c = shape_
+        if s * c > n:
+            v = torch.nn.functional.pad(v, (0, s * c - n), value=float("-inf") if largest else float("inf"))
+        best, at = (torch.max if largest else torch.min)(v.reshape(rows, s, c), -1)
+        j = (best.argmax if largest else best.argmin)(-1, keepdim=True)
+        return (j * c + torch.gather(at, -1, j)).reshape(out_shape)
+    return split
 
 
 # The config of every one-row product that Inductor's decomposition made a

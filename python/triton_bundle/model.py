@@ -69,7 +69,7 @@ and holds every name they export too: steps.py the pure helpers
 gpu_event_hint), which need no torch and tests/test_model.py checks;
 tensors.py what an export reads of torch's tensors and modules;
 capture.py the capture run's recorder and hooks; inductor.py TRITON_ONLY
-and conv_as_mm_backend."""
+and exporter_backend (the exporter's decompositions)."""
 
 import collections
 import contextlib
@@ -82,7 +82,7 @@ from . import format as _format
 from .capture import _Recorder, _dispatch_mode, _gpu_events, _method_hooks
 from .export import TorchCapture
 from .format import Bundle, Record, read, write_file
-from .inductor import TRITON_ONLY, conv_as_mm_backend, narrow_product_configs, record_tuners, tune_in_program
+from .inductor import TRITON_ONLY, exporter_backend, narrow_product_configs, record_tuners, tune_in_program
 from .program import Buffer, Constant, External, Program, Step, TensorSpec, check_dynamic, rule_grid
 from .spec import (ARG_CODES, BUFFER, CONFIG_PDL, CONSTANT, COPY, DTYPE_BY_NAME, INPUT, KIND_BOOL,  # noqa: F401
                    KIND_DESC, KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT,
@@ -170,6 +170,11 @@ EXPORT_OPTIONS = {
                                 # applied to a model compiled already or where the caller names triton.enable_pdl
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
+    "split_argmax": True,       # (2.12) an argmax or argmin over a row of 32,768 elements or more, in 8 rows at most
+                                # (a decode's greedy token over the vocabulary), as two reductions: each chunk's
+                                # maximum and index over many programs, then the chunks'; the same index (ties to the
+                                # first, NaN the largest). Inductor runs it in one program a row. Programs compiled
+                                # here only
 }
 
 # ------------------------------------------------------------ the report
@@ -563,9 +568,10 @@ class _Export:
         pdl = self.pdl_setting() if self.compiled_here else None
         if pdl is not None:
             self.compile_options["triton.enable_pdl"] = self.pdl = pdl
-        if self.compiled_here and self.opts["conv_as_mm"]:
-            self.compiled = torch.compile(self.model, backend=conv_as_mm_backend(torch, self.compile_options),
-                                          **self.compile_kwargs)
+        decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"))}
+        if self.compiled_here and any(decomps.values()):
+            backend = exporter_backend(torch, self.compile_options, **decomps)
+            self.compiled = torch.compile(self.model, backend=backend, **self.compile_kwargs)
         elif self.compiled_here:
             self.compiled = torch.compile(self.model, options=self.compile_options, **self.compile_kwargs)
         else:
@@ -1000,10 +1006,15 @@ class _Export:
         # read: bytes this plan gives a buffer whose life starts at step s
         # and another whose life ends at s - 1 would be written while the
         # step before may still read them (or write a store no step reads).
-        # So there each life counts one step longer (the recorded ones stay).
-        pdl = any(st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL
-                  for st in steps)
-        offsets, ws = plan_workspace([(sizes[i], first[i], last[i] + (1 if pdl else 0))
+        # So a life that ends just before a launch with the flag counts one
+        # step longer (the recorded ones stay). No other two steps overlap:
+        # a kernel with the flag lets the next one start only after its own
+        # wait (Inductor's launch_dependents follows it), which the one
+        # before it has then finished, and one that never waits loses the
+        # flag (_pdl_without_wait).
+        pdl_at = {k for k, st in enumerate(steps)
+                  if st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL}
+        offsets, ws = plan_workspace([(sizes[i], first[i], last[i] + (1 if last[i] + 1 in pdl_at else 0))
                                       for i in range(len(buffer_ptrs))])
         buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
 

@@ -18,13 +18,15 @@ a linear layer; 1x3x64x64), stateful (BatchNorm1d in training mode, whose
 running statistics change each call, a step counter and an EMA buffer
 updated in place), coop (cooperative reductions, whose semaphores the
 wrapper zeroes: a memset step; an output that is a view of the input: a
-copy step), scatter (index_add_, whose kernel uses atomics); and, not
+copy step), scatter (index_add_, whose kernel uses atomics), greedy (argmax and
+argmin over rows of 50,001 and 128,256 logits, split in two stages by the
+exporter, checked against eager PyTorch too); and, not
 exported by default, the real models of issue 31: vit (transformers' ViT,
 SDPA, a 16x16 patch embedding), resnet18 (torchvision), gpt2_sdpa
 (transformers' GPT-2 with its default SDPA attention), gpt2_full (GPT-2 at
 124M) and llama1b (a Llama-style 1B in bfloat16), whose weights go to
 NAME.safetensors (WEIGHTS_FILE). Default: mlp gpt cnn stateful coop
-scatter.
+scatter greedy.
 
 For each NAME, OUTDIR receives:
   NAME.tbundle            the bundle (kernels, records, the program)
@@ -55,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import triton_bundle as tb  # noqa: E402
 
-DEFAULT = ["mlp", "gpt", "cnn", "stateful", "coop", "scatter"]
+DEFAULT = ["mlp", "gpt", "cnn", "stateful", "coop", "scatter", "greedy"]
 
 
 # ---------------------------------------------------------------- models
@@ -193,6 +195,34 @@ def scatter(torch, nn):
                               torch.randint(0, 64, (4096,), device="cuda")), False
 
 
+def greedy(torch, nn):
+    """Greedy tokens: argmax and argmin over rows of 50,001 float32 and
+    128,256 bfloat16 logits (a vocabulary's), which the exporter's
+    split_argmax runs in two stages (the rows not a multiple of its
+    chunks: the last one padded). The inputs are made to catch a wrong
+    split: the row's largest value twice, in two chunks, and in the last
+    element; a row all -inf; NaN in two places; the largest value in the
+    padded chunk; ties at chunk edges. export_one checks the compiled
+    model against eager PyTorch too (EAGER_EQUAL)."""
+    class Greedy(nn.Module):
+        def forward(self, a, b):
+            return (a.argmax(-1), a.argmin(), (b * 2).argmax(-1, keepdim=True), b.argmin(1),
+                    a.argmax(dim=-1, keepdim=True))
+
+    torch.manual_seed(0)
+    a = torch.randn(4, 50001, device="cuda")
+    a[0, 700] = a[0, 30000] = 9.0                     # a tie between chunks: the first wins
+    a[1] = float("-inf")                              # all -inf: index 0
+    a[2, 1000] = a[2, 40000] = float("nan")           # NaN counts as the largest (argmin's smallest)
+    a[3, 50000] = 9.0                                 # the last element, in the padded chunk
+    a[3, 12] = -9.0
+    b = torch.randn(2, 128256, device="cuda").to(torch.bfloat16)
+    b[0, 2003] = b[0, 2004] = 8.0                     # a tie across a chunk edge (2,004 a chunk)
+    b[1, 128255] = -8.0                               # argmin's answer in the last element
+    b[1, 5] = 8.0
+    return Greedy().cuda(), (a, b), False
+
+
 def vit(torch, nn):
     """transformers' ViT with its default attention (SDPA): 2 layers, 192
     wide, 3 heads, a 64x64 image in 16x16 patches (a stride-16
@@ -257,12 +287,15 @@ def llama1b(torch, nn):
 
 
 MODELS = {"mlp": mlp, "gpt": gpt, "gpt_hand": gpt_hand, "cnn": cnn, "stateful": stateful, "coop": coop,
-          "scatter": scatter, "vit": vit, "resnet18": resnet18, "gpt2_sdpa": gpt2_sdpa, "gpt2_full": gpt2_full,
-          "llama1b": llama1b}
+          "scatter": scatter, "greedy": greedy, "vit": vit, "resnet18": resnet18, "gpt2_sdpa": gpt2_sdpa,
+          "gpt2_full": gpt2_full, "llama1b": llama1b}
 # models whose constants go to a weights file, NAME.safetensors beside the bundle
 WEIGHTS_FILE = {"gpt2_sdpa", "vit", "gpt2_full", "llama1b"}
 # Inductor options a model is exported with, besides the Triton-only ones
 OPTIONS = {"coop": {"triton.cooperative_reductions": True, "triton.force_cooperative_reductions": True}}
+# models whose compiled outputs must equal eager PyTorch's bit for bit (the
+# exporter's own decompositions: the same values, not only close ones)
+EAGER_EQUAL = {"greedy"}
 
 
 # ----------------------------------------------------------------- files
@@ -287,6 +320,23 @@ def save_all(torch, tensors, stem):
         np.save(p, to_numpy(torch, t))
         paths.append(p)
     return paths
+
+
+def split_kernels(torch):
+    """The Triton kernels of x.argmax(-1) over one row of 128,256 bfloat16
+    logits: compiled by Inductor as it is, and by the exporter's backend."""
+    from torch._inductor.utils import run_and_get_code
+    x = torch.randn(1, 128256, device="cuda").to(torch.bfloat16)
+    counts = []
+    for backend in (None, tb.exporter_backend(torch, dict(tb.TRITON_ONLY))):
+        torch._dynamo.reset()
+        f = torch.compile(lambda v: v.argmax(-1), **({"backend": backend} if backend else {"options": tb.TRITON_ONLY}))
+        out, code = run_and_get_code(f, x)
+        if not torch.equal(out, x.argmax(-1)):
+            raise AssertionError("the compiled argmax gave %s, eager %s" % (out.tolist(), x.argmax(-1).tolist()))
+        counts.append(sum(c.count("@triton.jit") for c in code))
+    torch._dynamo.reset()
+    return tuple(counts)
 
 
 def export_one(torch, nn, name, outdir):
@@ -327,6 +377,17 @@ def export_one(torch, nn, name, outdir):
     if bad:
         raise AssertionError("run 1 after the export differs from the captured run in %s (the state was not "
                              "restored, or a kernel is nondeterministic)" % bad)
+    if name in EAGER_EQUAL:
+        with torch.no_grad():
+            eager = tb.output_tensors(model(*inputs))
+        diff = [i for i, (a, b) in enumerate(zip(run1, eager)) if a.shape != b.shape or not torch.equal(a, b)]
+        if diff:
+            raise AssertionError("the compiled outputs %s differ from eager PyTorch's: %s against %s" % (
+                diff, [run1[i].flatten()[:4].tolist() for i in diff], [eager[i].flatten()[:4].tolist() for i in diff]))
+        kernels = split_kernels(torch)
+        if kernels != (1, 2):
+            raise AssertionError("an argmax over 128,256 logits compiled to %d kernel(s) by Inductor and %d by the "
+                                 "exporter's backend: expected 1 and 2 (split_argmax's two stages)" % kernels)
     if run2 is not None and not any(info["run2_differs"]):
         raise AssertionError("the stateful model's second run equals its first: its state did not change")
     return info
