@@ -6,16 +6,11 @@ options, with and without Inductor's programmatic dependent launch
     python3 bench/pdl_probe.py [--layers N]
 """
 
-import os
 import re
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "model"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from probe_util import decode_step  # noqa: E402 - also puts the repository's paths on sys.path
 
 
 def show_source(torch):
@@ -35,19 +30,12 @@ def main(argv):
     gemv_probe.torch = torch
     import triton_bundle as tb
     from triton_bundle.inductor import narrow_product_configs
-    from gpu_realsize import build
     print("torch %s, enable_pdl in config: %s" % (torch.__version__,
                                                    hasattr(torch._inductor.config.triton, "enable_pdl")))
     show_source(torch)
     if not hasattr(torch._inductor.config.triton, "enable_pdl"):
         return 0
-    cfg, model, cache, _, decode, state = build(torch, "1b", layers)
-    state0 = [t.clone() for t in state()]
-
-    def reset():
-        for t, s0 in zip(state(), state0):
-            t.copy_(s0)
-    ids, pos = torch.tensor([[7]], device="cuda"), torch.tensor([40], device="cuda")
+    decode, reset, ids, pos = decode_step(torch, layers)
     results = {}
     for pdl in (False, True, False, True):
         t0 = time.time()
