@@ -504,11 +504,13 @@
    flag of a kernel that never waits, and plans the workspace so that a
    kernel touches no bytes the one before it used.
 
-   CHANGES IN 2.12 (from 2.11; the C library is unchanged; format 2.6)
+   CHANGES IN 2.12 (from 2.11; format 2.6)
    The exporter compiles an argmax over a long row (a greedy token over
    the vocabulary) in two stages, the same index (options["split_argmax"]),
    and keeps a buffer's workspace bytes one step longer only where a
-   launch with the "pdl" flag follows its last use, not everywhere.
+   launch with the "pdl" flag follows its last use, not everywhere. In C,
+   only tb_graph_update's refusal of a launch with launch attributes now
+   names them all (clusters, cooperative, programmatic dependent launch).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.
@@ -1775,7 +1777,9 @@ TBDEF tb_result tb_kernel_table_load_choices_memory(tb_kernel_table *table, cons
    the same kernel, new pointers and scalars. Launches are numbered in the
    order they reached the driver (a launch of an empty grid launches
    nothing and takes no number). Kernels that take tensor descriptors or
-   launch in clusters replay as captured but cannot be updated.
+   launch with launch attributes (clusters, cooperative, programmatic
+   dependent launch: TB_CONFIG_PDL) replay as captured but cannot be
+   updated.
    Lifetime: a graph keeps every kernel it captured loaded until
    tb_graph_free, so tb_unload and tb_kernel_table_free may come first and
    the graph still replays and updates; the kernels' modules are unloaded
@@ -14508,8 +14512,8 @@ TBDEF tb_result tb_graph_update(tb_graph *g, uint32_t i, const tb_launch_params 
     l = &g->launches[i];
     if (l->k->desc_count || l->k->use_ex)
         return tb__fail(err, tb_err_invalid_argument, l->k->name, NULL, -1, 0,
-                        "launch %u takes tensor descriptors or launches in clusters: it replays as captured, and "
-                        "cannot be updated", i);
+                        "launch %u takes tensor descriptors or launch attributes (clusters, cooperative, "
+                        "programmatic dependent launch): it replays as captured, and cannot be updated", i);
     if (p->arg_count != l->k->info.arg_count || (p->arg_count && !p->args))
         return tb__fail(err, tb_err_arg_mismatch, l->k->name, NULL, -1, 0, "%u arguments given, the kernel takes %u",
                         p->arg_count, l->k->info.arg_count);

@@ -196,4 +196,40 @@ TEST(test_graph_update_bool) {
     tb_unload(k);
 }
 
+/* A kernel launched with launch attributes (here the programmatic
+   dependent launch of a decode step's configs, TB_CONFIG_PDL) replays as
+   captured, and an update is refused with a message that names why. */
+TEST(test_graph_update_refused_with_attributes) {
+    static const size_t sizes[] = {8, 4};
+    tb_launch_config c = config("Oi", "");
+    tb_loaded_kernel *k = NULL;
+    tb_graph *g = NULL;
+    tb_error e;
+    tb_arg a[2];
+    tb_launch_params p;
+    unsigned gr[3], block, shared, attrs;
+    int before;
+    NEED_FAKE();
+    c.flags = TB_CONFIG_PDL;
+    CHECK_OK(load(&c, sizes, 2, &k, &e), &e);
+    REQUIRE(k);
+    CHECK_OK(tb_graph_begin(STREAM, NULL, &g, &e), &e);
+    a[0] = tb_arg_u(0x1000), a[1] = tb_arg_i(11);
+    p = params(a, 2, 4);
+    CHECK_OK(tb_launch(k, &p, &e), &e);
+    CHECK_OK(tb_graph_end(g, &e), &e);
+    before = fake.launches();
+    CHECK_OK(tb_graph_launch(g, STREAM, &e), &e);
+    fake.grid(gr, &block, &shared, &attrs);
+    CHECK(fake.launches() == before + 1 && param_i64(0) == 0x1000 && param_i32(1) == 11 && gr[0] == 4);
+    a[1] = tb_arg_i(22);
+    CHECK(tb_graph_update(g, 0, &p, &e) == tb_err_invalid_argument &&
+          strstr(e.message, "programmatic dependent launch") && strstr(e.message, "cannot be updated"));
+    CHECK_OK(tb_graph_launch(g, STREAM, &e), &e);
+    CHECK(param_i32(1) == 11); /* as captured */
+    tb_graph_free(g);
+    tb_unload(k);
+    CHECK(fake.graphs_live() == 0);
+}
+
 int main(int argc, char **argv) { return th_main(argc, argv); }
