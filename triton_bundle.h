@@ -507,10 +507,12 @@
    CHANGES IN 2.12 (from 2.11; format 2.6)
    The exporter compiles an argmax over a long row (a greedy token over
    the vocabulary) in two stages, the same index (options["split_argmax"]),
-   and keeps a buffer's workspace bytes one step longer only where a
-   launch with the "pdl" flag follows its last use, not everywhere. In C,
-   only tb_graph_update's refusal of a launch with launch attributes now
-   names them all (clusters, cooperative, programmatic dependent launch).
+   keeps a buffer's workspace bytes longer only where a launch with the
+   "pdl" flag follows its last use (across steps the runner may skip), not
+   everywhere, and clears the flag of a kernel that lets the next one start
+   before its own wait. In C, only tb_graph_update's refusal of a launch
+   with launch attributes now names them all (clusters, cooperative,
+   programmatic dependent launch).
 
    THREADS
    A bundle is safe to read from many threads; building one is not.

@@ -1024,6 +1024,29 @@ def pdl():
     check(M._pdl_without_wait(b) == 3 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL] * 3 + [0] * 3,
           "export: the pdl flag kept where the kernel waits (its PTX, its IR, its source), cleared where it never "
           "waits, uses global scratch, or has no such file")
+    # a kernel that lets the next start before it waits loses it too; one that waits first keeps it
+    b = tb.Bundle()
+    b.kernels = [kernel("after", **{".ptx": b"griddepcontrol.wait;\nld.global\ngriddepcontrol.launch_dependents;"}),
+                 kernel("before", **{".ptx": b"griddepcontrol.launch_dependents;\ngriddepcontrol.wait;"}),
+                 kernel("srcb", **{".source": b"gdc_launch_dependents()\nx = tl.load(p)\ngdc_wait()\n"}),
+                 kernel("mixed", **{".ptx": b"griddepcontrol.wait; griddepcontrol.launch_dependents;",
+                                    ".source": b"gdc_launch_dependents()\ngdc_wait()\n"})]
+    b.records = [tb.Record("key_" + n, n, [config(n, "Oi")]) for n in ("after", "before", "srcb", "mixed")]
+    for r_ in b.records:
+        r_.configs[0].flags = tb.CONFIG_PDL
+    check(M._pdl_without_wait(b) == 3 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL, 0, 0, 0],
+          "export: the pdl flag kept where the kernel lets the next start after its wait, cleared where it does "
+          "so before (its PTX, its source, either of two files)")
+    # the lives with pdl: through the next launch with the flag, across steps the runner may skip
+    for lives, pdl_at, skip, want, what in (
+            ([(0, 2), (1, 3)], {3}, set(), [(0, 3), (1, 3)], "the life ending just before a pdl launch"),
+            ([(0, 2)], {4}, set(), [(0, 2)], "no pdl launch next: as recorded"),
+            ([(0, 2)], {5}, {3, 4}, [(0, 5)], "skippable steps between: through the pdl launch after them"),
+            ([(0, 2)], {3, 5}, {3, 4}, [(0, 5)], "a skippable pdl launch and a later one: through the later"),
+            ([(0, 2)], {6}, {3, 4}, [(0, 2)], "a step that runs between: as recorded"),
+            ([(4, 4)], {5}, {5, 6}, [(4, 5)], "the last step skippable: through it")):
+        check(M.pdl_lives(lives, pdl_at, skip) == want, "workspace with pdl: %s (%s)" % (what, M.pdl_lives(
+            lives, pdl_at, skip)))
     # the report: whether it was on, and the launches whose config has the flag
     w = World()
     w.ex.pdl = True

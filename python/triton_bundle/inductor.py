@@ -118,20 +118,25 @@ def split_arg_shape(n, rows):
 
 
 def _split_arg_reduction(torch, largest):
-    """aten.argmax (largest) or aten.argmin as two reductions, for a float
-    tensor of static shape whose reduced row has at least SPLIT_ARG_LEAST
-    elements, in at most SPLIT_ARG_ROWS rows (else NotImplemented: Inductor's
-    own lowering). The row is cut into S chunks of C (split_arg_shape; the last padded with
+    """aten.argmax (largest) or aten.argmin as two reductions, for a
+    float16, bfloat16, float32 or float64 tensor of static shape whose
+    reduced row has at least SPLIT_ARG_LEAST elements, in at most
+    SPLIT_ARG_ROWS rows (else NotImplemented: Inductor's own lowering). The
+    row is cut into S chunks of C (split_arg_shape; the last padded with
     -inf for an argmax, +inf for an argmin); stage 1 is each chunk's max
     and its index (aten.max.dim: many programs), stage 2 the argmax of the
     chunks' maxima and the index in that chunk. The same index as one
     argmax: ties go to the first chunk and, in it, to the first element, so
-    to the first in the row; a NaN counts as the largest (and smallest)
-    value in every stage, as in Inductor's argmax; a padded element never
-    comes first, since it ties at most with an element before it."""
+    to the first in the row; a NaN counts as the largest value (an
+    argmin's smallest) in every stage, as in Inductor's argmax; a padded
+    element never comes first, since it ties at most with an element
+    before it."""
+    # the dtypes with infinities to pad with (float8 has none, or no -inf)
+    padded = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
     def split(x, dim=None, keepdim=False):
         shape = list(x.shape)
-        if not x.is_floating_point() or not shape or not all(isinstance(s, int) for s in shape):
+        if x.dtype not in padded or not shape or not all(isinstance(s, int) for s in shape):
             return NotImplemented
         if dim is None:
             v, rows, n = x.reshape(1, -1), 1, x.numel()

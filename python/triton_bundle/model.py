@@ -88,7 +88,7 @@ from .spec import (ARG_CODES, BUFFER, CONFIG_PDL, CONSTANT, COPY, DTYPE_BY_NAME,
                    KIND_DESC, KIND_FLOAT, KIND_PTR, KIND_SINT, LAUNCH, LITERAL, MAX_NAME_LENGTH, MEMSET, OUTPUT,
                    BundleError)
 from .steps import (WORKSPACE_ALIGN, extent, gpu_event_hint, is_dense, literal_bits,  # noqa: F401 - model's too
-                    match_gpu_events, memset_pattern, plan_workspace)
+                    match_gpu_events, memset_pattern, pdl_lives, plan_workspace)
 # (what _Export.build calls by these names, tests/test_model.py replaces here)
 from .tensors import (_PLAIN, _attributes, _call_args, _dtype_name, _dynamo_frames, _host_bytes,  # noqa: F401
                       _is_compiled, _live_blocks, _module_constants, _module_of, _storage_from_host, _storage_of,
@@ -318,20 +318,30 @@ def _pdl_without_wait(bundle):
     """Clears the pdl flag of every config whose kernel never waits for the
     kernel before it (no griddepcontrol.wait in its PTX or Triton IR, no
     gdc_wait in its source: a kernel with no reads, writing only buffers
-    the kernel before it did not touch, gets none from Inductor) or that
-    uses Triton's global scratch (one area that every launch shares, which
-    the workspace plan does not separate). Such a kernel could run beside
-    the one before it, and a kernel after it beside both; launched without
-    the flag, it waits for the kernel before it to end. Returns how many
-    configs it cleared."""
+    the kernel before it did not touch, gets none from Inductor), that lets
+    the next kernel start before it waits (griddepcontrol.launch_dependents
+    first in its PTX or IR, gdc_launch_dependents before gdc_wait in its
+    source; Inductor writes it after the wait, other kernels may not), or
+    that uses Triton's global scratch (one area that every launch shares,
+    which the workspace plan does not separate). Such a kernel could run
+    beside the one before it, and a kernel after it beside both; launched
+    without the flag, it waits for the kernel before it to end. Returns how
+    many configs it cleared."""
+    def order(text, wait, launch):
+        """Whether text waits (wait found) and lets the next kernel start
+        no earlier (launch absent, or after the first wait)."""
+        w, n = re.search(wait, text), re.search(launch, text)
+        return w is not None, w is not None and (n is None or n.start() > w.start())
     cleared = 0
     for rec in bundle.records:
         for cfg in rec.configs:
             if not cfg.flags & CONFIG_PDL:
                 continue
             text = _kernel_texts(bundle, cfg, (".ptx", ".ttir", ".source"))
-            waits = any(b"griddepcontrol.wait" in text.get(ext, b"") for ext in (".ptx", ".ttir")) or \
-                re.search(rb"\bgdc_wait\s*\(", text.get(".source", b"")) is not None
+            found = [order(text.get(ext, b""), rb"griddepcontrol\.wait", rb"griddepcontrol\.launch_dependents")
+                     for ext in (".ptx", ".ttir")]
+            found.append(order(text.get(".source", b""), rb"\bgdc_wait\s*\(", rb"\bgdc_launch_dependents\s*\("))
+            waits = any(w for w, _ in found) and all(ok for w, ok in found if w)
             if not waits or cfg.global_scratch[0] > 0:
                 cfg.flags &= ~CONFIG_PDL
                 cleared += 1
@@ -1006,16 +1016,21 @@ class _Export:
         # read: bytes this plan gives a buffer whose life starts at step s
         # and another whose life ends at s - 1 would be written while the
         # step before may still read them (or write a store no step reads).
-        # So a life that ends just before a launch with the flag counts one
-        # step longer (the recorded ones stay). No other two steps overlap:
-        # a kernel with the flag lets the next one start only after its own
-        # wait (Inductor's launch_dependents follows it), which the one
-        # before it has then finished, and one that never waits loses the
-        # flag (_pdl_without_wait).
+        # So a life that ends just before a launch with the flag lasts
+        # through that launch (pdl_lives; the recorded lives stay), also
+        # across steps the runner may skip (a launch of zero blocks, a
+        # memset or copy of none: with shapes that vary, any step). No other
+        # two steps overlap: a kernel with the flag lets the next one start
+        # only after its own wait (Inductor's launch_dependents follows it),
+        # which the one before it has then finished, and one that never
+        # waits, or lets the next start before it waits, loses the flag
+        # (_pdl_without_wait).
         pdl_at = {k for k, st in enumerate(steps)
                   if st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL}
-        offsets, ws = plan_workspace([(sizes[i], first[i], last[i] + (1 if last[i] + 1 in pdl_at else 0))
-                                      for i in range(len(buffer_ptrs))])
+        skippable = {k for k, st in enumerate(steps) if self.opts["dynamic_shapes"] or
+                     (0 in st.grid if st.kind == LAUNCH else st.count == 0)}
+        lives = pdl_lives([(first[i], last[i]) for i in range(len(buffer_ptrs))], pdl_at, skippable)
+        offsets, ws = plan_workspace([(sizes[i],) + lives[i] for i in range(len(buffer_ptrs))])
         buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
 
         program = Program(inputs, outputs, constants, buffers, ws, steps, name=self.opts["program_name"])

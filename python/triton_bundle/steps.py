@@ -1,9 +1,10 @@
 """What turns a captured run into a program's steps, without torch: a
 scalar's LITERAL bits (literal_bits), a fill's MEMSET pattern
 (memset_pattern), whether a tensor is dense and its extent, the workspace
-plan (plan_workspace), and the profiler's GPU operations matched to the
-steps (match_gpu_events, gpu_event_hint). tests/test_model.py checks
-them; model.py builds with them."""
+plan (plan_workspace; pdl_lives, the lives it gives with programmatic
+dependent launch), and the profiler's GPU operations matched to the steps
+(match_gpu_events, gpu_event_hint). tests/test_model.py checks them;
+model.py builds with them."""
 
 import operator
 import struct
@@ -118,6 +119,28 @@ def _place(buffers, order, align, best_fit):
         offsets[i] = best
         placed.append((best, best + size, first, last))
     return offsets, _round_up(max((e for _, e, _, _ in placed), default=0), align)
+
+
+def pdl_lives(lives, pdl_at, skippable=()):
+    """The (first, last) lives a workspace plan gives buffers in a program
+    with programmatic dependent launch: pdl_at, the steps whose launch may
+    start while the step that ran just before it ends; skippable, the steps
+    that may do nothing at run time (a launch of zero blocks, a memset or
+    copy of none, which the runner skips: the step before them then runs
+    just before the next). A life whose last step may run beside a later
+    launch in pdl_at (the next step, or one after skippable steps only)
+    ends at that launch, so that the two never share bytes."""
+    out = []
+    for first, last in lives:
+        k, end = last + 1, last
+        while True:
+            if k in pdl_at:
+                end = k
+            if k not in skippable:
+                break
+            k += 1
+        out.append((first, end))
+    return out
 
 
 def plan_workspace(buffers, align=WORKSPACE_ALIGN, tries=64):

@@ -19,8 +19,8 @@ running statistics change each call, a step counter and an EMA buffer
 updated in place), coop (cooperative reductions, whose semaphores the
 wrapper zeroes: a memset step; an output that is a view of the input: a
 copy step), scatter (index_add_, whose kernel uses atomics), greedy (argmax and
-argmin over rows of 50,001 and 128,256 logits, split in two stages by the
-exporter, checked against eager PyTorch too); and, not
+argmin over rows of 50,001, 128,256 and 50,257 logits, split in two stages
+by the exporter, checked against eager PyTorch too); and, not
 exported by default, the real models of issue 31: vit (transformers' ViT,
 SDPA, a 16x16 patch embedding), resnet18 (torchvision), gpt2_sdpa
 (transformers' GPT-2 with its default SDPA attention), gpt2_full (GPT-2 at
@@ -196,18 +196,19 @@ def scatter(torch, nn):
 
 
 def greedy(torch, nn):
-    """Greedy tokens: argmax and argmin over rows of 50,001 float32 and
-    128,256 bfloat16 logits (a vocabulary's), which the exporter's
-    split_argmax runs in two stages (the rows not a multiple of its
-    chunks: the last one padded). The inputs are made to catch a wrong
-    split: the row's largest value twice, in two chunks, and in the last
-    element; a row all -inf; NaN in two places; the largest value in the
-    padded chunk; ties at chunk edges. export_one checks the compiled
-    model against eager PyTorch too (EAGER_EQUAL)."""
+    """Greedy tokens: argmax and argmin over rows of 50,001 float32,
+    128,256 bfloat16 (Llama 3's vocabulary: 64 chunks, none padded) and
+    50,257 bfloat16 logits (GPT-2's: the last chunk padded), along the last
+    dimension, the first (of a transposed copy) and all of them, which the
+    exporter's split_argmax runs in two stages. The inputs are made to catch
+    a wrong split: the row's largest value twice, in two chunks, and in the
+    last element; a row all -inf; NaN in two places; the largest value in
+    the padded chunk; ties at chunk edges. export_one checks the compiled
+    model against eager PyTorch too, and that it was split (EAGER_EQUAL)."""
     class Greedy(nn.Module):
-        def forward(self, a, b):
+        def forward(self, a, b, c):
             return (a.argmax(-1), a.argmin(), (b * 2).argmax(-1, keepdim=True), b.argmin(1),
-                    a.argmax(dim=-1, keepdim=True))
+                    a.t().contiguous().argmax(0), c.argmax(-1), c.argmin(dim=None, keepdim=True))
 
     torch.manual_seed(0)
     a = torch.randn(4, 50001, device="cuda")
@@ -220,7 +221,10 @@ def greedy(torch, nn):
     b[0, 2003] = b[0, 2004] = 8.0                     # a tie across a chunk edge (2,004 a chunk)
     b[1, 128255] = -8.0                               # argmin's answer in the last element
     b[1, 5] = 8.0
-    return Greedy().cuda(), (a, b), False
+    c = torch.randn(1, 50257, device="cuda").to(torch.bfloat16)
+    c[0, 50256] = 8.0                                 # argmax's answer in the padded chunk's last element
+    c[0, 50250] = -8.0                                # argmin's, in the padded chunk too
+    return Greedy().cuda(), (a, b, c), False
 
 
 def vit(torch, nn):
@@ -381,9 +385,14 @@ def export_one(torch, nn, name, outdir):
         with torch.no_grad():
             eager = tb.output_tensors(model(*inputs))
         diff = [i for i, (a, b) in enumerate(zip(run1, eager)) if a.shape != b.shape or not torch.equal(a, b)]
+        if len(run1) != len(eager):
+            raise AssertionError("%d compiled outputs, %d eager ones" % (len(run1), len(eager)))
         if diff:
             raise AssertionError("the compiled outputs %s differ from eager PyTorch's: %s against %s" % (
                 diff, [run1[i].flatten()[:4].tolist() for i in diff], [eager[i].flatten()[:4].tolist() for i in diff]))
+        if not any("gather" in r.name.split("_") for r in report.bundle.records):  # the second stage's
+            raise AssertionError("no kernel gathers a chunk's index (%s): the exporter did not split the argmaxes"
+                                 % [r.name for r in report.bundle.records])
         kernels = split_kernels(torch)
         if kernels != (1, 2):
             raise AssertionError("an argmax over 128,256 logits compiled to %d kernel(s) by Inductor and %d by the "

@@ -53,7 +53,8 @@ def same(np, got, want, dtype, tolerant):
     if got.tobytes() == want.tobytes():
         return True, "bit-identical"
     if not tolerant:
-        n = int((got.view(np.uint8) != want.view(np.uint8)).sum()) if got.dtype == want.dtype else -1
+        n = int((got.reshape(-1).view(np.uint8) != want.reshape(-1).view(np.uint8)).sum()) \
+            if got.dtype == want.dtype else -1  # (0-dim arrays viewed as rows first)
         return False, "%d bytes differ" % n
     g, w = as_float(np, got, dtype), as_float(np, want, dtype)
     err = np.abs(g - w) - (1e-3 * np.abs(w) + 1e-5)
