@@ -1077,7 +1077,8 @@ def pdl():
             pdl_at = {k for k, st in enumerate(prog.steps) if st.kind == M.LAUNCH and
                       r.bundle.records[st.record].configs[st.config].flags & tb.CONFIG_PDL}
             lives.append([(b.first, b.last) for b in prog.buffers])
-            longer = [(f, l + (1 if l + 1 in pdl_at else 0)) for f, l in lives[-1]]
+            skip = {k for k, st in enumerate(prog.steps) if st.kind != M.LAUNCH and st.count == 0}
+            longer = M.pdl_lives(lives[-1], pdl_at, skip)
             check(len(seen) == len(lives) and lives[-1] and [(f, l) for _, f, l in seen[-1]] == longer and
                   (longer != lives[-1] if flag else pdl_at == set()) and
                   (not flag or any(l + 1 not in pdl_at for _, l in lives[-1])),

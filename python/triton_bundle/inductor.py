@@ -131,7 +131,7 @@ def _split_arg_reduction(torch, largest):
     argmin's smallest) in every stage, as in Inductor's argmax; a padded
     element never comes first, since it ties at most with an element
     before it."""
-    # the dtypes with infinities to pad with (float8 has none, or no -inf)
+    # the dtypes to split: float8 is left out (e4m3fn has no infinity to pad with)
     padded = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
     def split(x, dim=None, keepdim=False):

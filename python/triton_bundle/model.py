@@ -159,9 +159,10 @@ EXPORT_OPTIONS = {
                                 # may start a kernel (Inductor's templates excepted) while the one before it ends,
                                 # and the kernel waits for that one (gdc_wait) before it reads what it wrote or
                                 # writes what it read or wrote, else after its first read; the bundle's configs say
-                                # so (flag "pdl"; cleared for a kernel that never waits or uses global scratch), the
-                                # C launcher launches them so, and the workspace plan keeps each buffer's bytes one
-                                # step longer. "auto" where narrow_mm made one-row products reductions (found by
+                                # so (flag "pdl"; cleared for a kernel that never waits, lets the next start before
+                                # its wait, or uses global scratch), the C launcher launches them so, and the
+                                # workspace plan keeps a buffer's bytes through such a launch right after its last
+                                # use (steps.pdl_lives). "auto" where narrow_mm made one-row products reductions (found by
                                 # its probe, or narrow_mm=True: every program), on a device of compute capability 9
                                 # or more, with a PyTorch that has the option, else (also where the caller sets
                                 # coordinate_descent_tuning: no probe) Inductor's config as it is; True for every
@@ -806,7 +807,8 @@ class _Export:
         cleared = _pdl_without_wait(bundle)
         if cleared:
             self.warnings.append("programmatic dependent launch left out for %d config%s: the kernel never waits "
-                                 "for the one before it, or uses Triton's global scratch" % (
+                                 "for the one before it, lets the next start before it waits, or uses Triton's "
+                                 "global scratch" % (
                                      cleared, "" if cleared == 1 else "s"))
         rindex = {r.cache_key: i for i, r in enumerate(bundle.records)}
         tuners = {key: tuner for key, tuner in cap._tuners.values()}
@@ -1018,8 +1020,11 @@ class _Export:
         # step before may still read them (or write a store no step reads).
         # So a life that ends just before a launch with the flag lasts
         # through that launch (pdl_lives; the recorded lives stay), also
-        # across steps the runner may skip (a launch of zero blocks, a
-        # memset or copy of none: with shapes that vary, any step). No other
+        # across steps the runner may skip: a memset or copy of nothing
+        # (with shapes that vary, any memset or copy, whose count may be an
+        # expression). A launch is not: the capture leaves out one of zero
+        # blocks, and a symbol's range starts at 2, where Inductor's grids
+        # are not empty. No other
         # two steps overlap: a kernel with the flag lets the next one start
         # only after its own wait (Inductor's launch_dependents follows it),
         # which the one before it has then finished, and one that never
@@ -1027,8 +1032,8 @@ class _Export:
         # (_pdl_without_wait).
         pdl_at = {k for k, st in enumerate(steps)
                   if st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL}
-        skippable = {k for k, st in enumerate(steps) if self.opts["dynamic_shapes"] or
-                     (0 in st.grid if st.kind == LAUNCH else st.count == 0)}
+        skippable = {k for k, st in enumerate(steps)
+                     if st.kind != LAUNCH and (st.count == 0 or self.opts["dynamic_shapes"])}
         lives = pdl_lives([(first[i], last[i]) for i in range(len(buffer_ptrs))], pdl_at, skippable)
         offsets, ws = plan_workspace([(sizes[i],) + lives[i] for i in range(len(buffer_ptrs))])
         buffers = [Buffer(offsets[i], sizes[i], first[i], last[i]) for i in range(len(buffer_ptrs))]
