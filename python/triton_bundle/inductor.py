@@ -84,7 +84,6 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
         for op, largest in ((aten.argmax.default, True), (aten.argmin.default, False)):
             register_decomposition(op, registry=table)(_split_arg_reduction(torch, largest))
 
-
     def backend(gm, example_inputs, **_):
         # AOTAutograd's cache keys on the graph before decomposition, not on
         # this table: a model compiled without it would come back

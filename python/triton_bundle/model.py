@@ -162,20 +162,21 @@ EXPORT_OPTIONS = {
                                 # so (flag "pdl"; cleared for a kernel that never waits, lets the next start before
                                 # its wait, or uses global scratch), the C launcher launches them so, and the
                                 # workspace plan keeps a buffer's bytes through such a launch right after its last
-                                # use (steps.pdl_lives). "auto" where narrow_mm made one-row products reductions (found by
-                                # its probe, or narrow_mm=True: every program), on a device of compute capability 9
-                                # or more, with a PyTorch that has the option, else (also where the caller sets
-                                # coordinate_descent_tuning: no probe) Inductor's config as it is; True for every
-                                # program compiled here (an error where PyTorch lacks it; Inductor itself leaves it
-                                # out below compute capability 9); False off, whatever Inductor's config says. Not
-                                # applied to a model compiled already or where the caller names triton.enable_pdl
+                                # use (steps.pdl_lives). "auto" where narrow_mm made one-row products reductions
+                                # (found by its probe, or narrow_mm=True: every program), on a device of compute
+                                # capability 9 or more, with a PyTorch that has the option, else (also where the
+                                # caller sets coordinate_descent_tuning: no probe) Inductor's config as it is; True
+                                # for every program compiled here (an error where PyTorch lacks it; Inductor itself
+                                # leaves it out below compute capability 9); False off, whatever Inductor's config
+                                # says. Not applied to a model compiled already or where the caller names
+                                # triton.enable_pdl
     "conv_as_mm": True,         # decompose 2-D convolutions into a gather and a matrix product (Triton's templates),
                                 # which run at cuDNN's speed where Inductor's convolution template does not
     "split_argmax": True,       # (2.12) an argmax or argmin over a row of 32,768 elements or more, in 8 rows at most
-                                # (a decode's greedy token over the vocabulary), as two reductions: each chunk's
-                                # maximum and index over many programs, then the chunks'; the same index (ties to the
-                                # first, NaN the largest). Inductor runs it in one program a row. Programs compiled
-                                # here only
+                                # (a decode's greedy token over the vocabulary), of a float16 to float64 tensor of
+                                # static shape, as two reductions: each chunk's maximum and index over many
+                                # programs, then the chunks'; the same index (ties to the first, NaN the largest, an
+                                # argmin's smallest). Inductor runs it in one program a row. Programs compiled here
 }
 
 # ------------------------------------------------------------ the report
@@ -1024,12 +1025,11 @@ class _Export:
         # (with shapes that vary, any memset or copy, whose count may be an
         # expression). A launch is not: the capture leaves out one of zero
         # blocks, and a symbol's range starts at 2, where Inductor's grids
-        # are not empty. No other
-        # two steps overlap: a kernel with the flag lets the next one start
-        # only after its own wait (Inductor's launch_dependents follows it),
-        # which the one before it has then finished, and one that never
-        # waits, or lets the next start before it waits, loses the flag
-        # (_pdl_without_wait).
+        # are not empty. No other two steps overlap: a kernel with the flag
+        # lets the next one start only after its own wait (Inductor's
+        # launch_dependents follows it), which the one before it has then
+        # finished, and one that never waits, or lets the next start before
+        # it waits, loses the flag (_pdl_without_wait).
         pdl_at = {k for k, st in enumerate(steps)
                   if st.kind == LAUNCH and bundle.records[st.record].configs[st.config].flags & CONFIG_PDL}
         skippable = {k for k, st in enumerate(steps)
