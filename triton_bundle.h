@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.12.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.13.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -514,6 +514,12 @@
    with launch attributes now names them all (clusters, cooperative,
    programmatic dependent launch).
 
+   CHANGES IN 2.13 (from 2.12; the C library is unchanged; format 2.6)
+   The exporter compiles a decode step's eager attention (one query per
+   head, float16 or bfloat16, at most 512 positions) into one Triton
+   kernel of its own (options["decode_attention"]) where Inductor made
+   four; the bundle carries and launches it like any other kernel.
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -547,9 +553,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 12
+#define TB_VERSION_MINOR 13
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.12.0"
+#define TB_VERSION_STRING "2.13.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

@@ -1,4 +1,5 @@
-"""What the decode-step probes (pdl_probe.py, prologue_probe.py) share:
+"""What the decode-step probes (pdl_probe.py, prologue_probe.py,
+layer_probe.py) share:
 the repository's import paths and a 1B-shaped decode step whose state each
 run puts back."""
 
@@ -23,3 +24,26 @@ def decode_step(torch, layers):
         for t, s0 in zip(state(), state0):
             t.copy_(s0)
     return decode, reset, torch.tensor([[7]], device="cuda"), torch.tensor([40], device="cuda")
+
+
+def probe_setup(argv, layers):
+    """What prologue_probe.py and layer_probe.py start from: None (a line
+    said so) without torch and a GPU, else a namespace of torch, tb (the
+    companion), gemv_probe (its time_graph), narrow_product_configs,
+    step_kernels, layers (--layers N, else `layers`) and decode_step's
+    decode, reset, ids and pos."""
+    import types
+    layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else layers
+    from pycheck import cuda_torch, step_kernels
+    torch = cuda_torch()
+    if torch is None:
+        print("skip: no CUDA device")
+        return None
+    import gemv_probe
+    gemv_probe.torch = torch
+    import triton_bundle as tb
+    from triton_bundle.inductor import narrow_product_configs
+    decode, reset, ids, pos = decode_step(torch, layers)
+    return types.SimpleNamespace(torch=torch, tb=tb, gemv_probe=gemv_probe, step_kernels=step_kernels,
+                                 narrow_product_configs=narrow_product_configs, layers=layers, decode=decode,
+                                 reset=reset, ids=ids, pos=pos)

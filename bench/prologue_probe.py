@@ -19,7 +19,7 @@ exporter does not do it.)
 import sys
 import time
 
-from probe_util import decode_step  # noqa: E402 - also puts the repository's paths on sys.path
+from probe_util import probe_setup  # noqa: E402 - also puts the repository's paths on sys.path
 
 
 def realize_pass(torch):
@@ -78,17 +78,12 @@ def realize_pass(torch):
 
 
 def main(argv):
-    layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else 4
-    from pycheck import cuda_torch, step_kernels
-    torch = cuda_torch()
-    if torch is None:
-        print("skip: no CUDA device")
+    p = probe_setup(argv, 4)
+    if p is None:
         return 0
-    import gemv_probe
-    gemv_probe.torch = torch
-    import triton_bundle as tb
-    from triton_bundle.inductor import narrow_product_configs
-    decode, reset, ids, pos = decode_step(torch, layers)
+    torch, tb, gemv_probe, step_kernels, narrow_product_configs = (p.torch, p.tb, p.gemv_probe, p.step_kernels,
+                                                                   p.narrow_product_configs)
+    layers, decode, reset, ids, pos = p.layers, p.decode, p.reset, p.ids, p.pos
     for variant in ("as it is", "inputs stored once", "as it is", "inputs stored once"):
         t0 = time.time()
         options = dict(tb.TRITON_ONLY, coordinate_descent_tuning=True, autotune_local_cache=False)

@@ -78,3 +78,12 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
 else
   echo "skipped: no torch with a GPU"
 fi
+
+echo
+echo "== 14. the decode attention (GPU, torch): the exporter's one kernel against eager attention's math,"
+echo "   and its time at 256 and 512 positions by warps"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 bench/attn_check.py
+else
+  echo "skipped: no torch with a GPU"
+fi

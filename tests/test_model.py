@@ -1147,6 +1147,169 @@ def split_argmax():
                   "argmax's %d" % (what, "argmax" if largest else "argmin", split(v, largest), first(v, largest)))
 
 
+class _Node:
+    """A stand-in for an FX node of Dynamo's graph (op, target, args,
+    kwargs, users, meta["example_value"])."""
+
+    def __init__(self, op, target, args=(), kwargs=None, shape=None, dtype=None):
+        self.op, self.target, self.args, self.kwargs = op, target, tuple(args), dict(kwargs or {})
+        self.users = {}
+        self.meta = {"example_value": types.SimpleNamespace(shape=shape, dtype=dtype)} if shape is not None else {}
+        for a in self.args:
+            if isinstance(a, _Node):
+                a.users[self] = None
+
+
+def _eager_graph(t, mask=True, dropout=True, heads=32, kv_heads=8, q_len=1, extra_user=False, to_dtype=None,
+                 scale=0.125, repeat=True, s=256, d=64):
+    """The nodes of transformers' eager attention as Dynamo records them
+    (stand-ins; targets from t) and the final matmul."""
+    fn, bf16 = t["fn"], "bf16"
+    mm, sm, dr, mul, add = (next(iter(fn[r])) for r in ("matmul", "softmax", "dropout", "mul", "add"))
+    getitem = next(iter(fn["getitem"]))
+    full = slice(None)
+    q = _Node("placeholder", "q", shape=(1, heads, q_len, d), dtype=bf16)
+    nodes = [q]
+
+    def rep(name):
+        src = _Node("placeholder", name, shape=(1, kv_heads, s, d), dtype=bf16)
+        if not repeat:
+            return [src], src
+        n = heads // kv_heads
+        g = _Node("call_function", getitem, (src, (full, full, None, full, full)), shape=(1, kv_heads, 1, s, d),
+                  dtype=bf16)
+        e = _Node("call_method", "expand", (g, 1, kv_heads, n, s, d), shape=(1, kv_heads, n, s, d), dtype=bf16)
+        r = _Node("call_method", "reshape", (e, 1, heads, s, d), shape=(1, heads, s, d), dtype=bf16)
+        return [src, g, e, r], r
+    kn, k = rep("k")
+    vn, v = rep("v")
+    nodes += kn + vn
+    kt = _Node("call_method", "transpose", (k, 2, 3), shape=(1, heads, d, s), dtype=bf16)
+    sc = _Node("call_function", mm, (q, kt), shape=(1, heads, q_len, s), dtype=bf16)
+    x = _Node("call_function", mul, (sc, scale), shape=(1, heads, q_len, s), dtype=bf16)
+    nodes += [kt, sc, x]
+    if mask:
+        m = _Node("placeholder", "mask", shape=(1, 1, q_len, s), dtype=bf16)
+        x = _Node("call_function", add, (x, m), shape=(1, heads, q_len, s), dtype=bf16)
+        nodes += [m, x]
+    p = _Node("call_function", sm, (x,), {"dim": -1, "dtype": "f32"}, shape=(1, heads, q_len, s), dtype="f32")
+    p2 = _Node("call_method", "to", (p, to_dtype or bf16), shape=(1, heads, q_len, s), dtype=bf16)
+    nodes += [p, p2]
+    if extra_user:
+        nodes.append(_Node("output", "output", (p2,)))
+    if dropout:
+        p2 = _Node("call_function", dr, (p2,), {"p": 0.0, "training": False}, shape=(1, heads, q_len, s), dtype=bf16)
+        nodes.append(p2)
+    out = _Node("call_function", mm, (p2, v), shape=(1, heads, q_len, d), dtype=bf16)
+    nodes.append(out)
+    return nodes, out
+
+
+def decode_attention():
+    """inductor.find_decode_attention on stand-ins for Dynamo's nodes:
+    transformers' eager attention with one query is found (its arguments,
+    the nodes left unused); anything else is not."""
+    from triton_bundle import inductor as ind
+    t = {"fn": {r: {object()} for r in ("matmul", "softmax", "dropout", "mul", "add", "getitem", "transpose",
+                                        "reshape")},
+         "method": {"matmul": {"matmul"}, "softmax": {"softmax"}, "mul": {"mul"}, "add": {"add"},
+                    "transpose": {"transpose"}, "reshape": {"reshape", "view"}, "to": {"to"}, "expand": {"expand"}},
+         "half": {"bf16", "f16"}, "float32": "f32"}
+    nodes, out = _eager_graph(t)
+    found = ind.find_decode_attention(nodes, t)
+    check(len(found) == 1, "decode_attention: transformers' eager attention found once (%d)" % len(found))
+    if found:
+        a = found[0]
+        check(a.final is out and a.q.target == "q" and a.k.target == "k" and a.v.target == "v" and
+              a.mask.target == "mask" and a.scale == 0.125 and a.group == 4,
+              "decode_attention: q, the unrepeated k and v, the mask, the scale and the group of 4")
+        check(len(a.nodes) == 14 and a.nodes[0] is out and all(isinstance(n, _Node) for n in a.nodes),
+              "decode_attention: the 14 nodes it leaves unused, the final product first (%d)" % len(a.nodes))
+    for what, kw, want in (("no mask, no dropout", {"mask": False, "dropout": False}, 1),
+                           ("heads not repeated", {"repeat": False, "kv_heads": 32}, 1),
+                           ("512 positions", {"s": 512}, 1),
+                           ("513 positions (Inductor's kernels)", {"s": 513}, 0),
+                           ("a prefill (8 queries)", {"q_len": 8}, 0),
+                           ("the probabilities also an output", {"extra_user": True}, 0),
+                           ("softmax back to float16, not q's bfloat16", {"to_dtype": "f16"}, 0),
+                           ("an integer scale", {"scale": 1}, 0)):
+        nodes, out = _eager_graph(t, **kw)
+        got = len(ind.find_decode_attention(nodes, t))
+        check(got == want, "decode_attention: %s: %s (%d found)" % (what, "found" if want else "left as it is", got))
+    nodes, out = _eager_graph(t)
+    nodes[0].meta["example_value"].shape = (1, 32, 1, 48)
+    check(not ind.find_decode_attention(nodes, t), "decode_attention: a head of 48 (not a power of two) left")
+    nodes, out = _eager_graph(t)
+    nodes[0].meta["example_value"].shape = (1, 32, 1, object())
+    check(not ind.find_decode_attention(nodes, t), "decode_attention: a symbolic size left as it is")
+    nodes, out = _eager_graph(t)
+    nodes[0].meta["example_value"].stride = lambda: (2048, 64, 2048, 32)
+    check(not ind.find_decode_attention(nodes, t), "decode_attention: a query whose last stride is not 1 left")
+    nodes[0].meta["example_value"].stride = lambda: (2048, 64, 2048, 1)
+    check(len(ind.find_decode_attention(nodes, t)) == 1, "decode_attention: a query whose last stride is 1 found")
+    nodes, out = _eager_graph(t)
+    drop = [n for n in nodes if n.kwargs.get("training") is False][0]
+    drop.kwargs.update(p=0.1, training=True)
+    check(not ind.find_decode_attention(nodes, t), "decode_attention: a dropout that drops left as it is")
+    for what, change in (
+            ("a query that requires grad (the op has no backward)",
+             lambda ns: setattr(ns[0].meta["example_value"], "requires_grad", True)),
+            ("a query on the CPU", lambda ns: setattr(ns[0].meta["example_value"], "device",
+                                                      types.SimpleNamespace(type="cpu"))),
+            ("an output of another dtype (autocast)", lambda ns: setattr(ns[-1].meta["example_value"], "dtype", "f16")),
+            ("a repeat_kv whose reshape is not its expansion's", lambda ns: setattr(
+                [n for n in ns if n.target == "reshape"][0].meta["example_value"], "shape", (1, 16, 512, 64))),
+            ("a dropout given its input by keyword",
+             lambda ns: _by_keyword([n for n in ns if "training" in n.kwargs][0]))):
+        nodes, out = _eager_graph(t)
+        change(nodes)
+        check(not ind.find_decode_attention(nodes, t), "decode_attention: %s left as it is" % what)
+    for d, s_, want in ((128, 256, 1), (256, 128, 1), (256, 256, 0), (16, 512, 1)):
+        nodes, out = _eager_graph(t, s=s_, d=d)
+        got = len(ind.find_decode_attention(nodes, t))
+        check(got == want, "decode_attention: heads of %d at %d positions: %s (a block of %d elements, at most %d)" % (
+            d, s_, "found" if want else "left as it is", d * s_, ind.DECODE_ATTENTION_BLOCK))
+    attention_refusals()
+
+
+def _by_keyword(node):
+    node.kwargs["input"] = node.args[0]
+    node.args = ()
+
+
+def attention_refusals():
+    """attention.refusal: what the op refuses before its kernel would
+    index the arguments wrongly (stand-ins for tensors: no torch here)."""
+    from triton_bundle import attention as A
+
+    def ten(shape, dtype="bf16", last=1):
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        strides[-1] = last
+        return types.SimpleNamespace(shape=tuple(shape), dtype=dtype, dim=lambda: len(shape),
+                                     stride=lambda i: strides[i])
+    dts = ("f16", "bf16")
+    q, k, m = ten((1, 32, 1, 64)), ten((1, 8, 256, 64)), ten((1, 1, 1, 256))
+    check(A.refusal(q, k, k, m, 4, 512, dts) is None and A.refusal(q, k, k, None, 4, 512, dts) is None,
+          "decode_attention: the op takes q [1, 32, 1, 64], k and v [1, 8, 256, 64], a group of 4, with a mask and "
+          "without")
+    for what, args in (("a group that does not make H", (q, k, k, m, 2)),
+                       ("v not k's shape", (q, k, ten((1, 8, 255, 64)), m, 4)),
+                       ("two queries", (ten((1, 32, 2, 64)), k, k, m, 4)),
+                       ("a head of 48", (ten((1, 32, 1, 48)), ten((1, 8, 256, 48)), ten((1, 8, 256, 48)), m, 4)),
+                       ("513 positions", (q, ten((1, 8, 513, 64)), ten((1, 8, 513, 64)), ten((1, 1, 1, 513)), 4)),
+                       ("float32", (ten((1, 32, 1, 64), "f32"), ten((1, 8, 256, 64), "f32"),
+                                    ten((1, 8, 256, 64), "f32"), None, 4)),
+                       ("k of another dtype", (q, ten((1, 8, 256, 64), "f16"), k, m, 4)),
+                       ("a key's last stride 2", (q, ten((1, 8, 256, 64), last=2), k, m, 4)),
+                       ("a mask of 255 positions", (q, k, k, ten((1, 1, 1, 255)), 4)),
+                       ("a mask per query (2 rows)", (q, k, k, ten((1, 1, 2, 256)), 4)),
+                       ("a float16 mask", (q, k, k, ten((1, 1, 1, 256), "f16"), 4))):
+        why = A.refusal(*(args + (512, dts)))
+        check(why is not None, "decode_attention: the op refuses %s (%s)" % (what, why))
+
+
 def main():
     helpers()
     program_checks()
@@ -1158,6 +1321,7 @@ def main():
     program_tuning()
     pdl()
     split_argmax()
+    decode_attention()
     return summary()
 
 

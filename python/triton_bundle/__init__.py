@@ -59,9 +59,13 @@ one, or a module's other names, imports it from its module):
     inductor  Inductor's options for an export (TRITON_ONLY), the
               backend with the exporter's decompositions
               (exporter_backend: convolutions as products, an argmax
-              in two stages; conv_as_mm_backend), and the one-row
+              in two stages, a decode's eager attention found in
+              Dynamo's graph; conv_as_mm_backend), and the one-row
               products' config
               (NARROW_PRODUCT_CONFIG, narrow_product_configs)
+    attention (2.13) the decode attention's Triton kernel and its
+              torch.library op (imports triton; imported when a graph
+              has such an attention)
     model     export_model and export_programs (a whole model as
               programs) and their reports; it runs the four above
     dynamic   (2.6) the shapes that vary: export_model's dynamic_shapes
@@ -79,7 +83,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.12.0"
+__version__ = "2.13.0"
 
 from .spec import (  # noqa: E402
     # limits and the format's numbers

@@ -29,12 +29,16 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
                             prologue_fusion=prologue_fusion)
 
 
-def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=True, sms=132, prologue_fusion=False):
+def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=True, sms=132, prologue_fusion=False,
+                     attention=False):
     """A torch.compile backend: Inductor (compile_fx) with compile_options
     and the exporter's decompositions: with conv, 2-D convolutions as a
     gather and a matrix product (conv_as_mm_backend says how; Inductor's
     prologue fusion then off unless prologue_fusion); with argmax, an
-    argmax or argmin over a long row in two stages (_split_arg_reduction)."""
+    argmax or argmin over a long row in two stages (_split_arg_reduction);
+    with attention, eager attention with one query per head as one Triton
+    kernel of ours (attention_pass). backend.attentions counts, per graph
+    compiled, the attentions replaced."""
     from torch._decomp import register_decomposition
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.decomposition import select_decomp_table
@@ -85,10 +89,13 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
             register_decomposition(op, registry=table)(_split_arg_reduction(torch, largest))
 
     def backend(gm, example_inputs, **_):
+        if attention:
+            backend.attentions.append(attention_pass(torch, gm))
         # AOTAutograd's cache keys on the graph before decomposition, not on
         # this table: a model compiled without it would come back
         with torch._functorch.config.patch(enable_autograd_cache=False):
             return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
+    backend.attentions = []
     return backend
 
 
@@ -461,3 +468,218 @@ def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=No
         c, w = cands[n][i]
         out[n] = {"config": dict(c, num_warps=w), "us": [round(before[n], 2), round(after[n], 2)]}
     return out
+
+
+# ------------------------------------------------------------ decode attention
+# transformers' eager attention with one query per head (a decode step),
+# found in the graph that Dynamo hands the backend (torch's functions and
+# methods, not aten's: the replacement must be traced by AOTAutograd, which
+# makes Inductor see its Triton kernel) and replaced by
+# triton_bundle::decode_attention (attention.py).
+
+# Positions a decode attention replaced has at most: the kernel holds them
+# all in one block (attention.py; at 2,048 its passes over blocks were 3.5x
+# slower than Inductor's kernels); and the elements of that block (the
+# positions rounded up to a power of two, times the head's size) at most,
+# its keys and its values in registers: 512 positions of 64 as measured,
+# 256 of 128, 128 of 256.
+DECODE_ATTENTION_MOST = 512
+DECODE_ATTENTION_BLOCK = 32768
+
+
+class Attention:
+    """One eager attention found by find_decode_attention: the final
+    matmul node to replace, the op's arguments (q, k, v, mask or None,
+    scale, group: query heads per key/value head) and the nodes it leaves
+    unused, consumers first."""
+
+    def __init__(self, final, q, k, v, mask, scale, group, nodes):
+        self.final, self.q, self.k, self.v, self.mask = final, q, k, v, mask
+        self.scale, self.group, self.nodes = scale, group, nodes
+
+
+def attention_targets(torch):
+    """The functions and methods find_decode_attention knows, by role."""
+    import operator
+    f = torch.nn.functional
+    return {"fn": {"matmul": {torch.matmul, operator.matmul}, "softmax": {f.softmax, torch.softmax},
+                   "dropout": {f.dropout, torch.dropout}, "mul": {operator.mul, torch.mul},
+                   "add": {operator.add, torch.add}, "getitem": {operator.getitem},
+                   "transpose": {torch.transpose}, "reshape": {torch.reshape}},
+            "method": {"matmul": {"matmul", "__matmul__"}, "softmax": {"softmax"}, "mul": {"mul", "__mul__"},
+                       "add": {"add", "__add__"}, "transpose": {"transpose"}, "reshape": {"reshape", "view"},
+                       "to": {"to"}, "expand": {"expand"}},
+            "half": {torch.float16, torch.bfloat16}, "float32": torch.float32}
+
+
+def _is(node, t, role):
+    op = getattr(node, "op", None)
+    if op == "call_function":
+        return node.target in t["fn"].get(role, ())
+    return op == "call_method" and node.target in t["method"].get(role, ())
+
+
+def _one_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _val(node):
+    meta = getattr(node, "meta", None)
+    return meta.get("example_value") if isinstance(meta, dict) else None
+
+
+def _static_shape(node, rank):
+    v = _val(node)
+    shape = getattr(v, "shape", None)
+    if shape is None or len(shape) != rank or not all(type(s) is int for s in shape):
+        return None
+    return tuple(shape)
+
+
+def _last_stride_one(node):
+    # the kernel steps through a head's elements one by one (where the
+    # example value says its strides)
+    stride = getattr(_val(node), "stride", None)
+    return not callable(stride) or stride()[-1] == 1
+
+
+def _unrepeat(node, t):
+    """(source, n, nodes): repeat_kv's x[:, :, None].expand(B, Hkv, n, S,
+    D).reshape(B, Hkv * n, S, D) undone (its nodes, consumers first), or
+    (node, 1, [])."""
+    e = node.args[0] if _is(node, t, "reshape") and node.args else None
+    g = e.args[0] if e is not None and _is(e, t, "expand") and e.args else None
+    if g is None or not _is(g, t, "getitem") or len(g.args) != 2 or not isinstance(g.args[1], tuple):
+        return node, 1, []
+    idx, src = g.args[1], g.args[0]
+    full = slice(None)
+    if len(idx) < 3 or idx[0] != full or idx[1] != full or idx[2] is not None or \
+            any(i != full and i is not Ellipsis for i in idx[3:]):
+        return node, 1, []
+    s, ex = _static_shape(src, 4), _static_shape(e, 5)
+    if s is None or ex is None or ex[:2] != s[:2] or ex[3:] != s[2:] or \
+            _static_shape(node, 4) != (s[0], s[1] * ex[2], s[2], s[3]):
+        return node, 1, []
+    return src, ex[2], [node, e, g]
+
+
+def _to_dtype(node, t):
+    if not _is(node, t, "to"):
+        return None
+    if len(node.args) == 2 and not node.kwargs:
+        return node.args[1]
+    if len(node.args) == 1 and set(node.kwargs) == {"dtype"}:
+        return node.kwargs["dtype"]
+    return None
+
+
+def find_decode_attention(nodes, t):
+    """[Attention]: each eager attention among nodes (an FX graph's, t from
+    attention_targets) of the form matmul(q, k.transpose(2, 3)) * scale
+    [+ mask] -> softmax(dim=-1[, dtype=float32]) [-> .to(q's dtype)]
+    [-> dropout(p=0 or training=False)] -> matmul(., v), with q of static
+    shape [B, H, 1, D] in float16 or bfloat16, D a power of two from 16 to
+    256, k and v [B, H, S, D] (or repeat_kv's expansion of [B, H / n, S, D]),
+    S from 1 to DECODE_ATTENTION_MOST (and S rounded up to a power of two
+    times D at most DECODE_ATTENTION_BLOCK), a mask [B or 1, H or 1, 1, S]
+    of q's dtype, a float scale, the scores, probabilities and output of
+    q's dtype, q, k and v with a last stride of 1, on a CUDA device, none
+    of them requiring grad (the op has no backward), and every node
+    between used once."""
+    return [a for a in (_match_attention(n, t) for n in nodes) if a is not None]
+
+
+def _match_attention(sm, t):
+    if not _is(sm, t, "softmax") or not sm.args:
+        return None
+    dim = sm.kwargs.get("dim", sm.args[1] if len(sm.args) > 1 else None)
+    if dim not in (-1, 3) or len(sm.args) > 2 or set(sm.kwargs) - {"dim", "dtype"}:
+        return None
+    chain = [sm]
+    x, mask = sm.args[0], None
+    if _is(x, t, "add") and len(x.args) == 2 and not x.kwargs and _one_user(x) is sm:
+        a, b = x.args
+        x, mask = (a, b) if _is(a, t, "mul") else (b, a)
+        chain.append(sm.args[0])
+    if not _is(x, t, "mul") or len(x.args) != 2 or x.kwargs or _one_user(x) is None:
+        return None
+    a, b = x.args
+    sc, scale = (a, b) if isinstance(b, float) else (b, a)
+    if not isinstance(scale, float) or not _is(sc, t, "matmul") or _one_user(sc) is not x or len(sc.args) != 2:
+        return None
+    chain += [x, sc]
+    q, kt = sc.args
+    if not _is(kt, t, "transpose") or len(kt.args) != 3 or kt.kwargs or \
+            {d % 4 for d in kt.args[1:] if isinstance(d, int)} != {2, 3}:
+        return None
+    qs, ks = _static_shape(q, 4), _static_shape(kt.args[0], 4)
+    qv = _val(q)
+    if qs is None or ks is None or qs[2] != 1 or qv.dtype not in t["half"] or qs[3] not in (16, 32, 64, 128, 256):
+        return None
+    bq, h, _, d = qs
+    if ks[:2] != (bq, h) or ks[3] != d or not 1 <= ks[2] <= DECODE_ATTENTION_MOST or \
+            (1 << (ks[2] - 1).bit_length()) * d > DECODE_ATTENTION_BLOCK:
+        return None
+    # forward from the softmax: back to q's dtype, a dropout that drops nothing, the product with v
+    p = _one_user(sm)
+    if sm.kwargs.get("dtype") is not None:
+        if sm.kwargs["dtype"] is not t["float32"] or p is None or _to_dtype(p, t) is not qv.dtype:
+            return None
+        chain.insert(0, p)
+        p = _one_user(p)
+    elif _val(sm) is None or _val(sm).dtype is not qv.dtype:
+        return None
+    if p is not None and _is(p, t, "dropout"):
+        rate = p.kwargs.get("p", p.args[1] if len(p.args) > 1 else 0.5)
+        training = p.kwargs.get("training", p.args[2] if len(p.args) > 2 else True)
+        if not p.args or p.args[0] is not chain[0] or (rate != 0 and training is not False):
+            return None
+        chain.insert(0, p)
+        p = _one_user(p)
+    if p is None or not _is(p, t, "matmul") or len(p.args) != 2 or p.args[0] is not chain[0]:
+        return None
+    final, vrep = p, p.args[1]
+    if _static_shape(vrep, 4) != ks or _val(vrep).dtype is not qv.dtype or _val(kt.args[0]).dtype is not qv.dtype:
+        return None
+    if mask is not None:
+        ms, mv = _static_shape(mask, 4), _val(mask)
+        if ms is None or mv.dtype is not qv.dtype or ms[0] not in (1, bq) or ms[1] not in (1, h) or \
+                ms[2] != 1 or ms[3] != ks[2]:
+            return None
+    k, nk, knodes = _unrepeat(kt.args[0], t)
+    v, nv, vnodes = _unrepeat(vrep, t)
+    if nk != nv or h % nk or not all(_last_stride_one(n) for n in (q, k, v)):
+        return None
+    if any(getattr(_val(n), "dtype", None) is not qv.dtype for n in (sc, x, sm.args[0], final)) or \
+            any(getattr(_val(n), "requires_grad", False) for n in (q, k, v, mask) if n is not None) or \
+            getattr(getattr(qv, "device", None), "type", "cuda") != "cuda":
+        return None
+    return Attention(final, q, k, v, mask, scale, nk, [final] + chain + [kt] + knodes + vnodes)
+
+
+def attention_pass(torch, gm):
+    """Replace each eager decode attention in gm (a Dynamo graph) by
+    triton_bundle::decode_attention; the number replaced."""
+    found = find_decode_attention(list(gm.graph.nodes), attention_targets(torch))
+    if not found or not hasattr(torch.library, "triton_op"):  # PyTorch before 2.6 has no triton_op
+        return 0
+    try:
+        import triton  # noqa: F401 - the kernel's compiler
+    except ImportError:
+        return 0
+    from .attention import decode_attention_op
+    op = decode_attention_op(torch, DECODE_ATTENTION_MOST)
+    erased = set()
+    for a in reversed(found):  # the last first: an attention's output may be a later one's input
+        with gm.graph.inserting_before(a.final):
+            new = gm.graph.call_function(op, (a.q, a.k, a.v, a.mask, a.scale, a.group))
+        new.meta.update(a.final.meta)
+        a.final.replace_all_uses_with(new)
+        for n in a.nodes:
+            if not n.users and n not in erased:  # two attentions may share a repeat_kv
+                gm.graph.erase_node(n)
+                erased.add(n)
+    gm.graph.lint()
+    gm.recompile()
+    return len(found)

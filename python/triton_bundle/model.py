@@ -177,6 +177,12 @@ EXPORT_OPTIONS = {
                                 # static shape, as two reductions: each chunk's maximum and index over many
                                 # programs, then the chunks'; the same index (ties to the first, NaN the largest, an
                                 # argmin's smallest). Inductor runs it in one program a row. Programs compiled here
+    "decode_attention": True,   # (2.13) eager attention with one query per head (a decode step's, as transformers
+                                # writes it: matmul, scale, mask, softmax in float32, matmul), of float16 or
+                                # bfloat16, static shape and at most 512 positions (inductor.find_decode_attention
+                                # says every condition), as one Triton kernel of the exporter's (attention.py) where
+                                # Inductor makes four: the same roundings as eager, sums in another order. Programs
+                                # compiled here
 }
 
 # ------------------------------------------------------------ the report
@@ -197,7 +203,8 @@ class ExportReport:
     program tuning changed, by name: its config and its microseconds a run
     before and after), pdl (2.11: whether options["pdl"] turned on
     Inductor's programmatic dependent launch), pdl_launches (the launches
-    whose config has the "pdl" flag), timings (seconds), warnings, compiled (the compiled callable, to
+    whose config has the "pdl" flag), decode_attentions (2.13: the
+    attentions options["decode_attention"] replaced), timings (seconds), warnings, compiled (the compiled callable, to
     compare against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
@@ -580,9 +587,10 @@ class _Export:
         pdl = self.pdl_setting() if self.compiled_here else None
         if pdl is not None:
             self.compile_options["triton.enable_pdl"] = self.pdl = pdl
-        decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"))}
+        decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"),
+                                                         ("attention", "decode_attention"))}
         if self.compiled_here and any(decomps.values()):
-            backend = exporter_backend(torch, self.compile_options, **decomps)
+            backend = self.backend = exporter_backend(torch, self.compile_options, **decomps)
             self.compiled = torch.compile(self.model, backend=backend, **self.compile_kwargs)
         elif self.compiled_here:
             self.compiled = torch.compile(self.model, options=self.compile_options, **self.compile_kwargs)
@@ -1075,6 +1083,7 @@ class _Export:
             pdl=bool(getattr(self, "pdl", False)),
             pdl_launches=sum(1 for st in steps if st.kind == LAUNCH and
                              bundle.records[st.record].configs[st.config].flags & CONFIG_PDL),
+            decode_attentions=sum(getattr(getattr(self, "backend", None), "attentions", ())),
             warnings=list(getattr(self, "tuning_warnings", [])) + list(self.warnings),
             timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],

@@ -3,7 +3,7 @@
 no downloads.
 
     python3 tests/model/gpu_realsize.py OUTDIR [1b|8b] [--prefill-max N] [--narrow auto|off]
-                                        [--budget SECONDS] [--no-ro]
+                                        [--budget SECONDS] [--no-ro] [--no-first-token]
 
 Models: transformers' LlamaForCausalLM, eager attention, bf16, a StaticCache
 of MAX_SEQ positions, in the shapes of Llama-3.2-1B (hidden 2048, 16 layers,
@@ -231,8 +231,8 @@ def main(argv):
             i = args.index(k)
             opt[k] = args[i + 1]
             del args[i:i + 2]
-    no_ro = "--no-ro" in args
-    args = [a for a in args if a != "--no-ro"]
+    no_ro, no_ttft = "--no-ro" in args, "--no-first-token" in args
+    args = [a for a in args if a not in ("--no-ro", "--no-first-token")]
     if not args or (len(args) > 1 and args[1] not in SIZES):
         print(__doc__)
         return 2
@@ -299,6 +299,11 @@ def main(argv):
           not hasattr(torch._inductor.config.triton, "enable_pdl") or info["pdl_launches"].get("decode", 0) > 0,
           "%s: the decode's kernels launched with programmatic dependent launch (%s launches)" % (
               size, info["pdl_launches"]))
+    info["decode_attentions"] = {k: getattr(v, "decode_attentions", 0) for k, v in rep.programs.items()}
+    check(info["decode_attentions"].get("decode", 0) == cfg.num_hidden_layers and
+          not info["decode_attentions"].get("prefill", 0),
+          "%s: the decode's attention one kernel of ours in each of its %d layers, the prefill's Inductor's (%s)" % (
+              size, cfg.num_hidden_layers, info["decode_attentions"]))
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state()]
 
@@ -326,7 +331,10 @@ def main(argv):
             check(got == ref[k], "%s: tbundle generate%s, prompt of %d tokens: the compiled functions' %d ids" % (
                 size, " --graph" if graph else "", len(prompt), NEW), (err[-600:] if got is None else
                                                                       "got %s, want %s" % (got[:8], ref[k][:8])))
-    first_token(torch, exe, path, wfile, prompts[1], fns, reset, info)
+    if no_ttft:
+        skip(2, "the first token (--no-first-token)")
+    else:
+        first_token(torch, exe, path, wfile, prompts[1], fns, reset, info)
     # the figures
     bw = copy_bandwidth(torch)
     params = {id(p): p for p in model.parameters()}
@@ -410,6 +418,7 @@ def main(argv):
         json.dump(info, f, indent=1, default=str)
     print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "narrow_configs",
                                                           "program_tuning", "export_timings", "pdl_launches",
+                                                          "decode_attentions",
                                                           "c_decode_nopdl_us")
                                   if k in info}, default=str)[:2500])
     return summary(SKIPPED[0])
