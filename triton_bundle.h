@@ -516,9 +516,10 @@
 
    CHANGES IN 2.13 (from 2.12; the C library is unchanged; format 2.6)
    The exporter compiles a decode step's eager attention (one query per
-   head, float16 or bfloat16, at most 512 positions) into one Triton
-   kernel of its own (options["decode_attention"]) where Inductor made
-   four; the bundle carries and launches it like any other kernel.
+   head, float16 or bfloat16, at most 512 positions of a head of 64, 256
+   of 128, 128 of 256) into one Triton kernel of its own
+   (options["decode_attention"]) where Inductor made four; the bundle
+   carries and launches it like any other kernel.
 
    THREADS
    A bundle is safe to read from many threads; building one is not.

@@ -15,8 +15,8 @@ from argmax_probe import graph_us  # noqa: E402 - the median of five replays of 
 def main():
     import torch
     from triton_bundle.attention import decode_attention_op
-    from triton_bundle.inductor import DECODE_ATTENTION_MOST
-    op = decode_attention_op(torch, DECODE_ATTENTION_MOST)
+    from triton_bundle.inductor import DECODE_ATTENTION_BLOCK, DECODE_ATTENTION_MOST
+    op = decode_attention_op(torch, DECODE_ATTENTION_MOST, DECODE_ATTENTION_BLOCK)
     torch.manual_seed(0)
     for b, h, hkv, s, d, masked in ((1, 32, 8, 256, 64, True), (2, 8, 8, 100, 128, False), (1, 32, 8, 512, 64, True)):
         q = torch.randn(b, h, 1, d, device="cuda", dtype=torch.bfloat16)
@@ -38,8 +38,6 @@ def main():
         err = (got.float() - ref.float()).abs().max().item()
         print("b %d h %d hkv %d s %d d %d mask %s: max |op - eager| %.4g (eager's scale %.3g), equal %.3f" % (
             b, h, hkv, s, d, masked, err, ref.float().abs().max().item(), (got == ref).float().mean().item()))
-
-
 
 
 def sweep():

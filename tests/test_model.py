@@ -1260,7 +1260,9 @@ def decode_attention():
             ("a repeat_kv whose reshape is not its expansion's", lambda ns: setattr(
                 [n for n in ns if n.target == "reshape"][0].meta["example_value"], "shape", (1, 16, 512, 64))),
             ("a dropout given its input by keyword",
-             lambda ns: _by_keyword([n for n in ns if "training" in n.kwargs][0]))):
+             lambda ns: _by_keyword([n for n in ns if "training" in n.kwargs][0])),
+            ("a product with v into out=", lambda ns: ns[-1].kwargs.update(out=object())),
+            ("a node with no example value", lambda ns: ns[-1].meta.clear())):
         nodes, out = _eager_graph(t)
         change(nodes)
         check(not ind.find_decode_attention(nodes, t), "decode_attention: %s left as it is" % what)
@@ -1305,8 +1307,12 @@ def attention_refusals():
                        ("a key's last stride 2", (q, ten((1, 8, 256, 64), last=2), k, m, 4)),
                        ("a mask of 255 positions", (q, k, k, ten((1, 1, 1, 255)), 4)),
                        ("a mask per query (2 rows)", (q, k, k, ten((1, 1, 2, 256)), 4)),
-                       ("a float16 mask", (q, k, k, ten((1, 1, 1, 256), "f16"), 4))):
-        why = A.refusal(*(args + (512, dts)))
+                       ("a float16 mask", (q, k, k, ten((1, 1, 1, 256), "f16"), 4)),
+                       ("no heads", (ten((1, 0, 1, 64)), ten((1, 0, 256, 64)), ten((1, 0, 256, 64)), None, 4)),
+                       ("a 3-D query", (ten((32, 1, 64)), k, k, m, 4)),
+                       ("256 positions of 256 (a block of 65,536)",
+                        (ten((1, 32, 1, 256)), ten((1, 8, 256, 256)), ten((1, 8, 256, 256)), m, 4))):
+        why = A.refusal(*(args + (512, dts, 32768)))
         check(why is not None, "decode_attention: the op refuses %s (%s)" % (what, why))
 
 

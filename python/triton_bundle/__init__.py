@@ -67,7 +67,8 @@ one, or a module's other names, imports it from its module):
               torch.library op (imports triton; imported when a graph
               has such an attention)
     model     export_model and export_programs (a whole model as
-              programs) and their reports; it runs the four above
+              programs) and their reports; it runs steps, tensors,
+              capture and inductor
     dynamic   (2.6) the shapes that vary: export_model's dynamic_shapes
               (imported when used)
     weights   safetensors weights files (>>weights)

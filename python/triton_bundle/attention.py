@@ -21,7 +21,7 @@ include it.
 
 The exporter imports this module only when a graph has such an
 attention; without Triton it imports (as every module of the package
-does), and only decode_attention_op needs Triton."""
+does), and only decode_attention_op and block_of need Triton."""
 
 try:
     import triton
@@ -36,7 +36,6 @@ except ImportError:
         def jit(fn):
             return fn
     triton = tl = _NoTriton()
-
 
 
 @triton.jit
@@ -94,19 +93,22 @@ def _stride(t, i):
     return t.stride(i) if t.shape[i] != 1 else 0
 
 
-def refusal(q, k, v, mask, group, most, dtypes):
+def refusal(q, k, v, mask, group, most, dtypes, block=None):
     """Why the kernel cannot take these arguments (tensors, or anything
     with dim(), shape, dtype and stride()), or None: it indexes them as
     decode_attention_op's doc says, unchecked. dtypes: the two it takes
-    (torch.float16, torch.bfloat16)."""
+    (torch.float16, torch.bfloat16); most: positions at most; block: the
+    positions rounded up to a power of two times the head's size at most."""
     if q.dim() != 4 or k.dim() != 4 or tuple(v.shape) != tuple(k.shape) or q.shape[2] != 1:
         return "q [B, H, 1, D], k and v [B, H / group, S, D]: %s, %s, %s" % (
             tuple(q.shape), tuple(k.shape), tuple(v.shape))
     b, h, _, d = q.shape
-    if k.shape[0] != b or k.shape[3] != d or group < 1 or k.shape[1] * group != h:
+    if b < 1 or h < 1 or k.shape[0] != b or k.shape[3] != d or group < 1 or k.shape[1] * group != h:
         return "k %s for q %s and a group of %d" % (tuple(k.shape), tuple(q.shape), group)
     if d & (d - 1) or not 16 <= d <= 256 or not 1 <= k.shape[2] <= most:
         return "a head of %d (a power of two from 16 to 256), %d positions (1 to %d)" % (d, k.shape[2], most)
+    if block is not None and (1 << (k.shape[2] - 1).bit_length()) * d > block:
+        return "%d positions of %d: a block of more than %d elements" % (k.shape[2], d, block)
     if k.dtype != q.dtype or v.dtype != q.dtype or q.dtype not in dtypes:
         return "q, k and v of one dtype, float16 or bfloat16 (%s, %s, %s)" % (q.dtype, k.dtype, v.dtype)
     if any(t.stride(3) != 1 for t in (q, k, v)):
@@ -120,9 +122,11 @@ def refusal(q, k, v, mask, group, most, dtypes):
 _OP = []
 
 
-def decode_attention_op(torch, most):
-    """torch.ops.triton_bundle.decode_attention (registered once; it
-    refuses more than `most` positions, inductor.DECODE_ATTENTION_MOST):
+def decode_attention_op(torch, most, block):
+    """torch.ops.triton_bundle.decode_attention (registered once, with the
+    first call's `most` positions and `block` elements at most, which it
+    keeps: inductor.DECODE_ATTENTION_MOST and _BLOCK; refusal() says what
+    else it refuses):
     (q [B, H, 1, D], k [B, H / group, S, D], v like k, mask [B or 1, H or 1,
     1, S] or None, scale, group) -> [B, H, 1, D] in q's dtype; a
     torch.library.triton_op, so that Inductor compiles its kernel into the
@@ -136,11 +140,11 @@ def decode_attention_op(torch, most):
     @triton_op("triton_bundle::decode_attention", mutates_args=())
     def decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
                          group: int) -> Tensor:
-        b, h, _, d = q.shape
-        s = k.shape[2]
-        bad = refusal(q, k, v, mask, group, most, (torch.float16, torch.bfloat16))
+        bad = refusal(q, k, v, mask, group, most, (torch.float16, torch.bfloat16), block)
         if bad:
             raise ValueError("decode_attention: " + bad)
+        b, h, _, d = q.shape
+        s = k.shape[2]
         o = torch.empty((b, h, 1, d), dtype=q.dtype, device=q.device)
         bs, warps = block_of(s, d)
         m = mask if mask is not None else q

@@ -89,12 +89,20 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
             register_decomposition(op, registry=table)(_split_arg_reduction(torch, largest))
 
     def backend(gm, example_inputs, **_):
+        replaced = attention_pass(torch, gm) if attention else 0
         if attention:
-            backend.attentions.append(attention_pass(torch, gm))
+            backend.attentions.append(replaced)
         # AOTAutograd's cache keys on the graph before decomposition, not on
         # this table: a model compiled without it would come back
         with torch._functorch.config.patch(enable_autograd_cache=False):
-            return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
+            try:
+                return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
+            except Exception as e:
+                if not replaced:
+                    raise
+                raise RuntimeError("compiling a graph whose %d eager attentions were replaced by "
+                                   "triton_bundle::decode_attention failed (options[\"decode_attention\"] = False "
+                                   "keeps Inductor's): %s: %s" % (replaced, type(e).__name__, e)) from e
     backend.attentions = []
     return backend
 
@@ -481,8 +489,8 @@ def tune_in_program(torch, run, tuners, share=0.01, gain=0.03, steps=3, table=No
 # all in one block (attention.py; at 2,048 its passes over blocks were 3.5x
 # slower than Inductor's kernels); and the elements of that block (the
 # positions rounded up to a power of two, times the head's size) at most,
-# its keys and its values in registers: 512 positions of 64 as measured,
-# 256 of 128, 128 of 256.
+# its keys and its values in registers: 512 positions of 64 (measured), 256
+# of 128 and 128 of 256 (not timed).
 DECODE_ATTENTION_MOST = 512
 DECODE_ATTENTION_BLOCK = 32768
 
@@ -587,7 +595,15 @@ def find_decode_attention(nodes, t):
     q's dtype, q, k and v with a last stride of 1, on a CUDA device, none
     of them requiring grad (the op has no backward), and every node
     between used once."""
-    return [a for a in (_match_attention(n, t) for n in nodes) if a is not None]
+    return [a for a in (_attention_or_none(n, t) for n in nodes) if a is not None]
+
+
+def _attention_or_none(node, t):
+    # a graph this does not understand is left as it is, never an error
+    try:
+        return _match_attention(node, t)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _match_attention(sm, t):
@@ -606,7 +622,8 @@ def _match_attention(sm, t):
         return None
     a, b = x.args
     sc, scale = (a, b) if isinstance(b, float) else (b, a)
-    if not isinstance(scale, float) or not _is(sc, t, "matmul") or _one_user(sc) is not x or len(sc.args) != 2:
+    if not isinstance(scale, float) or not _is(sc, t, "matmul") or _one_user(sc) is not x or len(sc.args) != 2 or \
+            sc.kwargs:
         return None
     chain += [x, sc]
     q, kt = sc.args
@@ -637,7 +654,7 @@ def _match_attention(sm, t):
             return None
         chain.insert(0, p)
         p = _one_user(p)
-    if p is None or not _is(p, t, "matmul") or len(p.args) != 2 or p.args[0] is not chain[0]:
+    if p is None or not _is(p, t, "matmul") or len(p.args) != 2 or p.kwargs or p.args[0] is not chain[0]:
         return None
     final, vrep = p, p.args[1]
     if _static_shape(vrep, 4) != ks or _val(vrep).dtype is not qv.dtype or _val(kt.args[0]).dtype is not qv.dtype:
@@ -649,7 +666,7 @@ def _match_attention(sm, t):
             return None
     k, nk, knodes = _unrepeat(kt.args[0], t)
     v, nv, vnodes = _unrepeat(vrep, t)
-    if nk != nv or h % nk or not all(_last_stride_one(n) for n in (q, k, v)):
+    if nk != nv or nk < 1 or h % nk or not all(_last_stride_one(n) for n in (q, k, v)):
         return None
     if any(getattr(_val(n), "dtype", None) is not qv.dtype for n in (sc, x, sm.args[0], final)) or \
             any(getattr(_val(n), "requires_grad", False) for n in (q, k, v, mask) if n is not None) or \
@@ -664,12 +681,15 @@ def attention_pass(torch, gm):
     found = find_decode_attention(list(gm.graph.nodes), attention_targets(torch))
     if not found or not hasattr(torch.library, "triton_op"):  # PyTorch before 2.6 has no triton_op
         return 0
+    # (a version of PyTorch that keeps only the stride order of a Triton
+    # op's inputs could hand the kernel other strides than these graph's;
+    # 2.11 keeps them exactly)
     try:
         import triton  # noqa: F401 - the kernel's compiler
     except ImportError:
         return 0
     from .attention import decode_attention_op
-    op = decode_attention_op(torch, DECODE_ATTENTION_MOST)
+    op = decode_attention_op(torch, DECODE_ATTENTION_MOST, DECODE_ATTENTION_BLOCK)
     erased = set()
     for a in reversed(found):  # the last first: an attention's output may be a later one's input
         with gm.graph.inserting_before(a.final):
