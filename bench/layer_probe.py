@@ -20,9 +20,7 @@ def main(argv):
     p = probe_setup(argv, 2)
     if p is None:
         return 0
-    torch, tb, gemv_probe, step_kernels, narrow_product_configs = (p.torch, p.tb, p.gemv_probe, p.step_kernels,
-                                                                   p.narrow_product_configs)
-    layers, decode, reset, ids, pos = p.layers, p.decode, p.reset, p.ids, p.pos
+    torch, tb, gemv_probe, step_kernels, narrow_product_configs, layers, decode, reset, ids, pos = p
     with torch.no_grad():
         reset()
         eager = [t.float().clone() for t in tb.output_tensors(decode(ids, pos))]

@@ -28,11 +28,10 @@ def decode_step(torch, layers):
 
 def probe_setup(argv, layers):
     """What prologue_probe.py and layer_probe.py start from: None (a line
-    said so) without torch and a GPU, else a namespace of torch, tb (the
-    companion), gemv_probe (its time_graph), narrow_product_configs,
-    step_kernels, layers (--layers N, else `layers`) and decode_step's
-    decode, reset, ids and pos."""
-    import types
+    said so) without torch and a GPU, else (torch, tb: the companion,
+    gemv_probe: its time_graph, step_kernels, narrow_product_configs,
+    layers: --layers N, else `layers`, and decode_step's decode, reset, ids
+    and pos)."""
     layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else layers
     from pycheck import cuda_torch, step_kernels
     torch = cuda_torch()
@@ -44,6 +43,4 @@ def probe_setup(argv, layers):
     import triton_bundle as tb
     from triton_bundle.inductor import narrow_product_configs
     decode, reset, ids, pos = decode_step(torch, layers)
-    return types.SimpleNamespace(torch=torch, tb=tb, gemv_probe=gemv_probe, step_kernels=step_kernels,
-                                 narrow_product_configs=narrow_product_configs, layers=layers, decode=decode,
-                                 reset=reset, ids=ids, pos=pos)
+    return torch, tb, gemv_probe, step_kernels, narrow_product_configs, layers, decode, reset, ids, pos

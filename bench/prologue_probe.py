@@ -81,9 +81,7 @@ def main(argv):
     p = probe_setup(argv, 4)
     if p is None:
         return 0
-    torch, tb, gemv_probe, step_kernels, narrow_product_configs = (p.torch, p.tb, p.gemv_probe, p.step_kernels,
-                                                                   p.narrow_product_configs)
-    layers, decode, reset, ids, pos = p.layers, p.decode, p.reset, p.ids, p.pos
+    torch, tb, gemv_probe, step_kernels, narrow_product_configs, layers, decode, reset, ids, pos = p
     for variant in ("as it is", "inputs stored once", "as it is", "inputs stored once"):
         t0 = time.time()
         options = dict(tb.TRITON_ONLY, coordinate_descent_tuning=True, autotune_local_cache=False)

@@ -2,9 +2,10 @@
 operation of a forward a Triton kernel (TRITON_ONLY), a torch.compile
 backend with the exporter's decompositions (exporter_backend: 2-D
 convolutions as Triton matrix products, an argmax over a long row in two
-stages; conv_as_mm_backend, the first alone), and one config for a decode
-step's one-row products (NARROW_PRODUCT_CONFIG, given by
-narrow_product_configs)."""
+stages, a decode step's eager attention as one kernel of ours found in
+Dynamo's graph (attention_pass); conv_as_mm_backend, the first alone), and
+one config for a decode step's one-row products (NARROW_PRODUCT_CONFIG,
+given by narrow_product_configs)."""
 
 import threading
 
