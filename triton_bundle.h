@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.13.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.14.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -521,6 +521,13 @@
    (options["decode_attention"]) where Inductor made four; the bundle
    carries and launches it like any other kernel.
 
+   CHANGES IN 2.14 (from 2.13; the C library is unchanged; format 2.6)
+   That kernel also applies the rotary embedding of the query (transformers'
+   q * cos + rotate_half(q) * sin, found with the attention), and waits for
+   the kernel before it, so the exporter gives it programmatic dependent
+   launch (the config's "pdl" flag); the in-program tuning tries four more
+   tilings (longer steps, 16 warps).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -554,9 +561,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 13
+#define TB_VERSION_MINOR 14
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.13.0"
+#define TB_VERSION_STRING "2.14.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

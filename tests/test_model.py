@@ -1037,6 +1037,26 @@ def pdl():
     check(M._pdl_without_wait(b) == 3 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL, 0, 0, 0],
           "export: the pdl flag kept where the kernel lets the next start after its wait, cleared where it does "
           "so before (its PTX, its source, either of two files)")
+    # the exporter's own kernels get the flag where their PTX waits before any global access; no other kernel
+    b = tb.Bundle()
+    b.kernels = [kernel("own", **{".ptx": b"ld.param.u64\ngriddepcontrol.wait;\nld.global.nc.v4.b32\n"
+                                          b"griddepcontrol.launch_dependents;"}),
+                 kernel("late", **{".ptx": b"ld.global.b32\ngriddepcontrol.wait;"}),
+                 kernel("asyncfirst", **{".ptx": b"cp.async.cg.shared.global [a], [b];\ngriddepcontrol.wait;"}),
+                 kernel("nowait", **{".ptx": b"ld.global.b32"}),
+                 kernel("other", **{".ptx": b"griddepcontrol.wait;\nld.global.b32"}),
+                 kernel("atomfirst", **{".ptx": b"@%p1 atom.acq_rel.gpu.global.add.u32 %r1;\ngriddepcontrol.wait;"}),
+                 kernel("sharedfirst", **{".ptx": b"ld.shared.u32 %r2;\ngriddepcontrol.wait;"})]
+    b.records = [tb.Record("key_" + n, kn, [config(n, "Oi")]) for n, kn in (
+        ("own", "decode_attention_kernel"), ("late", "decode_attention_kernel_1"),
+        ("asyncfirst", "decode_attention_kernel_0"), ("nowait", "decode_attention_kernel"),
+        ("other", "triton_poi_fused_0"), ("atomfirst", "decode_attention_kernel"),
+        ("sharedfirst", "decode_attention_kernel"))]
+    check(M._pdl_for_own(b) == 1 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL] + [0] * 6 and
+          M._pdl_without_wait(b) == 0 and M._pdl_for_own(b) == 0,
+          "export: the decode attention's kernel given the pdl flag where its PTX waits before any memory access "
+          "but a parameter's (not after a load, an async copy, an atomic or a shared load, nor where it never "
+          "waits), no other kernel; flagged once")
     # the lives with pdl: through the next launch with the flag, across steps the runner may skip
     for lives, pdl_at, skip, want, what in (
             ([(0, 2), (1, 3)], {3}, set(), [(0, 3), (1, 3)], "the life ending just before a pdl launch"),
@@ -1161,15 +1181,33 @@ class _Node:
 
 
 def _eager_graph(t, mask=True, dropout=True, heads=32, kv_heads=8, q_len=1, extra_user=False, to_dtype=None,
-                 scale=0.125, repeat=True, s=256, d=64):
+                 scale=0.125, repeat=True, s=256, d=64, rope=False):
     """The nodes of transformers' eager attention as Dynamo records them
-    (stand-ins; targets from t) and the final matmul."""
+    (stand-ins; targets from t) and the final matmul; with rope, q is the
+    rotary embedding of a placeholder x (by cos and sin)."""
     fn, bf16 = t["fn"], "bf16"
     mm, sm, dr, mul, add = (next(iter(fn[r])) for r in ("matmul", "softmax", "dropout", "mul", "add"))
     getitem = next(iter(fn["getitem"]))
     full = slice(None)
     q = _Node("placeholder", "q", shape=(1, heads, q_len, d), dtype=bf16)
     nodes = [q]
+    if rope:
+        x, q = q, None
+        x.target = "x"
+        cos, sin = (_Node("placeholder", n, shape=(1, q_len, d), dtype=bf16) for n in ("cos", "sin"))
+        nodes += [cos, sin]
+        cos, sin = (_Node("call_method", "unsqueeze", (c, 1), shape=(1, 1, q_len, d), dtype=bf16) for c in (cos, sin))
+        half = (1, heads, q_len, d // 2)
+        hi = _Node("call_function", getitem, (x, (Ellipsis, slice(d // 2, None, None))), shape=half, dtype=bf16)
+        lo = _Node("call_function", getitem, (x, (Ellipsis, slice(None, d // 2, None))), shape=half, dtype=bf16)
+        neg = _Node("call_function", next(iter(fn["neg"])), (hi,), shape=(1, heads, q_len, d // 2), dtype=bf16)
+        cat = _Node("call_function", next(iter(fn["cat"])), ((neg, lo),), {"dim": -1}, shape=(1, heads, q_len, d),
+                    dtype=bf16)
+        cat.users, neg.users[cat], lo.users[cat] = {}, None, None  # a tuple argument: its nodes' user by hand
+        p1 = _Node("call_function", mul, (x, cos), shape=(1, heads, q_len, d), dtype=bf16)
+        p2 = _Node("call_function", mul, (cat, sin), shape=(1, heads, q_len, d), dtype=bf16)
+        q = _Node("call_function", add, (p1, p2), shape=(1, heads, q_len, d), dtype=bf16)
+        nodes += [cos, sin, hi, lo, neg, cat, p1, p2, q]  # (each unsqueeze of cos and sin, the placeholders before)
 
     def rep(name):
         src = _Node("placeholder", name, shape=(1, kv_heads, s, d), dtype=bf16)
@@ -1211,9 +1249,10 @@ def decode_attention():
     the nodes left unused); anything else is not."""
     from triton_bundle import inductor as ind
     t = {"fn": {r: {object()} for r in ("matmul", "softmax", "dropout", "mul", "add", "getitem", "transpose",
-                                        "reshape")},
+                                        "reshape", "cat", "neg")},
          "method": {"matmul": {"matmul"}, "softmax": {"softmax"}, "mul": {"mul"}, "add": {"add"},
-                    "transpose": {"transpose"}, "reshape": {"reshape", "view"}, "to": {"to"}, "expand": {"expand"}},
+                    "transpose": {"transpose"}, "reshape": {"reshape", "view"}, "to": {"to"}, "expand": {"expand"},
+                    "neg": {"neg"}, "unsqueeze": {"unsqueeze"}},
          "half": {"bf16", "f16"}, "float32": "f32"}
     nodes, out = _eager_graph(t)
     found = ind.find_decode_attention(nodes, t)
@@ -1271,7 +1310,92 @@ def decode_attention():
         got = len(ind.find_decode_attention(nodes, t))
         check(got == want, "decode_attention: heads of %d at %d positions: %s (a block of %d elements, at most %d)" % (
             d, s_, "found" if want else "left as it is", d * s_, ind.DECODE_ATTENTION_BLOCK))
+    rope_checks(t)
     attention_refusals()
+    quiet_analysis()
+
+
+def quiet_analysis():
+    """inductor._quiet_asm_analysis drops PyTorch's warning about the
+    kernel's inline assembly while a graph with attentions replaced
+    compiles, and nothing else, and nothing once it is done."""
+    import logging
+    from triton_bundle import inductor as ind
+    log = ind._quiet_asm_analysis(1).log
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    h = Keep()
+    log.addHandler(h)
+    old, log.propagate = log.propagate, False
+    try:
+        def warn(what):
+            try:
+                raise RuntimeError(what)
+            except RuntimeError:
+                log.warning("Encountered an exception in identify_mutated_tensors, assuming every input is mutated",
+                            exc_info=True)
+        with ind._quiet_asm_analysis(1):
+            warn("ttir analysis hit an op we do not know how to analyze: tt.elementwise_inline_asm")
+            warn("ttir analysis hit an op we do not know how to analyze: tt.something_else")
+            log.warning("another warning")
+        with ind._quiet_asm_analysis(0):
+            warn("ttir analysis hit an op we do not know how to analyze: tt.elementwise_inline_asm")
+        warn("ttir analysis hit an op we do not know how to analyze: tt.elementwise_inline_asm")
+    finally:
+        log.removeHandler(h)
+        log.propagate = old
+    check(isinstance(log, logging.Logger) and ind._quiet_asm_analysis(0).log is None and
+          len(seen) == 4 and seen[1] == "another warning" and not log.filters,
+          "decode_attention: the analysis's warning about inline assembly dropped while a graph with attentions "
+          "replaced compiles (%d of 5 warnings kept: another op's, another warning, with none replaced, after)" %
+          len(seen))
+
+
+def rope_checks(t):
+    """The rotary embedding of q found with the attention (the op applies
+    it), and left to Inductor where it is not transformers' exactly."""
+    from triton_bundle import inductor as ind
+    nodes, out = _eager_graph(t, rope=True)
+    found = ind.find_decode_attention(nodes, t)
+    check(len(found) == 1 and found[0].q.target == "x" and found[0].cos.target == "cos" and
+          found[0].sin.target == "sin" and len(found[0].nodes) == 21 and found[0].nodes[14].target in t["fn"]["add"],
+          "decode_attention: q's rotary embedding found with it: the query before it, cos and sin before each "
+          "layer's unsqueeze, its 7 nodes left unused after the attention's 14")
+    nodes, out = _eager_graph(t, rope=True)
+    [n for n in nodes if n.target == "cos"][0].meta["example_value"].shape = (1, 2, 64)
+    found = ind.find_decode_attention(nodes, t)
+    check(len(found) == 1 and found[0].cos.target == "unsqueeze" and found[0].sin.target == "sin",
+          "decode_attention: a cos whose unsqueeze is not [B, 1, D] -> [B, 1, 1, D] passed as the unsqueeze gives it")
+
+    def swap_products(ns):
+        q = [n for n in ns if n.target in t["fn"]["add"] and n.args[0].target in t["fn"]["mul"]][0]
+        q.args = q.args[::-1]
+        for p in q.args:
+            p.args = p.args[::-1]
+    for what, change, folded in (
+            ("each product's operands and the sum's swapped", swap_products, True),
+            ("halves cat((-lo, hi)): another rotation", lambda ns: [n for n in ns if n.target in t["fn"]["neg"]][0]
+             .__setattr__("args", ([n for n in ns if n.target in t["fn"]["getitem"] and
+                                    n.args[1][1].start is None][0],)), False),
+            ("the embedded query used again", lambda ns: ns.append(_Node("output", "output", (
+                [n for n in ns if n.target in t["fn"]["add"] and n.args[0].target in t["fn"]["mul"]][0],))), False),
+            ("cos per head [1, 32, 1, 64]", lambda ns: setattr(
+                [n for n in ns if n.target == "unsqueeze"][0].meta["example_value"], "shape", (1, 32, 1, 64)), False),
+            ("sin in float32", lambda ns: setattr(
+                [n for n in ns if n.target == "unsqueeze"][1].meta["example_value"], "dtype", "f32"), False),
+            ("x with a last stride of 2", lambda ns: setattr(
+                [n for n in ns if n.target == "x"][0].meta["example_value"], "stride", lambda: (2048, 64, 2048, 2)),
+             False)):
+        nodes, out = _eager_graph(t, rope=True)
+        change(nodes)
+        found = ind.find_decode_attention(nodes, t)
+        check(len(found) == 1 and (found[0].cos is not None) == folded and
+              (found[0].q.target == "x") == folded,
+              "decode_attention: %s: the attention found, the rotary embedding %s" % (
+                  what, "applied by the op" if folded else "left to Inductor"))
 
 
 def _by_keyword(node):
@@ -1313,6 +1437,16 @@ def attention_refusals():
                        ("256 positions of 256 (a block of 65,536)",
                         (ten((1, 32, 1, 256)), ten((1, 8, 256, 256)), ten((1, 8, 256, 256)), m, 4))):
         why = A.refusal(*(args + (512, dts, 32768)))
+        check(why is not None, "decode_attention: the op refuses %s (%s)" % (what, why))
+    c = ten((1, 1, 1, 64))
+    check(A.refusal(q, k, k, m, 4, 512, dts, 32768, c, c) is None and
+          A.refusal(q, k, k, m, 4, 512, dts, 32768, ten((1, 1, 64)), ten((1, 1, 64))) is None,
+          "decode_attention: the op takes cos and sin [1, 1, 1, 64] and [1, 1, 64]")
+    for what, cs in (("cos without sin", (c, None)), ("cos per head", (ten((1, 32, 1, 64)), c)),
+                     ("sin of 32", (c, ten((1, 1, 1, 32)))), ("cos in float16", (ten((1, 1, 1, 64), "f16"), c)),
+                     ("sin with a last stride of 2", (c, ten((1, 1, 1, 64), last=2))), ("2-D cos", (ten((1, 64)), c)),
+                     ("3-D sin of 2 rows", (c, ten((1, 2, 64))))):
+        why = A.refusal(q, k, k, m, 4, 512, dts, 32768, *cs)
         check(why is not None, "decode_attention: the op refuses %s (%s)" % (what, why))
 
 

@@ -95,7 +95,7 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
             backend.attentions.append(replaced)
         # AOTAutograd's cache keys on the graph before decomposition, not on
         # this table: a model compiled without it would come back
-        with torch._functorch.config.patch(enable_autograd_cache=False):
+        with torch._functorch.config.patch(enable_autograd_cache=False), _quiet_asm_analysis(replaced):
             try:
                 return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
             except Exception as e:
@@ -106,6 +106,48 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
                                    "keeps Inductor's): %s: %s" % (replaced, type(e).__name__, e)) from e
     backend.attentions = []
     return backend
+
+
+class _quiet_asm_analysis:
+    """A context manager: while a graph with decode attentions replaced
+    compiles (n > 0), drops PyTorch's warning, with its traceback, that its
+    analysis of which arguments a Triton kernel writes met inline assembly
+    and so takes every argument as written. The decode attention's kernel,
+    in a program compiled with programmatic dependent launch, waits for the
+    kernel before it (gdc_wait: inline assembly in Triton 3.6) and writes
+    only its output. Taking every argument as written is safe: each
+    argument's value after the kernel is then the kernel's output, which
+    Inductor writes in place (the 1B step had no copy for it: PERFORMANCE.md
+    section 24); the warning would come with every such export. Another
+    kernel's warning of the same kind in the same graph is dropped with it.
+    .log: the logger it filters (the analysis module's, "torch._dynamo" in
+    PyTorch 2.11), or None."""
+
+    def __init__(self, n):
+        import logging
+        self.log = None
+        if n:
+            try:
+                import importlib
+                self.log = getattr(importlib.import_module("torch._higher_order_ops.triton_kernel_wrap"), "log", None)
+            except ImportError:
+                pass
+            if not isinstance(self.log, logging.Logger):
+                self.log = logging.getLogger("torch._dynamo")
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not ("identify_mutated_tensors" in str(record.msg) and "elementwise_inline_asm" in str(exc))
+
+    def __enter__(self):
+        if self.log is not None:
+            self.log.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        if self.log is not None:
+            self.log.removeFilter(self)
+        return False
 
 
 # An argmax over a row this long, in this few rows, is split in two stages.
@@ -324,7 +366,10 @@ class narrow_product_configs:
 # The candidates, clamped to a kernel's sizes: (XBLOCK, R0_BLOCK, warps) of
 # a looped reduction, (XBLOCK, warps) of a persistent one.
 PROGRAM_TUNING_CONFIGS = {
-    "reduction": ((1, 1024, 4), (2, 2048, 8), (4, 1024, 8), (8, 1024, 8), (16, 512, 8), (16, 1024, 8)),
+    "reduction": ((1, 1024, 4), (2, 2048, 8), (4, 1024, 8), (8, 1024, 8), (16, 512, 8), (16, 1024, 8),
+                  # (2.14) longer steps and 16 warps: more bytes in flight a program, for the down product
+                  # (8,192-element rows, 74% of the bandwidth with (4, 1024, 8))
+                  (1, 4096, 8), (2, 4096, 16), (4, 2048, 16), (8, 2048, 16)),
     "persistent": ((1, 4), (4, 4), (16, 4), (64, 8)),
 }
 
@@ -499,12 +544,14 @@ DECODE_ATTENTION_BLOCK = 32768
 class Attention:
     """One eager attention found by find_decode_attention: the final
     matmul node to replace, the op's arguments (q, k, v, mask or None,
-    scale, group: query heads per key/value head) and the nodes it leaves
-    unused, consumers first."""
+    scale, group: query heads per key/value head, and cos and sin or None:
+    the rotary embedding of q, which the op applies) and the nodes it
+    leaves unused, consumers first."""
 
-    def __init__(self, final, q, k, v, mask, scale, group, nodes):
+    def __init__(self, final, q, k, v, mask, scale, group, nodes, cos=None, sin=None):
         self.final, self.q, self.k, self.v, self.mask = final, q, k, v, mask
         self.scale, self.group, self.nodes = scale, group, nodes
+        self.cos, self.sin = cos, sin
 
 
 def attention_targets(torch):
@@ -514,10 +561,12 @@ def attention_targets(torch):
     return {"fn": {"matmul": {torch.matmul, operator.matmul}, "softmax": {f.softmax, torch.softmax},
                    "dropout": {f.dropout, torch.dropout}, "mul": {operator.mul, torch.mul},
                    "add": {operator.add, torch.add}, "getitem": {operator.getitem},
-                   "transpose": {torch.transpose}, "reshape": {torch.reshape}},
+                   "transpose": {torch.transpose}, "reshape": {torch.reshape}, "cat": {torch.cat},
+                   "neg": {operator.neg, torch.neg}, "unsqueeze": {torch.unsqueeze}},
             "method": {"matmul": {"matmul", "__matmul__"}, "softmax": {"softmax"}, "mul": {"mul", "__mul__"},
                        "add": {"add", "__add__"}, "transpose": {"transpose"}, "reshape": {"reshape", "view"},
-                       "to": {"to"}, "expand": {"expand"}},
+                       "to": {"to"}, "expand": {"expand"}, "neg": {"neg", "__neg__"},
+                       "unsqueeze": {"unsqueeze"}},
             "half": {torch.float16, torch.bfloat16}, "float32": torch.float32}
 
 
@@ -573,6 +622,90 @@ def _unrepeat(node, t):
     return src, ex[2], [node, e, g]
 
 
+def _half_of(node, t, d):
+    """(x, 0) where node is x[..., :d / 2] and (x, 1) where it is
+    x[..., d / 2:] (or x[:, :, :, ...]), else None."""
+    if not _is(node, t, "getitem") or len(node.args) != 2 or node.kwargs or not isinstance(node.args[1], tuple):
+        return None
+    idx, full = node.args[1], slice(None)
+    if not idx or not isinstance(idx[-1], slice) or idx[:-1] not in ((Ellipsis,), (full, full, full)):
+        return None
+    sl, h = idx[-1], d // 2
+    if sl.step not in (None, 1):
+        return None
+    if sl.start in (None, 0) and sl.stop == h:
+        return node.args[0], 0
+    if sl.start == h and sl.stop in (None, d):
+        return node.args[0], 1
+    return None
+
+
+def _rotated(node, t, d):
+    """x where node is transformers' rotate_half(x), cat((-x[..., d / 2:],
+    x[..., :d / 2]), dim=-1), each of its nodes used once; else None."""
+    if not _is(node, t, "cat") or _one_user(node) is None or not node.args or \
+            not isinstance(node.args[0], (tuple, list)) or len(node.args[0]) != 2 or \
+            node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0) not in (-1, 3) or \
+            len(node.args) > 2 or set(node.kwargs) - {"dim"}:
+        return None
+    neg, lo = node.args[0]
+    if not _is(neg, t, "neg") or len(neg.args) != 1 or neg.kwargs or _one_user(neg) is not node or \
+            _one_user(lo) is not node:
+        return None
+    a, b = _half_of(neg.args[0], t, d), _half_of(lo, t, d)
+    if a is None or b is None or a[1] != 1 or b[1] != 0 or a[0] is not b[0] or _one_user(neg.args[0]) is not neg:
+        return None
+    return a[0]
+
+
+def _rope(node, t):
+    """(x, cos, sin, nodes) where node is transformers' rotary embedding of
+    a query, x * cos + rotate_half(x) * sin (either order of each product
+    and of the sum), cos and sin [B or 1, 1, 1, D] of x's dtype with a last
+    stride of 1, and its nodes (used once each; cos and sin left) consumers
+    first; else None."""
+    if not _is(node, t, "add") or len(node.args) != 2 or node.kwargs:
+        return None
+    shape, dt = _static_shape(node, 4), getattr(_val(node), "dtype", None)
+    if shape is None:
+        return None
+    d = shape[3]
+    for p1, p2 in (node.args, node.args[::-1]):
+        if not all(_is(p, t, "mul") and len(p.args) == 2 and not p.kwargs and _one_user(p) is node
+                   for p in (p1, p2)):
+            return None
+        for x, cos in (p1.args, p1.args[::-1]):
+            for r, sin in (p2.args, p2.args[::-1]):
+                if _rotated(r, t, d) is not x:
+                    continue
+                if _static_shape(x, 4) != shape or getattr(_val(x), "dtype", None) is not dt or \
+                        not _last_stride_one(x):
+                    return None
+                for c in (cos, sin):
+                    cs = _static_shape(c, 4)
+                    if cs is None or cs[0] not in (1, shape[0]) or cs[1:] != (1, 1, d) or \
+                            getattr(_val(c), "dtype", None) is not dt or not _last_stride_one(c):
+                        return None
+                if any(getattr(_val(n), "dtype", None) is not dt for n in (p1, p2, r)):
+                    return None
+                neg = r.args[0][0]
+                return x, _squeezed(cos, t), _squeezed(sin, t), [node, p1, p2, r, neg, neg.args[0], r.args[0][1]]
+    return None
+
+
+def _squeezed(node, t):
+    """c where node is c.unsqueeze(1) of c [B or 1, 1, D] (transformers'
+    apply_rotary_pos_emb: each layer unsqueezes the one cos and sin of the
+    step, and Inductor would copy each layer's view for the op), else node."""
+    c = node.args[0] if _is(node, t, "unsqueeze") and node.args else None
+    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None) if c is not None else None
+    shape = _static_shape(node, 4)
+    if c is None or dim != 1 or _static_shape(c, 3) != (shape[0], 1, shape[3]) or \
+            getattr(_val(c), "dtype", None) is not getattr(_val(node), "dtype", None) or not _last_stride_one(c):
+        return node
+    return c
+
+
 def _to_dtype(node, t):
     if not _is(node, t, "to"):
         return None
@@ -595,7 +728,9 @@ def find_decode_attention(nodes, t):
     of q's dtype, a float scale, the scores, probabilities and output of
     q's dtype, q, k and v with a last stride of 1, on a CUDA device, none
     of them requiring grad (the op has no backward), and every node
-    between used once."""
+    between used once. Where q is transformers' rotary embedding of a
+    query x (_rope: x * cos + rotate_half(x) * sin, used only by the
+    scores), the Attention's q is x, with its cos and sin."""
     return [a for a in (_attention_or_none(n, t) for n in nodes) if a is not None]
 
 
@@ -673,7 +808,11 @@ def _match_attention(sm, t):
             any(getattr(_val(n), "requires_grad", False) for n in (q, k, v, mask) if n is not None) or \
             getattr(getattr(qv, "device", None), "type", "cuda") != "cuda":
         return None
-    return Attention(final, q, k, v, mask, scale, nk, [final] + chain + [kt] + knodes + vnodes)
+    nodes = [final] + chain + [kt] + knodes + vnodes
+    rope = _rope(q, t) if _one_user(q) is sc else None
+    if rope is not None:
+        return Attention(final, rope[0], k, v, mask, scale, nk, nodes + rope[3], cos=rope[1], sin=rope[2])
+    return Attention(final, q, k, v, mask, scale, nk, nodes)
 
 
 def attention_pass(torch, gm):
@@ -694,7 +833,7 @@ def attention_pass(torch, gm):
     erased = set()
     for a in reversed(found):  # the last first: an attention's output may be a later one's input
         with gm.graph.inserting_before(a.final):
-            new = gm.graph.call_function(op, (a.q, a.k, a.v, a.mask, a.scale, a.group))
+            new = gm.graph.call_function(op, (a.q, a.k, a.v, a.mask, a.scale, a.group, a.cos, a.sin))
         new.meta.update(a.final.meta)
         a.final.replace_all_uses_with(new)
         for n in a.nodes:

@@ -160,7 +160,8 @@ EXPORT_OPTIONS = {
                                 # and the kernel waits for that one (gdc_wait) before it reads what it wrote or
                                 # writes what it read or wrote, else after its first read; the bundle's configs say
                                 # so (flag "pdl"; cleared for a kernel that never waits, lets the next start before
-                                # its wait, or uses global scratch), the C launcher launches them so, and the
+                                # its wait, or uses global scratch; given to the decode attention's kernel, which
+                                # waits first: _pdl_for_own), the C launcher launches them so, and the
                                 # workspace plan keeps a buffer's bytes through such a launch right after its last
                                 # use (steps.pdl_lives). "auto" where narrow_mm made one-row products reductions
                                 # (found by its probe, or narrow_mm=True: every program), on a device of compute
@@ -181,7 +182,9 @@ EXPORT_OPTIONS = {
                                 # writes it: matmul, scale, mask, softmax in float32, matmul), of float16 or
                                 # bfloat16, static shape and at most 512 positions (inductor.find_decode_attention
                                 # says every condition), as one Triton kernel of the exporter's (attention.py) where
-                                # Inductor makes four: the same roundings as eager, sums in another order. Programs
+                                # Inductor makes four: the same roundings as eager, sums in another order; (2.14)
+                                # with the rotary embedding of the query where transformers' is found with it, and
+                                # the "pdl" flag where the program is compiled with options["pdl"]. Programs
                                 # compiled here
 }
 
@@ -321,6 +324,32 @@ def _atomic_configs(bundle, tuners):
                     re.search(rb"\batomic_(add|max|min|and|or|xor|xchg|cas)\b", text.get(".source", b"")):
                 out.add((ri, ci))
     return out
+
+
+def _pdl_for_own(bundle):
+    """Gives the pdl flag to each config of the exporter's own kernels
+    (attention.PDL_KERNELS) whose PTX waits for the kernel before it
+    (griddepcontrol.wait) before any global memory access: Inductor
+    launches a Triton op's kernel without programmatic dependent launch
+    (it gives such a kernel no launch_pdl) though ours waits first, as
+    Inductor's kernels do, where the program is compiled with it.
+    _pdl_without_wait then checks it as it checks Inductor's. Returns how
+    many configs it flagged."""
+    from .attention import PDL_KERNELS
+    flagged = 0
+    for rec in bundle.records:
+        if re.sub(r"_\d+$", "", rec.kernel_name) not in PDL_KERNELS:
+            continue
+        for cfg in rec.configs:
+            ptx = _kernel_texts(bundle, cfg, (".ptx",)).get(".ptx", b"")
+            wait = re.search(rb"griddepcontrol\.wait", ptx)
+            # any load, store, atomic or copy but a parameter's (a shared or local one counts too)
+            access = re.search(rb"\b(ld|st|atom|red|cp\.async)\.(?!param\b)", ptx)
+            if wait is not None and (access is None or wait.start() < access.start()) and \
+                    not cfg.flags & CONFIG_PDL:
+                cfg.flags |= CONFIG_PDL
+                flagged += 1
+    return flagged
 
 
 def _pdl_without_wait(bundle):
@@ -813,6 +842,8 @@ class _Export:
         torch, rec, cap = self.torch, self.rec, self.cap
         t0 = time.perf_counter()
         bundle = cap.bundle()
+        if getattr(self, "pdl", False):
+            _pdl_for_own(bundle)
         cleared = _pdl_without_wait(bundle)
         if cleared:
             self.warnings.append("programmatic dependent launch left out for %d config%s: the kernel never waits "
