@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.14.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.15.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -528,6 +528,12 @@
    launch (the config's "pdl" flag); the in-program tuning tries four more
    tilings (longer steps, 16 warps).
 
+   CHANGES IN 2.15 (from 2.14; the C library is unchanged; format 2.6)
+   The exporter has Inductor store a decode step's SiLU(gate) * up once (in
+   the 1B step, from the kernel of the gate and up products), where it was
+   computed again in each program of the down product
+   (options["store_activation"]).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -561,9 +567,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 14
+#define TB_VERSION_MINOR 15
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.14.0"
+#define TB_VERSION_STRING "2.15.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_util import probe_setup  # noqa: E402
+from probe_util import compile_step, measure_step, probe_setup  # noqa: E402
 
 
 def main(argv):
@@ -29,22 +29,15 @@ def main(argv):
         options = dict(tb.TRITON_ONLY, coordinate_descent_tuning=True, autotune_local_cache=False)
         backend = tb.exporter_backend(torch, options, attention=attention)
         torch._dynamo.reset()
-        with narrow_product_configs(), torch.no_grad():
-            fn = torch.compile(decode, backend=backend)
-            for _ in range(2):
-                reset()
-                fn(ids, pos)
-            torch.cuda.synchronize()
-            reset()
-            got = [t.float().clone() for t in tb.output_tensors(fn(ids, pos))]
-            reset()
-            per = step_kernels(torch, lambda: fn(ids, pos))
-            us = min(gemv_probe.time_graph(lambda: fn(ids, pos), 20, reset) for _ in range(2))
+        fn = compile_step(torch, narrow_product_configs, decode, reset, ids, pos, backend=backend)
+        compiled = time.time() - t0
+        us, per, got = measure_step(torch, gemv_probe, step_kernels, fn, reset, ids, pos, graphs=2)
+        got = [t.float() for t in got]
         diff = max((a - b).abs().max().item() for a, b in zip(got, eager))
         print("attention %s (%s replaced): step %.1f us, kernels %.1f us, %d launches (%d layers; compiled in %.0f s);"
               " max |compiled - eager| %.4g, token %s eager %s" % (
                   attention, backend.attentions, us, sum(t for t, _ in per.values()),
-                  sum(n for _, n in per.values()), layers, time.time() - t0, diff, got[-1].flatten().tolist(),
+                  sum(n for _, n in per.values()), layers, compiled, diff, got[-1].flatten().tolist(),
                   eager[-1].flatten().tolist()))
         for k, (t, n) in sorted(per.items(), key=lambda x: -x[1][0]):
             print("   %8.2f us %3.0f/step %s" % (t, n, k[:90]))

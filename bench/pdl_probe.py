@@ -10,7 +10,7 @@ import re
 import sys
 import time
 
-from probe_util import decode_step  # noqa: E402 - also puts the repository's paths on sys.path
+from probe_util import compile_step, decode_step, measure_step  # noqa: E402 - also sets the import paths
 
 
 def show_source(torch):
@@ -42,20 +42,10 @@ def main(argv):
         torch._dynamo.reset()
         options = dict(tb.TRITON_ONLY, coordinate_descent_tuning=True, autotune_local_cache=False)
         options["triton.enable_pdl"] = pdl
-        with narrow_product_configs(), torch.no_grad():
-            fn = torch.compile(decode, options=options)
-            for _ in range(2):
-                reset()
-                out = fn(ids, pos)
-            torch.cuda.synchronize()
+        fn = compile_step(torch, narrow_product_configs, decode, reset, ids, pos, options=options)
         compiled = time.time() - t0
-        with torch.no_grad():
-            step = min(gemv_probe.time_graph(lambda: fn(ids, pos), 20, reset) for _ in range(3))
-            reset()
-            per = step_kernels(torch, lambda: fn(ids, pos))
-            reset()
-            out = fn(ids, pos)
-        first = out[0] if isinstance(out, (tuple, list)) else out
+        step, per, out = measure_step(torch, gemv_probe, step_kernels, fn, reset, ids, pos)
+        first = out[0]
         results.setdefault(pdl, []).append(step)
         same = ""
         if False in results and pdl:

@@ -1,5 +1,5 @@
 """What the decode-step probes (pdl_probe.py, prologue_probe.py,
-layer_probe.py) share:
+layer_probe.py, activation_probe.py) share:
 the repository's import paths and a 1B-shaped decode step whose state each
 run puts back."""
 
@@ -27,7 +27,7 @@ def decode_step(torch, layers):
 
 
 def probe_setup(argv, layers):
-    """What prologue_probe.py and layer_probe.py start from: None (a line
+    """What prologue_probe.py, layer_probe.py and activation_probe.py start from: None (a line
     said so) without torch and a GPU, else (torch, tb: the companion,
     gemv_probe: its time_graph, step_kernels, narrow_product_configs,
     layers: --layers N, else `layers`, and decode_step's decode, reset, ids
@@ -44,3 +44,31 @@ def probe_setup(argv, layers):
     from triton_bundle.inductor import narrow_product_configs
     decode, reset, ids, pos = decode_step(torch, layers)
     return torch, tb, gemv_probe, step_kernels, narrow_product_configs, layers, decode, reset, ids, pos
+
+
+def compile_step(torch, narrow_product_configs, decode, reset, ids, pos, **compile_kwargs):
+    """decode compiled by torch.compile(decode, **compile_kwargs) (backend=
+    or options=) under the narrow products' config, without grad, and run
+    twice from the state reset() puts back."""
+    with narrow_product_configs(), torch.no_grad():
+        fn = torch.compile(decode, **compile_kwargs)
+        for _ in range(2):
+            reset()
+            fn(ids, pos)
+        torch.cuda.synchronize()
+    return fn
+
+
+def measure_step(torch, gemv_probe, step_kernels, fn, reset, ids, pos, graphs=3):
+    """(us, per, out): fn(ids, pos)'s best step in a CUDA graph of 20
+    steps (of `graphs` graphs), its kernels under the profiler ({name:
+    [us a step, launches a step]}) and its outputs (output_tensors), each
+    from the state reset() puts back."""
+    from triton_bundle import output_tensors
+    with torch.no_grad():
+        us = min(gemv_probe.time_graph(lambda: fn(ids, pos), 20, reset) for _ in range(graphs))
+        reset()
+        per = step_kernels(torch, lambda: fn(ids, pos))
+        reset()
+        out = [t.clone() for t in output_tensors(fn(ids, pos))]
+    return us, per, out

@@ -1450,6 +1450,74 @@ def attention_refusals():
         check(why is not None, "decode_attention: the op refuses %s (%s)" % (what, why))
 
 
+def _mlp_graph(t, rows=1, order=False, inplace=False, dtype="bf16", k=2048, f=8192, consumer="linear",
+               silu_users=1, mul_users=1):
+    """transformers' LlamaMLP as Dynamo records it (stand-ins; targets from
+    t): down(silu(gate(x)) * up(x)); the nodes and the mul."""
+    fn = t["fn"]
+    lin, silu, mul = (next(iter(fn[r])) for r in ("linear", "silu", "mul"))
+    x = _Node("placeholder", "x", shape=(1, rows, k), dtype=dtype)
+    wg, wu = (_Node("placeholder", n, shape=(f, k), dtype=dtype) for n in ("wg", "wu"))
+    wd = _Node("placeholder", "wd", shape=(k, f), dtype=dtype)
+    g = _Node("call_function", lin, (x, wg, None), shape=(1, rows, f), dtype=dtype)
+    u = _Node("call_function", lin, (x, wu, None), shape=(1, rows, f), dtype=dtype)
+    sl = _Node("call_function", silu, (g,), {"inplace": inplace}, shape=(1, rows, f), dtype=dtype)
+    m = _Node("call_function", mul, (u, sl) if order else (sl, u), shape=(1, rows, f), dtype=dtype)
+    m.meta["example_value"].stride = lambda: (rows * f, f, 1)
+    nodes = [x, wg, wu, wd, g, u, sl, m]
+    for _ in range(silu_users - 1):
+        nodes.append(_Node("output", "output", (sl,)))
+    for _ in range(mul_users - 1):
+        nodes.append(_Node("output", "output", (m,)))
+    if consumer == "linear":
+        nodes.append(_Node("call_function", lin, (m, wd, None), shape=(1, rows, k), dtype=dtype))
+    else:
+        nodes.append(_Node("call_function", next(iter(fn["mul"])), (m, 2.0), shape=(1, rows, f), dtype=dtype))
+    return nodes, m
+
+
+def store_activation():
+    """inductor.find_activations on stand-ins for Dynamo's nodes:
+    SiLU(gate) * up as the input of a one-row product is found (either
+    order); a prefill's, an in-place SiLU, an activation or SiLU used
+    twice, one not feeding a product, of float32 or of a symbolic size are
+    not."""
+    from triton_bundle import inductor as ind
+    t = {"fn": {r: {object()} for r in ("linear", "silu", "mul")}, "method": {"mul": {"mul"}},
+         "half": {"bf16", "f16"}}
+    for order in (False, True):
+        nodes, m = _mlp_graph(t, order=order)
+        got = ind.find_activations(nodes, t)
+        check(got == [m], "store_activation: SiLU(gate) * up before the down product found (%s first; %d)" % (
+            "up" if order else "SiLU", len(got)))
+    nodes, m = _mlp_graph(t, dtype="f16")
+    check(ind.find_activations(nodes, t) == [m], "store_activation: float16 found")
+    for what, kw in (("a prefill's (16 rows)", {"rows": 16}), ("an in-place SiLU", {"inplace": True}),
+                     ("float32", {"dtype": "f32"}), ("a SiLU used twice", {"silu_users": 2}),
+                     ("an activation used twice", {"mul_users": 2}),
+                     ("an activation not feeding a product", {"consumer": "mul"})):
+        nodes, m = _mlp_graph(t, **kw)
+        check(not ind.find_activations(nodes, t), "store_activation: %s left as it is" % what)
+    nodes, m = _mlp_graph(t)
+    nodes[7].meta["example_value"].shape = (1, "s0", 8192)
+    check(not ind.find_activations(nodes, t), "store_activation: an activation of a symbolic size left as it is")
+    nodes, m = _mlp_graph(t)
+    nodes[4].meta["example_value"].shape = (1, 1, 4096)
+    check(not ind.find_activations(nodes, t), "store_activation: gate and up of other shapes left as they are")
+    nodes, m = _mlp_graph(t)
+    m.meta["example_value"].stride = lambda: ("s1", 8192, 1)
+    check(not ind.find_activations(nodes, t), "store_activation: an activation of symbolic strides left as it is")
+    nodes, m = _mlp_graph(t)
+    m.kwargs = {"out": None}
+    check(not ind.find_activations(nodes, t), "store_activation: a mul with keyword arguments left as it is")
+    nodes, m = _mlp_graph(t)
+    nodes[6].args, nodes[6].kwargs = (nodes[6].args[0], True), {}
+    check(not ind.find_activations(nodes, t), "store_activation: SiLU in place (a positional flag) left as it is")
+    nodes, m = _mlp_graph(t)
+    del nodes[7].meta["example_value"]
+    check(not ind.find_activations(nodes, t), "store_activation: a node without an example value left (no error)")
+
+
 def main():
     helpers()
     program_checks()
@@ -1462,6 +1530,7 @@ def main():
     pdl()
     split_argmax()
     decode_attention()
+    store_activation()
     return summary()
 
 

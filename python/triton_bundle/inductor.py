@@ -31,15 +31,17 @@ def conv_as_mm_backend(torch, compile_options, split_k=True, sms=132, prologue_f
 
 
 def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=True, sms=132, prologue_fusion=False,
-                     attention=False):
+                     attention=False, activation=False):
     """A torch.compile backend: Inductor (compile_fx) with compile_options
     and the exporter's decompositions: with conv, 2-D convolutions as a
     gather and a matrix product (conv_as_mm_backend says how; Inductor's
     prologue fusion then off unless prologue_fusion); with argmax, an
     argmax or argmin over a long row in two stages (_split_arg_reduction);
     with attention, eager attention with one query per head as one Triton
-    kernel of ours (attention_pass). backend.attentions counts, per graph
-    compiled, the attentions replaced."""
+    kernel of ours (attention_pass); with activation, SiLU(gate) * up
+    before a one-row product stored once (activation_pass).
+    backend.attentions and backend.activations count, per graph compiled,
+    the attentions replaced and the activations stored."""
     from torch._decomp import register_decomposition
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.decomposition import select_decomp_table
@@ -93,18 +95,24 @@ def exporter_backend(torch, compile_options, conv=True, argmax=True, split_k=Tru
         replaced = attention_pass(torch, gm) if attention else 0
         if attention:
             backend.attentions.append(replaced)
+        stored = activation_pass(torch, gm) if activation else 0
+        if activation:
+            backend.activations.append(stored)
         # AOTAutograd's cache keys on the graph before decomposition, not on
         # this table: a model compiled without it would come back
         with torch._functorch.config.patch(enable_autograd_cache=False), _quiet_asm_analysis(replaced):
             try:
                 return compile_fx(gm, example_inputs, config_patches=patches, decompositions=table)
             except Exception as e:
-                if not replaced:
+                if not replaced and not stored:
                     raise
-                raise RuntimeError("compiling a graph whose %d eager attentions were replaced by "
-                                   "triton_bundle::decode_attention failed (options[\"decode_attention\"] = False "
-                                   "keeps Inductor's): %s: %s" % (replaced, type(e).__name__, e)) from e
+                raise RuntimeError("compiling a graph where %d eager attentions were replaced by "
+                                   "triton_bundle::decode_attention (options[\"decode_attention\"] = False keeps "
+                                   "Inductor's) and %d activations stored once (options[\"store_activation\"] = "
+                                   "False keeps Inductor's) failed: %s: %s" % (
+                                       replaced, stored, type(e).__name__, e)) from e
     backend.attentions = []
+    backend.activations = []
     return backend
 
 
@@ -842,4 +850,99 @@ def attention_pass(torch, gm):
                 erased.add(n)
     gm.graph.lint()
     gm.recompile()
+    return len(found)
+
+
+# ------------------------------------------------------------ the activation
+# (2.15) Inductor makes a one-row product (M = 1) a reduction and inlines
+# the pointwise operations that make its input into each of its programs:
+# the down product of a decode layer, SiLU(gate) * up times its weight,
+# computed SiLU(gate) * up, 8,192 exponentials and divisions, again in each
+# of its programs (512 to 1,024 in the 1B step's tilings, each a few of its
+# 2,048 rows), and read the gate and up products (float32) from the L2
+# cache in each. activation_pass makes Inductor store the activation once:
+# it passes it through prims.inductor_force_stride_order (its own strides:
+# a value unchanged), whose lowering asks for a buffer of those strides
+# (in the activation's dtype: rounded as eager rounds it); in the 1B step
+# Inductor fused that buffer into the kernel of the gate and up products,
+# and the down product read it and nothing more. transformers' LlamaMLP (and every MLP that writes
+# down(act(gate(x)) * up(x)) with SiLU) is this pattern.
+def activation_targets(torch):
+    """The functions activation_pass knows, by role."""
+    import operator
+    f = torch.nn.functional
+    return {"fn": {"linear": {torch._C._nn.linear, f.linear}, "silu": {f.silu, torch._C._nn.silu},
+                   "mul": {operator.mul, torch.mul}},
+            "method": {"mul": {"mul", "__mul__"}}, "half": {torch.float16, torch.bfloat16}}
+
+
+def _narrow_linear_input(node, t):
+    """x where node is x w^T (a linear, any bias) of one row x of static
+    shape, float16 or bfloat16, else None."""
+    if not _is(node, t, "linear") or not 2 <= len(node.args) <= 3 or set(node.kwargs) - {"bias"}:
+        return None
+    x = node.args[0]
+    v = _val(x)
+    shape = getattr(v, "shape", None)
+    if shape is None or not len(shape) or not all(type(s) is int for s in shape) or v.dtype not in t["half"]:
+        return None
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    return x if rows == 1 else None
+
+
+def find_activations(nodes, t):
+    """The mul nodes, in order, that are SiLU(a) * b (either order, no
+    keyword arguments; the SiLU not in place, used only by the mul), used
+    only by a one-row product (_narrow_linear_input: a linear of an input
+    of static shape and one row, float16 or bfloat16) as its input, with a
+    and b of the mul's static shape and all three of one dtype, and strides
+    that are numbers."""
+    found = []
+    for n in nodes:
+        try:
+            if not _is(n, t, "mul") or len(n.args) != 2 or n.kwargs:
+                continue
+            user = _one_user(n)
+            if user is None or _narrow_linear_input(user, t) is not n:
+                continue
+            for s, b in (n.args, n.args[::-1]):
+                if _is(s, t, "silu") and 1 <= len(s.args) <= 2 and not set(s.kwargs) - {"inplace"} and \
+                        not s.kwargs.get("inplace", s.args[1] if len(s.args) > 1 else False) and \
+                        _one_user(s) is n and _static_shape(s.args[0], len(_val(n).shape)) is not None and \
+                        _static_shape(s.args[0], len(_val(n).shape)) == _static_shape(b, len(_val(n).shape)) and \
+                        _val(s.args[0]).dtype is _val(b).dtype is _val(n).dtype and \
+                        all(type(d) is int for d in _val(n).stride()):
+                    found.append(n)
+                    break
+        except Exception:  # noqa: BLE001 - a graph this does not understand is left as it is
+            continue
+    return found
+
+
+def activation_pass(torch, gm):
+    """Pass each activation find_activations finds in gm (a Dynamo graph)
+    through prims.inductor_force_stride_order with its own strides; the
+    number passed (0 where PyTorch lacks the op, or where grad is on: the
+    op has no backward)."""
+    if torch.is_grad_enabled():
+        return 0
+    try:
+        import torch._inductor.inductor_prims  # noqa: F401 - defines the op
+    except ImportError:
+        return 0
+    op = getattr(getattr(getattr(torch.ops, "prims", None), "inductor_force_stride_order", None), "default", None)
+    if op is None:
+        return 0
+    found = find_activations(list(gm.graph.nodes), activation_targets(torch))
+    for n in found:
+        user = _one_user(n)
+        with gm.graph.inserting_after(n):
+            new = gm.graph.call_function(op, (n, list(_val(n).stride())))
+        new.meta.update(n.meta)
+        user.replace_input_with(n, new)
+    if found:
+        gm.graph.lint()
+        gm.recompile()
     return len(found)

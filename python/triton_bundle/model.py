@@ -186,6 +186,12 @@ EXPORT_OPTIONS = {
                                 # with the rotary embedding of the query where transformers' is found with it, and
                                 # the "pdl" flag where the program is compiled with options["pdl"]. Programs
                                 # compiled here
+    "store_activation": True,   # (2.15) SiLU(a) * b used only as the input of a product of one row (a decode
+                                # step's down product, transformers' MLP), float16 or bfloat16, static shape,
+                                # compiled without grad (inductor.find_activations says every condition), stored
+                                # once (in the 1B step by the kernel of the gate and up products), where Inductor
+                                # computed it again in each program of the down product (inductor.activation_pass):
+                                # rounded to its dtype as eager rounds it. Programs compiled here
 }
 
 # ------------------------------------------------------------ the report
@@ -207,8 +213,10 @@ class ExportReport:
     before and after), pdl (2.11: whether options["pdl"] turned on
     Inductor's programmatic dependent launch), pdl_launches (the launches
     whose config has the "pdl" flag), decode_attentions (2.13: the
-    attentions options["decode_attention"] replaced), timings (seconds), warnings, compiled (the compiled callable, to
-    compare against), bundle (the Bundle), captured_outputs (the output
+    attentions options["decode_attention"] replaced), stored_activations
+    (2.15: the activations options["store_activation"] stored), timings
+    (seconds), warnings, compiled (the compiled callable, to compare
+    against), bundle (the Bundle), captured_outputs (the output
     tensors of the captured run: what the program computes from the
     bundle's state). With dynamic_shapes (2.6): symbols ((name, min, max)
     each), captured_sizes (the sizes captured and checked, the maximum
@@ -617,7 +625,8 @@ class _Export:
         if pdl is not None:
             self.compile_options["triton.enable_pdl"] = self.pdl = pdl
         decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"),
-                                                         ("attention", "decode_attention"))}
+                                                         ("attention", "decode_attention"),
+                                                         ("activation", "store_activation"))}
         if self.compiled_here and any(decomps.values()):
             backend = self.backend = exporter_backend(torch, self.compile_options, **decomps)
             self.compiled = torch.compile(self.model, backend=backend, **self.compile_kwargs)
@@ -1115,6 +1124,7 @@ class _Export:
             pdl_launches=sum(1 for st in steps if st.kind == LAUNCH and
                              bundle.records[st.record].configs[st.config].flags & CONFIG_PDL),
             decode_attentions=sum(getattr(getattr(self, "backend", None), "attentions", ())),
+            stored_activations=sum(getattr(getattr(self, "backend", None), "activations", ())),
             warnings=list(getattr(self, "tuning_warnings", [])) + list(self.warnings),
             timings=dict(self.timings), compiled=self.compiled, bundle=bundle,
             captured_outputs=outs, constant_storages=[c[2] for c in const_list],

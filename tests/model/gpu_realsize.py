@@ -304,6 +304,11 @@ def main(argv):
           not info["decode_attentions"].get("prefill", 0),
           "%s: the decode's attention one kernel of ours in each of its %d layers, the prefill's Inductor's (%s)" % (
               size, cfg.num_hidden_layers, info["decode_attentions"]))
+    info["stored_activations"] = {k: getattr(v, "stored_activations", 0) for k, v in rep.programs.items()}
+    check(info["stored_activations"].get("decode", 0) == cfg.num_hidden_layers and
+          not info["stored_activations"].get("prefill", 0),
+          "%s: the decode's SiLU(gate) * up stored once in each of its %d layers, the prefill's not (%s)" % (
+              size, cfg.num_hidden_layers, info["stored_activations"]))
     fns = {k: v.compiled for k, v in rep.programs.items()}
     state0 = [t.clone() for t in state()]
 
@@ -418,7 +423,7 @@ def main(argv):
         json.dump(info, f, indent=1, default=str)
     print("     %s" % json.dumps({k: info[k] for k in ("top_kernels_us", "narrow_products", "narrow_configs",
                                                           "program_tuning", "export_timings", "pdl_launches",
-                                                          "decode_attentions",
+                                                          "decode_attentions", "stored_activations",
                                                           "c_decode_nopdl_us")
                                   if k in info}, default=str)[:2500])
     return summary(SKIPPED[0])
