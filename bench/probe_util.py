@@ -27,11 +27,11 @@ def decode_step(torch, layers):
 
 
 def probe_setup(argv, layers):
-    """What prologue_probe.py, layer_probe.py and activation_probe.py start from: None (a line
-    said so) without torch and a GPU, else (torch, tb: the companion,
-    gemv_probe: its time_graph, step_kernels, narrow_product_configs,
-    layers: --layers N, else `layers`, and decode_step's decode, reset, ids
-    and pos)."""
+    """What prologue_probe.py, layer_probe.py and activation_probe.py
+    start from: None (a line said so) without torch and a GPU, else
+    (torch, tb: the companion, gemv_probe: its time_graph, step_kernels,
+    narrow_product_configs, layers: --layers N, else `layers`, and
+    decode_step's decode, reset, ids and pos)."""
     layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else layers
     from pycheck import cuda_torch, step_kernels
     torch = cuda_torch()

@@ -865,15 +865,16 @@ def attention_pass(torch, gm):
 # a value unchanged), whose lowering asks for a buffer of those strides
 # (in the activation's dtype: rounded as eager rounds it); in the 1B step
 # Inductor fused that buffer into the kernel of the gate and up products,
-# and the down product read it and nothing more. transformers' LlamaMLP (and every MLP that writes
-# down(act(gate(x)) * up(x)) with SiLU) is this pattern.
+# and the down product read it and nothing more. transformers' LlamaMLP
+# (and every MLP that writes down(act(gate(x)) * up(x)) with SiLU) is this
+# pattern.
 def activation_targets(torch):
-    """The functions activation_pass knows, by role."""
-    import operator
+    """The functions activation_pass knows, by role: attention_targets'
+    and the product and SiLU."""
+    t = attention_targets(torch)
     f = torch.nn.functional
-    return {"fn": {"linear": {torch._C._nn.linear, f.linear}, "silu": {f.silu, torch._C._nn.silu},
-                   "mul": {operator.mul, torch.mul}},
-            "method": {"mul": {"mul", "__mul__"}}, "half": {torch.float16, torch.bfloat16}}
+    t["fn"].update(linear={torch._C._nn.linear, f.linear}, silu={f.silu, torch._C._nn.silu})
+    return t
 
 
 def _narrow_linear_input(node, t):
@@ -907,13 +908,15 @@ def find_activations(nodes, t):
             user = _one_user(n)
             if user is None or _narrow_linear_input(user, t) is not n:
                 continue
+            v = _val(n)
+            shape = _static_shape(n, len(v.shape))
+            if shape is None or not all(type(d) is int for d in v.stride()):
+                continue
             for s, b in (n.args, n.args[::-1]):
                 if _is(s, t, "silu") and 1 <= len(s.args) <= 2 and not set(s.kwargs) - {"inplace"} and \
                         not s.kwargs.get("inplace", s.args[1] if len(s.args) > 1 else False) and \
-                        _one_user(s) is n and _static_shape(s.args[0], len(_val(n).shape)) is not None and \
-                        _static_shape(s.args[0], len(_val(n).shape)) == _static_shape(b, len(_val(n).shape)) and \
-                        _val(s.args[0]).dtype is _val(b).dtype is _val(n).dtype and \
-                        all(type(d) is int for d in _val(n).stride()):
+                        _one_user(s) is n and _static_shape(s.args[0], len(shape)) == shape == \
+                        _static_shape(b, len(shape)) and _val(s.args[0]).dtype is _val(b).dtype is v.dtype:
                     found.append(n)
                     break
         except Exception:  # noqa: BLE001 - a graph this does not understand is left as it is
