@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT-0 */
-/* triton_bundle.h - v2.15.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
+/* triton_bundle.h - v2.16.0 - format 2.6 - carry compiled Triton GPU kernels from a Triton
    cache to a running program, with no Python at run time.
    MIT No Attribution licence (MIT-0), at the end of the file and in LICENSE.
 
@@ -534,6 +534,12 @@
    computed again in each program of the down product
    (options["store_activation"]).
 
+   CHANGES IN 2.16 (from 2.15; the C library is unchanged; format 2.6)
+   The exporter turns on Inductor's combo kernels for a decode step
+   (options["combo"]): the query's, key's and value's products, which read
+   one input, run as one kernel (in the 1B step 148 launches where there
+   were 166).
+
    THREADS
    A bundle is safe to read from many threads; building one is not.
    Lifetimes: a kernel table and a loaded kernel live until their free
@@ -567,9 +573,9 @@
 #include <stdint.h>
 
 #define TB_VERSION_MAJOR 2
-#define TB_VERSION_MINOR 15
+#define TB_VERSION_MINOR 16
 #define TB_VERSION_PATCH 0
-#define TB_VERSION_STRING "2.15.0"
+#define TB_VERSION_STRING "2.16.0"
 #define TB_FORMAT_VERSION_MAJOR 2
 #define TB_FORMAT_VERSION_MINOR 6
 

@@ -1,5 +1,5 @@
 """What the decode-step probes (pdl_probe.py, prologue_probe.py,
-layer_probe.py, activation_probe.py) share:
+layer_probe.py, activation_probe.py, combo_probe.py) share:
 the repository's import paths and a 1B-shaped decode step whose state each
 run puts back."""
 

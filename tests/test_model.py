@@ -646,8 +646,10 @@ def narrow_configs():
         spills, fail = 0, False
 
         def __init__(self, name="triton_red_fused_add_mean_mm_t_19", kind="REDUCTION", hint="ReductionHint.INNER",
-                     sizes=None, deterministic=False):
+                     sizes=None, deterministic=False, combo=False):
             self.inductor_meta = {"kernel_name": name, "reduction_hint": hint}
+            if combo:
+                self.inductor_meta["combo_grid_meta"] = {"num_kernels": 2, "xnumel_0": 2048, "xnumel_1": 512}
             self.heuristic_type = "HeuristicType." + kind
             self.size_hints = sizes or {"x": 2048, "r0_": 8192}
             self.deterministic_mode = deterministic
@@ -688,6 +690,15 @@ def narrow_configs():
             Tuner(name="triton_red_fused_mm_2", sizes={"x": 1, "r0_": 1024}).coordinate_descent_tuning(launcher)
             check(calls[-1] == ("compile", {"XBLOCK": 1, "R0_BLOCK": 1024}, 8, 1),
                   "narrow_product_configs: the block sizes clamped to the kernel's sizes")
+            del calls[:]
+            Tuner(name="triton_red_fused_16", sizes={"x": 2048, "r0_": 2048}, combo=True).coordinate_descent_tuning(
+                launcher)
+            check(calls[-1] == ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1) and "triton_red_fused_16" in ctx.chosen,
+                  "narrow_product_configs: a combo kernel of reductions (no mm in its name) gets the config too")
+            check(tuned_as_before(Tuner(name="triton_red_fused_16", combo=True, kind="PERSISTENT_REDUCTION")) and
+                  tuned_as_before(Tuner(name="triton_poi_fused_0", combo=True, kind="POINTWISE")),
+                  "narrow_product_configs: a combo kernel of persistent reductions or of pointwise kernels: tuned as "
+                  "before")
             others = [Tuner(name="triton_red_fused_add_mean_pow_3"), Tuner(kind="PERSISTENT_REDUCTION"),
                       Tuner(kind="POINTWISE"), Tuner(hint="ReductionHint.OUTER"),
                       Tuner(sizes={"x": 2048, "r0_": 512}), Tuner(sizes={"x": 64, "y": 64, "r0_": 4096}),
@@ -702,7 +713,7 @@ def narrow_configs():
             spilling, failing = Tuner(), Tuner()
             spilling.spills, failing.fail = 40, True
             check(tuned_as_before(spilling) and tuned_as_before(failing) and ctx.fallbacks == 2 and
-                  len(ctx.chosen) == 2, "narrow_product_configs: a config that spills registers or does not "
+                  len(ctx.chosen) == 3, "narrow_product_configs: a config that spills registers or does not "
                   "compile: Inductor's tuning instead, counted")
             check(raises_any(lambda: ctx.__enter__(), RuntimeError), "narrow_product_configs: one context is "
                   "entered once at a time")
@@ -977,6 +988,40 @@ def program_tuning():
     check(r.program_tuning == w.ex.program_tuned and r.warnings[:1] == w.ex.tuning_warnings and
           r.narrow_configs == {"k_bn": {"XBLOCK": 2, "R0_BLOCK": 2048}} and "program_tuning" in r.as_dict(),
           "report: program_tuning, the tuning's warning, narrow_configs without the kernels the tuning changed")
+
+
+def combo():
+    """options["combo"] (2.16): when the exporter turns on Inductor's
+    combo kernels, and what the report says."""
+    for bad in ("yes", 1, None):
+        check(raises(lambda: M._Export(None, (), None, {"combo": bad}), "invalid_argument", "'auto', True or False"),
+              "options['combo'] %r refused" % (bad,))
+    check(M.EXPORT_OPTIONS["combo"] == "auto", "options['combo'] is 'auto' by default")
+
+    def fake(has):
+        config = types.SimpleNamespace(combo_kernels=False) if has else types.SimpleNamespace()
+        return types.SimpleNamespace(_inductor=types.SimpleNamespace(config=config))
+    for opt, extra, has, narrow, want in (
+            ("auto", {}, True, 113, True), ("auto", {}, True, -1, True), ("auto", {}, True, 0, False),
+            ("auto", {}, True, None, False), ("auto", {}, False, 113, False),
+            ("auto", {"dynamic_shapes": {"ids": {1: ("T", 2, 64)}}}, True, 113, False),
+            ("auto", {"combo_kernels": False}, True, 113, False),
+            ("auto", {"compile_options": {"combo_kernels": True}}, True, 113, False),
+            (True, {}, True, 0, True), (True, {"dynamic_shapes": {"ids": {1: ("T", 2, 64)}}}, True, 0, True),
+            (False, {}, True, 113, False), (True, {"combo_kernels": False}, True, 0, False)):
+        e = M._Export(None, (), None, dict({"combo": opt}, **extra))
+        e.torch, e.narrow = fake(has), narrow
+        check(e.combo_wanted() is want, "export: combo %r%s, Inductor %s the option, %s one-row products: "
+              "combo_kernels %s" % (opt, " %s" % sorted(extra) if extra else "", "has" if has else "lacks", narrow,
+                                    "on" if want else "as Inductor's config has it"))
+    e = M._Export(None, (), None, {"combo": True})
+    e.torch, e.narrow = fake(False), 113
+    check(raises(e.combo_wanted, "unsupported", "no combo_kernels"),
+          "export: combo True where Inductor lacks the option is an error, not silence")
+    w = World()
+    w.ex.combo = True
+    r = w.build()
+    check(r.combo is True and r.as_dict()["combo"] is True, "report: combo says the exporter turned combo kernels on")
 
 
 def pdl():
@@ -1528,6 +1573,7 @@ def main():
     narrow_configs()
     program_tuning()
     pdl()
+    combo()
     split_argmax()
     decode_attention()
     store_activation()

@@ -84,7 +84,7 @@ IR) instead, and no grid rules.
 # The version of triton_bundle.h this package goes with (its
 # TB_VERSION_STRING; tests/test_package.py checks that they are equal).
 # Defined before the modules are imported: the command line prints it.
-__version__ = "2.15.0"
+__version__ = "2.16.0"
 
 from .spec import (  # noqa: E402
     # limits and the format's numbers

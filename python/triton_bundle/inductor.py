@@ -242,7 +242,9 @@ NARROW_PRODUCT_CONFIG = {"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_sta
 def _narrow_product(tuner, launcher):
     """Whether an Inductor kernel is a one-row product as a reduction: a
     looped reduction whose name has the mm it came from (Inductor's
-    descriptive names, its default), over at least 1,024 contiguous
+    descriptive names, its default), or a combo kernel of reductions (its
+    name says nothing; in a decode step the query's, key's and value's
+    products of one input: options["combo"]), over at least 1,024 contiguous
     elements (the weight's rows), tiled by XBLOCK and R0_BLOCK only, and
     not in Inductor's deterministic mode (where a reduction's config is
     part of its numerics and coordinate descent leaves it alone)."""
@@ -251,7 +253,7 @@ def _narrow_product(tuner, launcher):
     kind = str(getattr(tuner, "heuristic_type", ""))
     return (kind.endswith("REDUCTION") and "PERSISTENT" not in kind
             and not getattr(tuner, "deterministic_mode", False)
-            and "mm" in str(meta.get("kernel_name", "")).split("_")
+            and ("mm" in str(meta.get("kernel_name", "")).split("_") or "combo_grid_meta" in meta)
             and str(meta.get("reduction_hint", "")).endswith("INNER")
             and set(hints) == {"x", "r0_"} and hints["r0_"] >= 1024
             and set(launcher.config.kwargs) == {"XBLOCK", "R0_BLOCK"})

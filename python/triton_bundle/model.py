@@ -192,6 +192,13 @@ EXPORT_OPTIONS = {
                                 # once (in the 1B step by the kernel of the gate and up products), where Inductor
                                 # computed it again in each program of the down product (inductor.activation_pass):
                                 # rounded to its dtype as eager rounds it. Programs compiled here
+    "combo": "auto",            # (2.16) Inductor's combo kernels (its combo_kernels): kernels that do not depend on
+                                # each other launched as one (in a decode step, the query's product with the key's
+                                # and value's, each with the norm before it and the cache write after it), one
+                                # config for them all (narrow_mm_config's, where their products are one-row
+                                # reductions). "auto" where narrow_mm made one-row products reductions and the
+                                # shapes are static, True for every program compiled here, False never. Not applied
+                                # where the caller names combo_kernels, or with a PyTorch that lacks the option
 }
 
 # ------------------------------------------------------------ the report
@@ -212,7 +219,8 @@ class ExportReport:
     program tuning changed, by name: its config and its microseconds a run
     before and after), pdl (2.11: whether options["pdl"] turned on
     Inductor's programmatic dependent launch), pdl_launches (the launches
-    whose config has the "pdl" flag), decode_attentions (2.13: the
+    whose config has the "pdl" flag), combo (2.16: whether
+    options["combo"] turned on Inductor's combo kernels), decode_attentions (2.13: the
     attentions options["decode_attention"] replaced), stored_activations
     (2.15: the activations options["store_activation"] stored), timings
     (seconds), warnings, compiled (the compiled callable, to compare
@@ -427,11 +435,11 @@ class _Export:
         self.narrow = None
         self.timings = {}
         self.program_tuned, self.tuning_warnings = {}, []
-        for key in ("program_tuning", "pdl"):
+        for key in ("program_tuning", "pdl", "combo"):
             mode = self.opts[key]
             if not (mode is True or mode is False or (isinstance(mode, str) and mode == "auto")):
                 raise BundleError("invalid_argument", "options[%r] is 'auto', True or False, not %r" % (key, mode))
-        self.pdl = False
+        self.pdl = self.combo = False
         config = self.opts["narrow_mm_config"]
         self.narrow_config = None
         if config is not False:
@@ -624,6 +632,8 @@ class _Export:
         pdl = self.pdl_setting() if self.compiled_here else None
         if pdl is not None:
             self.compile_options["triton.enable_pdl"] = self.pdl = pdl
+        if self.compiled_here and self.combo_wanted():
+            self.compile_options["combo_kernels"] = self.combo = True
         decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"),
                                                          ("attention", "decode_attention"),
                                                          ("activation", "store_activation"))}
@@ -663,6 +673,19 @@ class _Export:
         if mode is True or mode is False:
             return mode
         return True if self.narrow and torch.cuda.get_device_capability()[0] >= 9 else None
+
+    def combo_wanted(self):
+        """Whether options["combo"] turns on Inductor's combo_kernels for
+        this program (compiled here)."""
+        mode = self.opts["combo"]
+        if mode is False or "combo_kernels" in self.user_compile_options:
+            return False
+        if not hasattr(self.torch._inductor.config, "combo_kernels"):
+            if mode is True:
+                raise BundleError("unsupported", "options['combo'] is True: this PyTorch's Inductor has no "
+                                  "combo_kernels")
+            return False
+        return mode is True or bool(self.narrow and self.opts["dynamic_shapes"] is None)
 
     def tuning_wanted(self):
         """Whether options["program_tuning"] tunes this program."""
@@ -1120,7 +1143,7 @@ class _Export:
             narrow_configs={k: v for k, v in getattr(getattr(self, "narrow_config", None), "chosen", {}).items()
                             if k not in getattr(self, "program_tuned", {})},
             program_tuning=dict(getattr(self, "program_tuned", {})),
-            pdl=bool(getattr(self, "pdl", False)),
+            pdl=bool(getattr(self, "pdl", False)), combo=bool(getattr(self, "combo", False)),
             pdl_launches=sum(1 for st in steps if st.kind == LAUNCH and
                              bundle.records[st.record].configs[st.config].flags & CONFIG_PDL),
             decode_attentions=sum(getattr(getattr(self, "backend", None), "attentions", ())),

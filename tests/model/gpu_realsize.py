@@ -294,6 +294,10 @@ def main(argv):
           "%s: the decode tuned in the program: %d kernels changed, %.1f us a step before, %.1f after (%s s)" % (
               size, len(tuned), sum(t["us"][0] for t in tuned.values()), sum(t["us"][1] for t in tuned.values()),
               info["timings"].get("decode", {}).get("program_tuning_s")), str(tuning_left))
+    info["combo"] = {k: getattr(v, "combo", False) for k, v in rep.programs.items()}
+    check(opt["--narrow"] == "off" or not hasattr(torch._inductor.config, "combo_kernels") or
+          info["combo"] == {"prefill": False, "decode": True},
+          "%s: Inductor's combo kernels in the decode, not in the prefill (%s)" % (size, info["combo"]))
     info["pdl_launches"] = {k: getattr(v, "pdl_launches", 0) for k, v in rep.programs.items()}
     check(opt["--narrow"] == "off" or torch.cuda.get_device_capability()[0] < 9 or
           not hasattr(torch._inductor.config.triton, "enable_pdl") or info["pdl_launches"].get("decode", 0) > 0,
