@@ -695,6 +695,11 @@ def narrow_configs():
                 launcher)
             check(calls[-1] == ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1) and "triton_red_fused_16" in ctx.chosen,
                   "narrow_product_configs: a combo kernel of reductions (no mm in its name) gets the config too")
+            del calls[:]
+            Tuner(name="triton_red_fused_12", sizes={"x": 2048, "r0_": 2048}).coordinate_descent_tuning(launcher)
+            check(calls[-1] == ("compile", {"XBLOCK": 2, "R0_BLOCK": 2048}, 8, 1) and "triton_red_fused_12" in ctx.chosen,
+                  "narrow_product_configs: a reduction whose name says nothing (Inductor's names with combo kernels "
+                  "on) gets the config too")
             check(tuned_as_before(Tuner(name="triton_red_fused_16", combo=True, kind="PERSISTENT_REDUCTION")) and
                   tuned_as_before(Tuner(name="triton_poi_fused_0", combo=True, kind="POINTWISE")),
                   "narrow_product_configs: a combo kernel of persistent reductions or of pointwise kernels: tuned as "
@@ -702,10 +707,12 @@ def narrow_configs():
             others = [Tuner(name="triton_red_fused_add_mean_pow_3"), Tuner(kind="PERSISTENT_REDUCTION"),
                       Tuner(kind="POINTWISE"), Tuner(hint="ReductionHint.OUTER"),
                       Tuner(sizes={"x": 2048, "r0_": 512}), Tuner(sizes={"x": 64, "y": 64, "r0_": 4096}),
-                      Tuner(name="triton_red_fused_bmm_softmax_7"), Tuner(deterministic=True)]
+                      Tuner(name="triton_red_fused_bmm_softmax_7"), Tuner(deterministic=True),
+                      Tuner(name="triton_red_fused_12_mean"), Tuner(name="triton_red_fused_12", sizes={"x": 1, "r0_": 512})]
             check(all(tuned_as_before(t) for t in others),
                   "narrow_product_configs: no mm in the name, a persistent reduction, a pointwise kernel, an outer "
-                  "reduction, fewer than 1,024 elements, a tiled reduction, a bmm, deterministic mode: tuned as before")
+                  "reduction, fewer than 1,024 elements, a tiled reduction, a bmm, deterministic mode, a name that is "
+                  "not only a number, a nameless one of 512 elements: tuned as before")
             three = types.SimpleNamespace(config=Config({"XBLOCK": 1, "R0_BLOCK": 64, "RSPLIT": 4}))
             del calls[:]
             check(Tuner().coordinate_descent_tuning(three) is three and calls[-1][0] == "tuned",
@@ -713,7 +720,7 @@ def narrow_configs():
             spilling, failing = Tuner(), Tuner()
             spilling.spills, failing.fail = 40, True
             check(tuned_as_before(spilling) and tuned_as_before(failing) and ctx.fallbacks == 2 and
-                  len(ctx.chosen) == 3, "narrow_product_configs: a config that spills registers or does not "
+                  len(ctx.chosen) == 4, "narrow_product_configs: a config that spills registers or does not "
                   "compile: Inductor's tuning instead, counted")
             check(raises_any(lambda: ctx.__enter__(), RuntimeError), "narrow_product_configs: one context is "
                   "entered once at a time")
@@ -1001,22 +1008,23 @@ def combo():
     def fake(has):
         config = types.SimpleNamespace(combo_kernels=False) if has else types.SimpleNamespace()
         return types.SimpleNamespace(_inductor=types.SimpleNamespace(config=config))
+    dyn = {"dynamic_shapes": {"ids": {1: ("T", 2, 64)}}}
     for opt, extra, has, narrow, want in (
-            ("auto", {}, True, 113, True), ("auto", {}, True, -1, True), ("auto", {}, True, 0, False),
-            ("auto", {}, True, None, False), ("auto", {}, False, 113, False),
-            ("auto", {"dynamic_shapes": {"ids": {1: ("T", 2, 64)}}}, True, 113, False),
-            ("auto", {"combo_kernels": False}, True, 113, False),
-            ("auto", {"compile_options": {"combo_kernels": True}}, True, 113, False),
-            (True, {}, True, 0, True), (True, {"dynamic_shapes": {"ids": {1: ("T", 2, 64)}}}, True, 0, True),
-            (False, {}, True, 113, False), (True, {"combo_kernels": False}, True, 0, False)):
+            ("auto", {}, True, 113, True), ("auto", {}, True, -1, True), ("auto", {}, True, 0, None),
+            ("auto", {}, True, None, None), ("auto", {}, False, 113, None), ("auto", dyn, True, 113, None),
+            ("auto", {"combo_kernels": False}, True, 113, None),
+            ("auto", {"compile_options": {"combo_kernels": True}}, True, 113, None),
+            (True, {}, True, 0, True), (True, dyn, True, 0, True), (False, {}, True, 113, False),
+            (False, {}, False, 113, None), (True, {"combo_kernels": False}, True, 0, None),
+            (False, {"combo_kernels": True}, True, 113, None)):
         e = M._Export(None, (), None, dict({"combo": opt}, **extra))
         e.torch, e.narrow = fake(has), narrow
-        check(e.combo_wanted() is want, "export: combo %r%s, Inductor %s the option, %s one-row products: "
+        check(e.combo_setting() is want, "export: combo %r%s, Inductor %s the option, %s one-row products: "
               "combo_kernels %s" % (opt, " %s" % sorted(extra) if extra else "", "has" if has else "lacks", narrow,
-                                    "on" if want else "as Inductor's config has it"))
+                                    {True: "on", False: "off", None: "left as Inductor's config has it"}[want]))
     e = M._Export(None, (), None, {"combo": True})
     e.torch, e.narrow = fake(False), 113
-    check(raises(e.combo_wanted, "unsupported", "no combo_kernels"),
+    check(raises(e.combo_setting, "unsupported", "no combo_kernels"),
           "export: combo True where Inductor lacks the option is an error, not silence")
     w = World()
     w.ex.combo = True
@@ -1082,6 +1090,34 @@ def pdl():
     check(M._pdl_without_wait(b) == 3 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL, 0, 0, 0],
           "export: the pdl flag kept where the kernel lets the next start after its wait, cleared where it does "
           "so before (its PTX, its source, either of two files)")
+    # an Inductor combo kernel keeps it only where every branch waits first (options["combo"])
+    def combo_source(*branches):
+        lines = ["def triton_red_fused_9(in_ptr0, out_ptr0, XBLOCK : tl.constexpr):", "    pid = tl.program_id(0)"]
+        for i, body in enumerate(branches):
+            lines.append("    %s pid < num_xblocks_%d:" % ("if" if i == 0 else "elif", i))
+            lines += ["        " + x for x in body]
+        lines += ["    else:", "        pass", ""]
+        return "\n".join(lines).encode()
+    waits = ["tl.extra.cuda.gdc_wait()", "tmp0 = tl.load(in_ptr0 + x0)", "tl.extra.cuda.gdc_launch_dependents()",
+             "tl.store(out_ptr0 + x0, tmp0)"]
+    b = tb.Bundle()
+    b.kernels = [kernel("both", **{".ptx": b"griddepcontrol.wait;", ".source": combo_source(waits, waits)}),
+                 kernel("nowait", **{".ptx": b"griddepcontrol.wait;",
+                                     ".source": combo_source(waits, ["tl.store(out_ptr0 + x0, 0.0)"])}),
+                 kernel("early", **{".ptx": b"griddepcontrol.wait;", ".source": combo_source(
+                     waits, ["tl.extra.cuda.gdc_launch_dependents()", "tl.extra.cuda.gdc_wait()",
+                             "tl.store(out_ptr0 + x0, 0.0)"])}),
+                 kernel("three", **{".ptx": b"griddepcontrol.wait;", ".source": combo_source(waits, waits, waits)})]
+    b.records = [tb.Record("key_" + n, n, [config(n, "Oi")]) for n in ("both", "nowait", "early", "three")]
+    for r_ in b.records:
+        r_.configs[0].flags = tb.CONFIG_PDL
+    check(M._pdl_without_wait(b) == 2 and [r_.configs[0].flags for r_ in b.records] == [tb.CONFIG_PDL, 0, 0,
+                                                                                         tb.CONFIG_PDL],
+          "export: a combo kernel keeps the pdl flag where each branch waits first, loses it where one branch never "
+          "waits or lets the next kernel start before its wait (the first branch waiting is not enough)")
+    check(len(M._combo_branches(combo_source(waits, waits, waits))) == 3 and
+          M._combo_branches(b"def k(x):\n    if pid < 3:\n        pass\n") == [],
+          "export: a combo kernel's branches are found in its source; a kernel of one branch has none")
     # the exporter's own kernels get the flag where their PTX waits before any global access; no other kernel
     b = tb.Bundle()
     b.kernels = [kernel("own", **{".ptx": b"ld.param.u64\ngriddepcontrol.wait;\nld.global.nc.v4.b32\n"

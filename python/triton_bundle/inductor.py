@@ -7,6 +7,7 @@ Dynamo's graph (attention_pass); conv_as_mm_backend, the first alone), and
 one config for a decode step's one-row products (NARROW_PRODUCT_CONFIG,
 given by narrow_product_configs)."""
 
+import re
 import threading
 
 # Inductor's options that make every GPU operation of a forward a Triton
@@ -242,9 +243,10 @@ NARROW_PRODUCT_CONFIG = {"XBLOCK": 2, "R0_BLOCK": 2048, "num_warps": 8, "num_sta
 def _narrow_product(tuner, launcher):
     """Whether an Inductor kernel is a one-row product as a reduction: a
     looped reduction whose name has the mm it came from (Inductor's
-    descriptive names, its default), or a combo kernel of reductions (its
-    name says nothing; in a decode step the query's, key's and value's
-    products of one input: options["combo"]), over at least 1,024 contiguous
+    descriptive names, its default), or whose name says nothing of what it
+    computes (triton_red_fused_N: with combo kernels on, options["combo"],
+    Inductor names every kernel so, a combo of the query's, key's and
+    value's products or a product alone), over at least 1,024 contiguous
     elements (the weight's rows), tiled by XBLOCK and R0_BLOCK only, and
     not in Inductor's deterministic mode (where a reduction's config is
     part of its numerics and coordinate descent leaves it alone)."""
@@ -253,7 +255,8 @@ def _narrow_product(tuner, launcher):
     kind = str(getattr(tuner, "heuristic_type", ""))
     return (kind.endswith("REDUCTION") and "PERSISTENT" not in kind
             and not getattr(tuner, "deterministic_mode", False)
-            and ("mm" in str(meta.get("kernel_name", "")).split("_") or "combo_grid_meta" in meta)
+            and ("mm" in str(meta.get("kernel_name", "")).split("_") or
+                 re.fullmatch(r"triton_red_fused_\d+", str(meta.get("kernel_name", ""))) is not None)
             and str(meta.get("reduction_hint", "")).endswith("INNER")
             and set(hints) == {"x", "r0_"} and hints["r0_"] >= 1024
             and set(launcher.config.kwargs) == {"XBLOCK", "R0_BLOCK"})

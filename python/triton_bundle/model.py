@@ -196,9 +196,15 @@ EXPORT_OPTIONS = {
                                 # each other launched as one (in a decode step, the query's product with the key's
                                 # and value's, each with the norm before it and the cache write after it), one
                                 # config for them all (narrow_mm_config's, where their products are one-row
-                                # reductions). "auto" where narrow_mm made one-row products reductions and the
-                                # shapes are static, True for every program compiled here, False never. Not applied
-                                # where the caller names combo_kernels, or with a PyTorch that lacks the option
+                                # reductions). Inductor then names the kernels it compiles so, combined or not,
+                                # triton_red_fused_N: narrow_mm_config goes to every such looped reduction of
+                                # 1,024 elements or more, and a name that two graphs of one program share (a graph
+                                # break) keeps that kernel out of program_tuning. "auto" where narrow_mm made
+                                # one-row products reductions (found by its probe, or narrow_mm=True: every
+                                # program) and the shapes are static, else Inductor's config as it is; True for
+                                # every program compiled here; False off, whatever Inductor's config says. Not
+                                # applied where the caller names combo_kernels; with a PyTorch that lacks the
+                                # option, an error where True
 }
 
 # ------------------------------------------------------------ the report
@@ -368,6 +374,21 @@ def _pdl_for_own(bundle):
     return flagged
 
 
+# the line that starts a branch of an Inductor combo kernel's source: "if
+# pid < num_xblocks_0:", "elif pid % 2 == 1:"
+_COMBO_BRANCH = re.compile(rb"^[ \t]*(?:if|elif)[ \t]+pid\b[^\n]*:[ \t]*$", re.M)
+
+
+def _combo_branches(source):
+    """The branches of an Inductor combo kernel's source, each from its
+    `if pid ...:` or `elif pid ...:` line to the next; [] for a kernel
+    of one branch."""
+    starts = [m.start() for m in _COMBO_BRANCH.finditer(source)]
+    if len(starts) < 2:
+        return []
+    return [source[a:b] for a, b in zip(starts, starts[1:] + [len(source)])]
+
+
 def _pdl_without_wait(bundle):
     """Clears the pdl flag of every config whose kernel never waits for the
     kernel before it (no griddepcontrol.wait in its PTX or Triton IR, no
@@ -377,15 +398,20 @@ def _pdl_without_wait(bundle):
     first in its PTX or IR, gdc_launch_dependents before gdc_wait in its
     source; Inductor writes it after the wait, other kernels may not), or
     that uses Triton's global scratch (one area that every launch shares,
-    which the workspace plan does not separate). Such a kernel could run
-    beside the one before it, and a kernel after it beside both; launched
-    without the flag, it waits for the kernel before it to end. Returns how
-    many configs it cleared."""
+    which the workspace plan does not separate). An Inductor combo kernel
+    (options["combo"]: one branch of its source per kernel it combines,
+    each chosen by the program's index) keeps it only where every branch
+    waits, and waits first: one branch of a kernel that reads nothing
+    would otherwise write while the kernel before it runs. Such a kernel
+    could run beside the one before it, and a kernel after it beside both;
+    launched without the flag, it waits for the kernel before it to end.
+    Returns how many configs it cleared."""
     def order(text, wait, launch):
         """Whether text waits (wait found) and lets the next kernel start
         no earlier (launch absent, or after the first wait)."""
         w, n = re.search(wait, text), re.search(launch, text)
         return w is not None, w is not None and (n is None or n.start() > w.start())
+    source_wait, source_launch = rb"\bgdc_wait\s*\(", rb"\bgdc_launch_dependents\s*\("
     cleared = 0
     for rec in bundle.records:
         for cfg in rec.configs:
@@ -394,8 +420,9 @@ def _pdl_without_wait(bundle):
             text = _kernel_texts(bundle, cfg, (".ptx", ".ttir", ".source"))
             found = [order(text.get(ext, b""), rb"griddepcontrol\.wait", rb"griddepcontrol\.launch_dependents")
                      for ext in (".ptx", ".ttir")]
-            found.append(order(text.get(".source", b""), rb"\bgdc_wait\s*\(", rb"\bgdc_launch_dependents\s*\("))
-            waits = any(w for w, _ in found) and all(ok for w, ok in found if w)
+            found.append(order(text.get(".source", b""), source_wait, source_launch))
+            waits = any(w for w, _ in found) and all(ok for w, ok in found if w) and \
+                all(all(order(b, source_wait, source_launch)) for b in _combo_branches(text.get(".source", b"")))
             if not waits or cfg.global_scratch[0] > 0:
                 cfg.flags &= ~CONFIG_PDL
                 cleared += 1
@@ -632,8 +659,9 @@ class _Export:
         pdl = self.pdl_setting() if self.compiled_here else None
         if pdl is not None:
             self.compile_options["triton.enable_pdl"] = self.pdl = pdl
-        if self.compiled_here and self.combo_wanted():
-            self.compile_options["combo_kernels"] = self.combo = True
+        combo = self.combo_setting() if self.compiled_here else None
+        if combo is not None:
+            self.compile_options["combo_kernels"] = self.combo = combo
         decomps = {k: bool(self.opts[o]) for k, o in (("conv", "conv_as_mm"), ("argmax", "split_argmax"),
                                                          ("attention", "decode_attention"),
                                                          ("activation", "store_activation"))}
@@ -674,18 +702,23 @@ class _Export:
             return mode
         return True if self.narrow and torch.cuda.get_device_capability()[0] >= 9 else None
 
-    def combo_wanted(self):
-        """Whether options["combo"] turns on Inductor's combo_kernels for
-        this program (compiled here)."""
+    def combo_setting(self):
+        """Inductor's combo_kernels for this program (compiled here) as
+        options["combo"] sets it: True, False (off even where Inductor's
+        config or TORCHINDUCTOR_COMBO_KERNELS turned it on), or None (left
+        as Inductor's config has it: the caller named the option, Inductor
+        lacks it, or "auto" found no one-row products or dynamic shapes)."""
         mode = self.opts["combo"]
-        if mode is False or "combo_kernels" in self.user_compile_options:
-            return False
+        if "combo_kernels" in self.user_compile_options:
+            return None
         if not hasattr(self.torch._inductor.config, "combo_kernels"):
             if mode is True:
                 raise BundleError("unsupported", "options['combo'] is True: this PyTorch's Inductor has no "
                                   "combo_kernels")
-            return False
-        return mode is True or bool(self.narrow and self.opts["dynamic_shapes"] is None)
+            return None
+        if mode is True or mode is False:
+            return mode
+        return True if self.narrow and self.opts["dynamic_shapes"] is None else None
 
     def tuning_wanted(self):
         """Whether options["program_tuning"] tunes this program."""
