@@ -11,7 +11,8 @@ How a forward becomes a program
 1. The model is compiled with Inductor's Triton-only options (TRITON_ONLY:
    max-autotune, Triton templates for matrix products and convolutions, no
    CUDA graphs; a decode step's with programmatic dependent launch,
-   options["pdl"]) unless it is already compiled, and run `warmup` times
+   options["pdl"], and combo kernels, options["combo"]) unless it is
+   already compiled, and run `warmup` times
    (compilation, autotuning, coordinate descent), then (options
    ["program_tuning"], a decode step's by default) about 28 times more
    while its costly reductions are tuned in the program, and once more,
