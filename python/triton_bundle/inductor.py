@@ -253,10 +253,10 @@ def _narrow_product(tuner, launcher):
     meta = getattr(tuner, "inductor_meta", None) or {}
     hints = dict(getattr(tuner, "size_hints", None) or {})
     kind = str(getattr(tuner, "heuristic_type", ""))
+    name = str(meta.get("kernel_name", ""))
     return (kind.endswith("REDUCTION") and "PERSISTENT" not in kind
             and not getattr(tuner, "deterministic_mode", False)
-            and ("mm" in str(meta.get("kernel_name", "")).split("_") or
-                 re.fullmatch(r"triton_red_fused_\d+", str(meta.get("kernel_name", ""))) is not None)
+            and ("mm" in name.split("_") or re.fullmatch(r"triton_red_fused_\d+", name) is not None)
             and str(meta.get("reduction_hint", "")).endswith("INNER")
             and set(hints) == {"x", "r0_"} and hints["r0_"] >= 1024
             and set(launcher.config.kwargs) == {"XBLOCK", "R0_BLOCK"})

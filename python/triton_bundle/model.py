@@ -419,11 +419,12 @@ def _pdl_without_wait(bundle):
             if not cfg.flags & CONFIG_PDL:
                 continue
             text = _kernel_texts(bundle, cfg, (".ptx", ".ttir", ".source"))
+            source = text.get(".source", b"")
             found = [order(text.get(ext, b""), rb"griddepcontrol\.wait", rb"griddepcontrol\.launch_dependents")
                      for ext in (".ptx", ".ttir")]
-            found.append(order(text.get(".source", b""), source_wait, source_launch))
+            found.append(order(source, source_wait, source_launch))
             waits = any(w for w, _ in found) and all(ok for w, ok in found if w) and \
-                all(all(order(b, source_wait, source_launch)) for b in _combo_branches(text.get(".source", b"")))
+                all(all(order(b, source_wait, source_launch)) for b in _combo_branches(source))
             if not waits or cfg.global_scratch[0] > 0:
                 cfg.flags &= ~CONFIG_PDL
                 cleared += 1
