@@ -686,41 +686,39 @@ class _Export:
             self.tune_program()
 
     def pdl_setting(self):
-        """Inductor's triton.enable_pdl for this program (compiled here) as
-        options["pdl"] sets it: True, False (options["pdl"] False: off even
-        where Inductor's config or TORCHINDUCTOR_ENABLE_PDL turned it on),
-        or None (left as Inductor's config has it: the caller named the
-        option, Inductor lacks it, or "auto" found no one-row products)."""
-        mode = self.opts["pdl"]
-        if "triton.enable_pdl" in self.user_compile_options:
-            return None
-        torch = self.torch
-        if not hasattr(getattr(torch._inductor.config, "triton", None), "enable_pdl"):
-            if mode is True:
-                raise BundleError("unsupported", "options['pdl'] is True: this PyTorch's Inductor has no "
-                                  "triton.enable_pdl (programmatic dependent launch)")
-            return None
-        if mode is True or mode is False:
-            return mode
-        return True if self.narrow and torch.cuda.get_device_capability()[0] >= 9 else None
+        """Inductor's triton.enable_pdl for this program as options["pdl"]
+        sets it (_switch; "auto": one-row products, compute capability 9
+        or more)."""
+        return self._switch("pdl", "triton.enable_pdl", " (programmatic dependent launch)",
+                            lambda: self.narrow and self.torch.cuda.get_device_capability()[0] >= 9)
 
     def combo_setting(self):
-        """Inductor's combo_kernels for this program (compiled here) as
-        options["combo"] sets it: True, False (off even where Inductor's
-        config or TORCHINDUCTOR_COMBO_KERNELS turned it on), or None (left
-        as Inductor's config has it: the caller named the option, Inductor
-        lacks it, or "auto" found no one-row products or dynamic shapes)."""
-        mode = self.opts["combo"]
-        if "combo_kernels" in self.user_compile_options:
+        """Inductor's combo_kernels for this program as options["combo"]
+        sets it (_switch; "auto": one-row products, static shapes)."""
+        return self._switch("combo", "combo_kernels", "", lambda: self.narrow and self.opts["dynamic_shapes"] is None)
+
+    def _switch(self, option, key, about, auto):
+        """An Inductor option that options[option] sets for this program
+        (compiled here): True, False (off even where Inductor's config or
+        its environment variable turned it on), or None (left as Inductor's
+        config has it: the caller named the option, Inductor lacks it, or
+        "auto" where auto() is false). True where Inductor lacks it is an
+        error."""
+        mode = self.opts[option]
+        if key in self.user_compile_options:
             return None
-        if not hasattr(self.torch._inductor.config, "combo_kernels"):
+        *path, last = key.split(".")
+        config = self.torch._inductor.config
+        for part in path:
+            config = getattr(config, part, None)
+        if not hasattr(config, last):
             if mode is True:
-                raise BundleError("unsupported", "options['combo'] is True: this PyTorch's Inductor has no "
-                                  "combo_kernels")
+                raise BundleError("unsupported", "options[%r] is True: this PyTorch's Inductor has no %s%s" % (
+                    option, key, about))
             return None
         if mode is True or mode is False:
             return mode
-        return True if self.narrow and self.opts["dynamic_shapes"] is None else None
+        return True if auto() else None
 
     def tuning_wanted(self):
         """Whether options["program_tuning"] tunes this program."""
